@@ -1,0 +1,325 @@
+"""params.yaml -> frozen dataclasses.
+
+The whole parameter file is validated before any stage does work: an unknown key, a value of the
+wrong type or one out of range raises :class:`ConfigError` naming the file, the key path
+(``train.lr``) and what was expected. Each stage reads only its own section, and ``dvc.yaml`` lists
+the same keys as the stage's ``params``, so DVC reruns exactly what a change touches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+PARAMS_FILE = "params.yaml"
+
+
+class ConfigError(ValueError):
+    """A parameter file that does not match the schema."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema. `field(metadata={"min": ..})` gives a range; Literal gives a choice.
+
+
+def _rng(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> dict:
+    return {"min": lo, "max": hi, "lo_open": lo_open}
+
+
+@dataclass(frozen=True)
+class CorpusRef:
+    """One corpus of the source registry (``s2s.data.sources``), optionally cut to its head."""
+
+    corpus: str
+    max_lines: int | None = field(default=None, metadata=_rng(1))
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    train: tuple[CorpusRef, ...]
+    dev: tuple[CorpusRef, ...]
+    test: CorpusRef
+    # n-best lists of an external baseline (the paper's LIUM 1000-best lists); None: the pipeline
+    # produces its own with the system named in rescore.baseline.
+    nbest: CorpusRef | None = None
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    max_len: int = field(default=250, metadata=_rng(1))  # tokens per side, training pairs only
+    max_ratio: float = field(default=1.5, metadata=_rng(1.0))  # longer/shorter, training pairs only
+    ratio_min_len: int = field(default=1, metadata=_rng(1))  # the ratio filter ignores shorter pairs
+    dedup: bool = True
+    lowercase: bool = False
+
+
+@dataclass(frozen=True)
+class VocabConfig:
+    src_size: int = field(default=160_000, metadata=_rng(1))  # words, specials not counted
+    tgt_size: int = field(default=80_000, metadata=_rng(1))
+    min_count: int = field(default=1, metadata=_rng(1))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture of one model. `models.<name>` may override any field of `model`."""
+
+    cell: Literal["lstm", "peephole"] = "lstm"
+    num_layers: int = field(default=4, metadata=_rng(1))
+    hidden_size: int = field(default=1000, metadata=_rng(1))
+    embed_size: int = field(default=1000, metadata=_rng(1))
+    init_range: float = field(default=0.08, metadata=_rng(0.0, lo_open=True))
+    reverse_source: bool = False
+    init_seed: int = field(default=1, metadata=_rng(0))
+    order_seed: int = field(default=1, metadata=_rng(0))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = field(default=0, metadata=_rng(0))  # 0: torch's default
+    amp: bool = False  # bf16 autocast, CUDA only
+    batch_size: int = field(default=128, metadata=_rng(1))
+    lr: float = field(default=0.7, metadata=_rng(0.0, lo_open=True))
+    epochs: float = field(default=7.5, metadata=_rng(0.0, lo_open=True))
+    decay_start: float = field(default=5.0, metadata=_rng(0.0))  # epoch after which lr decays
+    decay_every: float = field(default=0.5, metadata=_rng(0.0, lo_open=True))  # epochs
+    decay_factor: float = field(default=0.5, metadata=_rng(0.0, 1.0, lo_open=True))
+    clip_norm: float = field(default=5.0, metadata=_rng(0.0, lo_open=True))
+    bucket_batches: int = field(default=100, metadata=_rng(1))  # batches sorted together by length
+    eval_every: float = field(default=0.5, metadata=_rng(0.0, lo_open=True))  # epochs
+    checkpoint_every: int = field(default=500, metadata=_rng(1))  # steps
+    log_every: int = field(default=50, metadata=_rng(1))  # steps
+
+
+@dataclass(frozen=True)
+class SystemConfig:
+    """One Table 1 system: a model or an ensemble, decoded at each beam width."""
+
+    members: tuple[str, ...]
+    beams: tuple[int, ...]
+    nbest: int = field(default=1, metadata=_rng(1))  # n-best entries written per sentence
+
+
+@dataclass(frozen=True)
+class TranslateConfig:
+    batch_size: int = field(default=32, metadata=_rng(1))  # sentences per search batch
+    max_len_a: float = field(default=1.5, metadata=_rng(0.0))  # max target len = a * src + b
+    max_len_b: int = field(default=10, metadata=_rng(1))
+    length_penalty: float = field(default=0.0, metadata=_rng(0.0))  # 0: the paper's raw log-prob
+    combine: Literal["mean_prob", "mean_logprob"] = "mean_prob"  # how an ensemble mixes members
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = field(default=0, metadata=_rng(0))
+
+
+@dataclass(frozen=True)
+class RescoreConfig:
+    baseline: str  # a system of translate.systems whose n-best lists are rescored
+    weight: float = field(default=0.5, metadata=_rng(0.0, 1.0))  # LSTM share of the score
+    rescorers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> members
+    batch_size: int = field(default=64, metadata=_rng(1))
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    min_group: int = field(default=100, metadata=_rng(1))  # sentences per Figure 3 group
+    length_edges: tuple[int, ...] = (4, 7, 8, 12, 17, 22, 28, 35, 79)  # paper's x ticks
+    rarity_groups: int = field(default=8, metadata=_rng(1))
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    title: str = "Sequence to Sequence Learning with Neural Networks: a reproduction"
+    figure3_system: str = "ensemble5"  # the "LSTM" curve of Figure 3
+    figure3_beam: int = field(default=12, metadata=_rng(1))
+
+
+@dataclass(frozen=True)
+class Params:
+    profile: str
+    data: DataConfig
+    prepare: PrepareConfig
+    vocab: VocabConfig
+    model: ModelConfig
+    models: dict[str, dict[str, Any]]  # name -> overrides of `model`; see model_config()
+    train: TrainConfig
+    translate: TranslateConfig
+    systems: dict[str, SystemConfig]
+    rescore: RescoreConfig
+    evaluate: EvaluateConfig = EvaluateConfig()
+    report: ReportConfig = ReportConfig()
+    source: Path = Path(PARAMS_FILE)
+
+    def model_config(self, name: str) -> ModelConfig:
+        """The architecture of `models.<name>`: `model` with that entry's overrides."""
+        if name not in self.models:
+            raise ConfigError(f"{self.source}: no model '{name}' under 'models' "
+                              f"(known: {', '.join(self.models)})")
+        return dataclasses.replace(self.model, **self.models[name])
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def load(path: str | Path = PARAMS_FILE) -> Params:
+    """Read and validate a parameter file; raise ConfigError naming the key on any problem."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: parameter file not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    params = _build(Params, {k: v for k, v in raw.items()}, path, "", skip={"source"})
+    params = dataclasses.replace(params, source=path)
+    _check_cross_refs(params)
+    return params
+
+
+def _build(cls: type, raw: Any, path: Path, where: str, skip: frozenset | set = frozenset()):
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: '{where or '<top>'}' must be a mapping, got {_show(raw)}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in skip}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        key = _join(where, unknown[0])
+        raise ConfigError(f"{path}: unknown key '{key}' (expected one of: {', '.join(fields)})")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        key = _join(where, name)
+        if name not in raw:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{path}: missing key '{key}'")
+            continue
+        kwargs[name] = _coerce(hints[name], raw[name], path, key, f.metadata)
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, path: Path, key: str, meta: Any = None):
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(inner, value, path, key, meta)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{path}: '{key}' must be one of {list(args)}, got {_show(value)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ConfigError(f"{path}: '{key}' must be a list, got {_show(value)}")
+        return tuple(_coerce(args[0], v, path, f"{key}[{i}]", meta) for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}: '{key}' must be a mapping, got {_show(value)}")
+        return {str(k): _coerce(args[1], v, path, _join(key, str(k)), meta)
+                for k, v in value.items()}
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path, key)
+    if tp is Path:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: '{key}' must be a path string, got {_show(value)}")
+        return Path(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: '{key}' must be true or false, got {_show(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}: '{key}' must be an integer, got {_show(value)}")
+    elif tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}: '{key}' must be a number, got {_show(value)}")
+        value = float(value)
+    elif tp is str:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{path}: '{key}' must be a non-empty string, got {_show(value)}")
+        return value
+    else:  # pragma: no cover - a schema error, not a user error
+        raise TypeError(f"unsupported schema type {tp!r} at {key}")
+    _check_range(value, path, key, meta or {})
+    return value
+
+
+def _check_range(value: float, path: Path, key: str, meta: dict) -> None:
+    lo, hi = meta.get("min"), meta.get("max")
+    if lo is not None:
+        if meta.get("lo_open") and not value > lo:
+            raise ConfigError(f"{path}: '{key}' must be > {lo}, got {value}")
+        if not meta.get("lo_open") and not value >= lo:
+            raise ConfigError(f"{path}: '{key}' must be >= {lo}, got {value}")
+    if hi is not None and not value <= hi:
+        raise ConfigError(f"{path}: '{key}' must be <= {hi}, got {value}")
+
+
+def _check_cross_refs(p: Params) -> None:
+    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    model_hints = typing.get_type_hints(ModelConfig)
+    if not p.models:
+        raise ConfigError(f"{p.source}: 'models' must name at least one model")
+    for name, overrides in p.models.items():
+        if overrides is None:
+            raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping (use {{}} for none)")
+        if not isinstance(overrides, dict):
+            raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping, got {_show(overrides)}")
+        for k, v in overrides.items():
+            if k not in model_fields:
+                raise ConfigError(f"{p.source}: unknown key 'models.{name}.{k}' "
+                                  f"(expected one of: {', '.join(sorted(model_fields))})")
+            meta = next(f.metadata for f in dataclasses.fields(ModelConfig) if f.name == k)
+            _coerce(model_hints[k], v, p.source, f"models.{name}.{k}", meta)
+    for sname, system in p.systems.items():
+        if not system.members:
+            raise ConfigError(f"{p.source}: 'systems.{sname}.members' must name at least one model")
+        if not system.beams:
+            raise ConfigError(f"{p.source}: 'systems.{sname}.beams' must list at least one width")
+        for i, m in enumerate(system.members):
+            if m not in p.models:
+                raise ConfigError(f"{p.source}: 'systems.{sname}.members[{i}]' names model '{m}', "
+                                  f"which is not under 'models' (known: {', '.join(p.models)})")
+        for i, b in enumerate(system.beams):
+            if b < 1:
+                raise ConfigError(f"{p.source}: 'systems.{sname}.beams[{i}]' must be >= 1, got {b}")
+        if system.nbest > max(system.beams):
+            raise ConfigError(f"{p.source}: 'systems.{sname}.nbest' ({system.nbest}) must not "
+                              f"exceed its widest beam ({max(system.beams)})")
+    if p.data.nbest is None and p.rescore.baseline not in p.systems:
+        raise ConfigError(f"{p.source}: 'rescore.baseline' names system '{p.rescore.baseline}', "
+                          f"which is not under 'systems' (known: {', '.join(p.systems)})")
+    for rname, members in p.rescore.rescorers.items():
+        for i, m in enumerate(members):
+            if m not in p.models:
+                raise ConfigError(f"{p.source}: 'rescore.rescorers.{rname}[{i}]' names model "
+                                  f"'{m}', which is not under 'models'")
+    if p.report.figure3_system not in p.systems:
+        raise ConfigError(f"{p.source}: 'report.figure3_system' names system "
+                          f"'{p.report.figure3_system}', which is not under 'systems'")
+    if p.report.figure3_beam not in p.systems[p.report.figure3_system].beams:
+        raise ConfigError(f"{p.source}: 'report.figure3_beam' ({p.report.figure3_beam}) is not a "
+                          f"beam of system '{p.report.figure3_system}'")
+    edges = p.evaluate.length_edges
+    if list(edges) != sorted(set(edges)):
+        raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")
+
+
+def _join(where: str, name: str) -> str:
+    return f"{where}.{name}" if where else name
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}"

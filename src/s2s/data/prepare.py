@@ -1,0 +1,143 @@
+"""Stage `prepare`: raw corpora -> normalised, filtered, deduplicated, Moses-tokenised text.
+
+Reads:  the corpora that `download` put in the raw dir (``data/raw``), params `data`, `prepare`.
+Writes: ``<out>/{train,dev,test}.tok.{en,fr}`` (tokenised, one sentence per line),
+        ``<out>/{dev,test}.raw.{en,fr}`` (normalised but untokenised: sacreBLEU's references),
+        ``metrics/prepare.json``: per split and corpus, lines in, lines removed by each filter,
+        lines out, tokens.
+
+Filters apply to training data only; dev and test keep every line (all 3003 sentences of
+newstest2014 are translated and scored, as in the paper). Order: normalise, drop empty and
+one-sided pairs, tokenise, drop pairs longer than `max_len` tokens on either side, drop pairs whose
+length ratio exceeds `max_ratio`, drop exact duplicates (across all training corpora).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from s2s.config import CorpusRef, DataConfig, PrepareConfig
+from s2s.data import sources
+from s2s.data.text import CorpusError, normalize, read_lines, tokenize_many
+from s2s.io import atomic_write_json, atomic_write_lines
+
+log = logging.getLogger("s2s.prepare")
+
+_PARALLEL_MIN_LINES = 20_000
+
+
+@dataclass
+class FilterCounts:
+    lines_in: int = 0
+    removed: dict[str, int] = field(default_factory=lambda: {
+        "empty": 0, "too_long": 0, "ratio": 0, "duplicate": 0})
+    lines_out: int = 0
+    tokens_en: int = 0
+    tokens_fr: int = 0
+
+
+def read_pair(raw_dir: Path, ref: CorpusRef) -> tuple[list[str], list[str]]:
+    """The corpus's aligned (en, fr) lines, normalised, cut to ref.max_lines; refuses misalignment."""
+    pair = sources.raw_pair(raw_dir, ref.corpus)
+    en = read_lines(pair.en, pair.format)
+    fr = read_lines(pair.fr, pair.format)
+    if len(en) != len(fr):
+        raise CorpusError(f"misaligned corpus '{ref.corpus}': {pair.en} has {len(en)} lines, "
+                          f"{pair.fr} has {len(fr)}")
+    if ref.max_lines is not None:
+        en, fr = en[: ref.max_lines], fr[: ref.max_lines]
+    return [normalize(s) for s in en], [normalize(s) for s in fr]
+
+
+def tokenize_parallel(lines: list[str], lang: str, *, workers: int) -> list[str]:
+    if workers <= 1 or len(lines) < _PARALLEL_MIN_LINES:
+        return tokenize_many(lines, lang)
+    size = -(-len(lines) // (workers * 4))
+    chunks = [lines[i: i + size] for i in range(0, len(lines), size)]
+    with ProcessPoolExecutor(workers) as pool:
+        parts = pool.map(tokenize_many, chunks, [lang] * len(chunks))
+        return [ln for part in parts for ln in part]
+
+
+def filter_train(en: list[str], fr: list[str], cfg: PrepareConfig, *, workers: int,
+                 seen: set[tuple[str, str]]) -> tuple[list[str], list[str], FilterCounts]:
+    """Apply the training filters to one corpus; `seen` carries duplicates across corpora."""
+    counts = FilterCounts(lines_in=len(en))
+    keep = [i for i in range(len(en)) if en[i] and fr[i]]
+    counts.removed["empty"] = len(en) - len(keep)
+    if cfg.lowercase:
+        en, fr = [s.lower() for s in en], [s.lower() for s in fr]
+    tok_en = tokenize_parallel([en[i] for i in keep], "en", workers=workers)
+    tok_fr = tokenize_parallel([fr[i] for i in keep], "fr", workers=workers)
+    out_en, out_fr = [], []
+    for e, f in zip(tok_en, tok_fr):
+        le, lf = len(e.split()), len(f.split())
+        if le > cfg.max_len or lf > cfg.max_len:
+            counts.removed["too_long"] += 1
+        elif max(le, lf) >= cfg.ratio_min_len and max(le, lf) > cfg.max_ratio * min(le, lf):
+            counts.removed["ratio"] += 1
+        elif cfg.dedup and (e, f) in seen:
+            counts.removed["duplicate"] += 1
+        else:
+            seen.add((e, f))
+            out_en.append(e)
+            out_fr.append(f)
+            counts.tokens_en += le
+            counts.tokens_fr += lf
+    counts.lines_out = len(out_en)
+    return out_en, out_fr, counts
+
+
+def main(data: DataConfig, cfg: PrepareConfig, *, raw_dir: Path, out_dir: Path,
+         metrics_out: Path) -> dict:
+    t0 = time.perf_counter()
+    workers = min(os.cpu_count() or 1, 8)
+    report: dict[str, dict] = {"train": {}, "dev": {}, "test": {}}
+
+    train_en, train_fr, seen = [], [], set()
+    for ref in data.train:
+        en, fr = read_pair(raw_dir, ref)
+        e, f, counts = filter_train(en, fr, cfg, workers=workers, seen=seen)
+        train_en += e
+        train_fr += f
+        report["train"][ref.corpus] = vars(counts)
+        log.info("train %s: %d pairs in, %d out (removed %s)", ref.corpus, counts.lines_in,
+                 counts.lines_out, counts.removed)
+    if not train_en:
+        raise CorpusError("no training pairs survived the filters: check data.train and prepare.*")
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_lines(out_dir / "train.tok.en", train_en)
+    atomic_write_lines(out_dir / "train.tok.fr", train_fr)
+
+    for split, refs in (("dev", data.dev), ("test", (data.test,))):
+        raw_en, raw_fr = [], []
+        for ref in refs:
+            en, fr = read_pair(raw_dir, ref)
+            raw_en += en
+            raw_fr += fr
+            report[split][ref.corpus] = {"lines_in": len(en), "lines_out": len(en),
+                                         "empty_en": sum(not s for s in en),
+                                         "empty_fr": sum(not s for s in fr)}
+        if cfg.lowercase:
+            raw_en, raw_fr = [s.lower() for s in raw_en], [s.lower() for s in raw_fr]
+        tok_en = tokenize_parallel(raw_en, "en", workers=workers)
+        tok_fr = tokenize_parallel(raw_fr, "fr", workers=workers)
+        for name, lines in (("raw.en", raw_en), ("raw.fr", raw_fr),
+                            ("tok.en", tok_en), ("tok.fr", tok_fr)):
+            atomic_write_lines(out_dir / f"{split}.{name}", lines)
+        log.info("%s: %d pairs from %s (unfiltered)", split, len(raw_en),
+                 ", ".join(r.corpus for r in refs))
+
+    totals = {split: {"lines_out": sum(c["lines_out"] for c in corpora.values())}
+              for split, corpora in report.items()}
+    result = {"splits": report, "totals": totals}
+    atomic_write_json(metrics_out, result)
+    log.info("read %s; wrote %s and %s in %.1fs", raw_dir, out_dir, metrics_out,
+             time.perf_counter() - t0)
+    return result

@@ -1,0 +1,90 @@
+"""Reading corpus files, normalising text, Moses tokenisation.
+
+Test and dev sets in SGML are read the way sacreBLEU reads them (its fake-SGML regex), so our
+references are byte-identical to ``sacrebleu -t wmt14/full -l en-fr --echo ref``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from functools import lru_cache
+from pathlib import Path
+
+_SEG = re.compile(r"<seg.*?>(.*)</seg>.*?")
+_WS = re.compile(r"\s+")
+# Control characters other than whitespace never carry meaning in these corpora.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b\ufeff]")
+
+
+class CorpusError(ValueError):
+    """A corpus file that cannot be used as it is; the message names the file and line."""
+
+
+def read_lines(path: Path, fmt: str) -> list[str]:
+    """Lines of a corpus file in format plain | moses_escaped | sgm, as raw text (not normalised)."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise CorpusError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    if fmt == "sgm":
+        segs = []
+        for n, ln in enumerate(lines, 1):
+            if ln.startswith("<seg "):
+                if "</seg>" not in ln:
+                    raise CorpusError(f"{path}:{n}: <seg> without </seg>")
+                segs.append(_SEG.sub(r"\1", ln))
+        return segs
+    if fmt == "moses_escaped":
+        # Moses escapes &, ', ", <, >, [, ], |; undo it so the text is raw like the other corpora
+        # (re-tokenising Moses-tokenised text leaves it as it is).
+        return [html.unescape(ln) for ln in lines]
+    if fmt == "plain":
+        return lines
+    raise ValueError(f"unknown corpus format '{fmt}'")
+
+
+def normalize(line: str) -> str:
+    """NFC, control characters dropped, every Unicode space (U+00A0 included) made one ASCII space.
+
+    This is sacreBLEU's whitespace normalisation of the test sets plus NFC, so dev, test and
+    training text are normalised the same way.
+    """
+    line = unicodedata.normalize("NFC", line)
+    line = _CONTROL.sub("", line)
+    return _WS.sub(" ", line).strip()
+
+
+@lru_cache(maxsize=4)
+def _moses(lang: str):
+    from sacremoses import MosesTokenizer  # imported lazily: slow to import
+
+    return MosesTokenizer(lang=lang)
+
+
+def tokenize(line: str, lang: str) -> str:
+    """Moses tokenisation, without XML escaping (hypotheses and references stay raw text)."""
+    return _moses(lang).tokenize(line, escape=False, return_str=True, aggressive_dash_splits=False)
+
+
+def tokenize_many(lines: list[str], lang: str) -> list[str]:
+    return [tokenize(ln, lang) for ln in lines]
+
+
+@lru_cache(maxsize=4)
+def _detok(lang: str):
+    from sacremoses import MosesDetokenizer
+
+    return MosesDetokenizer(lang=lang)
+
+
+def detokenize(line: str, lang: str) -> str:
+    return _detok(lang).detokenize(line.split())

@@ -1,0 +1,109 @@
+"""Stage `vocab`: the most frequent words of each side of the training data.
+
+Reads:  ``<prepared>/train.tok.{en,fr}`` (and dev/test, for the UNK rates), params `vocab`.
+Writes: ``<out>/{en,fr}.tsv``: ``word<TAB>count``, the four specials first (count 0), then words
+        by descending training count (ties by word, so the file is deterministic);
+        ``metrics/vocab.json``: sizes, and the UNK rate (share of tokens outside the vocabulary)
+        of train, dev and test per side.
+The paper keeps 160,000 source and 80,000 target words; every other word becomes <unk>.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from s2s.config import VocabConfig
+from s2s.io import atomic_write_json, atomic_write_lines, read_lines
+
+log = logging.getLogger("s2s.vocab")
+
+PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
+SPECIALS = (PAD, UNK, BOS, EOS)
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """Word <-> id. Ids 0-3 are <pad>, <unk>, <bos>, <eos>."""
+
+    words: tuple[str, ...]
+    fingerprint: str  # sha256 of the vocabulary file: checkpoints record the one they were trained on
+
+    pad: int = 0
+    unk: int = 1
+    bos: int = 2
+    eos: int = 3
+
+    def __post_init__(self):
+        object.__setattr__(self, "_index", {w: i for i, w in enumerate(self.words)})
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def encode(self, line: str) -> list[int]:
+        index = self._index  # type: ignore[attr-defined]
+        return [index.get(w, self.unk) for w in line.split()]
+
+    def decode(self, ids) -> str:
+        return " ".join(self.words[i] for i in ids)
+
+    @classmethod
+    def load(cls, path: Path) -> "Vocab":
+        data = Path(path).read_bytes()
+        words = []
+        for n, line in enumerate(data.decode("utf-8").split("\n")[:-1], 1):
+            word, sep, count = line.partition("\t")
+            if not sep or not count.isdigit():
+                raise ValueError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}")
+            words.append(word)
+        if tuple(words[:4]) != SPECIALS:
+            raise ValueError(f"{path}: the first four entries must be {', '.join(SPECIALS)}")
+        return cls(tuple(words), hashlib.sha256(data).hexdigest())
+
+
+def count_words(lines: list[str]) -> Counter:
+    counts: Counter = Counter()
+    for line in lines:
+        counts.update(line.split())
+    return counts
+
+
+def build(counts: Counter, *, size: int, min_count: int) -> list[tuple[str, int]]:
+    ranked = sorted((kv for kv in counts.items() if kv[1] >= min_count and kv[0] not in SPECIALS),
+                    key=lambda kv: (-kv[1], kv[0]))
+    return ranked[:size]
+
+
+def unk_rate(lines: list[str], known: set[str]) -> float:
+    total = unk = 0
+    for line in lines:
+        for w in line.split():
+            total += 1
+            unk += w not in known
+    return unk / total if total else 0.0
+
+
+def main(cfg: VocabConfig, *, prepared_dir: Path, out_dir: Path, metrics_out: Path) -> dict:
+    t0 = time.perf_counter()
+    metrics: dict = {}
+    for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
+        train = read_lines(prepared_dir / f"train.tok.{lang}")
+        counts = count_words(train)
+        entries = build(counts, size=size, min_count=cfg.min_count)
+        path = out_dir / f"{lang}.tsv"
+        atomic_write_lines(path, [f"{w}\t0" for w in SPECIALS] + [f"{w}\t{c}" for w, c in entries])
+        known = {w for w, _ in entries}
+        rates = {split: round(unk_rate(read_lines(prepared_dir / f"{split}.tok.{lang}"), known), 6)
+                 for split in ("train", "dev", "test")}
+        metrics[lang] = {"size": len(entries) + len(SPECIALS), "words": len(entries),
+                         "train_types": len(counts), "unk_rate": rates}
+        log.info("%s: %d of %d word types kept (min count %d); UNK rate %s", lang, len(entries),
+                 len(counts), cfg.min_count, rates)
+    atomic_write_json(metrics_out, metrics)
+    log.info("read %s; wrote %s, %s in %.1fs", prepared_dir, out_dir, metrics_out,
+             time.perf_counter() - t0)
+    return metrics

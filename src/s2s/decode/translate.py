@@ -1,0 +1,106 @@
+"""Stage `translate@<system>`: decode the test set with one model or an ensemble (§3.2).
+
+Reads:  ``<models>/<member>/model.pt`` for each member of `systems.<system>`,
+        ``<prepared>/test.tok.en``, ``<vocab>/{en,fr}.tsv``, params `systems.<system>`, `translate`.
+Writes: ``<out>/beam<K>.tok.fr`` (Moses-tokenised, the paper's BLEU input),
+        ``<out>/beam<K>.detok.fr`` (sacremoses-detokenised, sacreBLEU's input),
+        ``<out>/beam<K>.nbest`` (Moses n-best format: ``id ||| hypothesis ||| lstm=<logprob> ||| score``),
+        ``<out>/timing.json``: seconds and sentences/s per beam width (the paper's cost claim).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+from s2s import checkpoint
+from s2s.config import Params, TranslateConfig
+from s2s.data.batching import collate
+from s2s.data.text import detokenize
+from s2s.data.vocab import Vocab
+from s2s.decode.beam import Hypothesis, beam_search
+from s2s.decode.ensemble import Ensemble
+from s2s.io import atomic_write_json, atomic_write_lines, read_lines
+from s2s.progress import progress
+from s2s.train import pick_device
+
+log = logging.getLogger("s2s.translate")
+
+
+def load_members(members, *, models_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab,
+                 device: torch.device, combine: str):
+    """One model, or an Ensemble of several, from their final checkpoints."""
+    models = [checkpoint.load_model(models_dir / m / "model.pt", src_vocab=src_vocab,
+                                    tgt_vocab=tgt_vocab, device=device) for m in members]
+    return models[0] if len(models) == 1 else Ensemble(models, combine=combine)
+
+
+@torch.no_grad()
+def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: int, nbest: int,
+              vocab: Vocab, device: torch.device, desc: str = "") -> list[list[Hypothesis]]:
+    """n-best hypotheses for every source, in input order. Batches hold sentences of similar
+    length (less padding); the order of the output does not depend on it."""
+    order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), i))
+    results: list[list[Hypothesis] | None] = [None] * len(sources)
+    bar = progress(total=len(sources), desc=desc, unit="sent")
+    for k in range(0, len(order), cfg.batch_size):
+        idx = order[k: k + cfg.batch_size]
+        b = collate([(sources[i], []) for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
+        max_len = (cfg.max_len_a * b.src_lengths.float()).long() + cfg.max_len_b
+        hyps = beam_search(model, b.src.to(device), b.src_lengths.to(device), beam=beam,
+                           bos=vocab.bos, eos=vocab.eos, max_len=max_len.to(device),
+                           nbest=nbest, length_penalty=cfg.length_penalty)
+        for i, h in zip(idx, hyps):
+            results[i] = h
+        bar.update(len(idx))
+    bar.close()
+    assert all(r is not None for r in results)
+    return results  # type: ignore[return-value]
+
+
+def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, models_dir: Path,
+         out_dir: Path) -> dict:
+    t_start = time.perf_counter()
+    if system not in params.systems:
+        raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
+                       f"(known: {', '.join(params.systems)})")
+    sys_cfg, cfg = params.systems[system], params.translate
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = pick_device(cfg.device)
+    src_vocab = Vocab.load(vocab_dir / "en.tsv")
+    tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
+    model = load_members(sys_cfg.members, models_dir=models_dir, src_vocab=src_vocab,
+                         tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
+    sources = [src_vocab.encode(s) for s in read_lines(prepared_dir / "test.tok.en")]
+    log.info("%s: %d members (%s), %d test sentences, beams %s, device %s", system,
+             len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device)
+
+    timing = {"system": system, "members": list(sys_cfg.members), "device": str(device),
+              "threads": torch.get_num_threads(), "beams": {}}
+    for beam in sys_cfg.beams:
+        t0 = time.perf_counter()
+        nbest = min(sys_cfg.nbest, beam)
+        hyps = translate(model, sources, cfg=cfg, beam=beam, nbest=nbest, vocab=tgt_vocab,
+                         device=device, desc=f"{system} beam {beam}")
+        seconds = time.perf_counter() - t0
+        if len(hyps) != len(sources):  # never score a truncated output
+            raise RuntimeError(f"{system} beam {beam}: {len(hyps)} hypotheses for "
+                               f"{len(sources)} sources")
+        best = [tgt_vocab.decode(h[0].tokens) for h in hyps]
+        atomic_write_lines(out_dir / f"beam{beam}.tok.fr", best)
+        atomic_write_lines(out_dir / f"beam{beam}.detok.fr", [detokenize(s, "fr") for s in best])
+        atomic_write_lines(out_dir / f"beam{beam}.nbest", [
+            f"{i} ||| {tgt_vocab.decode(h.tokens)} ||| lstm={h.score:.6f} ||| {h.score:.6f}"
+            for i, hs in enumerate(hyps) for h in hs])
+        timing["beams"][str(beam)] = {"sentences": len(sources), "seconds": round(seconds, 3),
+                                      "sents_per_sec": round(len(sources) / seconds, 3)}
+        log.info("%s beam %d: %d sentences in %.1fs (%.1f sentences/s)", system, beam,
+                 len(sources), seconds, len(sources) / seconds)
+    atomic_write_json(out_dir / "timing.json", timing)
+    log.info("read %s, %s; wrote %s in %.1fs", models_dir, prepared_dir, out_dir,
+             time.perf_counter() - t_start)
+    return timing

@@ -1,0 +1,127 @@
+"""Stacked LSTMs: the paper's peephole cell (Graves 2013, eqs. 7-11) and torch's nn.LSTM.
+
+Dimension letters used in shape comments throughout ``s2s.model``:
+    N  batch (sentences, or sentences x beams while decoding)
+    S  source length          T  target length
+    E  embedding size         H  hidden size (cells per layer)
+    L  layers                 V  vocabulary size
+
+Both stacks take and return the full state as two tensors ``h, c`` of shape (L, N, H), with the
+same gate layout as nn.LSTM (input, forget, cell, output), so the same weights can be loaded into
+either: with the peepholes at zero the peephole stack computes exactly what nn.LSTM computes.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class PeepholeLSTMCell(nn.Module):
+    """One LSTM layer with diagonal peephole connections (Graves 2013, eqs. 7-11).
+
+        i_t = sigma(W_xi x_t + W_hi h_{t-1} + w_ci * c_{t-1} + b_i)
+        f_t = sigma(W_xf x_t + W_hf h_{t-1} + w_cf * c_{t-1} + b_f)
+        c_t = f_t * c_{t-1} + i_t * tanh(W_xc x_t + W_hc h_{t-1} + b_c)
+        o_t = sigma(W_xo x_t + W_ho h_{t-1} + w_co * c_t + b_o)
+        h_t = o_t * tanh(c_t)
+
+    Attributes:
+        weight_ih: (4H, E_in)   weight_hh: (4H, H)   bias: (4H,)   (gate order i, f, c, o)
+        peephole: (3, H) rows w_ci, w_cf, w_co (diagonal weights, hence vectors)
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size))
+        self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size))
+        self.bias = nn.Parameter(torch.empty(4 * hidden_size))
+        self.peephole = nn.Parameter(torch.empty(3, hidden_size))
+
+    def forward(self, gates_x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+        """One time step. gates_x = W_ih x_t + b, precomputed for all steps: (N, 4H)."""
+        gates = gates_x + h @ self.weight_hh.t()  # (N, 4H)
+        gi, gf, gc, go = gates.chunk(4, dim=1)  # each (N, H)
+        i = torch.sigmoid(gi + self.peephole[0] * c)
+        f = torch.sigmoid(gf + self.peephole[1] * c)
+        c = f * c + i * torch.tanh(gc)
+        o = torch.sigmoid(go + self.peephole[2] * c)  # W_co sees c_t, not c_{t-1}
+        return o * torch.tanh(c), c
+
+
+class PeepholeLSTM(nn.Module):
+    """A stack of PeepholeLSTMCell layers over a (N, T, E) batch, batch_first like nn.LSTM here."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.cells = nn.ModuleList(
+            PeepholeLSTMCell(input_size if k == 0 else hidden_size, hidden_size)
+            for k in range(num_layers)
+        )
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None,
+                lengths: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """x: (N, T, E). Returns outputs (N, T, H) and the final (h, c), each (L, N, H).
+
+        With `lengths` (N,), a sequence's state stops changing after its last real step, so the
+        final state is the state at its own end (padding at the end is ignored exactly).
+        """
+        N, T, _ = x.shape
+        if state is None:
+            zeros = x.new_zeros(self.num_layers, N, self.hidden_size)
+            state = (zeros, zeros)
+        h_all, c_all = state
+        mask = None
+        if lengths is not None:
+            steps = torch.arange(T, device=x.device)
+            mask = (steps[None, :] < lengths[:, None]).unsqueeze(-1)  # (N, T, 1)
+        hs, cs = [], []
+        layer_in = x
+        for k, cell in enumerate(self.cells):
+            h, c = h_all[k], c_all[k]  # (N, H)
+            gates_x = torch.addmm(cell.bias, layer_in.reshape(N * T, -1), cell.weight_ih.t())
+            gates_x = gates_x.view(N, T, -1)  # (N, T, 4H)
+            outs = []
+            for t in range(T):
+                h_new, c_new = cell(gates_x[:, t], h, c)
+                if mask is not None:
+                    h_new = torch.where(mask[:, t], h_new, h)
+                    c_new = torch.where(mask[:, t], c_new, c)
+                h, c = h_new, c_new
+                outs.append(h)
+            layer_in = torch.stack(outs, dim=1)  # (N, T, H)
+            hs.append(h)
+            cs.append(c)
+        return layer_in, (torch.stack(hs), torch.stack(cs))
+
+
+class StandardLSTM(nn.Module):
+    """torch's nn.LSTM (cuDNN on GPU) behind the same interface as PeepholeLSTM."""
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.lstm = nn.LSTM(input_size, hidden_size, num_layers, batch_first=True)
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None,
+                lengths: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        if lengths is None:
+            out, (h, c) = self.lstm(x, state)
+            return out, (h, c)
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, (h, c) = self.lstm(packed, state)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        return out, (h, c)  # (N, T, H), (L, N, H) x 2
+
+
+def make_stack(cell: str, input_size: int, hidden_size: int, num_layers: int) -> nn.Module:
+    if cell == "peephole":
+        return PeepholeLSTM(input_size, hidden_size, num_layers)
+    if cell == "lstm":
+        return StandardLSTM(input_size, hidden_size, num_layers)
+    raise ValueError(f"unknown cell '{cell}' (expected 'lstm' or 'peephole')")

@@ -1,0 +1,98 @@
+"""The deep LSTM encoder-decoder of Sutskever et al. (2014), §2 and §3.4.
+
+Two separate stacked LSTMs: the encoder reads the (optionally reversed) source; its final (h, c)
+of every layer is the decoder's initial state. The decoder is a conditional language model whose
+first input is <bos>; every target ends in <eos>. A full softmax over the target vocabulary.
+
+Inference contract (used by beam search, ensembles and rescoring; no state is kept on modules):
+    encode(src, lengths) -> State
+    step(prev_tokens, State) -> (log_probs, State)
+    State.select(index) -> State
+
+Dimension letters: see ``s2s.model.lstm``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from s2s.config import ModelConfig
+from s2s.model.lstm import make_stack
+
+
+@dataclass(frozen=True)
+class State:
+    """Decoder state. h, c: (L, N, H)."""
+
+    h: Tensor
+    c: Tensor
+
+    def select(self, index: Tensor) -> "State":
+        """Rows `index` of the batch (reorder, repeat or drop), as index_select on dim N."""
+        return State(self.h.index_select(1, index), self.c.index_select(1, index))
+
+
+def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:
+    """Reverse the first lengths[n] tokens of each row; padding stays where it is.
+
+    src: (N, S), lengths: (N,). [a b c pad] -> [c b a pad].
+    """
+    N, S = src.shape
+    pos = torch.arange(S, device=src.device).expand(N, S)  # (N, S)
+    rev = lengths[:, None] - 1 - pos  # (N, S): the mirrored position inside the sentence
+    index = torch.where(rev >= 0, rev, pos)  # padding positions map to themselves
+    return src.gather(1, index)
+
+
+class Seq2Seq(nn.Module):
+    """Encoder-decoder. Attributes:
+    src_embed: (V_src, E)   tgt_embed: (V_tgt, E)
+    encoder, decoder: L-layer LSTM stacks of H cells (peephole or nn.LSTM)
+    proj: (H -> V_tgt), the softmax layer
+    """
+
+    def __init__(self, cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad: int):
+        super().__init__()
+        self.cfg = cfg
+        self.pad = pad
+        self.src_embed = nn.Embedding(src_vocab, cfg.embed_size, padding_idx=pad)
+        self.tgt_embed = nn.Embedding(tgt_vocab, cfg.embed_size, padding_idx=pad)
+        self.encoder = make_stack(cfg.cell, cfg.embed_size, cfg.hidden_size, cfg.num_layers)
+        self.decoder = make_stack(cfg.cell, cfg.embed_size, cfg.hidden_size, cfg.num_layers)
+        self.proj = nn.Linear(cfg.hidden_size, tgt_vocab)
+
+    def init_weights(self, seed: int) -> None:
+        """Uniform in [-init_range, init_range] (§3.4), from its own generator: the init seed."""
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.copy_(torch.empty_like(p, device="cpu").uniform_(
+                    -self.cfg.init_range, self.cfg.init_range, generator=gen))
+            self.src_embed.weight[self.pad].zero_()
+            self.tgt_embed.weight[self.pad].zero_()
+
+    def encode(self, src: Tensor, lengths: Tensor) -> State:
+        """src: (N, S) right-padded source ids, lengths: (N,) -> the decoder's initial State."""
+        if self.cfg.reverse_source:
+            src = reverse_padded(src, lengths)
+        x = self.src_embed(src)  # (N, S, E)
+        _, (h, c) = self.encoder(x, lengths=lengths)  # (L, N, H) each
+        return State(h, c)
+
+    def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        """prev_tokens: (N,) -> log-probs of the next token (N, V) and the new State."""
+        x = self.tgt_embed(prev_tokens)[:, None, :]  # (N, 1, E)
+        out, (h, c) = self.decoder(x, (state.h, state.c))  # out: (N, 1, H)
+        return torch.log_softmax(self.proj(out[:, 0]), dim=-1), State(h, c)
+
+    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing. tgt_in: (N, T) = <bos> y_1 .. y_{T-1}. Returns logits (N, T, V)."""
+        state = self.encode(src, src_lengths)
+        out, _ = self.decoder(self.tgt_embed(tgt_in), (state.h, state.c))  # (N, T, H)
+        return self.proj(out)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,242 @@
+"""Stage `train@<model>`: the training procedure of §3.4.
+
+Reads:  ``<prepared>/{train,dev,test}.tok.{en,fr}``, ``<vocab>/{en,fr}.tsv``, params `model`,
+        `models.<name>`, `train`.
+Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model_dir>/best.pt``
+        (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
+        `checkpoint_every` steps), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``.
+
+Plain SGD without momentum at `lr`; after `decay_start` epochs the rate is halved every
+`decay_every` epochs. The loss is summed over each sentence's target tokens and divided by the
+number of sentences in the batch; the gradient's L2 norm is clipped to `clip_norm`. A run killed at
+any point resumes from its last checkpoint; on CPU the resumed run ends with the same weights as an
+uninterrupted one, because the batch order is a function of (order_seed, epoch), SGD has no state
+beyond the learning rate, and the schedule is a function of the step.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import logging
+import math
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from s2s import checkpoint
+from s2s.config import ModelConfig, Params, TrainConfig
+from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
+from s2s.data.vocab import Vocab
+from s2s.io import atomic_open, atomic_write_json
+from s2s.model.seq2seq import Seq2Seq
+from s2s.progress import progress
+
+log = logging.getLogger("s2s.train")
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (a non-finite loss); the last good checkpoint is kept."""
+
+
+class Interrupted(RuntimeError):
+    """Raised by `stop_after` (tests): the run stopped as if killed right after a checkpoint."""
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device is 'cuda' but torch sees no CUDA device "
+                           f"(torch {torch.__version__}; install a CUDA build, see README)")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
+    """§3.4: constant, then halved every `decay_every` epochs from epoch `decay_start` on."""
+    epoch = step / steps_per_epoch
+    if epoch < cfg.decay_start:
+        return cfg.lr
+    halvings = math.floor((epoch - cfg.decay_start) / cfg.decay_every + 1e-9) + 1
+    return cfg.lr * cfg.decay_factor ** halvings
+
+
+def fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, src: Vocab, tgt: Vocab,
+                train_file: Path) -> str:
+    """What the weights depend on: a checkpoint with another fingerprint is never resumed."""
+    relevant = {k: v for k, v in dataclasses.asdict(cfg).items()
+                if k not in ("device", "threads", "log_every", "checkpoint_every", "eval_every")}
+    h = hashlib.sha256(json.dumps([dataclasses.asdict(model_cfg), relevant, src.fingerprint,
+                                   tgt.fingerprint], sort_keys=True).encode())
+    for lang in ("en", "fr"):
+        h.update(Path(f"{train_file}.{lang}").read_bytes())
+    return h.hexdigest()
+
+
+@torch.no_grad()
+def perplexity(model: Seq2Seq, pairs, *, vocab: Vocab, device: torch.device,
+               batch_size: int = 64) -> float:
+    model.eval()
+    nll, ntok = 0.0, 0
+    for idx in eval_batches(pairs, batch_size):
+        b = collate([pairs[i] for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
+        logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
+        nll += nn.functional.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(),
+                                           ignore_index=vocab.pad, reduction="sum").item()
+        ntok += b.ntokens
+    model.train()
+    return math.exp(nll / ntok) if ntok else float("nan")
+
+
+def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+         ckpt_dir: Path, metrics_out: Path, curves_out: Path,
+         stop_after: int | None = None) -> dict:
+    cfg = params.train
+    model_cfg = params.model_config(name)
+    t_start = time.perf_counter()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = pick_device(cfg.device)
+    src_vocab = Vocab.load(vocab_dir / "en.tsv")
+    tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
+    train_pairs = load_parallel(prepared_dir / "train.tok", src_vocab, tgt_vocab)
+    dev_pairs = load_parallel(prepared_dir / "dev.tok", src_vocab, tgt_vocab)
+    lengths = [(len(s), len(t)) for s, t in train_pairs]
+    log.info("%s: %d training pairs, %d dev pairs, vocab %d/%d, device %s", name,
+             len(train_pairs), len(dev_pairs), len(src_vocab), len(tgt_vocab), device)
+
+    model = Seq2Seq(model_cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
+    model.init_weights(model_cfg.init_seed)
+    n_params = model.num_parameters()
+    log.info("%s: %s, %d parameters (the paper's 4x1000 model: 384M)", name, model_cfg, n_params)
+    model.to(device).train()
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+
+    def batches_of(epoch: int) -> list[list[int]]:
+        return epoch_batches(len(train_pairs), lengths, batch_size=cfg.batch_size,
+                             bucket_batches=cfg.bucket_batches, seed=model_cfg.order_seed,
+                             epoch=epoch)
+
+    steps_per_epoch = len(batches_of(0))
+    total_steps = max(1, round(cfg.epochs * steps_per_epoch))
+    eval_steps = max(1, round(cfg.eval_every * steps_per_epoch))
+    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir / "train.tok")
+
+    step, history, best = 0, [], math.inf
+    train_seconds, train_tokens = 0.0, 0
+    last = ckpt_dir / "last.pt"
+    if last.exists():
+        payload = checkpoint.load_payload(last)
+        if payload.get("fingerprint") == fp:
+            model.load_state_dict(payload["model"])
+            step, history, best = payload["step"], payload["history"], payload["best_dev_ppl"]
+            train_seconds, train_tokens = payload["train_seconds"], payload["train_tokens"]
+            log.info("%s: resuming from %s at step %d of %d", name, last, step, total_steps)
+        else:
+            log.info("%s: %s belongs to other params or data; starting afresh", name, last)
+    model_dir.mkdir(parents=True, exist_ok=True)
+
+    def save_last() -> None:
+        checkpoint.save(last, model, src_vocab=src_vocab, tgt_vocab=tgt_vocab, fingerprint=fp,
+                        step=step, history=history, best_dev_ppl=best,
+                        train_seconds=train_seconds, train_tokens=train_tokens)
+
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp and device.type == "cuda")
+    window_nll, window_tok = 0.0, 0
+    bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step")
+    while step < total_steps:
+        epoch, offset = divmod(step, steps_per_epoch)
+        for idx in batches_of(epoch)[offset:]:
+            if step >= total_steps:
+                break
+            t0 = time.perf_counter()
+            lr = lr_at(step, steps_per_epoch, cfg)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            b = collate([train_pairs[i] for i in idx], pad=tgt_vocab.pad, bos=tgt_vocab.bos,
+                        eos=tgt_vocab.eos).to(device)
+            with autocast:
+                logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
+            nll = nn.functional.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(),
+                                              ignore_index=tgt_vocab.pad, reduction="sum")
+            loss = nll / len(idx)  # summed per sentence, averaged over the batch (§3.4)
+            if not torch.isfinite(loss):
+                raise TrainingError(
+                    f"{name}: non-finite loss ({loss.item()}) at step {step + 1} (epoch "
+                    f"{step / steps_per_epoch:.2f}, lr {lr:g}); the last good checkpoint "
+                    f"{last} is kept" + ("" if last.exists() else " (none written yet)"))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            opt.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            train_seconds += time.perf_counter() - t0
+            train_tokens += b.ntokens
+            window_nll += nll.item()
+            window_tok += b.ntokens
+            step += 1
+            bar.update(1)
+            if step % cfg.log_every == 0:
+                bar.set_postfix(lr=f"{lr:.3g}", ppl=f"{math.exp(window_nll / window_tok):.1f}",
+                                wps=f"{train_tokens / train_seconds:.0f}")
+            if step % eval_steps == 0 or step == total_steps:
+                dev_ppl = perplexity(model, dev_pairs, vocab=tgt_vocab, device=device)
+                row = {"step": step, "epoch": round(step / steps_per_epoch, 4), "lr": lr,
+                       "train_ppl": round(math.exp(window_nll / window_tok), 4),
+                       "dev_ppl": round(dev_ppl, 4)}
+                history.append(row)
+                window_nll, window_tok = 0.0, 0
+                log.info("%s: step %d epoch %.2f lr %.4g train ppl %.2f dev ppl %.2f "
+                         "(%.0f target words/s)", name, step, row["epoch"], lr, row["train_ppl"],
+                         dev_ppl, train_tokens / max(train_seconds, 1e-9))
+                if dev_ppl < best:
+                    best = dev_ppl
+                    checkpoint.save(model_dir / "best.pt", model, src_vocab=src_vocab,
+                                    tgt_vocab=tgt_vocab, step=step, dev_ppl=dev_ppl)
+            if step % cfg.checkpoint_every == 0 or step == stop_after:
+                save_last()
+            if step == stop_after:
+                bar.close()
+                raise Interrupted(f"{name}: stopped after step {step} (stop_after)")
+    bar.close()
+    save_last()
+
+    test_pairs = load_parallel(prepared_dir / "test.tok", src_vocab, tgt_vocab)
+    test_ppl = perplexity(model, test_pairs, vocab=tgt_vocab, device=device)
+    dev_ppl = history[-1]["dev_ppl"]
+    checkpoint.save(model_dir / "model.pt", model, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
+                    step=step, dev_ppl=dev_ppl, test_ppl=test_ppl)
+    metrics = {
+        "model": name, "reverse_source": model_cfg.reverse_source, "cell": model_cfg.cell,
+        "num_layers": model_cfg.num_layers, "hidden_size": model_cfg.hidden_size,
+        "embed_size": model_cfg.embed_size, "parameters": n_params, "device": str(device),
+        "threads": torch.get_num_threads(), "epochs": cfg.epochs, "steps": step,
+        "train_pairs": len(train_pairs),
+        "train_target_words": sum(len(t) + 1 for _, t in train_pairs),
+        "tgt_words_per_sec": round(train_tokens / max(train_seconds, 1e-9), 1),
+        "train_seconds": round(train_seconds, 1),
+        "wall_seconds": round(time.perf_counter() - t_start, 1),
+        "dev_ppl": dev_ppl, "test_ppl": round(test_ppl, 4), "best_dev_ppl": round(best, 4),
+    }
+    atomic_write_json(metrics_out, metrics)
+    write_curves(curves_out, history)
+    log.info("%s: dev ppl %.2f, test ppl %.2f, %.0f target words/s; wrote %s, %s, %s in %.1fs",
+             name, dev_ppl, test_ppl, metrics["tgt_words_per_sec"], model_dir, metrics_out,
+             curves_out, time.perf_counter() - t_start)
+    return metrics
+
+
+def write_curves(path: Path, history: list[dict]) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["step", "epoch", "lr", "train_ppl", "dev_ppl"],
+                            lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(history)
+    with atomic_open(path) as f:
+        f.write(buf.getvalue())

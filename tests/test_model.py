@@ -1,0 +1,144 @@
+"""The model of §2: the peephole cell is exact, reversal is exactly the word order, the contract
+holds, and a checkpoint refuses another vocabulary."""
+
+import math
+
+import pytest
+import torch
+
+from s2s import checkpoint
+from s2s.config import ModelConfig
+from s2s.data.vocab import Vocab
+from s2s.model.lstm import PeepholeLSTM, PeepholeLSTMCell, StandardLSTM
+from s2s.model.seq2seq import Seq2Seq, State, reverse_padded
+
+
+def sigmoid(x):
+    return 1 / (1 + math.exp(-x))
+
+
+def test_peephole_cell_matches_a_hand_computed_step():
+    # H = 1, input size 1: every weight is a number, so eqs. 7-11 can be written out by hand.
+    cell = PeepholeLSTMCell(1, 1)
+    with torch.no_grad():
+        cell.weight_ih.copy_(torch.tensor([[0.5], [-0.3], [0.8], [0.1]]))  # i, f, c, o
+        cell.weight_hh.copy_(torch.tensor([[0.2], [0.4], [-0.6], [0.7]]))
+        cell.bias.copy_(torch.tensor([0.1, 0.2, -0.1, 0.05]))
+        cell.peephole.copy_(torch.tensor([[0.3], [-0.2], [0.9]]))  # w_ci, w_cf, w_co
+    x, h0, c0 = 1.5, -0.4, 0.6
+    i = sigmoid(0.5 * x + 0.2 * h0 + 0.3 * c0 + 0.1)
+    f = sigmoid(-0.3 * x + 0.4 * h0 - 0.2 * c0 + 0.2)
+    c1 = f * c0 + i * math.tanh(0.8 * x - 0.6 * h0 - 0.1)
+    o = sigmoid(0.1 * x + 0.7 * h0 + 0.9 * c1 + 0.05)  # the output gate peeks at the new c
+    h1 = o * math.tanh(c1)
+
+    gates_x = torch.tensor([[0.5 * x, -0.3 * x, 0.8 * x, 0.1 * x]]) + cell.bias
+    h, c = cell(gates_x, torch.tensor([[h0]]), torch.tensor([[c0]]))
+    assert c.item() == pytest.approx(c1, abs=1e-7)
+    assert h.item() == pytest.approx(h1, abs=1e-7)
+
+
+def test_peephole_stack_with_zero_peepholes_equals_nn_lstm():
+    torch.manual_seed(0)
+    std = StandardLSTM(7, 5, 3)
+    peep = PeepholeLSTM(7, 5, 3)
+    with torch.no_grad():
+        for k, cell in enumerate(peep.cells):
+            cell.weight_ih.copy_(getattr(std.lstm, f"weight_ih_l{k}"))
+            cell.weight_hh.copy_(getattr(std.lstm, f"weight_hh_l{k}"))
+            cell.bias.copy_(getattr(std.lstm, f"bias_ih_l{k}") + getattr(std.lstm, f"bias_hh_l{k}"))
+            cell.peephole.zero_()
+    x = torch.randn(4, 6, 7)
+    lengths = torch.tensor([6, 3, 1, 5])
+    out_s, (h_s, c_s) = std(x, lengths=lengths)
+    out_p, (h_p, c_p) = peep(x, lengths=lengths)
+    torch.testing.assert_close(h_p, h_s, atol=1e-6, rtol=0)
+    torch.testing.assert_close(c_p, c_s, atol=1e-6, rtol=0)
+    mask = (torch.arange(6)[None, :] < lengths[:, None])[..., None]
+    torch.testing.assert_close(out_p * mask, out_s * mask, atol=1e-6, rtol=0)
+
+
+def test_final_state_ignores_padding():
+    torch.manual_seed(1)
+    for stack in (StandardLSTM(3, 4, 2), PeepholeLSTM(3, 4, 2)):
+        x = torch.randn(1, 3, 3)
+        padded = torch.cat([x, torch.randn(1, 4, 3)], dim=1)  # 4 steps of garbage after the end
+        _, (h1, c1) = stack(x, lengths=torch.tensor([3]))
+        _, (h2, c2) = stack(padded, lengths=torch.tensor([3]))
+        torch.testing.assert_close(h1, h2, atol=1e-6, rtol=0)
+        torch.testing.assert_close(c1, c2, atol=1e-6, rtol=0)
+
+
+def test_reversal_is_exactly_the_word_order():
+    pad = 0
+    src = torch.tensor([[5, 6, 7, 8], [9, 10, pad, pad], [11, pad, pad, pad]])
+    rev = reverse_padded(src, torch.tensor([4, 2, 1]))
+    assert rev.tolist() == [[8, 7, 6, 5], [10, 9, pad, pad], [11, pad, pad, pad]]
+
+
+def test_reversed_model_encodes_the_reversed_sentence():
+    cfg = ModelConfig(cell="lstm", num_layers=2, hidden_size=8, embed_size=6)
+    fwd = Seq2Seq(cfg, src_vocab=20, tgt_vocab=15, pad=0)
+    fwd.init_weights(3)
+    rev = Seq2Seq(ModelConfig(**{**vars(cfg), "reverse_source": True}), src_vocab=20, tgt_vocab=15,
+                  pad=0)
+    rev.load_state_dict(fwd.state_dict())
+    src = torch.tensor([[4, 5, 6, 7], [8, 9, 0, 0]])
+    lengths = torch.tensor([4, 2])
+    by_hand = torch.tensor([[7, 6, 5, 4], [9, 8, 0, 0]])
+    a, b = rev.encode(src, lengths), fwd.encode(by_hand, lengths)
+    torch.testing.assert_close(a.h, b.h, atol=0, rtol=0)
+    torch.testing.assert_close(a.c, b.c, atol=0, rtol=0)
+
+
+def test_uniform_init_range_and_seed():
+    cfg = ModelConfig(num_layers=2, hidden_size=16, embed_size=8, init_range=0.08)
+    m1 = Seq2Seq(cfg, src_vocab=30, tgt_vocab=25, pad=0)
+    m2 = Seq2Seq(cfg, src_vocab=30, tgt_vocab=25, pad=0)
+    m1.init_weights(7)
+    m2.init_weights(7)
+    for (n, p1), p2 in zip(m1.named_parameters(), m2.parameters()):
+        assert torch.equal(p1, p2), n
+        assert p1.abs().max() <= 0.08
+    m2.init_weights(8)
+    assert not torch.equal(m1.proj.weight, m2.proj.weight)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "peephole"])
+def test_step_by_step_decoding_equals_teacher_forcing(cell):
+    cfg = ModelConfig(cell=cell, num_layers=2, hidden_size=8, embed_size=6, reverse_source=True)
+    model = Seq2Seq(cfg, src_vocab=20, tgt_vocab=15, pad=0)
+    model.init_weights(5)
+    src = torch.tensor([[4, 5, 6], [7, 8, 0]])
+    lengths = torch.tensor([3, 2])
+    tgt_in = torch.tensor([[2, 9, 10, 11], [2, 12, 13, 0]])
+    logits = model(src, lengths, tgt_in)  # (N, T, V)
+    state = model.encode(src, lengths)
+    for t in range(tgt_in.shape[1]):
+        logp, state = model.step(tgt_in[:, t], state)
+        torch.testing.assert_close(logp, torch.log_softmax(logits[:, t], -1), atol=1e-6, rtol=0)
+    sel = state.select(torch.tensor([1, 1, 0]))
+    assert isinstance(sel, State) and sel.h.shape == (2, 3, 8)
+    torch.testing.assert_close(sel.h[:, 0], state.h[:, 1])
+
+
+def _vocab(words, tag):
+    return Vocab(("<pad>", "<unk>", "<bos>", "<eos>") + tuple(words), fingerprint=tag)
+
+
+def test_checkpoint_round_trip_and_vocab_mismatch(tmp_path):
+    src, tgt = _vocab("abcdef", "s" * 64), _vocab("uvwxyz", "t" * 64)
+    cfg = ModelConfig(num_layers=1, hidden_size=8, embed_size=4)
+    model = Seq2Seq(cfg, src_vocab=len(src), tgt_vocab=len(tgt), pad=0)
+    model.init_weights(1)
+    path = tmp_path / "model.pt"
+    checkpoint.save(path, model, src_vocab=src, tgt_vocab=tgt, step=3)
+    loaded = checkpoint.load_model(path, src_vocab=src, tgt_vocab=tgt)
+    for (n, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a, b), n
+    other = _vocab("abcdef", "x" * 64)
+    with pytest.raises(checkpoint.CheckpointError, match=r"model\.pt: trained with another src"):
+        checkpoint.load_model(path, src_vocab=other, tgt_vocab=tgt)
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(checkpoint.CheckpointError, match="not a readable checkpoint"):
+        checkpoint.load_model(path, src_vocab=src, tgt_vocab=tgt)
