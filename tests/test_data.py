@@ -1,0 +1,169 @@
+"""The data path on real files of the mirror: prepare keeps every test sentence, the training
+filters remove what they should, vocabularies are deterministic, params errors name the key."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from s2s import config
+from s2s.config import ConfigError, CorpusRef, DataConfig, PrepareConfig, VocabConfig
+from s2s.data import download, prepare, vocab
+from s2s.data.batching import epoch_batches
+from s2s.data.text import CorpusError, normalize, read_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def newstest(tmp_path_factory, mirror):
+    """newstest2014 (full, 3003 sentences) + a giga-fren slice through download and prepare."""
+    tmp = tmp_path_factory.mktemp("prep")
+    data = DataConfig(train=(CorpusRef("wmt14.giga_fren", 2000),),
+                      dev=(CorpusRef("wmt.newstest2013", 100),),
+                      test=CorpusRef("wmt14.newstest2014"))
+    download.main(data, out_dir=tmp / "raw", mirror=mirror)
+    metrics = prepare.main(data, PrepareConfig(max_len=50, max_ratio=1.5), raw_dir=tmp / "raw",
+                           out_dir=tmp / "prepared", metrics_out=tmp / "prepare.json")
+    return tmp, metrics
+
+
+def test_all_3003_newstest2014_sentences_survive_prepare(newstest, mirror):
+    tmp, metrics = newstest
+    assert metrics["splits"]["test"]["wmt14.newstest2014"]["lines_out"] == 3003
+    refs = read_lines(tmp / "prepared" / "test.raw.fr", "plain")
+    assert len(refs) == 3003
+    # Read from the SGML as sacreBLEU does: identical to the mirror's sacreBLEU-style extraction.
+    expected = (mirror / "wmt14-newstest2014-fren/newstest2014-fren.fr").read_text().splitlines()
+    assert refs == expected
+    assert not any("\u00a0" in r for r in refs)  # 707 references had no-break spaces
+    tok = read_lines(tmp / "prepared" / "test.tok.fr", "plain")
+    assert len(tok) == 3003 and tok[0] != refs[0]  # tokenised: "« ... »" split from words
+
+
+def test_prepare_metrics_count_every_filter(newstest):
+    tmp, metrics = newstest
+    giga = metrics["splits"]["train"]["wmt14.giga_fren"]
+    assert giga["lines_in"] == 2000
+    assert giga["lines_out"] + sum(giga["removed"].values()) == 2000
+    assert giga["lines_out"] == len(read_lines(tmp / "prepared" / "train.tok.en", "plain"))
+    on_disk = json.loads((tmp / "prepare.json").read_text())
+    assert on_disk == metrics
+
+
+def test_training_filters_remove_what_they_should():
+    en = ["a b c", "", "one two three four five six", "x", "same pair", "same pair",
+          "w " * 60, "the cat sat"]
+    fr = ["d e f", "vide", "un", "y", "même paire", "même paire", "w " * 60, "le chat"]
+    cfg = PrepareConfig(max_len=50, max_ratio=1.5)
+    out_en, out_fr, counts = prepare.filter_train([normalize(s) for s in en],
+                                                  [normalize(s) for s in fr], cfg, workers=1,
+                                                  seen=set())
+    assert counts.removed == {"empty": 1, "too_long": 1, "ratio": 1, "duplicate": 1}
+    assert out_en == ["a b c", "x", "same pair", "the cat sat"]
+    assert out_fr == ["d e f", "y", "même paire", "le chat"]
+    assert counts.lines_out == 4 and counts.tokens_en == 3 + 1 + 2 + 3
+
+
+def test_normalize_spaces_and_controls():
+    assert normalize("«\u00a0Oui\u00a0»  dit-il\t\u2009!\x07") == "« Oui » dit-il !"
+
+
+def test_misaligned_corpus_names_both_files(tmp_path):
+    folder = tmp_path / "raw" / "multi30k.val"
+    folder.mkdir(parents=True)
+    (folder / "en.txt").write_text("a\nb\nc\n")
+    (folder / "fr.txt").write_text("a\nb\n")
+    with pytest.raises(CorpusError, match=r"en\.txt has 3 lines, .*fr\.txt has 2"):
+        prepare.read_pair(tmp_path / "raw", CorpusRef("multi30k.val"))
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine\nalso fine\nbad \xff byte\n")
+    with pytest.raises(CorpusError, match=r"bad\.txt:3: not valid UTF-8"):
+        read_lines(path, "plain")
+
+
+def test_sgm_without_closing_tag(tmp_path):
+    path = tmp_path / "x.sgm"
+    path.write_text('<doc>\n<seg id="1">ok</seg>\n<seg id="2">broken\n</doc>\n')
+    with pytest.raises(CorpusError, match=r"x\.sgm:3: <seg> without </seg>"):
+        read_lines(path, "sgm")
+
+
+def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):
+    d = tmp_path / "prepared"
+    d.mkdir()
+    for split in ("train", "dev", "test"):
+        (d / f"{split}.tok.en").write_text("b a b c\nb a\n")
+        (d / f"{split}.tok.fr").write_text("x y\nz\n")
+    m = vocab.main(VocabConfig(src_size=2, tgt_size=10, min_count=1), prepared_dir=d,
+                   out_dir=tmp_path / "vocab", metrics_out=tmp_path / "vocab.json")
+    lines = (tmp_path / "vocab" / "en.tsv").read_text().splitlines()
+    assert lines == ["<pad>\t0", "<unk>\t0", "<bos>\t0", "<eos>\t0", "b\t3", "a\t2"]
+    assert m["en"]["unk_rate"]["train"] == pytest.approx(1 / 6, abs=1e-6)  # stored rounded
+    v = vocab.Vocab.load(tmp_path / "vocab" / "en.tsv")
+    assert v.encode("a b c") == [5, 4, 1]
+
+
+def test_batches_depend_on_order_seed_and_epoch_only():
+    n = 960  # three full chunks of 10 batches of 32
+    lengths = [(i % 17 + 1, i % 13 + 1) for i in range(n)]
+    a = epoch_batches(n, lengths, batch_size=32, bucket_batches=10, seed=5, epoch=2)
+    assert a == epoch_batches(n, lengths, batch_size=32, bucket_batches=10, seed=5, epoch=2)
+    assert a != epoch_batches(n, lengths, batch_size=32, bucket_batches=10, seed=6, epoch=2)
+    assert a != epoch_batches(n, lengths, batch_size=32, bucket_batches=10, seed=5, epoch=3)
+    assert sorted(i for b in a for i in b) == list(range(n))  # every pair once per epoch
+    spread = [max(lengths[i][0] for i in b) - min(lengths[i][0] for i in b) for b in a]
+    # Bucketing: ~19 pairs per length in a chunk of 320, so a batch of 32 spans 2-4 adjacent
+    # lengths; unbucketed batches span ~16.
+    assert max(spread) <= 4 and sum(spread) / len(spread) < 2.5
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("  lr: 0.7", "  lr: fast"), r"'train\.lr' must be a number, got str"),
+    (("  lr: 0.7", "  lr: -1"), r"'train\.lr' must be > 0.0"),
+    (("  clip_norm: 5.0", "  clip_norm: 5.0\n  momentum: 0.9"), r"unknown key 'train\.momentum'"),
+    (("beams: [1, 2, 12]", "beams: [0, 2, 12]"), r"'systems\.ensemble5\.beams\[0\]' must be >= 1"),
+    (("members: [reversed_1, reversed_2]", "members: [reversed_1, reversed_9]"),
+     r"'systems\.ensemble2\.members\[1\]' names model 'reversed_9'"),
+    (("  hidden_size: 256\n", "  hidden_size: -256\n"), r"'model\.hidden_size' must be >= 1"),
+    (("reversed_1: {reverse_source: true,", "reversed_1: {reverse_source: 3,"),
+     r"'models\.reversed_1\.reverse_source' must be true or false"),
+])
+def test_bad_params_name_the_key_and_file(tmp_path, edit, message):
+    text = (ROOT / "profiles" / "default.yaml").read_text()
+    assert edit[0] in text
+    path = tmp_path / "params.yaml"
+    path.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(ConfigError, match=message) as err:
+        config.load(path)
+    assert str(path) in str(err.value)
+
+
+def test_params_are_frozen():
+    p = config.load(ROOT / "profiles" / "default.yaml")
+    with pytest.raises(Exception):
+        p.train.lr = 1.0  # type: ignore[misc]
+
+
+def test_unknown_profile_is_refused(tmp_path, monkeypatch, capsys):
+    from s2s import cli
+
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["--params", str(tmp_path / "p.yaml"), "profile", "nope"]) == 1
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_missing_section_is_named(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(textwrap.dedent("""\
+        profile: x
+        data: {train: [], dev: [], test: {corpus: a}}
+    """))
+    with pytest.raises(ConfigError, match="missing key 'prepare'"):
+        config.load(path)

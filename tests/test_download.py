@@ -1,0 +1,561 @@
+"""The download stage and the corpus registry, on the real mirror (``$S2S_MIRROR``).
+
+Network behaviour is tested against a local HTTP server on 127.0.0.1 only; nothing here reaches
+the internet (the network probe is replaced where the stage would call it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import http.server
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import tarfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from s2s.config import CorpusRef, DataConfig
+from s2s.data import download, sources
+from s2s.data.download import DownloadError, UnsafeArchiveError, fetch, safe_extract
+from s2s.data.sources import CORPORA, NetworkSource, Remote, raw_pair
+
+MIRROR = Path(os.environ.get("S2S_MIRROR", "/work/shared/data"))
+needs_mirror = pytest.mark.skipif(not (MIRROR / "README.md").is_file(),
+                                  reason=f"no data mirror at {MIRROR} (set S2S_MIRROR)")
+
+EXPECTED_IDS = {
+    "multi30k.train", "multi30k.val", "multi30k.test_2016_flickr", "multi30k.test_2017_flickr",
+    "multi30k.test_2017_mscoco", "multi30k.test_2018_flickr",
+    "wmt14.europarl_v7", "wmt14.commoncrawl", "wmt14.un", "wmt14.news_commentary_v9",
+    "wmt14.giga_fren", "wmt14.europarl_v7_sample20k_tok",
+    "wmt.newstest2008", "wmt.newssyscomb2009", "wmt.newstest2009", "wmt.newstest2010",
+    "wmt.newstest2011", "wmt.newstest2012", "wmt.newstest2013", "wmt14.newstest2014",
+    "tatoeba.fra_eng", "lium.selected", "lium.ntst1213", "lium.ntst14", "lium.nbest_ntst14",
+}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def readme_table(mirror: Path) -> dict[str, dict]:
+    """The mirror README's file table: relative path -> lines, bytes, sha256."""
+    rows = {}
+    for line in (mirror / "README.md").read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\| `([^`]+)` \| (\d+) \| (\d+) \| `([0-9a-f]{64})` \|", line)
+        if m:
+            rows[m[1]] = {"lines": int(m[2]), "bytes": int(m[3]), "sha256": m[4]}
+    return rows
+
+
+def profile(*train: CorpusRef, dev=(), test=CorpusRef("wmt14.newstest2014"), nbest=None):
+    return DataConfig(train=tuple(train), dev=tuple(dev), test=test, nbest=nbest)
+
+
+SMALL = profile(CorpusRef("wmt14.giga_fren", 1000), dev=(CorpusRef("multi30k.val"),))
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+
+
+def test_registry_has_exactly_the_ids_the_params_use():
+    assert set(CORPORA) == EXPECTED_IDS
+    assert all(c.format in sources.FORMATS for c in CORPORA.values())
+    assert CORPORA["wmt14.newstest2014"].format == "sgm"
+    assert CORPORA["wmt14.europarl_v7_sample20k_tok"].format == "moses_escaped"
+    # A corpus with neither source says why.
+    for c in CORPORA.values():
+        if c.network is None:
+            assert c.network_note
+
+
+@needs_mirror
+def test_registry_mirror_files_match_the_mirror_readme():
+    table = readme_table(MIRROR)
+    assert len(table) >= 40
+    checked = 0
+    for c in CORPORA.values():
+        if c.mirror is None:
+            continue
+        for f in (c.mirror.en, c.mirror.fr):
+            assert table[f.path] == {"lines": f.lines, "bytes": f.bytes, "sha256": f.sha256}, f.path
+            checked += 1
+    in_mirror = {c.id for c in CORPORA.values() if c.mirror is not None}
+    assert checked == 2 * len(in_mirror)
+    assert in_mirror == EXPECTED_IDS - {"wmt14.commoncrawl", "wmt14.un", "wmt14.news_commentary_v9",
+                                        "lium.selected", "lium.ntst1213", "lium.ntst14",
+                                        "lium.nbest_ntst14"}
+
+
+def test_unknown_corpus_id_lists_the_known_ones(tmp_path):
+    with pytest.raises(DownloadError, match=r"unknown corpus id\(s\): wmt14\.nope .*known: "
+                                            r"multi30k\.train, "):
+        download.main(profile(CorpusRef("wmt14.nope")), out_dir=tmp_path, mirror=MIRROR)
+    with pytest.raises(sources.SourceError, match="unknown corpus 'x'"):
+        raw_pair(tmp_path, "x")
+
+
+def test_raw_pair_names_the_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"wmt14\.giga_fren/en\.txt"):
+        raw_pair(tmp_path, "wmt14.giga_fren")
+
+
+# ---------------------------------------------------------------------------------------------
+# Mirror mode
+
+
+@needs_mirror
+def test_mirror_copy_matches_the_readme(tmp_path):
+    out = tmp_path / "raw"
+    manifest = download.main(SMALL, out_dir=out, mirror=MIRROR)
+    assert json.loads((out / "manifest.json").read_text()) == manifest
+    assert manifest["mode"] == "mirror"
+    assert set(manifest["corpora"]) == {"wmt14.giga_fren", "multi30k.val", "wmt14.newstest2014"}
+    table = readme_table(MIRROR)
+    expected = {
+        "wmt14.giga_fren": ("wmt14-train-gigafren-head30k/giga-fren.release2.fixed.head30000.en",
+                            "wmt14-train-gigafren-head30k/giga-fren.release2.fixed.head30000.fr"),
+        "multi30k.val": ("multi30k-task1-enfr/val.en", "multi30k-task1-enfr/val.fr"),
+        "wmt14.newstest2014": ("wmt14-newstest2014-fren/sgm/newstest2014-fren-src.en.sgm",
+                               "wmt14-newstest2014-fren/sgm/newstest2014-fren-ref.fr.sgm"),
+    }
+    for cid, (en, fr) in expected.items():
+        rec = manifest["corpora"][cid]
+        for side, rel in (("en", en), ("fr", fr)):
+            f = rec["files"][side]
+            assert (f["sha256"], f["lines"], f["bytes"]) == (
+                table[rel]["sha256"], table[rel]["lines"], table[rel]["bytes"]), (cid, side)
+            assert sha256(out / f["path"]) == table[rel]["sha256"]
+            assert f["source"] == str(MIRROR / rel)
+        pair = raw_pair(out, cid)
+        assert pair.en == out / rec["files"]["en"]["path"]
+        assert pair.format == rec["format"] == CORPORA[cid].format
+    giga = manifest["corpora"]["wmt14.giga_fren"]
+    assert (giga["pairs"], giga["max_lines"], giga["whole_corpus"]) == (30000, 1000, False)
+    assert manifest["corpora"]["wmt14.newstest2014"]["pairs"] == 3003  # <seg>s, not 3357 lines
+    assert raw_pair(out, "wmt14.newstest2014").en.name == "en.sgm"
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json", "multi30k.val", "wmt14.giga_fren", "wmt14.newstest2014"]
+
+
+@needs_mirror
+def test_rerun_keeps_complete_corpora_rebuilds_damaged_ones_and_drops_stale(tmp_path):
+    out = tmp_path / "raw"
+    download.main(SMALL, out_dir=out, mirror=MIRROR)
+    # Damage one file, leave a half-built corpus dir behind, as an interrupted run would.
+    (out / "multi30k.val" / "fr.txt").write_bytes(b"truncated\n")
+    (out / ".tmp-wmt14.newstest2014-abc").mkdir()
+    (out / ".tmp-wmt14.newstest2014-abc" / "en.sgm").write_bytes(b"<srcset")
+    smaller = profile(dev=(CorpusRef("multi30k.val"),))  # giga no longer named
+    manifest = download.main(smaller, out_dir=out, mirror=MIRROR)
+    assert set(manifest["corpora"]) == {"multi30k.val", "wmt14.newstest2014"}
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json", "multi30k.val", "wmt14.newstest2014"]
+    assert sha256(out / "multi30k.val" / "fr.txt") == CORPORA["multi30k.val"].mirror.fr.sha256
+
+
+def fake_mirror(tmp_path: Path, *rel_paths: str) -> Path:
+    root = tmp_path / "mirror"
+    for rel in rel_paths:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(MIRROR / rel, root / rel)
+    return root
+
+
+@needs_mirror
+def test_mirror_file_with_wrong_checksum_is_named(tmp_path):
+    root = fake_mirror(tmp_path, "multi30k-task1-enfr/val.en", "multi30k-task1-enfr/val.fr",
+                       "wmt14-newstest2014-fren/sgm/newstest2014-fren-src.en.sgm",
+                       "wmt14-newstest2014-fren/sgm/newstest2014-fren-ref.fr.sgm")
+    bad = root / "multi30k-task1-enfr/val.fr"
+    data = bytearray(bad.read_bytes())
+    data[10] = ord("X") if data[10] != ord("X") else ord("Y")  # same size, same line count
+    bad.write_bytes(bytes(data))
+    out = tmp_path / "raw"
+    expected = CORPORA["multi30k.val"].mirror.fr.sha256
+    with pytest.raises(DownloadError) as err:
+        download.main(profile(dev=(CorpusRef("multi30k.val"),)), out_dir=out, mirror=root)
+    msg = str(err.value)
+    assert str(bad) in msg
+    assert f"expected {expected}, got {sha256(bad)}" in msg
+    assert "bytes" not in msg.split("registry:")[1] and "lines" not in msg.split("registry:")[1]
+    # Nothing half-done passes for complete: no manifest, no multi30k.val dir, no temp dir.
+    assert not (out / "manifest.json").exists()
+    assert not (out / "multi30k.val").exists()
+    assert not list(out.glob(".tmp-*"))
+
+
+@needs_mirror
+def test_shortfalls_and_absent_corpora_are_all_named_before_copying(tmp_path):
+    out = tmp_path / "raw"
+    data = profile(CorpusRef("wmt14.giga_fren"), CorpusRef("wmt14.europarl_v7", 5000),
+                   CorpusRef("wmt14.un"), CorpusRef("multi30k.train"),
+                   dev=(CorpusRef("lium.ntst1213"),))
+    with pytest.raises(DownloadError) as err:
+        download.main(data, out_dir=out, mirror=MIRROR)
+    msg = str(err.value)
+    assert "nothing was copied" in msg
+    assert ("wmt14.giga_fren: the mirror holds the first 30,000 pairs; the profile asks for all "
+            "22,520,376") in msg
+    assert "wmt14.europarl_v7: the mirror holds the first 3,000 pairs; the profile asks for 5,000" \
+        in msg
+    assert "wmt14.un: not in the mirror" in msg
+    assert "lium.ntst1213: not in the mirror" in msg
+    assert "multi30k.train" not in msg  # it is there
+    assert not out.exists() or not any(out.iterdir())
+
+
+@needs_mirror
+def test_mirror_only_corpus_without_mirror_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(download, "network_available", lambda urls, timeout=3.0: True)
+    with pytest.raises(DownloadError, match=r"wmt14\.europarl_v7_sample20k_tok: no network "
+                                            r"source.*S2S_MIRROR"):
+        download.main(profile(CorpusRef("wmt14.europarl_v7_sample20k_tok")), out_dir=tmp_path,
+                      mirror=None)
+    with pytest.raises(DownloadError, match=r"lium\.nbest_ntst14: no download is known"):
+        download.main(profile(CorpusRef("multi30k.val"), nbest=CorpusRef("lium.nbest_ntst14")),
+                      out_dir=tmp_path, mirror=None)
+
+
+def test_no_network_and_no_mirror_names_both_options(tmp_path, monkeypatch):
+    asked = []
+    monkeypatch.setattr(download, "network_available",
+                        lambda urls, timeout=3.0: asked.append(list(urls)) or False)
+    with pytest.raises(DownloadError) as err:
+        download.main(SMALL, out_dir=tmp_path / "raw", mirror=None)
+    msg = str(err.value)
+    assert "no mirror and no network" in msg
+    assert "S2S_MIRROR=<dir>" in msg and "README.md" in msg
+    assert "network access to raw.githubusercontent.com, www.statmt.org" in msg
+    assert len(asked) == 1 and len(asked[0]) == 4  # giga tar, test-full.tgz, val.{en,fr}.gz
+    assert {u.split("/")[2] for u in asked[0]} == {"raw.githubusercontent.com", "www.statmt.org"}
+    assert not (tmp_path / "raw").exists()
+
+
+def test_network_probe_answers_quickly_when_nothing_listens():
+    # A loopback port with no listener: refused at once, no internet involved.
+    with socket.socket() as s:  # a free loopback port, closed again: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    assert download.network_available([f"http://127.0.0.1:{port}/x"], timeout=1.0) is False
+    assert time.monotonic() - t0 < 1.5
+
+
+def test_network_probe_sees_a_listening_host(server):
+    assert download.network_available([server.url("/")], timeout=1.0) is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Safe extraction
+
+
+def make_tar(path: Path, members: list[tarfile.TarInfo], data: bytes = b"evil\n") -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for info in members:
+            if info.isfile():
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+            else:
+                tar.addfile(info)
+    return path
+
+
+def tar_file(name: str) -> tarfile.TarInfo:
+    return tarfile.TarInfo(name)
+
+
+def tar_link(name: str, target: str, hard: bool = False) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.LNKTYPE if hard else tarfile.SYMTYPE
+    info.linkname = target
+    return info
+
+
+@pytest.mark.parametrize("members, why", [
+    ([tar_file("ok.txt"), tar_file("../evil")], r"'\.\./evil' climbs out"),
+    ([tar_file("dev/../../evil")], r"climbs out"),
+    ([tar_file("/tmp/evil")], r"'/tmp/evil' has an absolute path"),
+    ([tar_link("dev/link", "../../outside")], r"symlink 'dev/link' -> '\.\./\.\./outside' points "
+                                              r"outside"),
+    ([tar_link("link", "/etc/passwd")], r"symlink 'link' points to the absolute path"),
+    ([tar_link("hard", "../outside", hard=True)], r"hard link 'hard' -> '\.\./outside' points "
+                                                  r"outside"),
+])
+def test_safe_extract_refuses_members_escaping_the_target(tmp_path, members, why):
+    archive = make_tar(tmp_path / "bad.tgz", members)
+    dest = tmp_path / "x" / "dest"
+    with pytest.raises(UnsafeArchiveError, match=why):
+        safe_extract(archive, dest)
+    assert not (tmp_path / "x" / "evil").exists() and not (tmp_path / "evil").exists()
+    assert not (tmp_path / "x" / "outside").exists()
+
+
+def test_safe_extract_refuses_a_requested_link_and_extracts_plain_members(tmp_path):
+    archive = make_tar(tmp_path / "ok.tgz", [tar_file("dev/a.en"), tar_link("dev/b.en", "a.en")],
+                       data=b"hello\n")
+    with pytest.raises(UnsafeArchiveError, match="is a link, not a file"):
+        safe_extract(archive, tmp_path / "d1", ["dev/b.en"])
+    got = safe_extract(archive, tmp_path / "d2", ["dev/a.en"])
+    assert got == {"dev/a.en": (tmp_path / "d2" / "dev" / "a.en").resolve()}
+    assert got["dev/a.en"].read_bytes() == b"hello\n"
+    assert not (tmp_path / "d2" / "dev" / "b.en").exists()  # links are never created
+    with pytest.raises(DownloadError, match="no member"):
+        safe_extract(archive, tmp_path / "d3", ["dev/missing.en"])
+
+
+def test_safe_extract_refuses_zip_escape(tmp_path):
+    path = tmp_path / "bad.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("fra.txt", "Go.\tVa !\n")
+        zf.writestr("../evil", "evil\n")
+    with pytest.raises(UnsafeArchiveError, match=r"'\.\./evil' climbs out"):
+        safe_extract(path, tmp_path / "dest", ["fra.txt"])
+    assert not (tmp_path / "dest" / "fra.txt").exists()  # a zip is checked before any write
+
+
+# ---------------------------------------------------------------------------------------------
+# Downloads: resume against a loopback server
+
+
+class Server:
+    """A loopback HTTP server with Range support and switches to misbehave."""
+
+    def __init__(self):
+        self.files: dict[str, bytes] = {}
+        self.requests: list[tuple[str, str | None]] = []
+        self.ignore_range = False
+        self.drop_after: int | None = None  # close the connection after this many body bytes
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                rng = self.headers.get("Range")
+                outer.requests.append((self.path, rng))
+                body = outer.files.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                start = 0
+                if rng and not outer.ignore_range:
+                    start = int(re.match(r"bytes=(\d+)-$", rng)[1])
+                    if start >= len(body):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(body)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                else:
+                    self.send_response(200)
+                payload = body[start:]
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if outer.drop_after is not None:
+                    payload = payload[:outer.drop_after]
+                    self.close_connection = True
+                self.wfile.write(payload)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
+                                       daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+
+@pytest.fixture
+def server():
+    s = Server()
+    s.thread.start()
+    yield s
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+BLOB = bytes(range(256)) * 4096 + b"tail\n"  # 1 MiB + 5 bytes, spans more than one read chunk
+
+
+def blob_remote(server: Server, **kw) -> Remote:
+    server.files["/blob.bin"] = BLOB
+    return Remote(server.url("/blob.bin"), sha256=hashlib.sha256(BLOB).hexdigest(), **kw)
+
+
+def test_fetch_resumes_an_existing_part_with_a_range_request(tmp_path, server):
+    remote = blob_remote(server)
+    dest = download.cache_path(remote, tmp_path)
+    part = dest.with_name(dest.name + ".part")
+    part.parent.mkdir(parents=True, exist_ok=True)
+    part.write_bytes(BLOB[:300_000])
+    path, info = fetch(remote, tmp_path, retries=0, backoff=0)
+    assert server.requests == [("/blob.bin", "bytes=300000-")]
+    assert path == dest and path.read_bytes() == BLOB and not part.exists()
+    assert info == {"url": remote.url, "sha256": remote.sha256, "bytes": len(BLOB),
+                    "verified": "sha256"}
+    # Second call: served from the cache, verified, no request.
+    fetch(remote, tmp_path, retries=0, backoff=0)
+    assert len(server.requests) == 1
+
+
+def test_fetch_interrupted_keeps_the_part_and_the_next_run_resumes_it(tmp_path, server):
+    remote = blob_remote(server)
+    server.drop_after = 200_000
+    with pytest.raises(DownloadError, match="will be resumed"):
+        fetch(remote, tmp_path, retries=0, backoff=0)
+    dest = download.cache_path(remote, tmp_path)
+    part = dest.with_name(dest.name + ".part")
+    assert not dest.exists()
+    assert part.read_bytes() == BLOB[:200_000]
+    server.drop_after = None
+    path, _ = fetch(remote, tmp_path, retries=0, backoff=0)
+    assert server.requests == [("/blob.bin", None), ("/blob.bin", "bytes=200000-")]
+    assert path.read_bytes() == BLOB
+
+
+def test_fetch_retries_an_interrupted_download_within_one_call(tmp_path, server):
+    remote = blob_remote(server)
+    server.drop_after = 400_000  # every response is cut: three requests are needed
+    path, _ = fetch(remote, tmp_path, retries=3, backoff=0)
+    assert [r for _, r in server.requests] == [None, "bytes=400000-", "bytes=800000-"]
+    assert path.read_bytes() == BLOB
+
+
+def test_fetch_restarts_when_the_server_ignores_ranges(tmp_path, server):
+    remote = blob_remote(server)
+    server.ignore_range = True
+    dest = download.cache_path(remote, tmp_path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.with_name(dest.name + ".part").write_bytes(BLOB[:1000])
+    path, _ = fetch(remote, tmp_path, retries=0, backoff=0)
+    assert path.read_bytes() == BLOB  # not BLOB[:1000] + BLOB
+
+
+def test_fetch_finishes_a_part_that_was_already_whole(tmp_path, server):
+    # Interrupted between the last byte and the rename: the server answers 416 to the range.
+    remote = blob_remote(server)
+    dest = download.cache_path(remote, tmp_path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.with_name(dest.name + ".part").write_bytes(BLOB)
+    path, info = fetch(remote, tmp_path, retries=0, backoff=0)
+    assert server.requests == [("/blob.bin", f"bytes={len(BLOB)}-")]
+    assert path.read_bytes() == BLOB and info["verified"] == "sha256"
+
+
+def test_fetch_does_not_trust_a_corrupt_part(tmp_path, server):
+    remote = blob_remote(server)
+    dest = download.cache_path(remote, tmp_path)
+    part = dest.with_name(dest.name + ".part")
+    part.parent.mkdir(parents=True, exist_ok=True)
+    part.write_bytes(b"\0" * 500_000)  # right length prefix, wrong bytes
+    with pytest.raises(DownloadError, match=rf"expected {remote.sha256}; got sha256 "):
+        fetch(remote, tmp_path, retries=0, backoff=0)
+    assert not part.exists() and not dest.exists()
+    path, _ = fetch(remote, tmp_path, retries=0, backoff=0)  # a clean retry then succeeds
+    assert path.read_bytes() == BLOB
+
+
+def test_fetch_checks_md5_where_no_sha256_is_known(tmp_path, server):
+    server.files["/x.tgz"] = BLOB
+    good = Remote(server.url("/x.tgz"), md5=hashlib.md5(BLOB).hexdigest())
+    assert fetch(good, tmp_path, retries=0, backoff=0)[1]["verified"] == "md5"
+    bad = Remote(server.url("/x.tgz"), md5="0" * 32)
+    with pytest.raises(DownloadError, match="does not match the registry"):
+        fetch(bad, tmp_path / "other", retries=0, backoff=0)
+
+
+def test_fetch_http_404_is_an_error_naming_the_url(tmp_path, server):
+    remote = Remote(server.url("/missing.tgz"))
+    with pytest.raises(DownloadError, match=r"/missing\.tgz: HTTP 404"):
+        fetch(remote, tmp_path, retries=2, backoff=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Network mode end to end, with the official archive layouts rebuilt from mirror files
+
+
+def tgz(members: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@needs_mirror
+def test_network_mode_builds_the_same_files_as_the_mirror(tmp_path, server, monkeypatch):
+    m = lambda rel: (MIRROR / rel).read_bytes()  # noqa: E731
+    # dev.tgz layout (plain members), giga-fren tar layout (gzipped members, europarl-style
+    # missing final newline), the anki zip (fra.txt, two tab-separated columns).
+    dev = tgz({"dev/newstest2012.en": m("wmt-newstest2012-2013-fren/newstest2012.en"),
+               "dev/newstest2012.fr": m("wmt-newstest2012-2013-fren/newstest2012.fr"),
+               "dev/newstest2013.en": b"unused\n"})
+    giga_en = m("wmt14-train-gigafren-head30k/giga-fren.release2.fixed.head30000.en")
+    giga_fr = m("wmt14-train-gigafren-head30k/giga-fren.release2.fixed.head30000.fr")
+    giga = tgz({"giga-fren.release2.fixed.en.gz": gzip.compress(giga_en + b"extra en"),
+                "giga-fren.release2.fixed.fr.gz": gzip.compress(giga_fr + b"extra fr")})
+    server.files.update({"/dev.tgz": dev, "/giga.tar": giga,
+                         "/fra-eng.zip": m("tatoeba-anki-fra-eng-2017-09-29/fra-eng.zip")})
+
+    def local(cid: str, path: str, *, pairs=..., md5=True) -> None:
+        entry = CORPORA[cid]
+        body = server.files[path]
+        remote = Remote(server.url(path), md5=hashlib.md5(body).hexdigest() if md5 else None)
+        swap = lambda parts: tuple(dataclasses.replace(p, remote=remote) for p in parts)  # noqa
+        network = NetworkSource(en=swap(entry.network.en), fr=swap(entry.network.fr))
+        changes = {"network": network} if pairs is ... else {"network": network, "pairs": pairs}
+        monkeypatch.setitem(CORPORA, cid, dataclasses.replace(entry, **changes))
+
+    local("wmt.newstest2012", "/dev.tgz")
+    local("wmt14.giga_fren", "/giga.tar", pairs=30001)  # the head and one line without newline
+    local("tatoeba.fra_eng", "/fra-eng.zip", md5=False)
+    monkeypatch.setattr(download, "network_available", lambda urls, timeout=3.0: True)
+
+    out = tmp_path / "raw"
+    data = profile(CorpusRef("wmt14.giga_fren"), CorpusRef("tatoeba.fra_eng"),
+                   test=CorpusRef("wmt.newstest2012"))
+    manifest = download.main(data, out_dir=out, mirror=None, cache_dir=tmp_path / "cache")
+    assert manifest["mode"] == "network"
+    table = readme_table(MIRROR)
+
+    news = manifest["corpora"]["wmt.newstest2012"]
+    assert news["downloads"][server.url("/dev.tgz")]["verified"] == "md5"
+    assert news["files"]["en"]["source"] == server.url("/dev.tgz") + "#dev/newstest2012.en"
+    assert news["files"]["fr"]["sha256"] == table["wmt-newstest2012-2013-fren/newstest2012.fr"][
+        "sha256"]
+    tat = manifest["corpora"]["tatoeba.fra_eng"]
+    assert tat["downloads"][server.url("/fra-eng.zip")]["verified"] == "none"
+    for side in ("en", "fr"):  # the mirror's .en/.fr are the zip's two columns
+        rel = f"tatoeba-anki-fra-eng-2017-09-29/fra-eng.{side}"
+        assert tat["files"][side]["sha256"] == table[rel]["sha256"]
+        assert tat["files"][side]["lines"] == 142787
+    giga_rec = manifest["corpora"]["wmt14.giga_fren"]
+    assert giga_rec["pairs"] == 30001
+    assert (out / "wmt14.giga_fren" / "en.txt").read_bytes() == giga_en + b"extra en\n"
+    assert not list(out.rglob(".extract")) and not list(out.glob(".tmp-*"))
+
+    # Files that differ from the mirror's known sha256 are refused, naming the mirror file.
+    bad = tgz({"dev/newstest2012.en": b"changed upstream\n" * 3003,
+               "dev/newstest2012.fr": m("wmt-newstest2012-2013-fren/newstest2012.fr")})
+    server.files["/dev.tgz"] = bad
+    local("wmt.newstest2012", "/dev.tgz")
+    with pytest.raises(DownloadError, match=r"wmt\.newstest2012: downloaded en file sha256 "
+                                            r"\w+ != f9e51f85.*newstest2012\.en"):
+        download.main(profile(test=CorpusRef("wmt.newstest2012")), out_dir=tmp_path / "raw2",
+                      mirror=None, cache_dir=tmp_path / "cache2")

@@ -1,0 +1,64 @@
+"""The smoke profile end to end through `dvc repro`: every stage runs, the outputs hold what they
+should, a second `dvc repro` does nothing, and a report-only change reruns only the report."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+import yaml
+
+from conftest import BIN, run
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_stage_produced_its_outputs(smoke_repo):
+    params = yaml.safe_load((smoke_repo / "params.yaml").read_text())
+    for name in params["models"]:
+        assert (smoke_repo / "models" / name / "model.pt").exists(), name
+        m = json.loads((smoke_repo / "metrics" / "train" / f"{name}.json").read_text())
+        assert m["steps"] > 0 and math.isfinite(m["dev_ppl"]) and m["tgt_words_per_sec"] > 0
+    for system, cfg in params["systems"].items():
+        for beam in cfg["beams"]:
+            hyps = (smoke_repo / "outputs/translate" / system / f"beam{beam}.tok.fr").read_text()
+            assert hyps.count("\n") == 60, (system, beam)  # every test sentence, none dropped
+    for name in ("baseline", "oracle", "forward", "reversed", "ensemble5"):
+        sub = "oracle" if name in ("baseline", "oracle") else name
+        assert (smoke_repo / "outputs/rescore" / sub / f"{name}.tok.fr").read_text().count("\n") == 60
+    assert (smoke_repo / "reports/report.md").exists()
+    assert (smoke_repo / "reports/report.html").exists()
+
+
+def test_reversal_training_curves_and_bleu_metrics(smoke_repo):
+    bleu = json.loads((smoke_repo / "metrics/bleu.json").read_text())
+    assert bleu["test_sentences"] == 60
+    e5 = bleu["translate"]["ensemble5"]
+    assert set(e5) == {"1", "2", "12"}
+    for beam in e5.values():
+        assert 0.0 <= beam["bleu_tok"] <= 100.0
+        assert beam["sacre_signature"].startswith("nrefs:1")
+    curves = (smoke_repo / "metrics/curves/reversed_1.csv").read_text().splitlines()
+    assert curves[0] == "step,epoch,lr,train_ppl,dev_ppl" and len(curves) == 3  # 2 evals/epoch
+
+
+def test_second_repro_does_nothing(smoke_repo):
+    proc = run([str(BIN / "dvc"), "repro"], smoke_repo)
+    assert "Running stage" not in proc.stdout + proc.stderr
+    status = run([str(BIN / "dvc"), "status"], smoke_repo)
+    assert "up to date" in status.stdout
+
+
+def test_a_report_setting_reruns_only_the_report(smoke_repo):
+    params_file = smoke_repo / "params.yaml"
+    original = params_file.read_text()
+    try:
+        params_file.write_text(re.sub(r'title: ".*"', 'title: "Another title"', original))
+        status = run([str(BIN / "dvc"), "status"], smoke_repo).stdout
+        changed = {line.rstrip(":") for line in status.splitlines()
+                   if line and not line.startswith((" ", "\t"))}
+        assert changed == {"report"}, status
+    finally:
+        params_file.write_text(original)
