@@ -129,6 +129,7 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
 
     step, history, best = 0, [], math.inf
     train_seconds, train_tokens = 0.0, 0
+    window_nll, window_tok = 0.0, 0  # training loss since the last dev evaluation
     last = ckpt_dir / "last.pt"
     if last.exists():
         payload = checkpoint.load_payload(last)
@@ -136,6 +137,7 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
             model.load_state_dict(payload["model"])
             step, history, best = payload["step"], payload["history"], payload["best_dev_ppl"]
             train_seconds, train_tokens = payload["train_seconds"], payload["train_tokens"]
+            window_nll, window_tok = payload["window_nll"], payload["window_tok"]
             log.info("%s: resuming from %s at step %d of %d", name, last, step, total_steps)
         else:
             log.info("%s: %s belongs to other params or data; starting afresh", name, last)
@@ -144,10 +146,10 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
     def save_last() -> None:
         checkpoint.save(last, model, src_vocab=src_vocab, tgt_vocab=tgt_vocab, fingerprint=fp,
                         step=step, history=history, best_dev_ppl=best,
-                        train_seconds=train_seconds, train_tokens=train_tokens)
+                        train_seconds=train_seconds, train_tokens=train_tokens,
+                        window_nll=window_nll, window_tok=window_tok)
 
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp and device.type == "cuda")
-    window_nll, window_tok = 0.0, 0
     bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step")
     while step < total_steps:
         epoch, offset = divmod(step, steps_per_epoch)

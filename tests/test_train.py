@@ -1,0 +1,118 @@
+"""Training (§3.4) on a real slice of the mirror: the loss falls, the schedule is the paper's, a
+resumed run ends with the same weights as an uninterrupted one, a NaN stops training cleanly."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from s2s import checkpoint, config, train
+from s2s.config import TrainConfig
+from s2s.data import download, prepare, vocab
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory, mirror):
+    """The smoke profile's data stages, run once."""
+    tmp = tmp_path_factory.mktemp("train")
+    params = config.load(ROOT / "profiles" / "smoke.yaml")
+    download.main(params.data, out_dir=tmp / "raw", mirror=mirror)
+    prepare.main(params.data, params.prepare, raw_dir=tmp / "raw", out_dir=tmp / "prepared",
+                 metrics_out=tmp / "prepare.json")
+    vocab.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
+               metrics_out=tmp / "vocab.json")
+    return tmp, params
+
+
+def run_train(tmp: Path, params, name: str, out: str, **kw) -> dict:
+    return train.main(params, name, prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab",
+                      model_dir=tmp / out / "model", ckpt_dir=tmp / out / "ckpt",
+                      metrics_out=tmp / out / "metrics.json", curves_out=tmp / out / "curves.csv",
+                      **kw)
+
+
+def with_train(params, **changes):
+    return dataclasses.replace(params, train=dataclasses.replace(params.train, **changes))
+
+
+def test_learning_rate_schedule_is_the_papers():
+    cfg = TrainConfig(lr=0.7, epochs=7.5, decay_start=5.0, decay_every=0.5, decay_factor=0.5)
+    steps = 100  # per epoch
+    assert train.lr_at(0, steps, cfg) == 0.7
+    assert train.lr_at(499, steps, cfg) == 0.7
+    assert train.lr_at(500, steps, cfg) == 0.35  # "after 5 epochs ... halving every half epoch"
+    assert train.lr_at(549, steps, cfg) == 0.35
+    assert train.lr_at(550, steps, cfg) == 0.175
+    assert train.lr_at(749, steps, cfg) == pytest.approx(0.7 / 2 ** 5)
+
+
+def test_loss_falls_on_real_data(data):
+    tmp, params = data
+    m = run_train(tmp, params, "forward", "fall")
+    curves = (tmp / "fall" / "curves.csv").read_text().splitlines()[1:]
+    dev = [float(row.split(",")[4]) for row in curves]
+    trn = [float(row.split(",")[3]) for row in curves]
+    assert len(dev) == 2
+    # From ~vocabulary size (2.6k) at initialisation to well below it after one epoch.
+    assert dev[-1] < dev[0] < 400 and trn[-1] < trn[0]
+    assert m["dev_ppl"] == dev[-1] and m["steps"] == 96
+    assert m["parameters"] == sum(p.numel() for p in checkpoint.load_model(
+        tmp / "fall" / "model" / "model.pt",
+        src_vocab=vocab.Vocab.load(tmp / "vocab" / "en.tsv"),
+        tgt_vocab=vocab.Vocab.load(tmp / "vocab" / "fr.tsv")).parameters())
+
+
+def test_resumed_run_ends_with_the_same_weights(data):
+    tmp, params = data
+    params = with_train(params, checkpoint_every=1000)  # only the interruption writes one
+    run_train(tmp, params, "reversed_1", "whole")
+    with pytest.raises(train.Interrupted):
+        run_train(tmp, params, "reversed_1", "resumed", stop_after=37)
+    assert json.loads(json.dumps(checkpoint.load_payload(
+        tmp / "resumed" / "ckpt" / "last.pt")["step"])) == 37
+    run_train(tmp, params, "reversed_1", "resumed")
+    a = torch.load(tmp / "whole" / "model" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp / "resumed" / "model" / "model.pt", weights_only=True)["model"]
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert (tmp / "whole" / "curves.csv").read_text() == (tmp / "resumed" / "curves.csv").read_text()
+
+
+def test_a_checkpoint_of_other_params_is_not_resumed(data):
+    tmp, params = data
+    with pytest.raises(train.Interrupted):
+        run_train(tmp, params, "forward", "stale", stop_after=20)
+    other = with_train(params, lr=0.5)
+    m = run_train(tmp, other, "forward", "stale")
+    ref = run_train(tmp, other, "forward", "fresh")
+    assert m == {**ref, "wall_seconds": m["wall_seconds"], "train_seconds": m["train_seconds"],
+                 "tgt_words_per_sec": m["tgt_words_per_sec"]}
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(data, monkeypatch):
+    tmp, params = data
+    params = with_train(params, checkpoint_every=10)
+    real_forward = train.Seq2Seq.forward
+    calls = {"n": 0}
+
+    def poisoned(self, *args):
+        logits = real_forward(self, *args)
+        if self.training:
+            calls["n"] += 1
+            if calls["n"] == 25:
+                return logits * float("nan")
+        return logits
+
+    monkeypatch.setattr(train.Seq2Seq, "forward", poisoned)
+    with pytest.raises(train.TrainingError, match=r"non-finite loss \(nan\) at step 25 .*last\.pt"):
+        run_train(tmp, params, "forward", "nan")
+    kept = checkpoint.load_payload(tmp / "nan" / "ckpt" / "last.pt")
+    assert kept["step"] == 20
+    assert all(torch.isfinite(v).all() for v in kept["model"].values())
+    assert not (tmp / "nan" / "model" / "model.pt").exists()
