@@ -29,13 +29,13 @@ def test_params_yaml_is_the_default_profile():
 def test_translate_and_rescore_stages_match_the_profile(profile):
     params = load(profile)
     for system, cfg in params.systems.items():
-        stage = STAGES[f"translate@{system}"]
+        stage = STAGES[f"translate-{system}"]
         assert model_deps(stage) == set(cfg.members), system
         assert f"translate {system} " in stage["cmd"]
         assert f"systems.{system}" in stage["params"]
-    assert {k.split("@")[1] for k in STAGES if k.startswith("translate@")} == set(params.systems)
+    assert {k.split("-", 1)[1] for k in STAGES if k.startswith("translate-")} == set(params.systems)
     for name, members in params.rescore.rescorers.items():
-        stage = STAGES[f"rescore@{name}"]
+        stage = STAGES[f"rescore-{name}"]
         assert model_deps(stage) == set(members), name
-    assert {k.split("@")[1] for k in STAGES if k.startswith("rescore@")} == \
+    assert {k.split("-", 1)[1] for k in STAGES if k.startswith("rescore-")} == \
         set(params.rescore.rescorers) | {"oracle"}

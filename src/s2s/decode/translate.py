@@ -52,7 +52,7 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
         max_len = (cfg.max_len_a * b.src_lengths.float()).long() + cfg.max_len_b
         hyps = beam_search(model, b.src.to(device), b.src_lengths.to(device), beam=beam,
                            bos=vocab.bos, eos=vocab.eos, max_len=max_len.to(device),
-                           nbest=nbest, length_penalty=cfg.length_penalty)
+                           nbest=nbest, length_penalty=cfg.length_penalty, pad=vocab.pad)
         for i, h in zip(idx, hyps):
             results[i] = h
         bar.update(len(idx))

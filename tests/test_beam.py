@@ -1,0 +1,445 @@
+"""Beam search, greedy search, sequence scoring and ensembles (src/s2s/decode/).
+
+Search is tested the fairseq / OpenNMT way: a ScriptedModel whose step returns hand-written
+probability tables, so tokens and scores are known exactly; then a tiny random GRU model checks
+beam 1 == greedy, a wide beam == exhaustive search, and batched == one sentence at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from s2s.decode.beam import Hypothesis, beam_search, greedy_search, score_sequences
+from s2s.decode.ensemble import Ensemble, EnsembleState
+
+PAD, BOS, EOS, A, B, C = range(6)
+V = 6
+log = math.log
+
+# A script maps what the decoder has produced so far (a tuple of tokens, <BOS> excluded) or, as a
+# fallback, the step index (an int: the number of tokens so far) to {token: probability}.
+# Anything not scripted ends the sentence: <EOS> with probability 1.
+Script = Mapping[object, Mapping[int, float]]
+CERTAIN_EOS = {EOS: 1.0}
+
+
+@dataclass(frozen=True)
+class ScriptedState:
+    script: Tensor  # (N,) which script each row follows
+    fed: tuple[tuple[int, ...], ...]  # per row, the decoder inputs so far (<BOS> first)
+
+    def select(self, index: Tensor) -> ScriptedState:
+        return ScriptedState(self.script[index], tuple(self.fed[i] for i in index.tolist()))
+
+
+class ScriptedModel:
+    """The inference contract over scripts; sentence i of ``src`` follows script ``src[i, 0]``.
+
+    ``rows_per_step`` records the batch size of every step call (test instrumentation only).
+    """
+
+    def __init__(self, *scripts: Script) -> None:
+        self.scripts = scripts
+        self.rows_per_step: list[int] = []
+
+    def encode(self, src: Tensor, lengths: Tensor) -> ScriptedState:
+        return ScriptedState(src[:, 0].clone(), tuple(() for _ in range(src.size(0))))
+
+    def step(self, prev_tokens: Tensor, state: ScriptedState) -> tuple[Tensor, ScriptedState]:
+        self.rows_per_step.append(prev_tokens.numel())
+        fed = tuple(f + (p,) for f, p in zip(state.fed, prev_tokens.tolist()))
+        probs = [self._probs(self.scripts[s], f[1:]) for s, f in zip(state.script.tolist(), fed)]
+        return torch.tensor(probs, dtype=torch.float64).log(), ScriptedState(state.script, fed)
+
+    @staticmethod
+    def _probs(script: Script, prefix: tuple[int, ...]) -> list[float]:
+        table = script.get(prefix, script.get(len(prefix), CERTAIN_EOS))
+        assert math.isclose(sum(table.values()), 1.0), f"script row {prefix} does not sum to 1"
+        return [table.get(w, 0.0) for w in range(V)]
+
+
+def scripted_src(n: int) -> tuple[Tensor, Tensor]:
+    """Sources that make sentence i follow script i."""
+    return torch.arange(n).unsqueeze(1), torch.ones(n, dtype=torch.long)
+
+
+def search(model: ScriptedModel, **kwargs) -> list[list[Hypothesis]]:
+    src, lengths = scripted_src(len(model.scripts))
+    kwargs.setdefault("max_len", 10)
+    return beam_search(model, src, lengths, bos=BOS, eos=EOS, pad=PAD, **kwargs)
+
+
+def assert_hyps(got: list[Hypothesis], expected: list[tuple[tuple[int, ...], float, bool]]) -> None:
+    assert [(h.tokens, h.finished) for h in got] == [(t, f) for t, _, f in expected]
+    assert [h.score for h in got] == pytest.approx([s for _, s, _ in expected], abs=1e-12)
+
+
+# Greedy takes A (0.5) and ends with A C <EOS> (0.2); B <EOS> (0.36) is better.
+GARDEN = {(): {A: 0.5, B: 0.4, EOS: 0.1}, (A,): {A: 0.3, B: 0.3, C: 0.4}, (B,): {EOS: 0.9, C: 0.1}}
+NEVER_EOS = {t: {A: 0.7, B: 0.3} for t in range(10)}
+
+
+def test_beam_1_is_greedy_and_follows_the_garden_path():
+    expected = [((A, C), log(0.5) + log(0.4), True)]
+    assert_hyps(search(ScriptedModel(GARDEN), beam=1)[0], expected)
+    src, lengths = scripted_src(1)
+    greedy = greedy_search(ScriptedModel(GARDEN), src, lengths, bos=BOS, eos=EOS, max_len=10,
+                           pad=PAD)
+    assert_hyps(greedy, expected)
+
+
+def test_beam_2_finds_the_better_sequence_greedy_misses_and_stops_early():
+    model = ScriptedModel(GARDEN)
+    assert_hyps(search(model, beam=2)[0], [((B,), log(0.4) + log(0.9), True)])
+    # Step 2 finishes B <EOS> (0.36) above every open prefix (best: A C, 0.2): no step 3.
+    assert model.rows_per_step == [2, 2]
+
+
+def test_nbest_lists_finished_hypotheses_best_first():
+    got = search(ScriptedModel(GARDEN), beam=2, nbest=3)[0]
+    # A B (0.15, tied with A A but on a later token id) fell out of the beam at step 2.
+    assert_hyps(got, [
+        ((B,), log(0.4) + log(0.9), True),
+        ((A, C), log(0.5) + log(0.4), True),
+        ((A, A), log(0.5) + log(0.3), True),
+    ])
+
+
+def test_hypothesis_that_takes_eos_leaves_the_beam_and_the_search_continues():
+    script = {(): {A: 0.6, EOS: 0.3, B: 0.1}, (A,): {EOS: 0.8, C: 0.2}}
+    model = ScriptedModel(script)
+    got = search(model, beam=2, nbest=2)[0]
+    # <EOS> at step 1 (0.3) finished the empty hypothesis while A (0.6) kept searching.
+    assert_hyps(got, [((A,), log(0.6) + log(0.8), True), ((), log(0.3), True)])
+    assert model.rows_per_step == [2, 2]
+
+
+def test_stops_as_soon_as_the_best_finished_hypothesis_beats_every_open_one():
+    model = ScriptedModel({(): {EOS: 0.5, A: 0.3, B: 0.2}})
+    assert_hyps(search(model, beam=3, max_len=10)[0], [((), log(0.5), True)])
+    assert model.rows_per_step == [3]  # one finished of three, but no open prefix can catch up
+
+
+def test_stops_with_beam_finished_hypotheses_even_if_an_open_one_scores_higher():
+    model = ScriptedModel({(): {A: 0.6, EOS: 0.3, B: 0.1}, (A,): {C: 0.9, EOS: 0.1}})
+    got = search(model, beam=2, nbest=2)[0]
+    # After step 2: finished <EOS> (0.3) and B <EOS> (0.1); A C (0.54) is still open but the
+    # sentence has beam=2 finished hypotheses: it stops (the documented search approximation).
+    assert_hyps(got, [((), log(0.3), True), ((B,), log(0.1), True)])
+    assert model.rows_per_step == [2, 2]
+
+
+def test_max_len_cuts_open_hypotheses_and_marks_them_unfinished():
+    model = ScriptedModel(NEVER_EOS)
+    got = search(model, beam=2, nbest=3, max_len=3)[0]
+    # A A B and A B A tie at 0.147: A A B grows from the earlier beam, so it ranks first and the
+    # beam keeps it. Only two hypotheses exist at the end: nbest=3 returns two.
+    assert_hyps(got, [
+        ((A, A, A), 3 * log(0.7), False),
+        ((A, A, B), 2 * log(0.7) + log(0.3), False),
+    ])
+    assert model.rows_per_step == [2, 2, 2]
+
+
+def test_cut_hypotheses_compete_with_finished_ones_at_max_len():
+    script = {(): {A: 0.9, EOS: 0.1}, (A,): {A: 0.9, EOS: 0.1}}
+    got = search(ScriptedModel(script), beam=2, nbest=3, max_len=2)[0]
+    assert_hyps(got, [
+        ((A, A), 2 * log(0.9), False),
+        ((), log(0.1), True),
+        ((A,), log(0.9) + log(0.1), True),
+    ])
+
+
+def test_equal_scores_rank_the_earlier_beam_then_the_lower_token_id():
+    # <EOS> (id 2) and A (id 3) tie at step 1: the lower id wins, for beam 1 and for greedy.
+    tie = {(): {EOS: 0.5, A: 0.5}}
+    assert_hyps(search(ScriptedModel(tie), beam=1)[0], [((), log(0.5), True)])
+    src, lengths = scripted_src(1)
+    greedy = greedy_search(ScriptedModel(tie), src, lengths, bos=BOS, eos=EOS, max_len=5)
+    assert_hyps(greedy, [((), log(0.5), True)])
+    # A and B tie at step 1; both then end (0.4 each): A <EOS> grew from beam 0, so it comes first.
+    ab = {(): {A: 0.4, B: 0.4, EOS: 0.2}}
+    assert_hyps(search(ScriptedModel(ab), beam=1)[0], [((A,), log(0.4), True)])
+    assert_hyps(search(ScriptedModel(ab), beam=2, nbest=2)[0],
+                [((A,), log(0.4), True), ((B,), log(0.4), True)])
+
+
+def test_doesnt_predict_eos_if_shorter_than_min_len():
+    script = {(): {EOS: 0.9, A: 0.1}, (A,): {EOS: 0.8, B: 0.2}}
+    assert_hyps(search(ScriptedModel(script), beam=2, min_len=0)[0], [((), log(0.9), True)])
+    assert_hyps(search(ScriptedModel(script), beam=2, min_len=1)[0],
+                [((A,), log(0.1) + log(0.8), True)])
+    # The score stays the model's log-prob of the tokens taken: no renormalising the masked <EOS>.
+    expected = [((A, B), log(0.1) + log(0.2), True)]
+    assert_hyps(search(ScriptedModel(script), beam=2, min_len=2)[0], expected)
+    src, lengths = scripted_src(1)
+    greedy = greedy_search(ScriptedModel(script), src, lengths, bos=BOS, eos=EOS, max_len=5,
+                           min_len=2)
+    assert_hyps(greedy, expected)
+
+
+def test_length_penalty_ranks_finished_hypotheses_by_gnmt_normalised_score():
+    script = {(): {A: 0.5, EOS: 0.4, B: 0.1}, (A,): {C: 0.7, EOS: 0.3}}
+    # alpha = 0 (the paper): <EOS> at step 1 (0.4) beats the best open prefix A C (0.35): stop.
+    model = ScriptedModel(script)
+    assert_hyps(search(model, beam=4, length_penalty=0.0)[0], [((), log(0.4), True)])
+    assert model.rows_per_step == [4, 4]
+    # alpha = 1: log(0.4) / 1 = -0.916 loses to A C <EOS>: log(0.35) / ((5 + 3) / 6) = -0.787.
+    # (A <EOS> is log(0.15) / (7/6) = -1.626, B <EOS> log(0.1) / (7/6) = -1.974.) The score
+    # reported stays the raw log-prob.
+    model = ScriptedModel(script)
+    got = search(model, beam=4, nbest=2, length_penalty=1.0)[0]
+    assert_hyps(got, [((A, C), log(0.5) + log(0.7), True), ((), log(0.4), True)])
+    assert model.rows_per_step == [4, 4, 4]
+
+
+def test_never_returns_hypotheses_of_probability_zero():
+    # A wide beam over a model with one possible sentence: the -inf candidates that fill the
+    # beam (<EOS> of the beams not expanded at step 1 among them) never finish or count.
+    got = search(ScriptedModel({(): {A: 1.0}}), beam=12, nbest=3)[0]
+    assert_hyps(got, [((A,), 0.0, True)])
+
+
+def test_finished_sentences_leave_the_batch_and_keep_their_results():
+    model = ScriptedModel({(): {EOS: 1.0}}, GARDEN)
+    got = search(model, beam=2)
+    assert_hyps(got[0], [((), 0.0, True)])
+    assert_hyps(got[1], [((B,), log(0.4) + log(0.9), True)])
+    assert model.rows_per_step == [4, 2]  # sentence 0 is done after step 1: its 2 rows go
+
+
+def test_max_len_per_sentence_removes_each_sentence_at_its_own_limit():
+    model = ScriptedModel(NEVER_EOS, NEVER_EOS, NEVER_EOS)
+    got = search(model, beam=1, max_len=torch.tensor([2, 1, 3]))
+    assert_hyps(got[0], [((A, A), 2 * log(0.7), False)])
+    assert_hyps(got[1], [((A,), log(0.7), False)])
+    assert_hyps(got[2], [((A, A, A), 3 * log(0.7), False)])
+    assert model.rows_per_step == [3, 2, 1]
+
+
+def test_rejects_arguments_that_define_no_search():
+    src, lengths = scripted_src(1)
+    model = ScriptedModel(GARDEN)
+    for bad in ({"beam": 0}, {"nbest": 0}, {"max_len": 0}, {"length_penalty": -1.0}):
+        kwargs = {"beam": 2, "max_len": 5} | bad
+        with pytest.raises(ValueError):
+            beam_search(model, src, lengths, bos=BOS, eos=EOS, **kwargs)
+
+
+# A tiny random model: embeddings, a GRU cell each side, a linear layer, and an <EOS> logit that
+# grows with the step, so sentences end at different lengths. float64, so scores computed along
+# different paths (batched, one at a time, by hand) agree to 1e-12.
+@dataclass(frozen=True)
+class TinyState:
+    h: Tensor  # (N, H)
+    t: Tensor  # (N,) steps taken
+
+    def select(self, index: Tensor) -> TinyState:
+        return TinyState(self.h.index_select(0, index), self.t.index_select(0, index))
+
+
+class TinyGRU(nn.Module):
+    def __init__(self, seed: int, dim: int = 16, init_range: float = 1.0,
+                 eos_slope: float = 1.0) -> None:
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.src_emb = nn.Embedding(V, dim)
+            self.encoder = nn.GRUCell(dim, dim)
+            self.tgt_emb = nn.Embedding(V, dim)
+            self.decoder = nn.GRUCell(dim, dim)
+            self.out = nn.Linear(dim, V)
+            for p in self.parameters():  # wider than the default init: outputs depend on the source
+                nn.init.uniform_(p, -init_range, init_range)
+        self.eos_slope = eos_slope
+        self.double().eval()
+
+    def encode(self, src: Tensor, lengths: Tensor) -> TinyState:
+        h = torch.zeros(src.size(0), self.encoder.hidden_size, dtype=torch.float64)  # (N, H)
+        for t in range(src.size(1)):
+            h_next = self.encoder(self.src_emb(src[:, t]), h)
+            h = torch.where((t < lengths).unsqueeze(1), h_next, h)  # padding leaves h as it is
+        return TinyState(h, torch.zeros(src.size(0), dtype=torch.long))
+
+    def step(self, prev_tokens: Tensor, state: TinyState) -> tuple[Tensor, TinyState]:
+        h = self.decoder(self.tgt_emb(prev_tokens), state.h)  # (N, H)
+        logits = self.out(h)  # (N, V)
+        logits[:, EOS] += self.eos_slope * (state.t - 3)
+        return torch.log_softmax(logits, dim=-1), TinyState(h, state.t + 1)
+
+
+def random_batch(seed: int, lengths: list[int]) -> tuple[Tensor, Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    lengths_t = torch.tensor(lengths)
+    src = torch.randint(A, V, (len(lengths), max(lengths)), generator=g)  # (N, S)
+    return src.masked_fill(torch.arange(src.size(1)) >= lengths_t.unsqueeze(1), PAD), lengths_t
+
+
+def exhaustive(model: TinyGRU, src: Tensor, length: Tensor, *, max_len: int):
+    """Every sequence of up to max_len steps (ending in <EOS>, or cut at max_len), best first."""
+    out = []
+
+    def walk(prefix: tuple[int, ...], state, score: float) -> None:
+        lprobs, state = model.step(torch.tensor([prefix[-1] if prefix else BOS]), state)
+        for w in range(V):
+            if w == PAD:
+                continue
+            s = score + lprobs[0, w].item()
+            if w == EOS:
+                out.append((s, prefix, True))
+            elif len(prefix) + 1 == max_len:
+                out.append((s, prefix + (w,), False))
+            else:
+                walk(prefix + (w,), state, s)
+
+    with torch.no_grad():
+        walk((), model.encode(src.unsqueeze(0), length.unsqueeze(0)), 0.0)
+    return sorted(out, key=lambda x: -x[0])
+
+
+def as_tuples(hyps: list[Hypothesis]) -> list[tuple[tuple[int, ...], float, bool]]:
+    return [(h.tokens, h.score, h.finished) for h in hyps]
+
+
+def test_beam_1_equals_greedy_on_a_batch_of_random_sentences():
+    model = TinyGRU(seed=0)
+    src, lengths = random_batch(1, [5, 2, 4, 1, 3, 5])
+    max_len = torch.tensor([6, 3, 8, 2, 5, 7])
+    beam = beam_search(model, src, lengths, beam=1, bos=BOS, eos=EOS, pad=PAD, max_len=max_len)
+    greedy = greedy_search(model, src, lengths, bos=BOS, eos=EOS, pad=PAD, max_len=max_len)
+    assert [b[0].tokens for b in beam] == [g.tokens for g in greedy]
+    assert [b[0].finished for b in beam] == [g.finished for g in greedy]
+    assert [b[0].score for b in beam] == pytest.approx([g.score for g in greedy], abs=1e-12)
+    assert {g.finished for g in greedy} == {True, False}  # the batch exercises both endings
+
+
+def test_wide_beam_equals_exhaustive_search():
+    model = TinyGRU(seed=0)
+    src, lengths = random_batch(2, [4, 1, 3])
+    max_len = 4
+    # 4 tokens besides <EOS> and <PAD>: 4**4 hypotheses can be open, so the beam prunes nothing.
+    got = beam_search(model, src, lengths, beam=4**max_len, nbest=5, bos=BOS, eos=EOS, pad=PAD,
+                      max_len=max_len)
+    endings = set()
+    for i in range(len(lengths)):
+        expected = exhaustive(model, src[i], lengths[i], max_len=max_len)[:5]
+        assert_hyps(got[i], [(toks, s, f) for s, toks, f in expected])
+        endings |= {f for _, _, f in expected}
+    assert endings == {True, False}  # <EOS>-ended and cut hypotheses both rank
+
+
+def test_batched_search_equals_one_sentence_at_a_time():
+    model = TinyGRU(seed=0)
+    src, lengths = random_batch(3, [5, 2, 4, 1])
+    max_len = torch.tensor([4, 6, 3, 5])
+    kwargs = dict(beam=3, nbest=3, bos=BOS, eos=EOS, pad=PAD)
+    batched = beam_search(model, src, lengths, max_len=max_len, **kwargs)
+    for i in range(len(lengths)):
+        one = slice(i, i + 1)
+        alone = beam_search(model, src[one], lengths[one], max_len=max_len[one], **kwargs)
+        assert len(batched[i]) == 3
+        assert_hyps(batched[i], as_tuples(alone[0]))
+    assert {h.finished for hs in batched for h in hs} == {True, False}
+
+
+def test_score_sequences_sums_the_step_log_probs_by_hand():
+    early_eos = {(): {A: 0.6, EOS: 0.3, B: 0.1}, (A,): {EOS: 0.8, C: 0.2}}
+    model = ScriptedModel(GARDEN, early_eos, GARDEN)
+    src, lengths = scripted_src(3)
+    tgt = torch.tensor([[A, C], [A, PAD], [PAD, PAD]])
+    got = score_sequences(model, src, lengths, tgt, torch.tensor([2, 1, 0]), bos=BOS, eos=EOS)
+    expected = [log(0.5) + log(0.4) + log(1.0), log(0.6) + log(0.8), log(0.1)]
+    assert got.tolist() == pytest.approx(expected, abs=1e-12)
+
+
+def test_score_sequences_equals_the_score_beam_search_reports():
+    model = TinyGRU(seed=4)
+    src, lengths = random_batch(4, [3, 5, 2])
+    hyps = beam_search(model, src, lengths, beam=3, nbest=3, bos=BOS, eos=EOS, pad=PAD, max_len=6)
+    rows = [(i, h) for i, hs in enumerate(hyps) for h in hs if h.finished]
+    assert len(rows) >= 5  # only finished hypotheses have an <EOS> for score_sequences to add
+    index = torch.tensor([i for i, _ in rows])
+    tgt_lengths = torch.tensor([len(h.tokens) for _, h in rows])
+    tgt = torch.full((len(rows), int(tgt_lengths.max())), PAD)
+    for r, (_, h) in enumerate(rows):
+        tgt[r, : len(h.tokens)] = torch.tensor(h.tokens, dtype=torch.long)
+    got = score_sequences(model, src[index], lengths[index], tgt, tgt_lengths, bos=BOS, eos=EOS)
+    assert got.tolist() == pytest.approx([h.score for _, h in rows], abs=1e-12)
+
+
+def test_ensemble_of_one_model_decodes_as_the_model():
+    model = TinyGRU(seed=4)
+    src, lengths = random_batch(5, [4, 2, 5])
+    kwargs = dict(beam=3, nbest=3, bos=BOS, eos=EOS, pad=PAD, max_len=6)
+    alone = beam_search(model, src, lengths, **kwargs)
+    assert beam_search(Ensemble([model]), src, lengths, **kwargs) == alone  # exactly
+    single = Ensemble([model], combine="mean_logprob")
+    lprobs, _ = single.step(torch.full((3,), BOS), single.encode(src, lengths))
+    expected, _ = model.step(torch.full((3,), BOS), model.encode(src, lengths))
+    torch.testing.assert_close(lprobs, expected, rtol=0, atol=1e-12)
+
+
+TWO_MEMBERS = ({(): {A: 0.5, B: 0.3, EOS: 0.2}}, {(): {A: 0.1, B: 0.3, EOS: 0.6}})
+
+
+def test_mean_prob_ensemble_is_the_mixture_of_the_members_probabilities():
+    ensemble = Ensemble([ScriptedModel(TWO_MEMBERS[0]), ScriptedModel(TWO_MEMBERS[1])])
+    src, lengths = scripted_src(1)
+    lprobs, _ = ensemble.step(torch.tensor([BOS]), ensemble.encode(src, lengths))
+    mixture = {A: 0.3, B: 0.3, EOS: 0.4}  # (p1 + p2) / 2
+    expected = [log(mixture[w]) if w in mixture else -math.inf for w in range(V)]
+    assert lprobs[0].tolist() == pytest.approx(expected, abs=1e-12)
+    # Member 1 alone says A, member 2 says <EOS>; the mixture's argmax is <EOS>.
+    got = beam_search(ensemble, src, lengths, beam=1, bos=BOS, eos=EOS, max_len=5)
+    assert_hyps(got[0], [((), log(0.4), True)])
+
+
+def test_mean_logprob_ensemble_is_the_renormalised_geometric_mean():
+    ensemble = Ensemble([ScriptedModel(m) for m in TWO_MEMBERS], combine="mean_logprob")
+    src, lengths = scripted_src(1)
+    lprobs, _ = ensemble.step(torch.tensor([BOS]), ensemble.encode(src, lengths))
+    geo = {w: math.sqrt(TWO_MEMBERS[0][()][w] * TWO_MEMBERS[1][()][w]) for w in (A, B, EOS)}
+    total = sum(geo.values())
+    expected = [log(geo[w] / total) if w in geo else -math.inf for w in range(V)]
+    assert lprobs[0].tolist() == pytest.approx(expected, abs=1e-12)
+
+
+def test_ensemble_state_select_reorders_every_member():
+    members = [TinyGRU(seed=5), TinyGRU(seed=6)]
+    ensemble = Ensemble(members)
+    src, lengths = random_batch(7, [3, 1, 4])
+    state = ensemble.encode(src, lengths)
+    index = torch.tensor([2, 0, 0])
+    picked = state.select(index)
+    assert isinstance(picked, EnsembleState) and len(picked.members) == 2
+    for before, after in zip(state.members, picked.members):
+        assert torch.equal(after.h, before.h[index])
+    assert not torch.equal(picked.members[0].h, picked.members[1].h)
+    prev = torch.tensor([A, B, C])
+    lprobs_all, _ = ensemble.step(prev[index], state.select(index))
+    lprobs_rows, _ = ensemble.step(prev, state)
+    torch.testing.assert_close(lprobs_all, lprobs_rows[index], rtol=0, atol=1e-12)
+
+
+def test_ensemble_rejects_unknown_combine():
+    with pytest.raises(ValueError):
+        Ensemble([TinyGRU(seed=0)], combine="max")  # type: ignore[arg-type]
+
+
+def test_topk_is_deterministic_under_ties():
+    # Search-level ties are covered above; this pins the helper on -inf ties too (step 1 of a
+    # wide beam: only beam 0's candidates are finite).
+    from s2s.decode.beam import _topk_stable
+
+    x = torch.tensor([[1.0, 3.0, 3.0, -math.inf, 3.0, -math.inf, 2.0, -math.inf]])
+    for k, expected in [(2, [1, 2]), (4, [1, 2, 4, 6]), (7, [1, 2, 4, 6, 0, 3, 5])]:
+        values, index = _topk_stable(x, k)
+        assert index[0].tolist() == expected
+        assert values[0].tolist() == x[0, expected].tolist()
