@@ -1,0 +1,146 @@
+"""Evaluate stage: BLEU of every translation and rescoring output, and the Figure 3 groups.
+
+Reads
+  ``<prepared_dir>/test.tok.fr`` (tokenized references), ``test.raw.fr`` (untokenized references,
+  for sacreBLEU), ``test.tok.en`` (tokenized source, for the groups), ``<vocab_dir>/en.tsv``;
+  ``<translate_dir>/<system>/beam<K>.{tok,detok}.fr`` for every system and beam of params
+  ``systems``; ``<name>.{tok,detok}.fr`` for each rescorer of params ``rescore.rescorers`` plus
+  ``baseline`` and ``oracle``, found directly in ``rescore_dir`` or one folder down (dvc.yaml gives
+  each rescore stage its own folder: ``forward/forward.tok.fr``, ``oracle/baseline.tok.fr``).
+Writes
+  ``metrics_out`` (``metrics/bleu.json``)::
+
+      {"test_sentences": N, "bleu_tok_method": str, "bleu_tok_signature": str,
+       "translate": {system: {"<beam>": ENTRY}}, "rescore": {name: ENTRY}}
+      ENTRY = {"bleu_tok": x, "bleu_sacre": y, "sacre_signature": s, "sentences": N}
+            | {"absent": true, "reason": "..."}       # an output that does not exist
+
+  ``groups_out`` (``outputs/evaluate/figure3.csv``): columns system, beam, axis (length|rarity),
+  label, lo, hi, sentences, mean, bleu (tokenized), one row per group for every translation
+  (system, beam) and every rescoring output (system ``rescore/<name>``, beam empty).
+
+A missing output is reported as absent (the report shows it as "not run"); an output whose line
+count differs from the references is an error, never a score.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from s2s.config import Params
+from s2s.evaluate import buckets
+from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok, read_lines,
+                               sentence_stats_tok, tok_signature)
+from s2s.io import atomic_open
+
+log = logging.getLogger(__name__)
+
+RESCORE_FIXED = ("baseline", "oracle")  # written by the rescore stage besides the rescorers
+GROUP_COLUMNS = ["system", "beam", *buckets.COLUMNS]
+
+
+def rescore_system(name: str) -> str:
+    """The ``system`` value of a rescoring output in the groups table."""
+    return f"rescore/{name}"
+
+
+def find_rescore_output(rescore_dir: Path, name: str) -> Path | None:
+    """The stem (without ``.tok.fr``) of rescoring output ``name``, flat or one folder down."""
+    candidates = [rescore_dir / name, rescore_dir / name / name, rescore_dir / "oracle" / name,
+                  *sorted(p.with_name(name) for p in rescore_dir.glob(f"*/{name}.tok.fr"))]
+    for stem in candidates:
+        if stem.with_name(stem.name + ".tok.fr").is_file():
+            return stem
+    return None
+
+
+def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir: Path,
+         vocab_dir: Path, metrics_out: Path, groups_out: Path) -> dict:
+    """Score every output; write ``metrics_out`` and ``groups_out``; return the metrics dict."""
+    t0 = time.perf_counter()
+    translate_dir, rescore_dir = Path(translate_dir), Path(rescore_dir)
+    prepared_dir, vocab_dir = Path(prepared_dir), Path(vocab_dir)
+    cfg = params.evaluate
+
+    ref_tok_path = prepared_dir / "test.tok.fr"
+    ref_raw_path = prepared_dir / "test.raw.fr"
+    src_path = prepared_dir / "test.tok.en"
+    vocab_path = vocab_dir / "en.tsv"
+    refs_tok, refs_raw, src = (read_lines(p) for p in (ref_tok_path, ref_raw_path, src_path))
+    n = len(refs_tok)
+    for path, lines in ((ref_raw_path, refs_raw), (src_path, src)):
+        if len(lines) != n:
+            raise ValueError(f"test set is not parallel: {ref_tok_path} has {n} lines, "
+                             f"{path} has {len(lines)}")
+    ranks = buckets.load_ranks(vocab_path)
+    log.info("read %d test sentences (%s, %s, %s) and %d source words ranked (%s)",
+             n, ref_tok_path, ref_raw_path, src_path, len(ranks), vocab_path)
+    groupings = buckets.figure3_groupings(src, ranks, edges=cfg.length_edges,
+                                          rarity=cfg.rarity_groups, min_group=cfg.min_group)
+
+    def score(stem: Path) -> tuple[dict, pd.DataFrame | None]:
+        tok, detok = stem.with_name(stem.name + ".tok.fr"), stem.with_name(stem.name + ".detok.fr")
+        missing = [str(p) for p in (tok, detok) if not p.is_file()]
+        if missing:
+            log.warning("absent: %s", ", ".join(missing))
+            return {"absent": True, "reason": "missing " + ", ".join(missing)}, None
+        hyps_tok, hyps_detok = read_lines(tok), read_lines(detok)
+        bt = corpus_bleu_tok(hyps_tok, refs_tok, hyp_name=str(tok), ref_name=str(ref_tok_path))
+        bs = corpus_bleu_sacre(hyps_detok, refs_raw, hyp_name=str(detok),
+                               ref_name=str(ref_raw_path))
+        stats = sentence_stats_tok(hyps_tok, refs_tok, hyp_name=str(tok),
+                                   ref_name=str(ref_tok_path))
+        groups = pd.concat([buckets.group_bleu_from_stats(g, stats) for g in groupings],
+                           ignore_index=True)
+        log.info("%s: BLEU tok %.2f, sacreBLEU %.2f", stem, bt.score, bs.score.score)
+        return {"bleu_tok": round(bt.score, 4), "bleu_sacre": round(bs.score.score, 4),
+                "sacre_signature": bs.signature, "sentences": len(hyps_tok)}, groups
+
+    frames = []
+    translate: dict[str, dict[str, dict]] = {}
+    for system, scfg in params.systems.items():
+        translate[system] = {}
+        for beam in scfg.beams:
+            entry, groups = score(translate_dir / system / f"beam{beam}")
+            translate[system][str(beam)] = entry
+            if groups is not None:
+                frames.append(groups.assign(system=system, beam=str(beam)))
+
+    rescore: dict[str, dict] = {}
+    if not rescore_dir.is_dir():
+        log.warning("absent: rescore directory %s", rescore_dir)
+    for name in [*params.rescore.rescorers, *RESCORE_FIXED]:
+        if not rescore_dir.is_dir():
+            rescore[name] = {"absent": True, "reason": f"no rescore directory {rescore_dir}"}
+            continue
+        stem = find_rescore_output(rescore_dir, name)
+        if stem is None:
+            log.warning("absent: rescoring output %s.tok.fr under %s", name, rescore_dir)
+            rescore[name] = {"absent": True,
+                             "reason": f"no {name}.tok.fr under {rescore_dir} (or one folder down)"}
+            continue
+        entry, groups = score(stem)
+        rescore[name] = entry
+        if groups is not None:
+            frames.append(groups.assign(system=rescore_system(name), beam=""))
+
+    metrics = {"test_sentences": n, "bleu_tok_method": TOK_METHOD,
+               "bleu_tok_signature": tok_signature(), "translate": translate, "rescore": rescore}
+    table = (pd.concat(frames, ignore_index=True) if frames
+             else pd.DataFrame(columns=GROUP_COLUMNS))[GROUP_COLUMNS]
+    write_atomic(Path(metrics_out), json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(Path(groups_out), table.to_csv(index=False))
+    log.info("wrote %s and %s (%d group rows) in %.1f s", metrics_out, groups_out, len(table),
+             time.perf_counter() - t0)
+    return metrics
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` through a temporary sibling and a rename (:func:`s2s.io.atomic_open`)."""
+    with atomic_open(Path(path)) as f:
+        f.write(text)

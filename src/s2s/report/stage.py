@@ -1,0 +1,340 @@
+"""Report stage: the paper's tables and figures beside ours, Markdown and self-contained HTML.
+
+Reads
+  ``<metrics_dir>/bleu.json`` (required), ``<metrics_dir>/train/<model>.json``,
+  ``<metrics_dir>/curves/<model>.csv``, ``<metrics_dir>/prepare.json``,
+  ``<metrics_dir>/vocab.json``,
+  ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (the evaluate stage's Figure 3 groups),
+  ``manifest`` (the download stage's data manifest) and the parameter file itself (its sha256).
+Writes (under ``out_dir``, i.e. ``reports/``)
+  ``report.md``, ``report.html``, ``tables/{table1,table2,perplexity,cost,claims}.{csv,md}``,
+  ``figures/figure3.png``, ``figures/learning_curves.png``.
+
+Anything optional that is missing (a system not decoded, no timing, no rescoring) shows up as
+"not run" with the reason; nothing is dropped and nothing is invented.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import logging
+import platform
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from s2s.config import Params
+from s2s.io import atomic_open
+from s2s.report import figures, tables
+from s2s.report.render import (Bullets, Document, Image, Section, Table, md_table, to_html,
+                               to_markdown)
+
+log = logging.getLogger(__name__)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    with atomic_open(path) as f:
+        f.write(text)
+
+
+@dataclass
+class Artifacts:
+    """Everything the report reads, loaded once."""
+
+    bleu: dict
+    train: dict[str, dict]
+    curves: dict[str, pd.DataFrame]
+    timing: dict[str, dict]
+    groups: pd.DataFrame
+    prepare: dict | None
+    vocab: dict | None
+    manifest: dict | None
+    read: list[str]
+
+
+def _json(path: Path, read: list[str]) -> Any | None:
+    if not path.is_file():
+        log.warning("absent: %s", path)
+        return None
+    read.append(str(path))
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
+         manifest: Path) -> Artifacts:
+    read: list[str] = []
+    bleu_path = metrics_dir / "bleu.json"
+    if not bleu_path.is_file():
+        raise FileNotFoundError(f"{bleu_path}: no BLEU metrics; run the evaluate stage first")
+    bleu = _json(bleu_path, read)
+    train = {}
+    for p in sorted((metrics_dir / "train").glob("*.json")):
+        m = _json(p, read)
+        train[m.get("model", p.stem)] = m
+    curves = {}
+    for p in sorted((metrics_dir / "curves").glob("*.csv")):
+        read.append(str(p))
+        curves[p.stem] = pd.read_csv(p)
+    timing = {}
+    for system in params.systems:
+        t = _json(translate_dir / system / "timing.json", read)
+        if t is not None:
+            timing[system] = t
+    if groups_csv.is_file():
+        read.append(str(groups_csv))
+        groups = pd.read_csv(groups_csv, dtype={"system": str, "beam": str, "label": str},
+                             keep_default_na=False)
+    else:
+        log.warning("absent: %s", groups_csv)
+        groups = pd.DataFrame(columns=["system", "beam", "axis", "label", "lo", "hi",
+                                       "sentences", "mean", "bleu"])
+    return Artifacts(bleu=bleu, train=train, curves=curves, timing=timing, groups=groups,
+                     prepare=_json(metrics_dir / "prepare.json", read),
+                     vocab=_json(metrics_dir / "vocab.json", read),
+                     manifest=_json(manifest, read), read=read)
+
+
+# --- provenance ----------------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def git_revision(where: Path) -> str:
+    """``git rev-parse HEAD`` in ``where``; "unknown" outside git (or in a repo with no commit)."""
+    try:
+        res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
+                             text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    rev = res.stdout.strip()
+    return rev if res.returncode == 0 and rev else "unknown"
+
+
+def _sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return "unknown (file not readable)"
+
+
+def manifest_summary(manifest: dict | None) -> list[str]:
+    """One line per corpus: name, source, number of files, lines. Tolerant of the exact layout."""
+    if not manifest:
+        return ["no data manifest found"]
+    corpora = manifest.get("corpora", manifest) if isinstance(manifest, dict) else manifest
+    items = (list(corpora.items()) if isinstance(corpora, dict)
+             else [(c.get("name") or c.get("corpus") or f"#{i}", c) for i, c in enumerate(corpora)])
+    out = []
+    for name, c in items:
+        if not isinstance(c, dict):
+            continue
+        files = c.get("files") or []
+        lines = c.get("lines")
+        if lines is None and isinstance(files, list):
+            counts = [f.get("lines") for f in files if isinstance(f, dict)]
+            lines = sum(counts) if counts and all(isinstance(x, int) for x in counts) else None
+        if isinstance(lines, dict):
+            lines = ", ".join(f"{k}: {v:,}" if isinstance(v, int) else f"{k}: {v}"
+                              for k, v in lines.items())
+        elif isinstance(lines, int):
+            lines = f"{lines:,}"
+        source = c.get("source") or c.get("url") or "?"
+        if isinstance(source, (list, tuple)):
+            source = ", ".join(map(str, source))
+        out.append(f"{name}: {len(files)} file(s) with sha256, {lines or '?'} lines, "
+                   f"from {source}")
+    return out or ["data manifest has no corpora"]
+
+
+def flatten(d: Any, prefix: str = "", limit: int = 80) -> list[str]:
+    """``a.b: value`` lines of a nested JSON object (for prepare/vocab metrics of unknown shape)."""
+    out: list[str] = []
+
+    def walk(x: Any, key: str) -> None:
+        if len(out) >= limit:
+            return
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+        elif isinstance(x, float):
+            out.append(f"{key}: {x:.4g}")
+        elif isinstance(x, int) and not isinstance(x, bool):
+            out.append(f"{key}: {x:,}")
+        else:
+            out.append(f"{key}: {x}")
+
+    walk(d, prefix)
+    return out
+
+
+def provenance(params: Params, art: Artifacts) -> list[str]:
+    devices = sorted({str(m["device"]) for m in art.train.values() if m.get("device")})
+    dec = sorted({f"{t.get('device', '?')} ({t.get('threads', '?')} threads)"
+                  for t in art.timing.values()})
+    return [
+        f"profile: {params.profile}",
+        f"parameter file: {params.source} (sha256 {_sha256(Path(params.source))})",
+        f"git revision: {git_revision(Path(params.source).resolve().parent)}",
+        f"python {platform.python_version()}, torch {_version('torch')}, "
+        f"sacrebleu {_version('sacrebleu')}, sacremoses {_version('sacremoses')}",
+        f"training device(s): {', '.join(devices) or 'unknown'}; "
+        f"decoding: {', '.join(dec) or 'unknown'}",
+        *[f"data: {line}" for line in manifest_summary(art.manifest)],
+    ]
+
+
+# --- the document --------------------------------------------------------------------------------
+
+
+def _figure3_curves(params: Params, art: Artifacts) -> list[tuple[str, str, str]]:
+    sys_, beam = params.report.figure3_system, params.report.figure3_beam
+    e = tables.bleu_entry(art.bleu, "translate", sys_, beam)
+    lstm = f"LSTM: {sys_} beam {beam}" + (f" ({e['bleu_tok']:.1f})" if tables.scored(e) else "")
+    curves = [(lstm, sys_, str(beam))]
+    b = tables.bleu_entry(art.bleu, "rescore", "baseline")
+    have_rescore = (art.groups["system"] == tables.rescore_system("baseline")).any() if len(
+        art.groups) else False
+    if have_rescore:
+        curves.append(("baseline: rescore 1-best" + (f" ({b['bleu_tok']:.1f})"
+                                                     if tables.scored(b) else ""),
+                       tables.rescore_system("baseline"), ""))
+    else:
+        ref = tables.baseline_ref(params)
+        e = tables.bleu_entry(art.bleu, ref.kind, ref.system, ref.beam)
+        curves.append((f"baseline: {ref.system} beam {ref.beam}"
+                       + (f" ({e['bleu_tok']:.1f})" if tables.scored(e) else ""),
+                       ref.system if ref.kind == "translate"
+                       else tables.rescore_system(ref.system),
+                       str(ref.beam) if ref.kind == "translate" else ""))
+    return curves
+
+
+def _fmt_frame(df: pd.DataFrame, nd: dict[str, int]) -> pd.DataFrame:
+    out = df.copy().astype(object)
+    for col in out.columns:
+        out[col] = [tables.fmt(v, nd.get(col, 2)) if not isinstance(v, str) else v
+                    for v in df[col]]
+    return out
+
+
+def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict[str, Table],
+                                                                      dict[str, pd.DataFrame]]:
+    """The report document, its tables for ``tables/*.md`` and their raw frames for ``*.csv``."""
+    t1 = tables.table1(params, art.bleu, art.train, art.vocab)
+    t2 = tables.table2(params, art.bleu, art.train, art.vocab)
+    ppl = tables.perplexity_table(params, art.train)
+    cost = tables.cost_table(params, art.timing)
+    checks = tables.claims(params, art.bleu, art.train, cost)
+    claims = tables.claims_table(checks)
+    cost_check = checks[-1]
+
+    sigs = tables.signatures(t1, t2)
+    tok_sig = art.bleu.get("bleu_tok_signature", "tok:none")
+    bleu_notes = (
+        "BLEU tokenized = cased BLEU on Moses-tokenized text, multi-bleu.pl style "
+        f"(sacreBLEU {tok_sig}): the paper's method, the column to compare with the paper's.",
+        "sacreBLEU 13a = detokenized output against untokenized references, signature: "
+        + (" / ".join(sigs) if sigs else "(none: nothing scored)")
+        + ". It can differ from the tokenized score by 1-2 BLEU; do not compare it with the paper.",
+        tables.PAPER_CONDITIONS + ".",
+    )
+    n = art.bleu.get("test_sentences")
+    T = {
+        "table1": Table("Table 1: direct translation, BLEU on the test set",
+                        tables.display_bleu_table(t1), bleu_notes, "table1"),
+        "table2": Table("Table 2: rescoring the baseline's n-best lists",
+                        tables.display_bleu_table(t2),
+                        bleu_notes + ("Oracle: the n-best entry with the highest sentence BLEU "
+                                      "against the reference (an upper bound, not a system).",),
+                        "table2"),
+        "perplexity": Table("Perplexity: forward vs reversed source (paper's test ppl 5.8 -> 4.7)",
+                            _fmt_frame(ppl, {"epochs": 2}),
+                            ("The column \"paper's test ppl\" is the paper's number (§3.3), "
+                             "not ours.",), "perplexity"),
+        "cost": Table("Decoding cost per system and beam",
+                      _fmt_frame(cost, {"seconds": 1, "sents_per_sec": 2, "ms_per_sentence": 1}),
+                      (f"{cost_check.claim}: {cost_check.status}"
+                       + ("" if cost_check.status == tables.UNKNOWN else " in our numbers")
+                       + f" ({cost_check.evidence}).",), "cost"),
+        "claims": Table("Do the paper's claims hold here?", claims, (), "claims"),
+    }
+    raw = {"table1": t1, "table2": t2, "perplexity": ppl, "cost": cost, "claims": claims}
+
+    fig3 = figures.figure3(
+        art.groups, _figure3_curves(params, art), fig_dir / "figure3.png",
+        note="Our curves only; the paper's Figure 3 curves (LSTM 34.8, baseline 33.3) are not "
+             "data we have and are not drawn.")
+    lc = figures.learning_curves(art.curves, fig_dir / "learning_curves.png")
+
+    doc = Document(params.report.title)
+    doc.sections.append(Section("About this report", [
+        f"Profile '{params.profile}', test set {params.data.test.corpus} "
+        f"({tables.fmt(n)} sentences). Every paper number is labelled as the paper's and sits "
+        "beside ours, never in its place. Rows we did not produce say 'not run' and why.",
+        "Two BLEU columns, never mixed: 'BLEU tokenized' is the paper's method (cased "
+        "multi-bleu.pl on tokenized text) and is the one comparable with the paper; "
+        "'sacreBLEU 13a' is today's standard on detokenized text and carries its signature.",
+    ]))
+    doc.sections.append(Section("Table 1: direct translation", [T["table1"]]))
+    doc.sections.append(Section("Table 2: rescoring", [T["table2"]]))
+    doc.sections.append(Section("Do the paper's claims hold here?", [
+        "Each claim is checked against our numbers; 'holds' and 'does not hold' refer to this "
+        "profile's scale (data, model size, training time), not to the paper's.", T["claims"]]))
+    doc.sections.append(Section("Source reversal and perplexity", [T["perplexity"]]))
+    doc.sections.append(Section("Decoding cost", [T["cost"]]))
+    doc.sections.append(Section("Figure 3: BLEU by sentence length and word rarity", [
+        Image("Figure 3 (ours)", fig3, "figures/figure3.png",
+              "Tokenized BLEU of groups of test sentences, by source length (left) and by the "
+              "average frequency rank of the source words (right); groups hold at least "
+              f"{params.evaluate.min_group} sentences. Our curves only."),
+    ]))
+    doc.sections.append(Section("Learning curves", [
+        Image("Learning curves", lc, "figures/learning_curves.png",
+              "Dev perplexity per epoch of every trained model (solid), train perplexity "
+              "(dashed)."),
+    ]))
+    data_items = []
+    if art.prepare:
+        data_items += [f"prepare: {x}" for x in flatten(art.prepare)]
+    if art.vocab:
+        data_items += [f"vocab: {x}" for x in flatten(art.vocab)]
+    doc.sections.append(Section("Data", [Bullets(tuple(data_items or ["no data metrics found"]))]))
+    doc.sections.append(Section("Provenance", [Bullets(tuple(provenance(params, art)))]))
+    return doc, T, raw
+
+
+def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
+         manifest: Path, out_dir: Path) -> dict[str, Path]:
+    """Write the report; return the paths written by name."""
+    t0 = time.perf_counter()
+    metrics_dir, translate_dir, out_dir = Path(metrics_dir), Path(translate_dir), Path(out_dir)
+    art = load(params, metrics_dir=metrics_dir, translate_dir=translate_dir,
+               groups_csv=Path(groups_csv), manifest=Path(manifest))
+    log.info("read %d files: %s", len(art.read), ", ".join(art.read))
+    fig_dir = out_dir / "figures"
+    doc, shown, raw = build(params, art, fig_dir)
+    written = {"figure3": fig_dir / "figure3.png",
+               "learning_curves": fig_dir / "learning_curves.png"}
+    for name, table in shown.items():
+        csv_path, md_path = out_dir / "tables" / f"{name}.csv", out_dir / "tables" / f"{name}.md"
+        write_atomic(csv_path, raw[name].to_csv(index=False))
+        notes = "".join(f"\n{n}\n" for n in table.notes)
+        write_atomic(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
+        written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
+    written["md"], written["html"] = out_dir / "report.md", out_dir / "report.html"
+    write_atomic(written["md"], to_markdown(doc))
+    write_atomic(written["html"], to_html(doc))
+    log.info("wrote %s in %.1f s", ", ".join(str(p) for p in written.values()),
+             time.perf_counter() - t0)
+    return written

@@ -1,0 +1,375 @@
+"""The report stage on a small, fake but consistent artifact tree.
+
+The tree is generated from the parameter file (the repo's ``profiles/smoke.yaml`` when it exists,
+else ``tests/fixtures/report/params.yaml``), so every system, beam, model and rescorer it names gets
+metrics with distinct numbers; one translation is marked absent to check "not run" rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from s2s.config import load
+from s2s.report import tables
+from s2s.report.stage import main as report_main
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = Path(__file__).parent / "fixtures" / "report" / "params.yaml"
+CHROMIUM = Path("/usr/bin/chromium")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SIG = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+
+
+def _params_file(tmp: Path) -> Path:
+    smoke = ROOT / "profiles" / "smoke.yaml"
+    dst = tmp / "params.yaml"
+    shutil.copy(smoke if smoke.is_file() else FIXTURE, dst)
+    return dst
+
+
+def _dump(path: Path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=1), encoding="utf-8")
+
+
+def _absent_target(params):
+    """The first Table 1 translation of this profile: we mark it absent."""
+    for row in tables.PAPER_TABLE1:
+        o = row.ours
+        if (o and o.kind == "translate" and o.system in params.systems
+                and o.beam in params.systems[o.system].beams):
+            return o.system, o.beam
+    return None
+
+
+def build_tree(tmp: Path) -> dict:
+    params = load(_params_file(tmp))
+    metrics, translate = tmp / "metrics", tmp / "outputs" / "translate"
+    absent = _absent_target(params)
+    n = 300
+    k = 0
+    bleu = {"test_sentences": n, "bleu_tok_signature": "nrefs:1|case:mixed|eff:no|tok:none|"
+            "smooth:exp|version:2.6.0", "translate": {}, "rescore": {}}
+    for system, scfg in params.systems.items():
+        bleu["translate"][system] = {}
+        beams = {}
+        for j, beam in enumerate(scfg.beams):
+            k += 1
+            if (system, beam) == absent:
+                entry = {"absent": True,
+                         "reason": f"missing outputs/translate/{system}/beam{beam}.tok.fr"}
+            else:
+                entry = {"bleu_tok": round(10 + 1.37 * k, 4), "bleu_sacre": round(9 + 1.37 * k, 4),
+                         "sacre_signature": SIG, "sentences": n}
+            bleu["translate"][system][str(beam)] = entry
+            secs = 2.0 * len(scfg.members) * beam ** 0.5
+            beams[str(beam)] = {"sentences": n, "seconds": secs, "sents_per_sec": n / secs}
+        _dump(translate / system / "timing.json",
+              {"system": system, "members": list(scfg.members), "device": "cpu", "threads": 2,
+               "beams": beams})
+    for name in [*params.rescore.rescorers, "baseline", "oracle"]:
+        k += 1
+        bleu["rescore"][name] = {"bleu_tok": round(20 + 1.11 * k, 4),
+                                 "bleu_sacre": round(19 + 1.11 * k, 4),
+                                 "sacre_signature": SIG, "sentences": n}
+    _dump(metrics / "bleu.json", bleu)
+
+    for i, (model, over) in enumerate(params.models.items()):
+        cfg = params.model_config(model)
+        _dump(metrics / "train" / f"{model}.json", {
+            "model": model, "reverse_source": cfg.reverse_source, "cell": cfg.cell,
+            "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
+            "embed_size": cfg.embed_size, "parameters": 123456, "device": "cpu", "epochs": 2.0,
+            "steps": 40, "train_pairs": 1987, "train_target_words": 50000,
+            "tgt_words_per_sec": 900.0, "wall_seconds": 55.0, "dev_ppl": 40.5 - 3.25 * i,
+            "test_ppl": 42.75 - 3.25 * i, "best_dev_ppl": 40.5 - 3.25 * i})
+        rows = ["step,epoch,lr,train_ppl,dev_ppl"]
+        for s in range(1, 21):
+            dev = f"{400 / s + 30 - i:.3f}" if s % 5 == 0 else ""
+            rows.append(f"{s * 2},{s / 10:.2f},0.7,{500 / s + 20 - i:.3f},{dev}")
+        (metrics / "curves").mkdir(parents=True, exist_ok=True)
+        (metrics / "curves" / f"{model}.csv").write_text("\n".join(rows) + "\n")
+
+    _dump(metrics / "prepare.json", {"splits": {"test": {"wmt14.newstest2014": {
+        "lines_in": n, "lines_out": n, "empty_en": 0, "empty_fr": 0}}},
+        "totals": {"test": {"lines_out": n}}})
+    _dump(metrics / "vocab.json", {
+        lang: {"size": words + 4, "words": words, "train_types": 9000,
+               "unk_rate": {"train": 0.01, "dev": 0.03, "test": 0.031}}
+        for lang, words in (("en", 4321), ("fr", 3210))})
+    manifest = tmp / "data" / "raw" / "manifest.json"
+    _dump(manifest, {"mode": "mirror", "mirror": "/mirror", "corpora": {"wmt14.newstest2014": {
+        "mode": "mirror", "source": ["https://www.statmt.org/wmt14/test-full.tgz"],
+        "files": {side: {"path": f"wmt14.newstest2014/{side}.sgm", "sha256": "ab" * 32,
+                         "bytes": 1000, "lines": 3003} for side in ("en", "fr")},
+        "lines": {"en": 3003, "fr": 3003}}}})
+
+    rows = []
+    fig_sys, fig_beam = params.report.figure3_system, params.report.figure3_beam
+    for system, beam, off in [(fig_sys, str(fig_beam), 0.0), ("rescore/baseline", "", -2.0)]:
+        for axis, los in (("length", [1, 9, 18, 29]), ("rarity", [100, 800, 1600, 3000])):
+            for g, lo in enumerate(los):
+                hi = lo + 7
+                rows.append({"system": system, "beam": beam, "axis": axis,
+                             "label": f"{lo}-{hi}", "lo": lo, "hi": hi, "sentences": 75,
+                             "mean": lo + 3.5, "bleu": 30 - 2 * g + off})
+    groups = tmp / "outputs" / "evaluate" / "figure3.csv"
+    groups.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(groups, index=False)
+    return {"params": params, "bleu": bleu, "absent": absent, "metrics": metrics,
+            "translate": translate, "groups": groups, "manifest": manifest,
+            "out": tmp / "reports"}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> dict:
+    tree = build_tree(tmp_path_factory.mktemp("report"))
+    tree["written"] = report_main(tree["params"], metrics_dir=tree["metrics"],
+                                  translate_dir=tree["translate"], groups_csv=tree["groups"],
+                                  manifest=tree["manifest"], out_dir=tree["out"])
+    return tree
+
+
+def test_outputs_exist(report):
+    out = report["out"]
+    for rel in ["report.md", "report.html", "tables/table1.csv", "tables/table1.md",
+                "tables/table2.csv", "tables/table2.md", "tables/perplexity.csv",
+                "tables/cost.md", "figures/figure3.png", "figures/learning_curves.png"]:
+        assert (out / rel).is_file(), rel
+
+
+def _check_bleu_table(report, name: str, paper_rows) -> pd.DataFrame:
+    out, params, bleu = report["out"], report["params"], report["bleu"]
+    df = pd.read_csv(out / "tables" / f"{name}.csv", dtype=str, keep_default_na=False)
+    md = (out / "tables" / f"{name}.md").read_text()
+    # the paper's rows, in the paper's order, none dropped
+    assert df["method"].tolist() == [r.method for r in paper_rows]
+    assert df["paper_printed"].astype(str).tolist() == [r.paper_text for r in paper_rows]
+    assert df["paper_bleu"].astype(float).tolist() == [r.paper_bleu for r in paper_rows]
+    for row, rec in zip(paper_rows, df.to_dict("records")):
+        assert row.paper_text in md
+        if row.ours is None:
+            assert rec["status"].startswith("not run: ") and rec["ours_bleu_tok"] == ""
+            continue
+        ours = row.ours if row.ours.kind != "baseline" else tables.baseline_ref(params)
+        entry = tables.bleu_entry(bleu, ours.kind, ours.system, ours.beam)
+        if tables.scored(entry):
+            assert rec["status"] == "ours"
+            assert float(rec["ours_bleu_tok"]) == entry["bleu_tok"]
+            assert float(rec["ours_bleu_sacre"]) == entry["bleu_sacre"]
+            assert f"{entry['bleu_tok']:.2f}" in md and f"{entry['bleu_sacre']:.2f}" in md
+        else:
+            assert rec["status"].startswith("not run: "), rec
+    assert "not run" in md and "paper's method" in md and SIG in md
+    return df
+
+
+def test_table1_has_paper_and_our_numbers_and_not_run_rows(report):
+    df = _check_bleu_table(report, "table1", tables.PAPER_TABLE1)
+    assert df.loc[0, "status"].startswith("not run: not trained by us")  # Bahdanau et al.
+    assert "not phrase-based SMT" in df.loc[1, "ours_system"]  # our baseline is an LSTM
+    assert "vocab 4,321/3,210 words" in df.loc[1, "conditions"]
+    if report["absent"]:
+        system, beam = report["absent"]
+        hit = df[df["ours_system"].str.startswith(f"{system}, beam {beam}")]
+        assert len(hit) and hit["status"].str.contains(f"beam{beam}.tok.fr").all()
+    params = report["params"]
+    for row, rec in zip(tables.PAPER_TABLE1, df.to_dict("records")):
+        o = row.ours
+        if o and o.kind == "translate" and o.system not in params.systems:
+            assert rec["status"] == f"not run: no system '{o.system}' in profile '{params.profile}'"
+
+
+def test_table2_has_paper_and_our_numbers(report):
+    df = _check_bleu_table(report, "table2", tables.PAPER_TABLE2)
+    assert df.loc[1, "status"].startswith("not run")  # Cho et al.
+    assert df.loc[2, "status"].startswith("not run")  # best WMT'14
+    assert df.loc[6, "paper_printed"] == "~45"
+
+
+def test_perplexity_cost_and_claims_are_computed(report):
+    out, params = report["out"], report["params"]
+    ppl = pd.read_csv(out / "tables" / "perplexity.csv")
+    assert ppl["paper's test ppl"].tolist() == [5.8, 4.7]
+    fwd, rev = tables.forward_and_reversed(params)
+    train = {p.stem: json.loads(p.read_text()) for p in (report["metrics"] / "train").glob("*")}
+    if fwd in train and rev in train:
+        assert ppl["dev ppl"].tolist() == [train[fwd]["dev_ppl"], train[rev]["dev_ppl"]]
+    md = (out / "report.md").read_text()
+    assert "paper's test ppl" in md and "5.80" in md and "4.70" in md
+    cost = pd.read_csv(out / "tables" / "cost.csv")
+    assert len(cost) == sum(len(s.beams) for s in params.systems.values())
+    assert "5 models at beam 2 cost less than 1 model at beam 12" in (
+        out / "tables" / "cost.md").read_text()
+    claims = pd.read_csv(out / "tables" / "claims.csv")
+    assert len(claims) == 6
+    assert set(claims["here"]) <= {"holds at this scale", "does not hold at this scale",
+                                   "cannot tell"}
+    assert "Do the paper's claims hold here?" in md
+
+
+def test_provenance(report):
+    md = (report["out"] / "report.md").read_text()
+    params_sha = hashlib.sha256(Path(report["params"].source).read_bytes())
+    assert f"profile: {report['params'].profile}" in md
+    assert params_sha.hexdigest() in md
+    assert "git revision: unknown" in md  # tmp_path is not a git repository
+    assert "sacrebleu 2." in md and "torch " in md
+    assert ("wmt14.newstest2014: 2 file(s) with sha256, en: 3,003, fr: 3,003 lines, from "
+            "https://www.statmt.org/wmt14/test-full.tgz") in md
+    assert "vocab: en.unk_rate.test: 0.031" in md
+
+
+def _png(path: Path) -> np.ndarray:
+    import matplotlib.image
+
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    return matplotlib.image.imread(path)
+
+
+def test_figures_are_nonblank_pngs(report):
+    for name in ("figure3.png", "learning_curves.png"):
+        img = _png(report["out"] / "figures" / name)
+        assert img.shape[0] > 200 and img.shape[1] > 400
+        assert (img[..., :3] < 0.9).mean() > 0.01  # something was drawn
+
+
+# --- the HTML, rendered by a real browser --------------------------------------------------------
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+        self.captions: list[str] = []
+        self._in_caption = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._in_caption = tag == "caption"
+
+    def handle_endtag(self, tag):
+        if tag == "caption":
+            self._in_caption = False
+
+    def handle_data(self, data):
+        if self._in_caption:
+            self.captions.append(data)
+
+
+def _no_remote_resources(html_text: str) -> _Collect:
+    p = _Collect()
+    p.feed(html_text)
+    for tag, attrs in p.tags:
+        assert tag not in ("script", "link", "iframe", "object"), tag
+        for attr in ("src", "href", "srcset", "data", "poster"):
+            v = (attrs.get(attr) or "").strip().lower()
+            assert not v.startswith(("http:", "https:", "//")), (tag, attr, v[:80])
+    lowered = html_text.lower()
+    assert "@import" not in lowered and "url(" not in lowered
+    return p
+
+
+def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", f"--user-data-dir={tmp / 'profile'}"]
+    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True,
+                          timeout=90)
+
+
+def test_html_is_self_contained(report):
+    html_text = (report["out"] / "report.html").read_text()
+    p = _no_remote_resources(html_text)
+    imgs = [a for t, a in p.tags if t == "img"]
+    assert len(imgs) == 2 and all(a["src"].startswith("data:image/png;base64,") for a in imgs)
+
+
+@pytest.mark.skipif(not CHROMIUM.is_file(), reason="headless chromium not installed at "
+                    "/usr/bin/chromium (apt-get install chromium) - HTML rendering not checked")
+def test_html_renders_in_headless_chromium(report, tmp_path):
+    url = (report["out"] / "report.html").resolve().as_uri()
+    res = _chromium(tmp_path, "--dump-dom", url)
+    assert res.returncode == 0, res.stderr[-2000:]
+    p = _no_remote_resources(res.stdout)
+    captions = " ".join(p.captions)
+    assert "Table 1" in captions and "Table 2" in captions
+    tables_ = [a for t, a in p.tags if t == "table"]
+    assert {"table1", "table2"} <= {a.get("id") for a in tables_}
+    imgs = [a for t, a in p.tags if t == "img"]
+    assert len(imgs) == 2 and all(a["src"].startswith("data:image/png;base64,") for a in imgs)
+    assert "not run" in res.stdout
+
+    shot = tmp_path / "shot.png"
+    res = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2400",
+                    "--hide-scrollbars", url)
+    assert res.returncode == 0 and shot.is_file(), res.stderr[-2000:]
+    img = _png(shot)[..., :3]
+    assert img.std() > 0.05 and (img < 0.9).mean() > 0.01  # text, tables and figures drawn
+
+
+# --- claims are computed from the numbers, both ways ---------------------------------------------
+
+
+def _entry(x: float) -> dict:
+    return {"bleu_tok": x, "bleu_sacre": x - 1, "sacre_signature": SIG, "sentences": 10}
+
+
+def test_claims_follow_the_numbers():
+    params = load(FIXTURE)
+    train = {"forward": {"dev_ppl": 9.0, "test_ppl": 9.5}, "reversed_1": {"dev_ppl": 7.0}}
+    bleu = {"translate": {"forward": {"1": _entry(10.0), "12": _entry(11.0)},
+                          "reversed": {"1": _entry(12.0), "12": _entry(13.5)},
+                          "ensemble2": {"12": {"absent": True, "reason": "missing"}}},
+            "rescore": {"baseline": _entry(13.0), "forward": _entry(13.2),
+                        "reversed": _entry(12.9), "oracle": _entry(20.0)}}
+    cost = tables.cost_table(params, {})
+    got = {c.claim.split(" (")[0]: c for c in tables.claims(params, bleu, train, cost)}
+    assert got["Reversing the source lowers perplexity"].status == "holds"
+    rev = got["Reversing the source raises BLEU"]
+    assert rev.status == "holds" and "reversed 13.50 vs forward 11.00 (+2.50)" in rev.evidence
+    assert got["An ensemble of 5 reversed LSTMs beats a single reversed LSTM"].status == \
+        "cannot tell"
+    assert got["A wider beam helps"].status == "holds"
+    resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
+    assert resc.status == "does not hold" and "higher for 1 of 2" in resc.evidence
+    assert got["5 models at beam 2 cost less than 1 model at beam 12"].status == "cannot tell"
+
+    # flip the numbers: the verdicts flip with them
+    train["reversed_1"]["dev_ppl"] = 9.5
+    bleu["translate"]["reversed"]["12"] = _entry(10.5)
+    bleu["rescore"]["reversed"] = _entry(13.1)
+    got = {c.claim.split(" (")[0]: c for c in tables.claims(params, bleu, train, cost)}
+    assert got["Reversing the source lowers perplexity"].status == "does not hold"
+    assert got["Reversing the source raises BLEU"].status == "does not hold"
+    assert got["A wider beam helps"].status == "does not hold"  # reversed: 12.0 -> 10.5
+    assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status == \
+        "holds"
+
+
+def test_cost_claim_compares_time_per_sentence():
+    params = load(FIXTURE)
+    costs = pd.DataFrame([
+        {"system": "ensemble5", "beam": 2, "ms_per_sentence": 80.0},
+        {"system": "reversed", "beam": 12, "ms_per_sentence": 100.0}])
+    c = tables.cost_claim(params, costs)
+    assert c.status == "holds" and "80.0 ms/sentence vs reversed beam 12: 100.0" in c.evidence
+    costs.loc[0, "ms_per_sentence"] = 120.0
+    assert tables.cost_claim(params, costs).status == "does not hold"
+
+
+def test_matplotlib_is_imported_only_by_the_report_figures():
+    code = ("import sys; import s2s.cli, s2s.evaluate.stage, s2s.report.tables, "
+            "s2s.report.render; assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
