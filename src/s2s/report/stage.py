@@ -157,27 +157,6 @@ def manifest_summary(manifest: dict | None) -> list[str]:
     return out or ["data manifest has no corpora"]
 
 
-def flatten(d: Any, prefix: str = "", limit: int = 80) -> list[str]:
-    """``a.b: value`` lines of a nested JSON object (for prepare/vocab metrics of unknown shape)."""
-    out: list[str] = []
-
-    def walk(x: Any, key: str) -> None:
-        if len(out) >= limit:
-            return
-        if isinstance(x, dict):
-            for k, v in x.items():
-                walk(v, f"{key}.{k}" if key else str(k))
-        elif isinstance(x, float):
-            out.append(f"{key}: {x:.4g}")
-        elif isinstance(x, int) and not isinstance(x, bool):
-            out.append(f"{key}: {x:,}")
-        else:
-            out.append(f"{key}: {x}")
-
-    walk(d, prefix)
-    return out
-
-
 def provenance(params: Params, art: Artifacts) -> list[str]:
     devices = sorted({str(m["device"]) for m in art.train.values() if m.get("device")})
     dec = sorted({f"{t.get('device', '?')} ({t.get('threads', '?')} threads)"
@@ -304,12 +283,20 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
               "Dev perplexity per epoch of every trained model (solid), train perplexity "
               "(dashed)."),
     ]))
-    data_items = []
+    data_blocks: list = []
     if art.prepare:
-        data_items += [f"prepare: {x}" for x in flatten(art.prepare)]
+        T["data"] = Table("Data: lines per corpus, and what each training filter removed",
+                          tables.prepare_table(art.prepare),
+                          ("Filters apply to training data only; dev and test keep every line.",),
+                          "data")
+        raw["data"] = T["data"].frame
+        data_blocks.append(T["data"])
     if art.vocab:
-        data_items += [f"vocab: {x}" for x in flatten(art.vocab)]
-    doc.sections.append(Section("Data", [Bullets(tuple(data_items or ["no data metrics found"]))]))
+        T["vocab"] = Table("Vocabularies", tables.vocab_table(art.vocab),
+                           ("UNK rate: share of running words outside the vocabulary.",), "vocab")
+        raw["vocab"] = T["vocab"].frame
+        data_blocks.append(T["vocab"])
+    doc.sections.append(Section("Data", data_blocks or ["no data metrics found"]))
     doc.sections.append(Section("Provenance", [Bullets(tuple(provenance(params, art)))]))
     return doc, T, raw
 

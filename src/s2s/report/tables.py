@@ -440,3 +440,28 @@ def claims_table(items: list[Claim]) -> pd.DataFrame:
     return pd.DataFrame([{"claim": c.claim, "here": c.status + ("" if c.status == UNKNOWN
                                                                   else " at this scale"),
                           "numbers": c.evidence} for c in items])
+
+
+def prepare_table(prepare: dict) -> pd.DataFrame:
+    """One row per split and corpus of metrics/prepare.json."""
+    rows = []
+    for split, corpora in prepare.get("splits", {}).items():
+        for corpus, c in corpora.items():
+            removed = c.get("removed", {})
+            rows.append({"split": split, "corpus": corpus, "lines in": fmt(c.get("lines_in")),
+                         **{f"removed: {k.replace('_', ' ')}": fmt(v) for k, v in removed.items()},
+                         "lines out": fmt(c.get("lines_out")),
+                         "tokens en": fmt(c.get("tokens_en", "")),
+                         "tokens fr": fmt(c.get("tokens_fr", ""))})
+    return pd.DataFrame(rows).fillna("")
+
+
+def vocab_table(vocab: dict) -> pd.DataFrame:
+    """One row per side of metrics/vocab.json."""
+    rows = []
+    for side, v in vocab.items():
+        rates = v.get("unk_rate", {})
+        rows.append({"side": side, "vocabulary (with 4 specials)": fmt(v.get("size")),
+                     "training word types": fmt(v.get("train_types")),
+                     **{f"UNK rate {split}": f"{100 * r:.2f}%" for split, r in rates.items()}})
+    return pd.DataFrame(rows)
