@@ -39,3 +39,12 @@ def test_translate_and_rescore_stages_match_the_profile(profile):
         assert model_deps(stage) == set(members), name
     assert {k.split("-", 1)[1] for k in STAGES if k.startswith("rescore-")} == \
         set(params.rescore.rescorers) | {"oracle"}
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_learning_curve_plots_cover_every_model(profile):
+    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
+    models = set(load(profile).models)
+    for plot in plots:
+        (spec,) = plot.values()
+        assert {Path(f).stem for f in spec["y"]} == models
