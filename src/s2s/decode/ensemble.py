@@ -6,6 +6,7 @@ An :class:`Ensemble` has ``encode``/``step`` and its state has ``select``, so
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,9 +70,11 @@ class Ensemble:
     def step(self, prev_tokens: Tensor, state: EnsembleState) -> tuple[Tensor, EnsembleState]:
         """Combined log-probs (N, V) of the token after ``prev_tokens`` (N,), and the new state."""
         outputs = [model.step(prev_tokens, s) for model, s in zip(self.models, state.members)]
-        lprobs = torch.stack([lp for lp, _ in outputs])  # (K, N, V)
+        lprobs = [lp for lp, _ in outputs]  # K x (N, V)
         if self.combine == "mean_prob":
-            combined = torch.logsumexp(lprobs, dim=0) - math.log(len(self.models))  # (N, V)
+            # A chain of logaddexp: the same numbers as logsumexp over a stacked (K, N, V)
+            # tensor, ~4x faster on CPU (bench/README.md), since nothing is stacked or reduced.
+            combined = functools.reduce(torch.logaddexp, lprobs) - math.log(len(lprobs))
         else:
-            combined = torch.log_softmax(lprobs.mean(dim=0), dim=-1)  # (N, V)
+            combined = torch.log_softmax(sum(lprobs) / len(lprobs), dim=-1)  # (N, V)
         return combined, EnsembleState(tuple(s for _, s in outputs))

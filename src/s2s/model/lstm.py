@@ -83,10 +83,12 @@ class PeepholeLSTM(nn.Module):
         for k, cell in enumerate(self.cells):
             h, c = h_all[k], c_all[k]  # (N, H)
             gates_x = torch.addmm(cell.bias, layer_in.reshape(N * T, -1), cell.weight_ih.t())
-            gates_x = gates_x.view(N, T, -1)  # (N, T, 4H)
+            # unbind once: indexing gates_x[:, t] per step would make each step's backward
+            # allocate and add a full (N, T, 4H) gradient, quadratic in T (bench/README.md).
+            steps_x = gates_x.view(N, T, -1).unbind(1)  # T x (N, 4H)
             outs = []
             for t in range(T):
-                h_new, c_new = cell(gates_x[:, t], h, c)
+                h_new, c_new = cell(steps_x[t], h, c)
                 if mask is not None:
                     h_new = torch.where(mask[:, t], h_new, h)
                     c_new = torch.where(mask[:, t], c_new, c)
