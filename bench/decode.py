@@ -1,0 +1,259 @@
+"""Decoding throughput: sentences/s of our batched beam search, one model and ensembles.
+
+    python bench/decode.py --quick                    # 30 sentences, random default-size models
+    python bench/decode.py --threads 1                # 200 sentences
+    python bench/decode.py --models /tmp/defrun/models --data /tmp/defrun/data   # trained models
+
+Rows: one model at beam 1, 2, 12; ensembles of 2 and 5 models at beam 2 and 12, all through
+``s2s.decode.translate.translate`` (length-sorted batches of `--batch-size` sentences, each
+searched as one batch of sentences x beams, finished sentences dropped from the batch), and a
+naive reference at beam 12: one sentence at a time, a Python list of hypotheses, each step one
+``model.step`` over that sentence's B hypotheses, then candidates ranked with a Python sort. Both
+searches use the same model objects, the same candidate rule (of the best candidates, <eos> among
+the B best finish; the B best others form the next beam), the same stopping rules (best finished
+>= best open, B finished, or max_len = 1.5 x source length + 10 steps) and ban <pad>, so they do
+the same work and should return the same 1-best (ties aside): the agreement is printed.
+
+Models: default size (2 x 256, E 256, nn.LSTM unless --cell peephole, reversed source), randomly
+initialised (uniform +-0.08, seeds 11..15), or loaded from `--models DIR/<member>/model.pt`
+(best.pt if there is no model.pt yet) with the vocabularies of `--data DIR/vocab`. Random weights
+give near-uniform next-word distributions: hypotheses rarely take <eos> and run to max_len, so
+every row does its worst-case number of steps; trained models stop earlier (see "mean len" and
+"eos %"). Sources: `--data DIR/prepared/test.tok.en` (first N) if given, else synthetic sentences
+with Multi30k-like lengths.
+
+Columns: wall s / cpu s = wall and process CPU seconds of the whole translate() call (encoding,
+search, hypothesis bookkeeping); sent/s, ms/sent from wall time; "cost x" = CPU seconds relative
+to one model at beam 12 (the paper's caption: five models at beam 2 cost less than one at beam
+12); "vs naive" = the naive search's CPU seconds over the row's (> 1: faster than naive). Ratios
+use CPU time because wall time on a shared machine measures the other jobs too (see
+common.Clock); run with --threads 1 there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+from s2s import checkpoint  # noqa: E402
+from s2s.config import ModelConfig, TranslateConfig  # noqa: E402
+from s2s.decode.beam import Hypothesis  # noqa: E402
+from s2s.decode.ensemble import Ensemble  # noqa: E402
+from s2s.decode import translate as translate_stage  # noqa: E402
+from s2s.decode.translate import translate  # noqa: E402
+from s2s.model.seq2seq import Seq2Seq  # noqa: E402
+
+# translate() draws a tqdm bar per call; a benchmark's table reads better without them.
+translate_stage.progress = lambda **kwargs: common.quiet_progress(**kwargs)
+
+class LogAddExpEnsemble(Ensemble):
+    """Ensemble with the same ``mean_prob`` mixture, combined by a chain of torch.logaddexp instead
+    of stack + logsumexp(dim=0): the same numbers (to float rounding) without the (K, N, V) copy
+    and the slow strided reduction. Not used by the pipeline; `--alt-combine` times it beside
+    s2s.decode.ensemble.Ensemble to show what the combine step costs."""
+
+    def step(self, prev_tokens, state):
+        outputs = [model.step(prev_tokens, s) for model, s in zip(self.models, state.members)]
+        combined = outputs[0][0]  # (N, V)
+        for lprobs, _ in outputs[1:]:
+            combined = torch.logaddexp(combined, lprobs)
+        combined = combined - math.log(len(self.models))
+        return combined, type(state)(tuple(s for _, s in outputs))
+
+
+MEMBERS = ("reversed_1", "reversed_2", "reversed_3", "reversed_4", "reversed_5")
+
+
+@torch.no_grad()
+def naive_beam_search(model, src: list[int], *, beam: int, bos: int, eos: int, pad: int,
+                      max_len: int) -> tuple[tuple[int, ...], float, bool]:
+    """Beam search over one sentence: (tokens, log-prob, finished) of the best hypothesis.
+
+    Hypotheses are a Python list of (score, tokens); every step runs the model once over them
+    (their states are rows of one State), takes each one's B + 1 best next words (enough for the
+    B best non-<eos> candidates overall) and sorts the candidates in Python."""
+    n = max(len(src), 1)
+    state = model.encode(torch.tensor([src or [pad]]), torch.tensor([n]))  # one row
+    hyps: list[tuple[float, list[int]]] = [(0.0, [])]
+    finished: list[tuple[float, list[int], bool]] = []
+    for t in range(1, max_len + 1):
+        prev = torch.tensor([toks[-1] if toks else bos for _, toks in hyps])
+        lprobs, state = model.step(prev, state)  # (len(hyps), V)
+        lprobs[:, pad] = -math.inf
+        top_lp, top_tok = lprobs.topk(min(beam + 1, lprobs.size(1)), dim=1)
+        cands = [(score + lp, i, tok)
+                 for i, (score, _) in enumerate(hyps)
+                 for lp, tok in zip(top_lp[i].tolist(), top_tok[i].tolist())]
+        cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+        new = []
+        for rank, (score, i, tok) in enumerate(cands):
+            if tok == eos:
+                if rank < beam:
+                    finished.append((score, hyps[i][1], True))
+            elif len(new) < beam:
+                new.append((score, i, tok))
+            if len(new) == beam and rank >= beam:
+                break
+        hyps = [(score, hyps[i][1] + [tok]) for score, i, tok in new]
+        best_done = max((f[0] for f in finished), default=-math.inf)
+        if t == max_len:
+            finished += [(score, toks, False) for score, toks in hyps]
+        if t == max_len or len(finished) >= beam or best_done >= hyps[0][0]:
+            break
+        state = state.select(torch.tensor([i for _, i, _ in new]))
+    score, toks, done = max(finished, key=lambda f: f[0])
+    return tuple(toks), score, done
+
+
+def random_models(k: int, *, cell: str, src_vocab: int, tgt_vocab: int, pad: int) -> list:
+    models = []
+    for seed in range(11, 11 + k):
+        cfg = ModelConfig(cell=cell, num_layers=2, hidden_size=256, embed_size=256,
+                          reverse_source=True, init_seed=seed)
+        m = Seq2Seq(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad)
+        m.init_weights(seed)
+        models.append(m.eval())
+    return models
+
+
+def load_models(models_dir: Path, members: list[str], corpus: common.Corpus,
+                device: torch.device) -> tuple[list, str]:
+    paths = []
+    for name in members:
+        for file in ("model.pt", "best.pt"):
+            if (models_dir / name / file).exists():
+                paths.append(models_dir / name / file)
+                break
+    if not paths:
+        raise SystemExit(f"--models {models_dir}: none of {', '.join(members)} has model.pt or "
+                         "best.pt")
+    loaded = [checkpoint.load_model(p, src_vocab=corpus.src_vocab, tgt_vocab=corpus.tgt_vocab,
+                                    device=device) for p in paths]
+    models = [loaded[i % len(loaded)] for i in range(5)]
+    note = f"trained models: {', '.join(str(p) for p in paths)}"
+    if len(loaded) < 5:
+        note += (f" (only {len(loaded)} found: the ensembles repeat them, which costs the same "
+                 "as distinct members)")
+    return models, note
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="30 sentences instead of 200")
+    ap.add_argument("-n", "--sentences", type=int, help="source sentences (default 200, quick 30)")
+    ap.add_argument("--models", type=Path, help="dir with <member>/model.pt (e.g. "
+                    "/tmp/defrun/models); default: random default-size models")
+    ap.add_argument("--members", default=",".join(MEMBERS),
+                    help="checkpoints under --models for the ensembles, first = the single model")
+    ap.add_argument("--data", type=Path, help="pipeline data dir: vocab and test sentences")
+    ap.add_argument("--cell", default="lstm", choices=["lstm", "peephole"],
+                    help="cell of the random models")
+    ap.add_argument("--batch-size", type=int, default=TranslateConfig().batch_size,
+                    help="sentences per search batch (translate.batch_size)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads; 0: torch's default")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--no-reference", action="store_true", help="skip the naive search")
+    ap.add_argument("--alt-combine", action="store_true",
+                    help="also time the ensembles of 5 with a logaddexp combine (bench-only)")
+    args = ap.parse_args(argv)
+
+    threads = common.set_threads(args.threads)
+    device = torch.device(args.device)
+    n = args.sentences or (30 if args.quick else 200)
+    corpus = common.load_corpus(args.data, split="test", n_synthetic=max(n, 1), seed=1)
+    sources = [s for s, _ in corpus.pairs[:n]]
+    src_vocab, tgt_vocab = corpus.src_vocab, corpus.tgt_vocab
+    if args.models:
+        if args.data is None or corpus.origin.startswith("synthetic"):
+            raise SystemExit("--models needs --data DIR with the vocabularies they were trained on")
+        models, model_note = load_models(args.models, args.members.split(","), corpus, device)
+    else:
+        models = random_models(5, cell=args.cell, src_vocab=len(src_vocab),
+                               tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
+        models = [m.to(device) for m in models]
+        model_note = (f"random default-size models ({args.cell}, 2 x 256, E 256, vocab "
+                      f"{len(src_vocab)}/{len(tgt_vocab)}, seeds 11-15): hypotheses run to max_len")
+    cfg = TranslateConfig(batch_size=args.batch_size)
+
+    print(f"bench/decode.py {'--quick ' if args.quick else ''}on {common.machine_line(threads)}")
+    print(f"data: {len(sources)} sources, mean {sum(map(len, sources)) / len(sources):.1f} words "
+          f"({corpus.origin})")
+    print(f"models: {model_note}")
+    print(f"search: batch {cfg.batch_size} sentences, max_len {cfg.max_len_a} x source + "
+          f"{cfg.max_len_b}, no length penalty, ensemble combine {cfg.combine}")
+
+    configs = [("1 model", 1, 1), ("1 model", 1, 2), ("1 model", 1, 12),
+               ("ensemble of 2", 2, 2), ("ensemble of 2", 2, 12),
+               ("ensemble of 5", 5, 2), ("ensemble of 5", 5, 12)]
+    if args.alt_combine:
+        if cfg.combine != "mean_prob":
+            raise SystemExit("--alt-combine reimplements combine=mean_prob only")
+        configs += [("ensemble of 5, logaddexp combine", 5, 2),
+                    ("ensemble of 5, logaddexp combine", 5, 12)]
+    results: dict[tuple[str, int], tuple[common.Clock, list]] = {}
+    for name, k, beam in configs:
+        kind = LogAddExpEnsemble if "logaddexp" in name else Ensemble
+        system = models[0] if k == 1 else kind(models[:k], combine=cfg.combine)
+        with common.Clock() as clock:
+            hyps = translate(system, sources, cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
+                             device=device)
+        assert len(hyps) == len(sources), (len(hyps), len(sources))
+        results[(name, beam)] = (clock, [h[0] for h in hyps])
+    ours_b12 = results[("1 model", 12)][1]
+
+    ref = None
+    if not args.no_reference:
+        with common.Clock() as ref:
+            out = [naive_beam_search(models[0], s, beam=12, bos=tgt_vocab.bos, eos=tgt_vocab.eos,
+                                     pad=tgt_vocab.pad,
+                                     max_len=int(cfg.max_len_a * max(len(s), 1)) + cfg.max_len_b)
+                   for s in sources]
+        agree = sum(o[0] == h.tokens for o, h in zip(out, ours_b12))
+        close = sum(abs(o[1] - h.score) <= 1e-3 * max(1.0, abs(h.score))
+                    for o, h in zip(out, ours_b12))
+        results[("naive, one sentence at a time (reference)", 12)] = (
+            ref, [Hypothesis(*o) for o in out])
+
+    # Drift check: the first timed row again, last; load on a shared machine moves the numbers.
+    with common.Clock() as again:
+        translate(models[0], sources, cfg=cfg, beam=12, nbest=1, vocab=tgt_vocab, device=device)
+
+    base = results[("1 model", 12)][0]
+    rows = []
+    for (name, beam), (clock, best) in results.items():
+        mean_len = sum(len(h.tokens) for h in best) / len(best)
+        eos = 100 * sum(h.finished for h in best) / len(best)
+        rows.append([name, str(beam), f"{clock.wall:.2f}", f"{clock.cpu:.2f}",
+                     f"{len(sources) / clock.wall:.1f}", f"{1e3 * clock.wall / len(sources):.0f}",
+                     f"{mean_len:.1f}", f"{eos:.0f}", f"{clock.cpu / base.cpu:.2f}",
+                     "" if ref is None else f"{ref.cpu / clock.cpu:.2f}"])
+    print(common.table(["system", "beam", "wall s", "cpu s", "sent/s", "ms/sent", "mean len",
+                        "eos %", "cost x", "vs naive"], rows))
+    e5b2 = results[("ensemble of 5", 2)][0]
+    print(f"ensemble of 5 at beam 2 vs 1 model at beam 12: {e5b2.cpu / base.cpu:.2f} x the cost "
+          f"in CPU time, {e5b2.wall / base.wall:.2f} x in wall time (paper: < 1)")
+    if args.alt_combine:
+        alt = results[("ensemble of 5, logaddexp combine", 2)][0]
+        same = all(a.tokens == b.tokens for k in (2, 12) for a, b in zip(
+            results[("ensemble of 5, logaddexp combine", k)][1], results[("ensemble of 5", k)][1]))
+        print(f"  with the logaddexp combine: {alt.cpu / base.cpu:.2f} x the cost in CPU time; "
+              f"same 1-best as Ensemble at beams 2 and 12: {same}")
+    print(f"load drift: 1 model beam 12 took {base.wall:.2f} s wall ({base.cpu:.2f} s CPU) first "
+          f"and {again.wall:.2f} s ({again.cpu:.2f} s) last; load average "
+          f"{os.getloadavg()[0]:.2f} at end")
+    if ref is not None:
+        print(f"naive vs batched beam 12: same 1-best on {agree}/{len(sources)} sentences, same "
+              f"score on {close}/{len(sources)}")
+
+
+if __name__ == "__main__":
+    main()
