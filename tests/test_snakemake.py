@@ -1,0 +1,226 @@
+"""The Snakemake workflow (workflow/) runs the DAG of dvc.yaml: s2s.dag resolves dvc.yaml as DVC
+does, `snakemake -n` plans one job per DVC stage for every profile, the smoke profile run through
+Snakemake writes the metrics DVC writes, and after `dvc commit -f` DVC and Snakemake both find
+nothing to do."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import BIN, ROOT, make_project, need_mirror, run
+from s2s import dag
+
+PROFILES = sorted(p.stem for p in (ROOT / "profiles").glob("*.yaml"))
+# Fields of metrics/train/*.json that describe the run, not its result.
+RUN_FIELDS = {"tgt_words_per_sec", "train_seconds", "wall_seconds", "threads"}
+
+
+def project(dest: Path, profile: str = "smoke") -> Path:
+    """make_project plus the workflow: a git+DVC project Snakemake can run."""
+    repo = make_project(dest, profile)
+    shutil.copytree(ROOT / "workflow", repo / "workflow",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return repo
+
+
+def snakemake(repo: Path, *args: str, check: bool = True, timeout: float = 300):
+    return run([str(BIN / "snakemake"), *args], repo, check=check, timeout=timeout)
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run: rule -> number of jobs."""
+    table = output.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
+
+
+def dvc_stages(repo: Path) -> set[str]:
+    return set(run([str(BIN / "dvc"), "stage", "list", "--all", "--name-only"], repo).stdout.split())
+
+
+def rule_name(stage: str) -> str:
+    return re.sub(r"\W", "_", stage)
+
+
+@pytest.fixture(scope="module")
+def plan_repo(tmp_path_factory) -> Path:
+    return project(tmp_path_factory.mktemp("plan") / "repo")
+
+
+# ---------------------------------------------------------------------------------------------
+# s2s.dag against DVC's own reading of dvc.yaml
+
+
+def dvc_index(repo: Path) -> dict[str, tuple]:
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    with Repo(str(repo)) as r:
+        return {
+            s.name: (
+                s.cmd,
+                sorted(d.def_path for d in s.deps if not isinstance(d, ParamsDependency)),
+                sorted((o.def_path, o.use_cache, o.persist) for o in s.outs),
+                sorted(k for d in s.deps if isinstance(d, ParamsDependency) for k in d.params),
+            )
+            for s in r.index.stages
+        }
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_dag_resolves_dvc_yaml_as_dvc_does(profile, plan_repo):
+    shutil.copy(ROOT / "profiles" / f"{profile}.yaml", plan_repo / "params.yaml")
+    want = dvc_index(plan_repo)
+    got = {s.name: (s.cmd, sorted(s.deps), sorted((o.path, o.cache, o.persist) for o in s.outs),
+                    sorted(s.params))
+           for s in dag.load(plan_repo / "dvc.yaml", plan_repo / "params.yaml")}
+    assert got == want
+
+
+def test_dag_inputs_map_dependencies_to_the_outputs_that_make_them():
+    stages = {s.name: s for s in dag.load(ROOT / "dvc.yaml", ROOT / "profiles" / "smoke.yaml")}
+    everything = list(stages.values())
+    # a file inside another stage's output directory -> that directory
+    assert dag.inputs(stages["rescore-oracle"], everything) == [
+        "data/prepared", "outputs/translate/baseline", "data/raw"]
+    # a directory holding other stages' outputs -> those outputs; a source directory stays
+    report = dag.inputs(stages["report"], everything)
+    assert "metrics/train/reversed_3.json" in report and "metrics/train" not in report
+    assert "outputs/translate/ensemble5" in report and "data/raw" in report
+    assert report[-1] == "src/s2s/report"
+    # persistent outputs (resume points) are not Snakemake outputs
+    assert [o.path for o in stages["train@forward"].outs if o.persist] == ["checkpoints/forward"]
+
+
+def test_dag_refuses_what_it_does_not_resolve(tmp_path):
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"a": {
+        "cmd": "s2s x ${nope.key}", "outs": ["out"]}}}))
+    (tmp_path / "params.yaml").write_text("train: {lr: 1}\n")
+    with pytest.raises(dag.DagError, match=r"stage 'a': 'nope.key' is not in the parameters"):
+        dag.load(tmp_path / "dvc.yaml", tmp_path / "params.yaml")
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"a": {
+        "matrix": {"x": [1, 2]}, "cmd": "echo ${item.x}"}}}))
+    with pytest.raises(dag.DagError, match="'matrix' is not supported"):
+        dag.load(tmp_path / "dvc.yaml", tmp_path / "params.yaml")
+
+
+# ---------------------------------------------------------------------------------------------
+# Dry runs: cheap, one per profile
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
+    shutil.copy(ROOT / "profiles" / f"{profile}.yaml", plan_repo / "params.yaml")
+    stages = dvc_stages(plan_repo)
+    # The Snakefile reads the profile itself, not params.yaml: --config params=...
+    proc = snakemake(plan_repo, "-n", "--config", f"params=profiles/{profile}.yaml")
+    jobs = planned_jobs(proc.stdout)
+    assert jobs.pop("all") == 1
+    assert set(jobs.values()) == {1}
+    assert set(jobs) == {rule_name(s) for s in stages}
+    assert len(stages) == 21
+
+
+def test_a_new_model_in_params_is_a_new_job(plan_repo):
+    params = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    params["models"]["reversed_6"] = {"reverse_source": True, "init_seed": 16, "order_seed": 116}
+    (plan_repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert "train@reversed_6" in dvc_stages(plan_repo)
+    jobs = planned_jobs(snakemake(plan_repo, "-n").stdout)
+    assert jobs["train_reversed_6"] == 1
+
+
+def test_resources_come_from_the_params(plan_repo):
+    """paper: 4 GPUs per training job, 1 per decoder; with the SLURM profile's partition."""
+    shutil.copy(ROOT / "profiles" / "paper.yaml", plan_repo / "params.yaml")
+    args = ["-n", "--config", "params=profiles/paper.yaml"]
+    if importlib.util.find_spec("snakemake_executor_plugin_slurm"):
+        args += ["--profile", "workflow/profiles/slurm"]
+    out = snakemake(plan_repo, *args).stdout
+    resources = {m[1]: dict(kv.split("=", 1) for kv in m[2].split(", "))
+                 for m in re.finditer(r"^rule (\w+):\n(?:.*\n)*?\s+resources: (.*)$", out, re.M)}
+    assert resources["train_reversed_3"]["gpu"] == "4"
+    assert resources["train_reversed_3"]["runtime"] == "2880"
+    assert resources["train_reversed_3"]["mem_mb"] == "128000"
+    assert resources["translate_ensemble5"]["gpu"] == "1"
+    assert resources["prepare"]["gpu"] == "0"
+    if "--profile" in args:
+        assert resources["train_reversed_3"]["slurm_partition"] == "gpu"
+        assert resources["prepare"]["slurm_partition"] == "cpu"
+
+
+def test_lint_leaves_only_the_software_deployment_lint(plan_repo):
+    """The one lint left asks for a conda environment or container per rule; the rules run the
+    project's own `s2s` from the environment Snakemake runs in (README)."""
+    proc = snakemake(plan_repo, "--lint", check=False)
+    out = proc.stdout + proc.stderr
+    lints = set(re.findall(r"^\s+\* (.+?):?$", out, re.M))
+    assert lints == {"Specify a conda environment or container for each rule."}, out[-3000:]
+    assert "Lints for snakefile" not in out
+    assert proc.returncode == 1  # snakemake --lint exits 1 when any lint is left
+
+
+# ---------------------------------------------------------------------------------------------
+# The smoke profile through Snakemake, against the same profile through DVC (smoke_repo)
+
+
+@pytest.fixture(scope="module")
+def snakemake_repo(tmp_path_factory) -> Path:
+    """The smoke profile run end to end once by Snakemake, two jobs at a time."""
+    need_mirror()
+    repo = project(tmp_path_factory.mktemp("snakemake") / "repo")
+    t0 = time.perf_counter()
+    proc = snakemake(repo, "--profile", "workflow/profiles/local", "--cores", "2", timeout=1500)
+    (repo / "snakemake.log").write_text(proc.stdout + proc.stderr)
+    print(f"smoke snakemake: {time.perf_counter() - t0:.0f}s")
+    return repo
+
+
+def metrics_of(repo: Path) -> dict[str, object]:
+    out = {}
+    for path in sorted((repo / "metrics").rglob("*")):
+        if path.suffix == ".json":
+            data = json.loads(path.read_text())
+            if path.parent.name == "train":
+                data = {k: v for k, v in data.items() if k not in RUN_FIELDS}
+            out[str(path.relative_to(repo))] = data
+        elif path.suffix == ".csv":
+            out[str(path.relative_to(repo))] = path.read_text()
+    return out
+
+
+@pytest.mark.slow
+def test_snakemake_writes_the_metrics_dvc_writes(snakemake_repo, smoke_repo):
+    ours, theirs = metrics_of(snakemake_repo), metrics_of(smoke_repo)
+    assert "metrics/bleu.json" in ours and "metrics/train/reversed_5.json" in ours
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        assert ours[name] == theirs[name], name
+    logs = {p.stem for p in (snakemake_repo / "logs").glob("*.log")}
+    assert logs == {rule_name(s) for s in dvc_stages(snakemake_repo)}
+
+
+@pytest.mark.slow
+def test_after_dvc_commit_dvc_and_snakemake_have_nothing_to_do(snakemake_repo):
+    run([str(BIN / "dvc"), "commit", "-f"], snakemake_repo)
+    status = run([str(BIN / "dvc"), "status"], snakemake_repo).stdout
+    assert "up to date" in status, status
+    repro = run([str(BIN / "dvc"), "repro"], snakemake_repo)
+    assert "Running stage" not in repro.stdout + repro.stderr
+    dry = snakemake(snakemake_repo, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+
+
+@pytest.mark.slow
+def test_after_a_dvc_run_snakemake_has_nothing_to_do(smoke_repo):
+    shutil.copytree(ROOT / "workflow", smoke_repo / "workflow", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    dry = snakemake(smoke_repo, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr

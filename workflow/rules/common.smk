@@ -1,0 +1,48 @@
+# The stages of dvc.yaml and their resources, read once when the workflow is parsed.
+
+from pathlib import Path
+
+import yaml
+
+from s2s import dag
+from s2s.config import PARAMS_FILE, load as load_params
+
+PARAMS = load_params(config["params"])  # validated: a bad key fails here, named
+PARAM_VALUES = yaml.safe_load(Path(config["params"]).read_text(encoding="utf-8"))
+STAGES = dag.load(config["dvc_yaml"], config["params"])
+
+_unknown = sorted(set(PARAMS.resources) - {s.kind for s in STAGES} - {"default"})
+if _unknown:
+    raise ValueError(f"{config['params']}: 'resources.{_unknown[0]}' is not a stage kind of "
+                     f"{config['dvc_yaml']} (known: {sorted({s.kind for s in STAGES})}, default)")
+
+ALL_OUTPUTS = [o.path for s in STAGES for o in s.outs if not o.persist]
+
+
+def stage_outputs(stage):
+    """Snakemake outputs of a stage. Persistent outputs (training resume points) are left out:
+    Snakemake deletes a job's outputs before running it, and a resubmitted job must resume."""
+    return [directory(o.path) if o.is_dir else o.path for o in stage.outs if not o.persist]
+
+
+def stage_cmd(stage):
+    """The stage's own command, with the parameter file passed on when it is not params.yaml."""
+    cmd = stage.cmd
+    if config["params"] != PARAMS_FILE:
+        if not cmd.startswith("s2s "):
+            raise ValueError(f"stage '{stage.name}': cannot pass --params to '{cmd}'")
+        cmd = f"s2s --params {config['params']} {cmd[len('s2s '):]}"
+    return cmd
+
+
+def stage_inputs(stage):
+    """Other stages' outputs, and source paths. A source directory (src/s2s/report) becomes its
+    files: Snakemake compares modification times, and editing a file leaves its folder's alone."""
+    result = []
+    for path in dag.inputs(stage, STAGES):
+        if path not in ALL_OUTPUTS and Path(path).is_dir():
+            result += sorted(str(f) for f in Path(path).rglob("*")
+                             if f.is_file() and "__pycache__" not in f.parts)
+        else:
+            result.append(path)
+    return result

@@ -1,0 +1,31 @@
+# One rule per DVC stage: input = its dependencies (as other stages' outputs), output = its
+# outputs, the command = its cmd, params = the values of the params keys it reads (a changed value
+# reruns it, as in DVC), resources from `resources.<kind>` of the parameter file.
+# The command travels in `params`: those are evaluated here, in the loop, while `shell:` is only
+# evaluated when a job runs, after the loop has ended.
+
+for _stage in STAGES:
+    _res = PARAMS.resources_for(_stage.kind)
+    _gpu_site = _res.gpus and config["gpu_partition"]
+    _site = {"slurm_partition": config["gpu_partition"]} if _gpu_site else {}
+
+    rule:
+        name:
+            _stage.rule
+        input:
+            stage_inputs(_stage),
+        output:
+            stage_outputs(_stage),
+        log:
+            f"logs/{_stage.rule}.log",
+        params:
+            cmd=stage_cmd(_stage),
+            values=dag.param_values(PARAM_VALUES, _stage.params),
+        threads: _res.threads
+        resources:
+            mem_mb=_res.mem_mb,
+            runtime=_res.runtime,
+            gpu=_res.gpus,
+            **_site,
+        shell:
+            "{params.cmd} > {log} 2>&1"
