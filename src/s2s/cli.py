@@ -41,9 +41,9 @@ def _cmd_vocab(a, params):
 
 
 def _cmd_train(a, params):
+    params.model_config(a.name)  # an unknown model fails before any work (and importing torch)
     from s2s import train
 
-    params.model_config(a.name)  # an unknown model fails before any work
     train.main(params, a.name, prepared_dir=a.prepared, vocab_dir=a.vocab, model_dir=a.model_dir,
                ckpt_dir=a.ckpt_dir, metrics_out=a.metrics, curves_out=a.curves,
                stop_after=a.stop_after)

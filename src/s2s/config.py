@@ -141,6 +141,17 @@ class ReportConfig:
 
 
 @dataclass(frozen=True)
+class StageResources:
+    """What one job of a stage asks a scheduler for (Snakemake, SLURM). No result depends on
+    these, so no stage lists them in dvc.yaml. `gpus` > 1 for `train`: data-parallel training."""
+
+    threads: int = field(default=1, metadata=_rng(1))
+    mem_mb: int = field(default=4000, metadata=_rng(1))
+    runtime: int = field(default=60, metadata=_rng(1))  # minutes
+    gpus: int = field(default=0, metadata=_rng(0))
+
+
+@dataclass(frozen=True)
 class Params:
     profile: str
     data: DataConfig
@@ -154,6 +165,8 @@ class Params:
     rescore: RescoreConfig
     evaluate: EvaluateConfig = EvaluateConfig()
     report: ReportConfig = ReportConfig()
+    # Keyed by stage kind (`train` for every train@M) or `default`; see resources_for().
+    resources: dict[str, StageResources] = field(default_factory=dict)
     source: Path = Path(PARAMS_FILE)
 
     def model_config(self, name: str) -> ModelConfig:
@@ -162,6 +175,10 @@ class Params:
             raise ConfigError(f"{self.source}: no model '{name}' under 'models' "
                               f"(known: {', '.join(self.models)})")
         return dataclasses.replace(self.model, **self.models[name])
+
+    def resources_for(self, kind: str) -> StageResources:
+        """`resources.<kind>`, else `resources.default`, else the defaults of StageResources."""
+        return self.resources.get(kind) or self.resources.get("default") or StageResources()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -176,7 +193,13 @@ def load(path: str | Path = PARAMS_FILE) -> Params:
     except FileNotFoundError:
         raise ConfigError(f"{path}: parameter file not found") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        # One line, at the file's own line and column (PyYAML's text spans several lines).
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else f"{path}"
+        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        context = getattr(e, "context", None)
+        raise ConfigError(f"{where}: not valid YAML: {what}"
+                          + (f" ({context})" if context else "")) from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
     params = _build(Params, {k: v for k, v in raw.items()}, path, "", skip={"source"})

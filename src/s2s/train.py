@@ -11,7 +11,13 @@ Plain SGD without momentum at `lr`; after `decay_start` epochs the rate is halve
 number of sentences in the batch; the gradient's L2 norm is clipped to `clip_norm`. A run killed at
 any point resumes from its last checkpoint; on CPU the resumed run ends with the same weights as an
 uninterrupted one, because the batch order is a function of (order_seed, epoch), SGD has no state
-beyond the learning rate, and the schedule is a function of the step.
+beyond the learning rate, and the schedule is a function of the step. Temporary files that a kill
+inside a checkpoint write leaves in ``<ckpt_dir>`` or ``<model_dir>`` are removed at the start.
+
+Data-parallel (``s2s.distributed``): under torchrun, or with `resources.train.gpus` > 1 and that
+many GPUs visible, each process takes a share of every minibatch and the gradients are summed over
+processes, so the updates are those of one process up to floating-point reduction order; only
+rank 0 writes files.
 """
 
 from __future__ import annotations
@@ -29,11 +35,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from s2s import checkpoint
+from s2s import checkpoint, distributed
 from s2s.config import ModelConfig, Params, TrainConfig
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
-from s2s.io import atomic_open, atomic_write_json
+from s2s.io import atomic_open, atomic_write_json, remove_temporaries
 from s2s.model.seq2seq import Seq2Seq
 from s2s.progress import progress
 
@@ -78,6 +84,20 @@ def fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, src: Vocab, tgt: Vocab
     return h.hexdigest()
 
 
+def shard_nll(model: Seq2Seq, pairs, *, vocab: Vocab, device: torch.device,
+              autocast) -> tuple[torch.Tensor, int]:
+    """Summed NLL of `pairs` (this process's share of a minibatch) and their target tokens;
+    a zero that needs no backward for an empty share."""
+    if not pairs:
+        return torch.zeros((), device=device), 0
+    b = collate(pairs, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
+    with autocast:
+        logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
+    nll = nn.functional.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(),
+                                      ignore_index=vocab.pad, reduction="sum")
+    return nll, b.ntokens
+
+
 @torch.no_grad()
 def perplexity(model: Seq2Seq, pairs, *, vocab: Vocab, device: torch.device,
                batch_size: int = 64) -> float:
@@ -98,10 +118,18 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
          stop_after: int | None = None) -> dict:
     cfg = params.train
     model_cfg = params.model_config(name)
+    world = distributed.World.from_env()
+    if world.size == 1:
+        nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
+        if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
+            distributed.spawn(main, nprocs, params, name, prepared_dir=prepared_dir,
+                              vocab_dir=vocab_dir, model_dir=model_dir, ckpt_dir=ckpt_dir,
+                              metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after)
+            return json.loads(Path(metrics_out).read_text(encoding="utf-8"))
     t_start = time.perf_counter()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg.device)
+    device = distributed.init(world, pick_device(cfg.device))
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
     train_pairs = load_parallel(prepared_dir / "train.tok", src_vocab, tgt_vocab)
@@ -115,6 +143,7 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
     n_params = model.num_parameters()
     log.info("%s: %s, %d parameters (the paper's 4x1000 model: 384M)", name, model_cfg, n_params)
     model.to(device).train()
+    distributed.broadcast_parameters(model, world)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
 
     def batches_of(epoch: int) -> list[list[int]]:
@@ -131,6 +160,12 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
     train_seconds, train_tokens = 0.0, 0
     window_nll, window_tok = 0.0, 0  # training loss since the last dev evaluation
     last = ckpt_dir / "last.pt"
+    if world.is_main:
+        # A run killed inside torch.save leaves its temporary file (as large as a checkpoint) in
+        # the checkpoint folder, which DVC keeps across runs (persist: true).
+        for folder in (ckpt_dir, model_dir):
+            for tmp in remove_temporaries(folder):
+                log.info("%s: removed %s, left by a killed run", name, tmp)
     if last.exists():
         payload = checkpoint.load_payload(last)
         if payload.get("fingerprint") == fp:
@@ -141,16 +176,20 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
             log.info("%s: resuming from %s at step %d of %d", name, last, step, total_steps)
         else:
             log.info("%s: %s belongs to other params or data; starting afresh", name, last)
-    model_dir.mkdir(parents=True, exist_ok=True)
+    if world.is_main:
+        model_dir.mkdir(parents=True, exist_ok=True)
 
     def save_last() -> None:
+        if not world.is_main:
+            return
         checkpoint.save(last, model, src_vocab=src_vocab, tgt_vocab=tgt_vocab, fingerprint=fp,
                         step=step, history=history, best_dev_ppl=best,
                         train_seconds=train_seconds, train_tokens=train_tokens,
                         window_nll=window_nll, window_tok=window_tok)
 
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp and device.type == "cuda")
-    bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step")
+    bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step",
+                   disable=not world.is_main)
     while step < total_steps:
         epoch, offset = divmod(step, steps_per_epoch)
         for idx in batches_of(epoch)[offset:]:
@@ -160,28 +199,28 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
             lr = lr_at(step, steps_per_epoch, cfg)
             for group in opt.param_groups:
                 group["lr"] = lr
-            b = collate([train_pairs[i] for i in idx], pad=tgt_vocab.pad, bos=tgt_vocab.bos,
-                        eos=tgt_vocab.eos).to(device)
-            with autocast:
-                logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
-            nll = nn.functional.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(),
-                                              ignore_index=tgt_vocab.pad, reduction="sum")
+            share = distributed.shard(idx, world)  # all of idx with one process
+            nll, ntok = shard_nll(model, [train_pairs[i] for i in share], vocab=tgt_vocab,
+                                  device=device, autocast=autocast)
             loss = nll / len(idx)  # summed per sentence, averaged over the batch (§3.4)
-            if not torch.isfinite(loss):
+            batch_nll, batch_tok = distributed.all_reduce_sum([nll.detach(), ntok], world, device)
+            if not math.isfinite(batch_nll):
                 raise TrainingError(
-                    f"{name}: non-finite loss ({loss.item()}) at step {step + 1} (epoch "
+                    f"{name}: non-finite loss ({batch_nll / len(idx)}) at step {step + 1} (epoch "
                     f"{step / steps_per_epoch:.2f}, lr {lr:g}); the last good checkpoint "
                     f"{last} is kept" + ("" if last.exists() else " (none written yet)"))
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            if share:
+                loss.backward()
+            distributed.all_reduce_gradients(model, world)  # summed: the whole batch's gradient
             nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
             opt.step()
             if device.type == "cuda":
                 torch.cuda.synchronize()
             train_seconds += time.perf_counter() - t0
-            train_tokens += b.ntokens
-            window_nll += nll.item()
-            window_tok += b.ntokens
+            train_tokens += int(batch_tok)
+            window_nll += batch_nll
+            window_tok += int(batch_tok)
             step += 1
             bar.update(1)
             if step % cfg.log_every == 0:
@@ -199,8 +238,9 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
                          dev_ppl, train_tokens / max(train_seconds, 1e-9))
                 if dev_ppl < best:
                     best = dev_ppl
-                    checkpoint.save(model_dir / "best.pt", model, src_vocab=src_vocab,
-                                    tgt_vocab=tgt_vocab, step=step, dev_ppl=dev_ppl)
+                    if world.is_main:
+                        checkpoint.save(model_dir / "best.pt", model, src_vocab=src_vocab,
+                                        tgt_vocab=tgt_vocab, step=step, dev_ppl=dev_ppl)
             if step % cfg.checkpoint_every == 0 or step == stop_after:
                 save_last()
             if step == stop_after:
@@ -212,8 +252,9 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
     test_pairs = load_parallel(prepared_dir / "test.tok", src_vocab, tgt_vocab)
     test_ppl = perplexity(model, test_pairs, vocab=tgt_vocab, device=device)
     dev_ppl = history[-1]["dev_ppl"]
-    checkpoint.save(model_dir / "model.pt", model, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-                    step=step, dev_ppl=dev_ppl, test_ppl=test_ppl)
+    if world.is_main:
+        checkpoint.save(model_dir / "model.pt", model, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
+                        step=step, dev_ppl=dev_ppl, test_ppl=test_ppl)
     metrics = {
         "model": name, "reverse_source": model_cfg.reverse_source, "cell": model_cfg.cell,
         "num_layers": model_cfg.num_layers, "hidden_size": model_cfg.hidden_size,
@@ -225,7 +266,10 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
         "train_seconds": round(train_seconds, 1),
         "wall_seconds": round(time.perf_counter() - t_start, 1),
         "dev_ppl": dev_ppl, "test_ppl": round(test_ppl, 4), "best_dev_ppl": round(best, 4),
+        **({"processes": world.size} if world.size > 1 else {}),
     }
+    if not world.is_main:
+        return metrics
     atomic_write_json(metrics_out, metrics)
     write_curves(curves_out, history)
     log.info("%s: dev ppl %.2f, test ppl %.2f, %.0f target words/s; wrote %s, %s, %s in %.1fs",

@@ -51,6 +51,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Collection, Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import BinaryIO
 
@@ -58,6 +59,7 @@ from tqdm import tqdm
 
 from s2s.config import CorpusRef, DataConfig
 from s2s.data.sources import CORPORA, Corpus, MirrorFile, Part, Remote, raw_names
+from s2s.io import atomic_open
 
 log = logging.getLogger("s2s.download")
 
@@ -655,26 +657,10 @@ def _extract_zip(archive: Path, dest: Path, wanted: set[str] | None) -> dict[str
 # Files: atomic writes, statistics, corpus directories, reuse, stale removal
 
 
-class _atomic_writer:
-    """Open a temporary file next to `path` for writing; rename it to `path` on success."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-
-    def __enter__(self) -> BinaryIO:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
-                                   dir=self.path.parent)
-        self.tmp = Path(tmp)
-        self.file = os.fdopen(fd, "wb")
-        return self.file
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self.file.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
-            self.tmp.unlink(missing_ok=True)
+def _atomic_writer(path: Path) -> AbstractContextManager[BinaryIO]:
+    """A temporary file next to `path`, renamed to `path` on success (:func:`s2s.io.atomic_open`:
+    a failed write, e.g. a full disk, names `path` and leaves no temporary file)."""
+    return atomic_open(Path(path), "wb")
 
 
 def _write_atomic(path: Path, payload: bytes) -> None:

@@ -10,6 +10,15 @@ Filters apply to training data only; dev and test keep every line (all 3003 sent
 newstest2014 are translated and scored, as in the paper). Order: normalise, drop empty and
 one-sided pairs, tokenise, drop pairs longer than `max_len` tokens on either side, drop pairs whose
 length ratio exceeds `max_ratio`, drop exact duplicates (across all training corpora).
+
+Bad input: an empty corpus file, files of different line counts, invalid UTF-8 and an SGML
+``<seg>`` without ``</seg>`` are refused (:class:`CorpusError` naming the file, and the line where
+there is one). A dev or test line of more than :data:`MAX_EVAL_WORDS` words is refused too: every
+such line is decoded and scored, and no sentence is that long (a file that lost its line breaks
+is); in training such a line is only one more `too_long` pair. What reading cleans is counted per
+corpus in the metrics, under ``cleaned``: ``bom_files`` (a leading byte-order mark, dropped),
+``crlf_lines`` (Windows line ends, read as plain ones; both counted over the whole files) and
+``control_char_lines`` (lines whose control characters, NUL among them, normalisation dropped).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from s2s.io import atomic_write_json, atomic_write_lines
 log = logging.getLogger("s2s.prepare")
 
 _PARALLEL_MIN_LINES = 20_000
+MAX_EVAL_WORDS = 1000  # words per dev/test line (newstest2014's longest sentence has ~100)
 
 
 @dataclass
@@ -41,17 +51,32 @@ class FilterCounts:
     tokens_fr: int = 0
 
 
-def read_pair(raw_dir: Path, ref: CorpusRef) -> tuple[list[str], list[str]]:
-    """The corpus's aligned (en, fr) lines, normalised, cut to ref.max_lines; refuses misalignment."""
+def read_pair(raw_dir: Path, ref: CorpusRef, *, cleaned: dict[str, int] | None = None,
+              max_words: int | None = None) -> tuple[list[str], list[str]]:
+    """The corpus's aligned (en, fr) lines, normalised, cut to ref.max_lines; refuses an empty
+    file, misalignment, and (with `max_words`) a line of more words. `cleaned` receives the
+    counts of :func:`s2s.data.text.read_lines`."""
     pair = sources.raw_pair(raw_dir, ref.corpus)
-    en = read_lines(pair.en, pair.format)
-    fr = read_lines(pair.fr, pair.format)
+    en = read_lines(pair.en, pair.format, cleaned)
+    fr = read_lines(pair.fr, pair.format, cleaned)
+    for path, lines in ((pair.en, en), (pair.fr, fr)):
+        if not lines:
+            what = "<seg> lines" if pair.format == "sgm" else "lines"
+            raise CorpusError(f"{path}: empty file (no {what}); run the download stage again")
     if len(en) != len(fr):
         raise CorpusError(f"misaligned corpus '{ref.corpus}': {pair.en} has {len(en)} lines, "
                           f"{pair.fr} has {len(fr)}")
     if ref.max_lines is not None:
         en, fr = en[: ref.max_lines], fr[: ref.max_lines]
-    return [normalize(s) for s in en], [normalize(s) for s in fr]
+    en, fr = [normalize(s) for s in en], [normalize(s) for s in fr]
+    if max_words is not None:
+        for path, lines in ((pair.en, en), (pair.fr, fr)):
+            for n, line in enumerate(lines, 1):
+                if (words := line.count(" ") + 1) > max_words:
+                    where = f"{path}: <seg> {n}" if pair.format == "sgm" else f"{path}:{n}"
+                    raise CorpusError(f"{where}: a line of {words:,} words (at most {max_words:,} "
+                                      "in dev and test: did the file lose its line breaks?)")
+    return en, fr
 
 
 def tokenize_parallel(lines: list[str], lang: str, *, workers: int) -> list[str]:
@@ -101,11 +126,12 @@ def main(data: DataConfig, cfg: PrepareConfig, *, raw_dir: Path, out_dir: Path,
 
     train_en, train_fr, seen = [], [], set()
     for ref in data.train:
-        en, fr = read_pair(raw_dir, ref)
+        cleaned: dict[str, int] = {}
+        en, fr = read_pair(raw_dir, ref, cleaned=cleaned)
         e, f, counts = filter_train(en, fr, cfg, workers=workers, seen=seen)
         train_en += e
         train_fr += f
-        report["train"][ref.corpus] = vars(counts)
+        report["train"][ref.corpus] = {**vars(counts), "cleaned": cleaned}
         log.info("train %s: %d pairs in, %d out (removed %s)", ref.corpus, counts.lines_in,
                  counts.lines_out, counts.removed)
     if not train_en:
@@ -118,12 +144,13 @@ def main(data: DataConfig, cfg: PrepareConfig, *, raw_dir: Path, out_dir: Path,
     for split, refs in (("dev", data.dev), ("test", (data.test,))):
         raw_en, raw_fr = [], []
         for ref in refs:
-            en, fr = read_pair(raw_dir, ref)
+            cleaned = {}
+            en, fr = read_pair(raw_dir, ref, cleaned=cleaned, max_words=MAX_EVAL_WORDS)
             raw_en += en
             raw_fr += fr
             report[split][ref.corpus] = {"lines_in": len(en), "lines_out": len(en),
                                          "empty_en": sum(not s for s in en),
-                                         "empty_fr": sum(not s for s in fr)}
+                                         "empty_fr": sum(not s for s in fr), "cleaned": cleaned}
         if cfg.lowercase:
             raw_en, raw_fr = [s.lower() for s in raw_en], [s.lower() for s in raw_fr]
         tok_en = tokenize_parallel(raw_en, "en", workers=workers)

@@ -22,19 +22,37 @@ class CorpusError(ValueError):
     """A corpus file that cannot be used as it is; the message names the file and line."""
 
 
-def read_lines(path: Path, fmt: str) -> list[str]:
-    """Lines of a corpus file in format plain | moses_escaped | sgm, as raw text (not normalised)."""
+def read_lines(path: Path, fmt: str, counts: dict[str, int] | None = None) -> list[str]:
+    """Lines of a corpus file in format plain | moses_escaped | sgm, as raw text (not normalised).
+
+    A UTF-8 byte-order mark at the start and the CR of Windows line ends (CR LF) are dropped. With
+    `counts`, what was cleaned is added to it: ``bom_files`` (1 if the file began with a BOM),
+    ``crlf_lines`` (lines of the file that ended in CR LF) and ``control_char_lines`` (lines
+    returned that hold control characters, NUL among them, which :func:`normalize` drops).
+    """
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as e:
         line = path.read_bytes()[: e.start].count(b"\n") + 1
         raise CorpusError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-    if text.startswith("\ufeff"):
+    bom = text.startswith("\ufeff")
+    if bom:
         text = text[1:]
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    crlf = sum(ln.endswith("\r") for ln in lines)
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    out = _parse(path, fmt, lines)
+    if counts is not None:
+        counts["bom_files"] = counts.get("bom_files", 0) + bom
+        counts["crlf_lines"] = counts.get("crlf_lines", 0) + crlf
+        counts["control_char_lines"] = (counts.get("control_char_lines", 0)
+                                        + sum(_CONTROL.search(ln) is not None for ln in out))
+    return out
+
+
+def _parse(path: Path, fmt: str, lines: list[str]) -> list[str]:
     if fmt == "sgm":
         segs = []
         for n, ln in enumerate(lines, 1):

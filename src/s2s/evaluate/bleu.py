@@ -21,6 +21,7 @@ a decoder that silently dropped sentences must fail loudly, never be scored on a
 from __future__ import annotations
 
 import functools
+import io
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -61,10 +62,16 @@ def read_lines(path: str | Path) -> list[str]:
     """Lines of a UTF-8 text file, read as sacreBLEU's CLI reads them (split on LF, rstripped).
 
     ``str.splitlines`` would also split on U+2028, U+0085 and friends, which occur in news text
-    and would shift every following line.
+    and would shift every following line. A file that is not UTF-8 is a ValueError naming the
+    file and line.
     """
-    with open(path, encoding="utf-8", newline="\n") as f:
-        return [line.rstrip() for line in f]
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ValueError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    return [line.rstrip() for line in io.StringIO(text, newline="\n")]
 
 
 def check_same_length(hyps: Sequence[str], refs: Sequence[str], *,

@@ -1,0 +1,807 @@
+"""Faults and bad input, injected into the real stages (the smoke profile's data, a 1x16 model).
+
+What the pipeline promises, and what is tested here:
+- ``kill -9`` of training (under ``dvc repro``), of a download and of decoding: the rerun ends
+  bit-identical to an undisturbed run, DVC never records a killed stage as done, and no file under
+  a final name is half-written;
+- a full disk: a clear error naming the file, and the old file (or none) under the final name;
+- damaged checkpoints, checkpoints of another config or vocabulary, pickled objects: refused with
+  the file and the mismatch named, never a silently wrong translation;
+- empty files, NUL bytes, a 100,000-word line, Windows line ends, a BOM, a bad n-best list, a
+  hypothesis file of the wrong length or encoding, bad params: a one-line error naming the file
+  (and line, or key) from the CLI, never a bare traceback, or handling counted in the metrics;
+- same params and seeds on CPU: bit-identical checkpoints, hypotheses and BLEU.
+
+Covered elsewhere and not repeated: resume after ``stop_after``, NaN loss, checkpoints of other
+params (test_train); misaligned corpora, invalid UTF-8 corpora, SGML without </seg>, params errors
+at the config level (test_data); unsafe archives, cut HTTP downloads (test_download); truncated
+checkpoints and a vocabulary mismatch at the function level (test_model); line-count mismatch at
+the function level (test_bleu).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import errno
+import hashlib
+import http.server
+import io
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+import yaml
+
+from conftest import BIN, MIRROR, make_project, run
+from s2s import checkpoint, config, train
+from s2s.config import CorpusRef, DataConfig, PrepareConfig
+from s2s.data import download, prepare, vocab
+from s2s.data.sources import CORPORA, NetworkSource, Remote
+from s2s.data.vocab import Vocab
+from s2s.decode import translate
+from s2s.evaluate import stage as evaluate
+from s2s.io import atomic_write_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+# ---------------------------------------------------------------------------------------------
+# A tiny configuration of the smoke profile, its data stages once, one model trained on them
+
+
+def tiny_params_dict() -> dict:
+    """profiles/smoke.yaml with a 1x16 model, half an epoch (48 steps), one thread, a checkpoint
+    every 4 steps, and a forward system decoded at beams 1 and 12."""
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text(encoding="utf-8"))
+    raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
+    raw["train"].update(device="cpu", threads=1, epochs=0.5, eval_every=0.25,
+                        checkpoint_every=4, log_every=8)
+    raw["translate"].update(device="cpu", threads=1)
+    raw["systems"]["forward"] = {"members": ["forward"], "beams": [1, 12], "nbest": 2}
+    return raw
+
+
+def write_params(path: Path, raw: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@dataclasses.dataclass
+class Work:
+    tmp: Path
+    params: config.Params
+    params_path: Path
+
+    @property
+    def prepared(self) -> Path:
+        return self.tmp / "prepared"
+
+    @property
+    def vocab(self) -> Path:
+        return self.tmp / "vocab"
+
+    def train(self, run_dir: Path, name: str = "forward") -> Path:
+        """train@name in-process, laid out as dvc.yaml lays it out under `run_dir`."""
+        train.main(self.params, name, prepared_dir=self.prepared, vocab_dir=self.vocab,
+                   model_dir=run_dir / "models" / name, ckpt_dir=run_dir / "checkpoints" / name,
+                   metrics_out=run_dir / "metrics" / "train" / f"{name}.json",
+                   curves_out=run_dir / "metrics" / "curves" / f"{name}.csv")
+        return run_dir
+
+    def translate(self, models: Path, out: Path, system: str = "forward") -> Path:
+        translate.main(self.params, system, prepared_dir=self.prepared, vocab_dir=self.vocab,
+                       models_dir=models, out_dir=out)
+        return out
+
+    def s2s(self, *args: str, params: Path | None = None, check: bool = False,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
+        return run([str(BIN / "s2s"), "--params", str(params or self.params_path), *args],
+                   cwd or self.tmp, check=check, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, mirror):
+    """The smoke profile's data stages, run once, and run `a`: the tiny forward model."""
+    tmp = tmp_path_factory.mktemp("faults")
+    params_path = write_params(tmp / "params.yaml", tiny_params_dict())
+    params = config.load(params_path)
+    download.main(params.data, out_dir=tmp / "raw", mirror=mirror)
+    prepare.main(params.data, params.prepare, raw_dir=tmp / "raw", out_dir=tmp / "prepared",
+                 metrics_out=tmp / "prepare.json")
+    vocab.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
+               metrics_out=tmp / "vocab.json")
+    threads = torch.get_num_threads()
+    w = Work(tmp, params, params_path)
+    w.train(tmp / "a")
+    yield w
+    torch.set_num_threads(threads)  # train.threads / translate.threads set it for the process
+
+
+@pytest.fixture(scope="module")
+def decoded(work) -> Path:
+    """The undisturbed decoding of run `a`'s model (system forward, beams 1 and 12)."""
+    return work.translate(work.tmp / "a" / "models", work.tmp / "a" / "translate" / "forward")
+
+
+def tensor_bits(path: Path) -> dict[str, bytes]:
+    """Every tensor of a checkpoint as raw bytes (bit-identity, not float equality)."""
+    state = torch.load(path, map_location="cpu", weights_only=True)["model"]
+    return {k: v.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+            for k, v in state.items()}
+
+
+def visible_files(folder: Path) -> dict[str, bytes]:
+    """Files under their final names (temporary files of atomic writes start with a dot)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not any(part.startswith(".")
+                                       for part in p.relative_to(folder).parts)}
+
+
+def without_timing(files: dict[str, bytes]) -> dict[str, bytes]:
+    return {k: v for k, v in files.items() if k != "timing.json"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Killing real processes
+
+
+def start(cmd: list[str], cwd: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
+    """A process in its own session, so that it and its children can be killed as a group."""
+    full_env = {**os.environ, "S2S_MIRROR": str(MIRROR),
+                "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {})}
+    with open(log, "wb") as out:
+        return subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def kill_9(proc: subprocess.Popen) -> None:
+    """SIGKILL the process we started and every descendant of it (a machine dying)."""
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for child in children:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    proc.wait(timeout=60)
+
+
+def kill_when(proc: subprocess.Popen, ready, log: Path, *, timeout: float = 240,
+              jitter: float = 0.0) -> None:
+    """Poll `ready()`; once true, wait up to `jitter` seconds, then kill -9 the process group."""
+    deadline = time.monotonic() + timeout
+    try:
+        while not ready():
+            if proc.poll() is not None:
+                raise AssertionError(f"the process ended ({proc.returncode}) before the fault "
+                                     f"was injected:\n{log.read_text(errors='replace')[-3000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting to inject the fault:\n"
+                                     f"{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.002)
+        if jitter:
+            time.sleep(random.uniform(0, jitter))
+    finally:
+        kill_9(proc)
+    assert proc.returncode == -signal.SIGKILL, log.read_text(errors="replace")[-3000:]
+
+
+def assert_clean_cli_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    """Exit status 1, no traceback, and an error line that names every needle."""
+    err = proc.stderr
+    assert proc.returncode == 1, f"exit {proc.returncode}\n{proc.stdout}\n{err}"
+    assert "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert " ERROR " in last, err
+    for needle in needles:
+        assert needle in last, f"{needle!r} not in the error line:\n{err}"
+    return last
+
+
+# ---------------------------------------------------------------------------------------------
+# kill -9: training under DVC, downloading, decoding
+
+
+def test_kill_9_of_training_under_dvc_is_not_recorded_and_repro_resumes_to_the_same_weights(
+        work, tmp_path):
+    proj = make_project(tmp_path / "proj")
+    shutil.copy(work.params_path, proj / "params.yaml")
+    shutil.copytree(work.prepared, proj / "data" / "prepared")
+    shutil.copytree(work.vocab, proj / "data" / "vocab")
+    last = proj / "checkpoints" / "forward" / "last.pt"
+    versions: set[tuple] = set()
+    k = random.randint(2, 4)  # killed just after the k-th checkpoint, somewhere in a step
+
+    def k_checkpoints() -> bool:
+        try:
+            st = last.stat()
+            versions.add((st.st_ino, st.st_mtime_ns, st.st_size))
+        except FileNotFoundError:
+            pass
+        return len(versions) >= k
+
+    log = tmp_path / "killed.log"
+    proc = start([str(BIN / "dvc"), "repro", "-s", "train@forward"], proj, log)
+    kill_when(proc, k_checkpoints, log, jitter=0.05)
+    assert not psutil.pid_exists(proc.pid)
+
+    step = checkpoint.load_payload(last)["step"]
+    assert 4 * k <= step < 48 and step % 4 == 0, (k, step)
+    assert not (proj / "models" / "forward" / "model.pt").exists()
+    lock = proj / "dvc.lock"
+    assert not lock.exists() or "train@forward" not in (yaml.safe_load(lock.read_text()) or {}) \
+        .get("stages", {})
+    status = run([str(BIN / "dvc"), "status", "train@forward"], proj)
+    assert "train@forward" in status.stdout  # changed: DVC will rerun it
+    # What a kill during torch.save leaves in the persistent checkpoint folder.
+    stale = last.with_name(".last.pt.k9dead.tmp")
+    stale.write_bytes(b"\0" * 4096)
+
+    rerun = run([str(BIN / "dvc"), "repro", "-s", "train@forward"], proj)
+    out = rerun.stdout + rerun.stderr
+    assert f"resuming from checkpoints/forward/last.pt at step {step} of 48" in out, out[-3000:]
+    assert not stale.exists()
+    assert "train@forward" in yaml.safe_load(lock.read_text())["stages"]
+    a = work.tmp / "a"
+    assert tensor_bits(proj / "models" / "forward" / "model.pt") == \
+        tensor_bits(a / "models" / "forward" / "model.pt")
+    assert (proj / "metrics" / "curves" / "forward.csv").read_bytes() == \
+        (a / "metrics" / "curves" / "forward.csv").read_bytes()
+    assert not [p for p in proj.rglob("*.tmp") if ".dvc" not in p.parts]
+
+
+class SlowServer:
+    """One file over HTTP on 127.0.0.1, with Range support, sent slowly while `delay` > 0."""
+
+    def __init__(self, body: bytes):
+        self.body, self.delay, self.ranges = body, 0.0, []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                rng = self.headers.get("Range")
+                outer.ranges.append(rng)
+                start = int(re.match(r"bytes=(\d+)-$", rng)[1]) if rng else 0
+                total = len(outer.body)
+                self.send_response(206 if rng else 200)
+                if rng:
+                    self.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
+                self.send_header("Content-Length", str(total - start))
+                self.end_headers()
+                try:
+                    for i in range(start, total, 16384):
+                        self.wfile.write(outer.body[i:i + 16384])
+                        if outer.delay:
+                            time.sleep(outer.delay)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client was killed
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/dev.tgz"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+
+    def __enter__(self) -> "SlowServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def dev_tgz() -> bytes:
+    """WMT's dev.tgz layout holding the mirror's newstest2012, and 1.5 MB of other members: more
+    than one read of the downloader (1 MiB), so that a kill leaves a partial download."""
+    buf = io.BytesIO()
+    other = random.Random(0).randbytes(1_500_000)
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in (("en", None), ("fr", None), ("other", other)):
+            if data is None:
+                data = (MIRROR / "wmt-newstest2012-2013-fren" / f"newstest2012.{name}").read_bytes()
+            info = tarfile.TarInfo(f"dev/newstest2012.{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+# The registry entry of wmt.newstest2012 pointed at the loopback server; the same in the killed
+# child process (DOWNLOAD_CHILD) and in this one (local_newstest2012).
+DOWNLOAD_CHILD = """
+import dataclasses, sys
+from pathlib import Path
+from s2s.config import CorpusRef, DataConfig
+from s2s.data import download
+from s2s.data.sources import CORPORA, NetworkSource, Remote
+url, md5, out, cache = sys.argv[1:5]
+entry, remote = CORPORA["wmt.newstest2012"], Remote(url, md5=md5)
+swap = lambda parts: tuple(dataclasses.replace(p, remote=remote) for p in parts)
+CORPORA[entry.id] = dataclasses.replace(
+    entry, network=NetworkSource(en=swap(entry.network.en), fr=swap(entry.network.fr)))
+download.network_available = lambda urls, timeout=3.0: True
+download.main(DataConfig(train=(), dev=(), test=CorpusRef("wmt.newstest2012")),
+              out_dir=Path(out), mirror=None, cache_dir=Path(cache))
+"""
+
+
+def local_newstest2012(monkeypatch, url: str, md5: str) -> DataConfig:
+    entry, remote = CORPORA["wmt.newstest2012"], Remote(url, md5=md5)
+    swap = lambda parts: tuple(dataclasses.replace(p, remote=remote) for p in parts)  # noqa: E731
+    monkeypatch.setitem(CORPORA, entry.id, dataclasses.replace(
+        entry, network=NetworkSource(en=swap(entry.network.en), fr=swap(entry.network.fr))))
+    monkeypatch.setattr(download, "network_available", lambda urls, timeout=3.0: True)
+    return DataConfig(train=(), dev=(), test=CorpusRef("wmt.newstest2012"))
+
+
+def test_kill_9_during_a_download_then_the_rerun_resumes_and_is_byte_identical(
+        mirror, tmp_path, monkeypatch):
+    body = dev_tgz()
+    md5 = hashlib.md5(body).hexdigest()
+    with SlowServer(body) as server:
+        data = local_newstest2012(monkeypatch, server.url, md5)
+        download.main(data, out_dir=tmp_path / "ref", mirror=None, cache_dir=tmp_path / "refcache")
+
+        server.delay, server.ranges = 0.01, []  # ~1.6 MB/s: the download takes about a second
+        out, cache = tmp_path / "raw", tmp_path / "cache"
+        log = tmp_path / "download.log"
+        proc = start([PY, "-c", DOWNLOAD_CHILD, server.url, md5, str(out), str(cache)],
+                     tmp_path, log)
+        parts = lambda: list(cache.glob("*.part")) if cache.is_dir() else []  # noqa: E731
+        kill_when(proc, lambda: any(p.stat().st_size > 0 for p in parts()), log, jitter=0.2)
+        (part,) = parts()
+        got = part.stat().st_size
+        assert 0 < got < len(body)
+        # Nothing under a final name: no archive, no corpus folder, no manifest.
+        assert [p.name for p in cache.iterdir()] == [part.name]
+        assert not (out / "manifest.json").exists() and not (out / "wmt.newstest2012").exists()
+
+        server.delay = 0.0
+        download.main(data, out_dir=out, mirror=None, cache_dir=cache)
+        assert server.ranges[-1] == f"bytes={got}-"  # resumed, not restarted
+    assert visible_files(out) == visible_files(tmp_path / "ref")
+    assert not list(cache.glob("*.part")) and not list(out.glob(".tmp-*"))
+
+
+def test_kill_9_during_decoding_leaves_no_partial_output_and_the_rerun_is_byte_identical(
+        work, decoded, tmp_path):
+    out = tmp_path / "translate"
+    log = tmp_path / "translate.log"
+    proc = start([str(BIN / "s2s"), "--params", str(work.params_path), "translate", "forward",
+                  "--prepared", str(work.prepared), "--vocab", str(work.vocab),
+                  "--models", str(work.tmp / "a" / "models"), "--out", str(out)], tmp_path, log)
+    # beam 1 is written; beam 12 (the larger part of the work) is under way.
+    kill_when(proc, lambda: (out / "beam1.nbest").exists(), log)
+    ref = visible_files(decoded)
+    left = visible_files(out)
+    assert "timing.json" not in left  # written last: the stage is visibly incomplete
+    assert {"beam1.tok.fr", "beam1.detok.fr", "beam1.nbest"} <= set(left)
+    for name, data in left.items():  # whatever has a final name is complete
+        assert data == ref[name], name
+
+    work.translate(work.tmp / "a" / "models", out)
+    assert without_timing(visible_files(out)) == without_timing(ref)
+    timing = json.loads((out / "timing.json").read_text())
+    assert set(timing["beams"]) == {"1", "12"}
+
+
+# ---------------------------------------------------------------------------------------------
+# A full disk
+
+
+class _FullFile(io.FileIO):
+    """A file on a disk with `room` bytes left: the write past it fails with ENOSPC."""
+
+    room = 0
+
+    def write(self, b):
+        if len(b) > type(self).room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        type(self).room -= len(b)
+        return super().write(b)
+
+
+def fill_disk(monkeypatch, room: int) -> None:
+    """Every file opened with os.fdopen for writing (the atomic writers) hits a full disk."""
+    real = os.fdopen
+    _FullFile.room = room
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        if "w" not in mode:
+            return real(fd, mode, *args, **kwargs)
+        buffered = io.BufferedWriter(_FullFile(fd, "w"))
+        return buffered if "b" in mode else io.TextIOWrapper(buffered, **kwargs)
+
+    monkeypatch.setattr(os, "fdopen", fdopen)
+
+
+def test_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
+    path = tmp_path / "out" / "beam12.tok.fr"
+    atomic_write_lines(path, ["old", "content"])
+    fill_disk(monkeypatch, room=10_000)
+    with pytest.raises(OSError) as err:
+        atomic_write_lines(path, [f"sentence {i} " * 10 for i in range(1000)])
+    assert err.value.errno == errno.ENOSPC and str(path) in str(err.value)
+    assert path.read_text() == "old\ncontent\n"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["beam12.tok.fr"]
+
+
+def test_a_full_disk_while_saving_a_checkpoint_leaves_no_file(tmp_path, monkeypatch):
+    v = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", "a"), fingerprint="f" * 64)
+    model = train.Seq2Seq(config.ModelConfig(num_layers=1, hidden_size=64, embed_size=64),
+                          src_vocab=5, tgt_vocab=5, pad=0)
+    fill_disk(monkeypatch, room=50_000)
+    path = tmp_path / "ckpt" / "last.pt"
+    with pytest.raises(OSError, match=re.escape(str(path))) as err:
+        checkpoint.save(path, model, src_vocab=v, tgt_vocab=v, step=1)
+    assert err.value.errno == errno.ENOSPC
+    assert list(path.parent.iterdir()) == []
+
+
+def test_a_full_disk_during_a_mirror_copy_leaves_no_corpus_and_no_manifest(
+        mirror, tmp_path, monkeypatch):
+    fill_disk(monkeypatch, room=100_000)
+    out = tmp_path / "raw"
+    with pytest.raises(OSError) as err:
+        download.main(DataConfig(train=(), dev=(), test=CorpusRef("wmt.newstest2013")),
+                      out_dir=out, mirror=mirror)
+    assert err.value.errno == errno.ENOSPC and "wmt.newstest2013" in str(err.value)
+    assert list(out.iterdir()) == []
+
+
+FULL_DISK_CHILD = """
+import errno, io, os, sys
+real = os.fdopen
+class Full(io.FileIO):
+    def write(self, b):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+def fdopen(fd, mode="r", *args, **kwargs):
+    if "w" not in mode:
+        return real(fd, mode, *args, **kwargs)
+    buffered = io.BufferedWriter(Full(fd, "w"))
+    return buffered if "b" in mode else io.TextIOWrapper(buffered, **kwargs)
+os.fdopen = fdopen
+from s2s.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_full_disk_through_the_cli_is_one_line_naming_the_file(work, tmp_path):
+    out = tmp_path / "vocab"
+    proc = run([PY, "-c", FULL_DISK_CHILD, "--params", str(work.params_path), "vocab",
+                "--prepared", str(work.prepared), "--out", str(out),
+                "--metrics", str(tmp_path / "vocab.json")], tmp_path, check=False)
+    assert_clean_cli_error(proc, "No space left on device", str(out / "en.tsv"))
+    assert list(out.iterdir()) == [] and not (tmp_path / "vocab.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints: damaged, of another config or vocabulary, or not weights at all
+
+
+def flip_a_weight_byte(src: Path, dst: Path) -> None:
+    """Flip one byte in the middle of the largest tensor: the zip still reads, silently."""
+    data = bytearray(src.read_bytes())
+    with zipfile.ZipFile(src) as zf:
+        info = max((i for i in zf.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    at = info.header_offset  # the local header: 30 bytes, then the name and the extra field
+    name_len, extra_len = struct.unpack("<HH", data[at + 26:at + 30])
+    start = at + 30 + name_len + extra_len
+    data[start + info.file_size // 2] ^= 0xFF
+    dst.write_bytes(bytes(data))
+
+
+def other_config(src: Path, dst: Path) -> None:
+    payload = torch.load(src, weights_only=True)
+    payload["config"]["hidden_size"] = 24  # the weights are 16 wide
+    torch.save(payload, dst)
+
+
+def newer_config(src: Path, dst: Path) -> None:
+    payload = torch.load(src, weights_only=True)
+    payload["config"]["attention"] = True  # a field this version does not know
+    torch.save(payload, dst)
+
+
+@pytest.mark.parametrize("damage, says", [
+    (flip_a_weight_byte, "weights do not match their recorded sha256"),
+    (other_config, "size mismatch for "),
+    (newer_config, "unexpected keyword argument 'attention'"),
+    (None, "trained with another src vocabulary"),
+])
+def test_translate_refuses_a_bad_checkpoint_naming_the_file_and_the_mismatch(
+        work, tmp_path, damage, says):
+    good = work.tmp / "a" / "models" / "forward" / "model.pt"
+    models, vocab_dir = tmp_path / "models", work.vocab
+    (models / "forward").mkdir(parents=True)
+    bad = models / "forward" / "model.pt"
+    if damage is None:  # the right checkpoint, another vocabulary (one word more)
+        shutil.copy(good, bad)
+        vocab_dir = tmp_path / "vocab"
+        shutil.copytree(work.vocab, vocab_dir)
+        with open(vocab_dir / "en.tsv", "a", encoding="utf-8") as f:
+            f.write("zyzzyva\t3\n")
+    else:
+        damage(good, bad)
+    out = tmp_path / "out"
+    proc = work.s2s("translate", "forward", "--prepared", str(work.prepared), "--vocab",
+                    str(vocab_dir), "--models", str(models), "--out", str(out))
+    assert_clean_cli_error(proc, str(bad), says)
+    assert not out.exists()
+
+
+class _Payload:
+    """Unpickling this would create a file: what an untrusted .pt could do."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+def test_checkpoints_load_with_weights_only_and_refuse_pickled_objects(tmp_path):
+    marker = tmp_path / "code-ran"
+    path = tmp_path / "model.pt"
+    torch.save({"format": checkpoint.FORMAT, "model": {}, "hook": _Payload(marker)}, path)
+    with pytest.raises(checkpoint.CheckpointError, match=r"model\.pt: not a readable checkpoint"):
+        checkpoint.load_payload(path)
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input files
+
+
+SMALL_DATA = {"train": [{"corpus": "wmt14.giga_fren", "max_lines": 40}],
+              "dev": [{"corpus": "wmt.newstest2013", "max_lines": 20}],
+              "test": {"corpus": "wmt14.newstest2014", "max_lines": 10}, "nbest": None}
+
+
+@pytest.fixture
+def small(work, tmp_path) -> tuple[Path, Path, DataConfig]:
+    """A raw folder with 40 training, 20 dev and 10 test pairs, and params naming exactly them."""
+    raw = tmp_path / "raw"
+    for cid, lines in (("wmt14.giga_fren", 40), ("wmt.newstest2013", 20),
+                       ("wmt14.newstest2014", None)):
+        (raw / cid).mkdir(parents=True)
+        for f in (work.tmp / "raw" / cid).iterdir():
+            data = f.read_bytes()
+            if lines is not None:
+                data = b"".join(data.splitlines(keepends=True)[:lines])
+            (raw / cid / f.name).write_bytes(data)
+    params = write_params(tmp_path / "params.yaml", {**tiny_params_dict(), "data": SMALL_DATA})
+    return raw, params, config.load(params).data
+
+
+def prepare_small(raw: Path, data: DataConfig, out: Path) -> dict:
+    return prepare.main(data, PrepareConfig(max_len=40), raw_dir=raw, out_dir=out,
+                        metrics_out=out / "prepare.json")
+
+
+@pytest.mark.parametrize("cid, name", [("wmt14.giga_fren", "fr.txt"),
+                                       ("wmt14.newstest2014", "en.sgm")])
+def test_an_empty_corpus_file_is_refused_naming_it(work, small, tmp_path, cid, name):
+    raw, params, data = small
+    (raw / cid / name).write_bytes(b"")
+    out = tmp_path / "prepared"
+    proc = work.s2s("prepare", "--raw", str(raw), "--out", str(out), "--metrics",
+                    str(tmp_path / "prepare.json"), params=params)
+    assert_clean_cli_error(proc, f"{raw / cid / name}: empty file")
+    assert not (tmp_path / "prepare.json").exists()
+
+
+def test_windows_line_ends_a_bom_and_nul_bytes_are_cleaned_and_counted(small, tmp_path):
+    raw, _, data = small
+    clean = prepare_small(raw, data, tmp_path / "clean")
+    en = raw / "wmt14.giga_fren" / "en.txt"
+    lines = en.read_bytes().split(b"\n")[:-1]
+    lines[2] = lines[2][:5] + b"\x00" + lines[2][5:]
+    en.write_bytes(b"\xef\xbb\xbf" + b"".join(ln + b"\r\n" for ln in lines))
+    sgm = raw / "wmt14.newstest2014" / "fr.sgm"
+    sgm.write_bytes(b"\xef\xbb\xbf" + sgm.read_bytes().replace(b"\n", b"\r\n"))
+    dirty = prepare_small(raw, data, tmp_path / "dirty")
+    # The same prepared text, byte for byte ...
+    assert visible_files(tmp_path / "dirty").keys() == visible_files(tmp_path / "clean").keys()
+    for name, content in visible_files(tmp_path / "clean").items():
+        if name != "prepare.json":
+            assert visible_files(tmp_path / "dirty")[name] == content, name
+    # ... and what reading cleaned is counted in the metrics.
+    assert clean["splits"]["train"]["wmt14.giga_fren"]["cleaned"] == \
+        {"bom_files": 0, "crlf_lines": 0, "control_char_lines": 0}
+    assert dirty["splits"]["train"]["wmt14.giga_fren"]["cleaned"] == \
+        {"bom_files": 1, "crlf_lines": 40, "control_char_lines": 1}
+    test = dirty["splits"]["test"]["wmt14.newstest2014"]["cleaned"]
+    assert test["bom_files"] == 1 and test["crlf_lines"] == sgm.read_bytes().count(b"\r\n")
+
+
+def test_a_100000_word_line_is_filtered_in_training_and_refused_in_test(work, small, tmp_path):
+    raw, params, data = small
+    clean = prepare_small(raw, dataclasses.replace(data, train=(CorpusRef("wmt14.giga_fren"),)),
+                          tmp_path / "clean")
+    huge = " ".join(["word"] * 100_000)
+    with open(raw / "wmt14.giga_fren" / "en.txt", "a", encoding="utf-8") as f:
+        f.write(huge + "\n")
+    with open(raw / "wmt14.giga_fren" / "fr.txt", "a", encoding="utf-8") as f:
+        f.write("mot\n")
+    m = prepare_small(raw, dataclasses.replace(data, train=(CorpusRef("wmt14.giga_fren"),)),
+                      tmp_path / "long")
+    a, b = clean["splits"]["train"]["wmt14.giga_fren"], m["splits"]["train"]["wmt14.giga_fren"]
+    assert b["lines_in"] == a["lines_in"] + 1 and b["lines_out"] == a["lines_out"]
+    assert b["removed"] == {**a["removed"], "too_long": a["removed"]["too_long"] + 1}
+    assert (tmp_path / "long" / "train.tok.en").read_bytes() == \
+        (tmp_path / "clean" / "train.tok.en").read_bytes()
+
+    # In dev and test every line is kept, so a line no sentence could be is refused.
+    dev = raw / "wmt.newstest2013"
+    lines = (dev / "en.txt").read_text(encoding="utf-8").split("\n")
+    lines[6] = huge
+    (dev / "en.txt").write_text("\n".join(lines), encoding="utf-8")
+    proc = work.s2s("prepare", "--raw", str(raw), "--out", str(tmp_path / "p"), "--metrics",
+                    str(tmp_path / "prepare.json"), params=params)
+    assert_clean_cli_error(proc, f"{dev / 'en.txt'}:7", "100,000 words")
+    assert not (tmp_path / "prepare.json").exists()
+
+
+def test_an_nbest_list_with_a_wrong_field_count_names_file_and_line(work, tmp_path):
+    n = len((work.prepared / "test.tok.en").read_text().splitlines())
+    lines = [f"{i} ||| le chat ||| lstm=-1.5 ||| -1.5" for i in range(n)]
+    lines[6] = "6 ||| le chat ||| -1.5"
+    nbest = tmp_path / "translate" / "baseline" / "beam12.nbest"
+    atomic_write_lines(nbest, lines)
+    out = tmp_path / "rescore"
+    proc = work.s2s("rescore", "oracle", "--translate", str(tmp_path / "translate"), "--raw",
+                    str(work.tmp / "raw"), "--prepared", str(work.prepared), "--vocab",
+                    str(work.vocab), "--models", str(tmp_path / "models"), "--out", str(out))
+    assert_clean_cli_error(proc, f"{nbest}:7", "(4 fields), got 3")
+    assert not out.exists()
+    # An external list (the paper's LIUM 1000-best) in another encoding: the file and line.
+    from s2s.decode.rescore import read_nbest
+
+    lines[6] = "6 ||| le ch\xe2t ||| lstm=-1.5 ||| -1.5"
+    nbest.write_bytes("\n".join(lines).encode("utf-8").replace("\xe2".encode(), b"\xe2"))
+    with pytest.raises(ValueError, match=re.escape(f"{nbest}:7: not valid UTF-8")):
+        read_nbest(nbest, sentences=n)
+
+
+@pytest.mark.parametrize("fault, says", [
+    ("short", "has 59 lines but"),
+    ("bad_utf8", ":3: not valid UTF-8"),
+])
+def test_evaluate_refuses_a_bad_hypothesis_file_from_the_cli(work, decoded, tmp_path, fault,
+                                                             says):
+    hyps = tmp_path / "translate" / "forward"
+    shutil.copytree(decoded, hyps)
+    tok = hyps / "beam1.tok.fr"
+    data = tok.read_bytes()
+    if fault == "short":
+        data = b"".join(data.splitlines(keepends=True)[:-1])
+    else:
+        lines = data.splitlines(keepends=True)
+        lines[2] = b"\xff" + lines[2]
+        data = b"".join(lines)
+    tok.write_bytes(data)
+    metrics = tmp_path / "bleu.json"
+    proc = work.s2s("evaluate", "--translate", str(tmp_path / "translate"), "--rescore",
+                    str(tmp_path / "rescore"), "--prepared", str(work.prepared), "--vocab",
+                    str(work.vocab), "--metrics", str(metrics), "--groups",
+                    str(tmp_path / "groups.csv"))
+    assert_clean_cli_error(proc, str(tok), says)
+    assert not metrics.exists() and not (tmp_path / "groups.csv").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad params through the CLI: refused before any work, naming the key and the file
+
+
+def _edit(path: list, value):
+    def apply(raw: dict) -> dict:
+        raw = copy.deepcopy(raw)
+        node = raw
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        return raw
+    return apply
+
+
+TRAIN = ["train", "forward"]
+
+
+@pytest.mark.parametrize("edit, command, says", [
+    (_edit(["train", "momentum"], 0.9), TRAIN, "unknown key 'train.momentum'"),
+    (_edit(["train", "epochs"], "half"), TRAIN, "'train.epochs' must be a number, got str"),
+    (_edit(["train", "batch_size"], -32), TRAIN, "'train.batch_size' must be >= 1, got -32"),
+    (_edit(["models", "forward", "hidden_size"], -16), TRAIN,
+     "'models.forward.hidden_size' must be >= 1, got -16"),
+    (_edit(["systems", "forward", "beams"], [0, 12]), ["translate", "forward"],
+     "'systems.forward.beams[0]' must be >= 1, got 0"),
+    (_edit(["systems", "ensemble2", "members"], ["reversed_1", "reversed_9"]),
+     ["translate", "ensemble2"], "'systems.ensemble2.members[1]' names model 'reversed_9'"),
+    (None, ["train", "reversed_9"], "no model 'reversed_9' under 'models'"),
+])
+def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit, command, says):
+    params = write_params(tmp_path / "params.yaml",
+                          edit(tiny_params_dict()) if edit else tiny_params_dict())
+    out = tmp_path / "out"
+    paths = (["--prepared", str(work.prepared), "--vocab", str(work.vocab)]
+             + (["--model-dir", str(out / "m"), "--ckpt-dir", str(out / "c"), "--metrics",
+                 str(out / "m.json"), "--curves", str(out / "c.csv")] if command[0] == "train"
+                else ["--models", str(out / "models"), "--out", str(out / "t")]))
+    t0 = time.monotonic()
+    proc = work.s2s(*command, *paths, params=params)
+    assert_clean_cli_error(proc, str(params), says)
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not out.exists()
+    assert time.monotonic() - t0 < 60
+
+
+def test_a_missing_or_broken_params_file_or_profile_is_refused_from_the_cli(work, tmp_path):
+    train_args = ("train", "forward", "--prepared", "p", "--vocab", "v", "--model-dir", "m",
+                  "--ckpt-dir", "c", "--metrics", "x.json", "--curves", "c.csv")
+    missing = tmp_path / "nope.yaml"
+    proc = work.s2s(*train_args, params=missing)
+    assert_clean_cli_error(proc, str(missing), "parameter file not found")
+    tabs = tmp_path / "tabs.yaml"
+    tabs.write_text("profile: smoke\ntrain:\n\tlr: 0.7\n")
+    proc = work.s2s(*train_args, params=tabs)
+    assert_clean_cli_error(proc, f"{tabs}:3:1: not valid YAML", "'\\t'")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    params = tmp_path / "params.yaml"
+    proc = work.s2s("profile", "wmt15", params=params, cwd=ROOT)
+    assert_clean_cli_error(proc, "no profile 'wmt15'", "available: ")
+    assert not params.exists() and not (tmp_path / "m").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Determinism
+
+
+def test_same_params_and_seeds_give_bit_identical_checkpoints_hypotheses_and_bleu(
+        work, decoded, tmp_path):
+    a, b = work.tmp / "a", work.train(tmp_path / "b")
+    for rel in ("models/forward/model.pt", "models/forward/best.pt", "checkpoints/forward/last.pt"):
+        assert tensor_bits(a / rel) == tensor_bits(b / rel), rel
+    for rel in ("metrics/curves/forward.csv",):
+        assert (a / rel).read_bytes() == (b / rel).read_bytes()
+    ma, mb = (json.loads((d / "metrics/train/forward.json").read_text()) for d in (a, b))
+    timing = ("wall_seconds", "train_seconds", "tgt_words_per_sec")
+    assert {k: v for k, v in ma.items() if k not in timing} == \
+        {k: v for k, v in mb.items() if k not in timing}
+
+    other = work.translate(b / "models", tmp_path / "b" / "translate" / "forward")
+    assert without_timing(visible_files(other)) == without_timing(visible_files(decoded))
+    bleu = {}
+    for name, translated in (("a", decoded.parent), ("b", other.parent)):
+        evaluate.main(work.params, translate_dir=translated, rescore_dir=tmp_path / "none",
+                      prepared_dir=work.prepared, vocab_dir=work.vocab,
+                      metrics_out=tmp_path / name / "bleu.json",
+                      groups_out=tmp_path / name / "figure3.csv")
+        scores = json.loads((tmp_path / name / "bleu.json").read_text())["translate"]["forward"]
+        bleu[name] = scores, (tmp_path / name / "figure3.csv").read_bytes()
+    assert bleu["a"] == bleu["b"]  # other systems are absent, with their own paths as reason
+    assert bleu["a"][0]["12"]["sentences"] == 60 and "bleu_tok" in bleu["a"][0]["12"]
