@@ -99,13 +99,17 @@ def atomic_write_with(path: Path, write: Callable[[IO[bytes]], None]) -> None:
             raise
 
 
+def read_text(path: Path, error: type[Exception] = ValueError) -> str:
+    """A UTF-8 file's text; a file that is not UTF-8 raises `error` naming the file and line."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+
+
 def read_lines(path: Path) -> list[str]:
     """A text file written by this pipeline (or an external n-best list): UTF-8, one item per
     line. A file that is not UTF-8 is a ValueError naming the file and line."""
-    data = Path(path).read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-    return [ln.rstrip("\n") for ln in io.StringIO(text, newline="\n")]
+    return [ln.rstrip("\n") for ln in io.StringIO(read_text(path), newline="\n")]

@@ -12,6 +12,8 @@ import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
+from s2s.io import read_text
+
 _SEG = re.compile(r"<seg.*?>(.*)</seg>.*?")
 _WS = re.compile(r"\s+")
 # Control characters other than whitespace never carry meaning in these corpora.
@@ -30,11 +32,7 @@ def read_lines(path: Path, fmt: str, counts: dict[str, int] | None = None) -> li
     ``crlf_lines`` (lines of the file that ended in CR LF) and ``control_char_lines`` (lines
     returned that hold control characters, NUL among them, which :func:`normalize` drops).
     """
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[: e.start].count(b"\n") + 1
-        raise CorpusError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    text = read_text(path, CorpusError)
     bom = text.startswith("\ufeff")
     if bom:
         text = text[1:]

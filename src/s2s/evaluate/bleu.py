@@ -29,6 +29,8 @@ from typing import NamedTuple, Sequence
 import numpy as np
 from sacrebleu.metrics.bleu import BLEU, BLEUScore
 
+from s2s.io import read_text
+
 MAX_ORDER = 4  # n-gram order of BLEU (multi-bleu.pl and sacreBLEU default)
 # Sentence-level smoothing: Chen & Cherry (2014) method 3, the NIST/mteval "exp" smoothing (the k-th
 # n-gram order with no match counts as 1 / (2^k * total)), with effective order (orders a short
@@ -65,13 +67,7 @@ def read_lines(path: str | Path) -> list[str]:
     and would shift every following line. A file that is not UTF-8 is a ValueError naming the
     file and line.
     """
-    data = Path(path).read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise ValueError(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-    return [line.rstrip() for line in io.StringIO(text, newline="\n")]
+    return [line.rstrip() for line in io.StringIO(read_text(path), newline="\n")]
 
 
 def check_same_length(hyps: Sequence[str], refs: Sequence[str], *,
