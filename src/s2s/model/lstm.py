@@ -38,6 +38,13 @@ class PeepholeLSTMCell(nn.Module):
         self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
         self.peephole = nn.Parameter(torch.empty(3, hidden_size))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """nn.LSTM's default, U(-1/sqrt(H), 1/sqrt(H)); Seq2Seq.init_weights replaces it (§3.4)."""
+        bound = self.hidden_size ** -0.5
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
 
     def forward(self, gates_x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         """One time step. gates_x = W_ih x_t + b, precomputed for all steps: (N, 4H)."""
