@@ -59,6 +59,29 @@ def make_project(dest: Path, profile: str = "smoke") -> Path:
     return dest
 
 
+def run_data_stages(params, tmp: Path, mirror: Path) -> None:
+    """download, prepare and vocab of `params` into tmp/{raw,prepared,vocab} (+ metrics json)."""
+    from s2s.data import download, prepare, vocab
+
+    download.main(params.data, out_dir=tmp / "raw", mirror=mirror)
+    prepare.main(params.data, params.prepare, raw_dir=tmp / "raw", out_dir=tmp / "prepared",
+                 metrics_out=tmp / "prepare.json")
+    vocab.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
+               metrics_out=tmp / "vocab.json")
+
+
+@pytest.fixture(scope="session")
+def smoke_data(tmp_path_factory, mirror):
+    """The smoke profile's data stages, run once for the session: (dir, params). Tests write
+    their own outputs into subdirectories of their own names."""
+    from s2s import config
+
+    tmp = tmp_path_factory.mktemp("smoke_data")
+    params = config.load(ROOT / "profiles" / "smoke.yaml")
+    run_data_stages(params, tmp, mirror)
+    return tmp, params
+
+
 @pytest.fixture(scope="session")
 def smoke_repo(tmp_path_factory) -> Path:
     """The smoke profile, run end to end once by `dvc repro` (a few minutes on 2 cores)."""

@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from s2s import config, distributed, train
+from s2s import distributed, train
 from s2s.config import ModelConfig
-from s2s.data import download, prepare, vocab
 from s2s.data.vocab import Vocab
 from s2s.model.seq2seq import Seq2Seq
 
-ROOT = Path(__file__).resolve().parents[1]
 VOCAB = Vocab(words=tuple(f"w{i}" for i in range(40)), fingerprint="test")
 CFG = ModelConfig(cell="lstm", num_layers=2, hidden_size=16, embed_size=12, reverse_source=True)
 
@@ -85,15 +83,9 @@ def test_one_gpu_or_none_means_one_process():
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, mirror):
-    """The smoke profile's data stages, run once."""
-    tmp = tmp_path_factory.mktemp("ddp")
-    params = config.load(ROOT / "profiles" / "smoke.yaml")
-    download.main(params.data, out_dir=tmp / "raw", mirror=mirror)
-    prepare.main(params.data, params.prepare, raw_dir=tmp / "raw", out_dir=tmp / "prepared",
-                 metrics_out=tmp / "prepare.json")
-    vocab.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
-               metrics_out=tmp / "vocab.json")
+def data(smoke_data):
+    """The smoke profile's data stages (shared with other modules)."""
+    tmp, params = smoke_data
     # An eighth of an epoch (12 steps of 32 sentences), one thread per process (2 cores).
     params = dataclasses.replace(params, train=dataclasses.replace(
         params.train, epochs=0.125, eval_every=0.0625, threads=1))

@@ -47,10 +47,10 @@ import pytest
 import torch
 import yaml
 
-from conftest import BIN, MIRROR, make_project, run
+from conftest import BIN, MIRROR, make_project, run, run_data_stages
 from s2s import checkpoint, config, train
 from s2s.config import CorpusRef, DataConfig, PrepareConfig
-from s2s.data import download, prepare, vocab
+from s2s.data import download, prepare
 from s2s.data.sources import CORPORA, NetworkSource, Remote
 from s2s.data.vocab import Vocab
 from s2s.decode import translate
@@ -122,11 +122,7 @@ def work(tmp_path_factory, mirror):
     tmp = tmp_path_factory.mktemp("faults")
     params_path = write_params(tmp / "params.yaml", tiny_params_dict())
     params = config.load(params_path)
-    download.main(params.data, out_dir=tmp / "raw", mirror=mirror)
-    prepare.main(params.data, params.prepare, raw_dir=tmp / "raw", out_dir=tmp / "prepared",
-                 metrics_out=tmp / "prepare.json")
-    vocab.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
-               metrics_out=tmp / "vocab.json")
+    run_data_stages(params, tmp, mirror)
     threads = torch.get_num_threads()
     w = Work(tmp, params, params_path)
     w.train(tmp / "a")

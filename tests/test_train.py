@@ -10,24 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from s2s import checkpoint, config, train
+from s2s import checkpoint, train
 from s2s.config import TrainConfig
-from s2s.data import download, prepare, vocab
+from s2s.data import vocab
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, mirror):
-    """The smoke profile's data stages, run once."""
-    tmp = tmp_path_factory.mktemp("train")
-    params = config.load(ROOT / "profiles" / "smoke.yaml")
-    download.main(params.data, out_dir=tmp / "raw", mirror=mirror)
-    prepare.main(params.data, params.prepare, raw_dir=tmp / "raw", out_dir=tmp / "prepared",
-                 metrics_out=tmp / "prepare.json")
-    vocab.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
-               metrics_out=tmp / "vocab.json")
-    return tmp, params
+def data(smoke_data):
+    """The smoke profile's data stages (shared with other modules)."""
+    return smoke_data
 
 
 def run_train(tmp: Path, params, name: str, out: str, **kw) -> dict:

@@ -56,6 +56,11 @@ def remove_temporaries(folder: Path) -> list[Path]:
     return removed
 
 
+def atomic_write_text(path: Path, text: str) -> None:
+    with atomic_open(path) as f:
+        f.write(text)
+
+
 def atomic_write_lines(path: Path, lines: Iterable[str]) -> None:
     with atomic_open(path) as f:
         for line in lines:

@@ -39,7 +39,7 @@ from s2s import checkpoint, distributed
 from s2s.config import ModelConfig, Params, TrainConfig
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
-from s2s.io import atomic_open, atomic_write_json, remove_temporaries
+from s2s.io import atomic_write_json, atomic_write_text, remove_temporaries
 from s2s.model.seq2seq import Seq2Seq
 from s2s.progress import progress
 
@@ -284,5 +284,4 @@ def write_curves(path: Path, history: list[dict]) -> None:
                             lineterminator="\n")
     writer.writeheader()
     writer.writerows(history)
-    with atomic_open(path) as f:
-        f.write(buf.getvalue())
+    atomic_write_text(path, buf.getvalue())

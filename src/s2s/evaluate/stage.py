@@ -36,7 +36,7 @@ from s2s.config import Params
 from s2s.evaluate import buckets
 from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok, read_lines,
                                sentence_stats_tok, tok_signature)
-from s2s.io import atomic_open
+from s2s.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -133,14 +133,9 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
                "bleu_tok_signature": tok_signature(), "translate": translate, "rescore": rescore}
     table = (pd.concat(frames, ignore_index=True) if frames
              else pd.DataFrame(columns=GROUP_COLUMNS))[GROUP_COLUMNS]
-    write_atomic(Path(metrics_out), json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
-    write_atomic(Path(groups_out), table.to_csv(index=False))
+    atomic_write_text(Path(metrics_out), json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(Path(groups_out), table.to_csv(index=False))
     log.info("wrote %s and %s (%d group rows) in %.1f s", metrics_out, groups_out, len(table),
              time.perf_counter() - t0)
     return metrics
 
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` through a temporary sibling and a rename (:func:`s2s.io.atomic_open`)."""
-    with atomic_open(Path(path)) as f:
-        f.write(text)

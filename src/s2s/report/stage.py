@@ -30,17 +30,12 @@ from typing import Any
 import pandas as pd
 
 from s2s.config import Params
-from s2s.io import atomic_open
+from s2s.io import atomic_write_text
 from s2s.report import figures, tables
 from s2s.report.render import (Bullets, Document, Image, Section, Table, md_table, to_html,
                                to_markdown)
 
 log = logging.getLogger(__name__)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    with atomic_open(path) as f:
-        f.write(text)
 
 
 @dataclass
@@ -315,13 +310,13 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                "learning_curves": fig_dir / "learning_curves.png"}
     for name, table in shown.items():
         csv_path, md_path = out_dir / "tables" / f"{name}.csv", out_dir / "tables" / f"{name}.md"
-        write_atomic(csv_path, raw[name].to_csv(index=False))
+        atomic_write_text(csv_path, raw[name].to_csv(index=False))
         notes = "".join(f"\n{n}\n" for n in table.notes)
-        write_atomic(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
+        atomic_write_text(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
         written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
     written["md"], written["html"] = out_dir / "report.md", out_dir / "report.html"
-    write_atomic(written["md"], to_markdown(doc))
-    write_atomic(written["html"], to_html(doc))
+    atomic_write_text(written["md"], to_markdown(doc))
+    atomic_write_text(written["html"], to_html(doc))
     log.info("wrote %s in %.1f s", ", ".join(str(p) for p in written.values()),
              time.perf_counter() - t0)
     return written
