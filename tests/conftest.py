@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -92,3 +95,72 @@ def smoke_repo(tmp_path_factory) -> Path:
     (repo / "repro.log").write_text(proc.stdout + proc.stderr)
     print(f"smoke dvc repro: {time.perf_counter() - t0:.0f}s")
     return repo
+
+
+class RangeServer:
+    """A loopback HTTP server (127.0.0.1 only) serving `files` with Range support, and switches
+    to misbehave: `ignore_range`, `drop_after` (close after that many body bytes), `delay`
+    (seconds of sleep after each 16 KiB chunk). `requests` records (path, Range header)."""
+
+    CHUNK = 16384
+
+    def __init__(self):
+        self.files: dict[str, bytes] = {}
+        self.requests: list[tuple[str, str | None]] = []
+        self.ignore_range = False
+        self.drop_after: int | None = None
+        self.delay = 0.0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                rng = self.headers.get("Range")
+                outer.requests.append((self.path, rng))
+                body = outer.files.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                start = 0
+                if rng and not outer.ignore_range:
+                    start = int(re.match(r"bytes=(\d+)-$", rng)[1])
+                    if start >= len(body):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(body)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+                else:
+                    self.send_response(200)
+                payload = body[start:]
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if outer.drop_after is not None:
+                    payload = payload[:outer.drop_after]
+                    self.close_connection = True
+                try:
+                    for i in range(0, len(payload), RangeServer.CHUNK):
+                        self.wfile.write(payload[i:i + RangeServer.CHUNK])
+                        if outer.delay:
+                            time.sleep(outer.delay)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client was killed
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
+                                       daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+    def __enter__(self) -> "RangeServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

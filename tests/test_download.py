@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import hashlib
-import http.server
 import io
 import json
 import os
@@ -17,13 +16,13 @@ import re
 import shutil
 import socket
 import tarfile
-import threading
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from conftest import RangeServer
 from s2s.config import CorpusRef, DataConfig
 from s2s.data import download, sources
 from s2s.data.download import DownloadError, UnsafeArchiveError, fetch, safe_extract
@@ -329,69 +328,16 @@ def test_safe_extract_refuses_zip_escape(tmp_path):
 # Downloads: resume against a loopback server
 
 
-class Server:
-    """A loopback HTTP server with Range support and switches to misbehave."""
-
-    def __init__(self):
-        self.files: dict[str, bytes] = {}
-        self.requests: list[tuple[str, str | None]] = []
-        self.ignore_range = False
-        self.drop_after: int | None = None  # close the connection after this many body bytes
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                rng = self.headers.get("Range")
-                outer.requests.append((self.path, rng))
-                body = outer.files.get(self.path)
-                if body is None:
-                    self.send_error(404)
-                    return
-                start = 0
-                if rng and not outer.ignore_range:
-                    start = int(re.match(r"bytes=(\d+)-$", rng)[1])
-                    if start >= len(body):
-                        self.send_response(416)
-                        self.send_header("Content-Range", f"bytes */{len(body)}")
-                        self.send_header("Content-Length", "0")
-                        self.end_headers()
-                        return
-                    self.send_response(206)
-                    self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-                else:
-                    self.send_response(200)
-                payload = body[start:]
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                if outer.drop_after is not None:
-                    payload = payload[:outer.drop_after]
-                    self.close_connection = True
-                self.wfile.write(payload)
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
-                                       daemon=True)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
-
-
 @pytest.fixture
 def server():
-    s = Server()
-    s.thread.start()
-    yield s
-    s.httpd.shutdown()
-    s.httpd.server_close()
+    with RangeServer() as s:
+        yield s
 
 
 BLOB = bytes(range(256)) * 4096 + b"tail\n"  # 1 MiB + 5 bytes, spans more than one read chunk
 
 
-def blob_remote(server: Server, **kw) -> Remote:
+def blob_remote(server: RangeServer, **kw) -> Remote:
     server.files["/blob.bin"] = BLOB
     return Remote(server.url("/blob.bin"), sha256=hashlib.sha256(BLOB).hexdigest(), **kw)
 

@@ -25,7 +25,6 @@ import copy
 import dataclasses
 import errno
 import hashlib
-import http.server
 import io
 import json
 import os
@@ -37,7 +36,6 @@ import struct
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import zipfile
 from pathlib import Path
@@ -47,7 +45,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import BIN, MIRROR, make_project, run, run_data_stages
+from conftest import BIN, MIRROR, RangeServer, make_project, run, run_data_stages
 from s2s import checkpoint, config, train
 from s2s.config import CorpusRef, DataConfig, PrepareConfig
 from s2s.data import download, prepare
@@ -269,48 +267,6 @@ def test_kill_9_of_training_under_dvc_is_not_recorded_and_repro_resumes_to_the_s
     assert not [p for p in proj.rglob("*.tmp") if ".dvc" not in p.parts]
 
 
-class SlowServer:
-    """One file over HTTP on 127.0.0.1, with Range support, sent slowly while `delay` > 0."""
-
-    def __init__(self, body: bytes):
-        self.body, self.delay, self.ranges = body, 0.0, []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                rng = self.headers.get("Range")
-                outer.ranges.append(rng)
-                start = int(re.match(r"bytes=(\d+)-$", rng)[1]) if rng else 0
-                total = len(outer.body)
-                self.send_response(206 if rng else 200)
-                if rng:
-                    self.send_header("Content-Range", f"bytes {start}-{total - 1}/{total}")
-                self.send_header("Content-Length", str(total - start))
-                self.end_headers()
-                try:
-                    for i in range(start, total, 16384):
-                        self.wfile.write(outer.body[i:i + 16384])
-                        if outer.delay:
-                            time.sleep(outer.delay)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client was killed
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/dev.tgz"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-
-    def __enter__(self) -> "SlowServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def dev_tgz() -> bytes:
     """WMT's dev.tgz layout holding the mirror's newstest2012, and 1.5 MB of other members: more
     than one read of the downloader (1 MiB), so that a kill leaves a partial download."""
@@ -358,14 +314,16 @@ def test_kill_9_during_a_download_then_the_rerun_resumes_and_is_byte_identical(
         mirror, tmp_path, monkeypatch):
     body = dev_tgz()
     md5 = hashlib.md5(body).hexdigest()
-    with SlowServer(body) as server:
-        data = local_newstest2012(monkeypatch, server.url, md5)
+    with RangeServer() as server:
+        server.files["/dev.tgz"] = body
+        data = local_newstest2012(monkeypatch, server.url("/dev.tgz"), md5)
         download.main(data, out_dir=tmp_path / "ref", mirror=None, cache_dir=tmp_path / "refcache")
 
-        server.delay, server.ranges = 0.01, []  # ~1.6 MB/s: the download takes about a second
+        server.delay = 0.01  # ~1.6 MB/s: the download takes about a second
+        server.requests.clear()
         out, cache = tmp_path / "raw", tmp_path / "cache"
         log = tmp_path / "download.log"
-        proc = start([PY, "-c", DOWNLOAD_CHILD, server.url, md5, str(out), str(cache)],
+        proc = start([PY, "-c", DOWNLOAD_CHILD, server.url("/dev.tgz"), md5, str(out), str(cache)],
                      tmp_path, log)
         parts = lambda: list(cache.glob("*.part")) if cache.is_dir() else []  # noqa: E731
         kill_when(proc, lambda: any(p.stat().st_size > 0 for p in parts()), log, jitter=0.2)
@@ -378,7 +336,7 @@ def test_kill_9_during_a_download_then_the_rerun_resumes_and_is_byte_identical(
 
         server.delay = 0.0
         download.main(data, out_dir=out, mirror=None, cache_dir=cache)
-        assert server.ranges[-1] == f"bytes={got}-"  # resumed, not restarted
+        assert server.requests[-1][1] == f"bytes={got}-"  # resumed, not restarted
     assert visible_files(out) == visible_files(tmp_path / "ref")
     assert not list(cache.glob("*.part")) and not list(out.glob(".tmp-*"))
 
