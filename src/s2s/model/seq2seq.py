@@ -88,11 +88,16 @@ class Seq2Seq(nn.Module):
         out, (h, c) = self.decoder(x, (state.h, state.c))  # out: (N, 1, H)
         return torch.log_softmax(self.proj(out[:, 0]), dim=-1), State(h, c)
 
-    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing. tgt_in: (N, T) = <bos> y_1 .. y_{T-1}. Returns logits (N, T, V)."""
+    def features(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing up to the softmax layer: the (N, T, H) inputs of `proj`.
+        tgt_in: (N, T) = <bos> y_1 .. y_{T-1}."""
         state = self.encode(src, src_lengths)
         out, _ = self.decoder(self.tgt_embed(tgt_in), (state.h, state.c))  # (N, T, H)
-        return self.proj(out)
+        return out
+
+    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing. Returns logits (N, T, V)."""
+        return self.proj(self.features(src, src_lengths, tgt_in))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
