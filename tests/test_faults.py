@@ -54,6 +54,7 @@ from s2s.data.vocab import Vocab
 from s2s.decode import translate
 from s2s.evaluate import stage as evaluate
 from s2s.io import atomic_write_lines
+from s2s.model.seq2seq import Seq2Seq
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -406,8 +407,8 @@ def test_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch)
 
 def test_a_full_disk_while_saving_a_checkpoint_leaves_no_file(tmp_path, monkeypatch):
     v = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", "a"), fingerprint="f" * 64)
-    model = train.Seq2Seq(config.ModelConfig(num_layers=1, hidden_size=64, embed_size=64),
-                          src_vocab=5, tgt_vocab=5, pad=0)
+    model = Seq2Seq(config.ModelConfig(num_layers=1, hidden_size=64, embed_size=64),
+                    src_vocab=5, tgt_vocab=5, pad=0)
     fill_disk(monkeypatch, room=50_000)
     path = tmp_path / "ckpt" / "last.pt"
     with pytest.raises(OSError, match=re.escape(str(path))) as err:

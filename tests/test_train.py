@@ -13,6 +13,7 @@ import torch
 from s2s import checkpoint, train
 from s2s.config import TrainConfig
 from s2s.data import vocab
+from s2s.model.seq2seq import Seq2Seq
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,18 +92,18 @@ def test_a_checkpoint_of_other_params_is_not_resumed(data):
 def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(data, monkeypatch):
     tmp, params = data
     params = with_train(params, checkpoint_every=10)
-    real_forward = train.Seq2Seq.forward
+    real_features = Seq2Seq.features
     calls = {"n": 0}
 
     def poisoned(self, *args):
-        logits = real_forward(self, *args)
+        features = real_features(self, *args)
         if self.training:
             calls["n"] += 1
             if calls["n"] == 25:
-                return logits * float("nan")
-        return logits
+                return features * float("nan")
+        return features
 
-    monkeypatch.setattr(train.Seq2Seq, "forward", poisoned)
+    monkeypatch.setattr(Seq2Seq, "features", poisoned)
     with pytest.raises(train.TrainingError, match=r"non-finite loss \(nan\) at step 25 .*last\.pt"):
         run_train(tmp, params, "forward", "nan")
     kept = checkpoint.load_payload(tmp / "nan" / "ckpt" / "last.pt")

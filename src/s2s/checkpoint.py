@@ -23,7 +23,8 @@ import torch
 from s2s.config import ModelConfig
 from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_with
-from s2s.model.seq2seq import Seq2Seq
+from s2s.model import build_model
+from s2s.model.seq2seq import EncoderDecoder
 
 FORMAT = "s2s-checkpoint/1"
 
@@ -42,7 +43,8 @@ def weights_digest(state: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
-def save(path: Path, model: Seq2Seq, *, src_vocab: Vocab, tgt_vocab: Vocab, **extra: Any) -> None:
+def save(path: Path, model: EncoderDecoder, *, src_vocab: Vocab, tgt_vocab: Vocab,
+         **extra: Any) -> None:
     weights = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     payload = {
         "format": FORMAT,
@@ -75,7 +77,7 @@ def load_payload(path: Path) -> dict:
 
 
 def load_model(path: Path, *, src_vocab: Vocab, tgt_vocab: Vocab,
-               device: torch.device | str = "cpu") -> Seq2Seq:
+               device: torch.device | str = "cpu") -> EncoderDecoder:
     """Rebuild the model of a checkpoint; refuse one trained with other vocabularies."""
     payload = load_payload(path)
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
@@ -89,7 +91,7 @@ def load_model(path: Path, *, src_vocab: Vocab, tgt_vocab: Vocab,
         cfg = ModelConfig(**payload["config"])
     except TypeError as e:
         raise CheckpointError(f"{path}: model config does not match this version: {e}") from None
-    model = Seq2Seq(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
+    model = build_model(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
     try:
         model.load_state_dict(payload["model"])
     except RuntimeError as e:

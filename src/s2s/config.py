@@ -70,7 +70,11 @@ class VocabConfig:
 class ModelConfig:
     """Architecture of one model. `models.<name>` may override any field of `model`."""
 
-    cell: Literal["lstm", "peephole"] = "lstm"
+    # seq2seq: the paper's model; cho: Cho et al. 2014 (the summary feeds every decoder step);
+    # attention: Bahdanau et al. 2014 (bidirectional encoder, attention over its annotations).
+    arch: Literal["seq2seq", "cho", "attention"] = "seq2seq"
+    cell: Literal["lstm", "peephole", "gru"] = "lstm"  # peephole: seq2seq only
+    attention: Literal["additive", "dot", "general"] = "additive"  # the score, for `attention`
     num_layers: int = field(default=4, metadata=_rng(1))
     hidden_size: int = field(default=1000, metadata=_rng(1))
     embed_size: int = field(default=1000, metadata=_rng(1))
@@ -305,6 +309,12 @@ def _check_cross_refs(p: Params) -> None:
                                   f"(expected one of: {', '.join(sorted(model_fields))})")
             meta = next(f.metadata for f in dataclasses.fields(ModelConfig) if f.name == k)
             _coerce(model_hints[k], v, p.source, f"models.{name}.{k}", meta)
+    for name in p.models:
+        cfg = p.model_config(name)
+        if cfg.cell == "peephole" and cfg.arch != "seq2seq":
+            raise ConfigError(f"{p.source}: 'models.{name}.cell' is 'peephole', which only the "
+                              f"'seq2seq' arch has (this model's arch is '{cfg.arch}'): use "
+                              f"'lstm' or 'gru'")
     for sname, system in p.systems.items():
         if not system.members:
             raise ConfigError(f"{p.source}: 'systems.{sname}.members' must name at least one model")

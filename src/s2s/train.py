@@ -40,7 +40,8 @@ from s2s.config import ModelConfig, Params, TrainConfig
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_json, atomic_write_text, remove_temporaries
-from s2s.model.seq2seq import Seq2Seq
+from s2s.model import build_model
+from s2s.model.seq2seq import EncoderDecoder
 from s2s.progress import progress
 
 log = logging.getLogger("s2s.train")
@@ -84,7 +85,7 @@ def fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, src: Vocab, tgt: Vocab
     return h.hexdigest()
 
 
-def shard_nll(model: Seq2Seq, pairs, *, vocab: Vocab, device: torch.device,
+def shard_nll(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.device,
               autocast) -> tuple[torch.Tensor, int]:
     """Summed NLL of `pairs` (this process's share of a minibatch) and their target tokens;
     a zero that needs no backward for an empty share."""
@@ -99,7 +100,7 @@ def shard_nll(model: Seq2Seq, pairs, *, vocab: Vocab, device: torch.device,
 
 
 @torch.no_grad()
-def perplexity(model: Seq2Seq, pairs, *, vocab: Vocab, device: torch.device,
+def perplexity(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.device,
                batch_size: int = 64) -> float:
     model.eval()
     nll, ntok = 0.0, 0
@@ -138,7 +139,8 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
     log.info("%s: %d training pairs, %d dev pairs, vocab %d/%d, device %s", name,
              len(train_pairs), len(dev_pairs), len(src_vocab), len(tgt_vocab), device)
 
-    model = Seq2Seq(model_cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
+    model = build_model(model_cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab),
+                        pad=src_vocab.pad)
     model.init_weights(model_cfg.init_seed)
     n_params = model.num_parameters()
     log.info("%s: %s, %d parameters (the paper's 4x1000 model: 384M)", name, model_cfg, n_params)

@@ -1,13 +1,17 @@
-"""The deep LSTM encoder-decoder of Sutskever et al. (2014), §2 and §3.4.
+"""The deep LSTM encoder-decoder of Sutskever et al. (2014), §2 and §3.4, and what the encoder-
+decoders of this package share.
 
-Two separate stacked LSTMs: the encoder reads the (optionally reversed) source; its final (h, c)
-of every layer is the decoder's initial state. The decoder is a conditional language model whose
+Two separate stacked RNNs: the encoder reads the (optionally reversed) source; its final state of
+every layer is the decoder's initial state. The decoder is a conditional language model whose
 first input is <bos>; every target ends in <eos>. A full softmax over the target vocabulary.
+`model.cell: gru` puts GRUs in both stacks (the state is then h alone).
 
 Inference contract (used by beam search, ensembles and rescoring; no state is kept on modules):
     encode(src, lengths) -> State
     step(prev_tokens, State) -> (log_probs, State)
     State.select(index) -> State
+Training uses `features(src, src_lengths, tgt_in)`, the (N, T, D) inputs of the softmax layer
+`proj`, so a loss can fuse the projection with the cross-entropy.
 
 Dimension letters: see ``s2s.model.lstm``.
 """
@@ -20,19 +24,20 @@ import torch
 from torch import Tensor, nn
 
 from s2s.config import ModelConfig
-from s2s.model.lstm import make_stack
+from s2s.model.stacks import make_stack
 
 
 @dataclass(frozen=True)
 class State:
-    """Decoder state. h, c: (L, N, H)."""
+    """Decoder state. h, c: (L, N, H); c is None for GRUs."""
 
     h: Tensor
-    c: Tensor
+    c: Tensor | None = None
 
     def select(self, index: Tensor) -> "State":
         """Rows `index` of the batch (reorder, repeat or drop), as index_select on dim N."""
-        return State(self.h.index_select(1, index), self.c.index_select(1, index))
+        return State(self.h.index_select(1, index),
+                     None if self.c is None else self.c.index_select(1, index))
 
 
 def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:
@@ -47,22 +52,23 @@ def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:
     return src.gather(1, index)
 
 
-class Seq2Seq(nn.Module):
-    """Encoder-decoder. Attributes:
-    src_embed: (V_src, E)   tgt_embed: (V_tgt, E)
-    encoder, decoder: L-layer LSTM stacks of H cells (peephole or nn.LSTM)
-    proj: (H -> V_tgt), the softmax layer
+class EncoderDecoder(nn.Module):
+    """What every model here shares: embeddings, the softmax layer, the paper's initialisation,
+    teacher forcing as `proj(features(...))`, and `step` as `proj` over `step_features`.
+
+    Attributes: src_embed: (V_src, E)   tgt_embed: (V_tgt, E)   proj: (D -> V_tgt)
+    Subclasses define encode(src, lengths), features(src, src_lengths, tgt_in) and
+    step_features(prev_tokens, state) -> ((N, D), state).
     """
 
-    def __init__(self, cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad: int):
+    def __init__(self, cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad: int,
+                 feature_size: int):
         super().__init__()
         self.cfg = cfg
         self.pad = pad
         self.src_embed = nn.Embedding(src_vocab, cfg.embed_size, padding_idx=pad)
         self.tgt_embed = nn.Embedding(tgt_vocab, cfg.embed_size, padding_idx=pad)
-        self.encoder = make_stack(cfg.cell, cfg.embed_size, cfg.hidden_size, cfg.num_layers)
-        self.decoder = make_stack(cfg.cell, cfg.embed_size, cfg.hidden_size, cfg.num_layers)
-        self.proj = nn.Linear(cfg.hidden_size, tgt_vocab)
+        self.proj = nn.Linear(feature_size, tgt_vocab)
 
     def init_weights(self, seed: int) -> None:
         """Uniform in [-init_range, init_range] (§3.4), from its own generator: the init seed."""
@@ -74,30 +80,48 @@ class Seq2Seq(nn.Module):
             self.src_embed.weight[self.pad].zero_()
             self.tgt_embed.weight[self.pad].zero_()
 
-    def encode(self, src: Tensor, lengths: Tensor) -> State:
-        """src: (N, S) right-padded source ids, lengths: (N,) -> the decoder's initial State."""
+    def source(self, src: Tensor, lengths: Tensor) -> Tensor:
+        """The embedded source as the encoder reads it, reversed if `reverse_source`: (N, S, E)."""
         if self.cfg.reverse_source:
             src = reverse_padded(src, lengths)
-        x = self.src_embed(src)  # (N, S, E)
-        _, (h, c) = self.encoder(x, lengths=lengths)  # (L, N, H) each
-        return State(h, c)
+        return self.src_embed(src)
 
-    def step(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
-        """prev_tokens: (N,) -> log-probs of the next token (N, V) and the new State."""
-        x = self.tgt_embed(prev_tokens)[:, None, :]  # (N, 1, E)
-        out, (h, c) = self.decoder(x, (state.h, state.c))  # out: (N, 1, H)
-        return torch.log_softmax(self.proj(out[:, 0]), dim=-1), State(h, c)
-
-    def features(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing up to the softmax layer: the (N, T, H) inputs of `proj`.
-        tgt_in: (N, T) = <bos> y_1 .. y_{T-1}."""
-        state = self.encode(src, src_lengths)
-        out, _ = self.decoder(self.tgt_embed(tgt_in), (state.h, state.c))  # (N, T, H)
-        return out
+    def step(self, prev_tokens: Tensor, state):
+        """prev_tokens: (N,) -> log-probs of the next token (N, V) and the new state."""
+        features, state = self.step_features(prev_tokens, state)
+        return torch.log_softmax(self.proj(features), dim=-1), state
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher forcing. Returns logits (N, T, V)."""
+        """Teacher forcing. tgt_in: (N, T) = <bos> y_1 .. y_{T-1}. Returns logits (N, T, V)."""
         return self.proj(self.features(src, src_lengths, tgt_in))
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+class Seq2Seq(EncoderDecoder):
+    """The paper's encoder-decoder. Attributes besides EncoderDecoder's:
+    encoder, decoder: L-layer stacks of H cells (peephole, nn.LSTM or nn.GRU); D = H.
+    """
+
+    def __init__(self, cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad: int):
+        super().__init__(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad,
+                         feature_size=cfg.hidden_size)
+        self.encoder = make_stack(cfg.cell, cfg.embed_size, cfg.hidden_size, cfg.num_layers)
+        self.decoder = make_stack(cfg.cell, cfg.embed_size, cfg.hidden_size, cfg.num_layers)
+
+    def encode(self, src: Tensor, lengths: Tensor) -> State:
+        """src: (N, S) right-padded source ids, lengths: (N,) -> the decoder's initial State."""
+        _, (h, c) = self.encoder(self.source(src, lengths), lengths=lengths)  # (L, N, H) each
+        return State(h, c)
+
+    def step_features(self, prev_tokens: Tensor, state: State) -> tuple[Tensor, State]:
+        x = self.tgt_embed(prev_tokens)[:, None, :]  # (N, 1, E)
+        out, (h, c) = self.decoder(x, (state.h, state.c))  # out: (N, 1, H)
+        return out[:, 0], State(h, c)
+
+    def features(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing up to the softmax layer: (N, T, H)."""
+        state = self.encode(src, src_lengths)
+        out, _ = self.decoder(self.tgt_embed(tgt_in), (state.h, state.c))  # (N, T, H)
+        return out

@@ -1,0 +1,124 @@
+"""An attention encoder-decoder after Bahdanau, Cho and Bengio (2014), "Neural machine translation
+by jointly learning to align and translate", with Luong et al.'s (2015) scores as options.
+
+A bidirectional encoder (`model.cell`: lstm or gru, L layers of H units each way) gives one
+annotation m_j = [h_j(fwd); h_j(bwd)] per source word (D_m = 2H). At each target step the previous
+decoder state's top layer s (the query) scores every annotation through keys k_j = W_k m_j (H):
+    additive (Bahdanau):  e_j = v^T tanh(W_s s + k_j)
+    dot (Luong):          e_j = s . k_j
+    general (Luong):      e_j = s^T W_a k_j
+Padded source positions get e_j = -inf, hence weight exactly 0; a_j = softmax(e)_j and the context
+is ctx = sum_j a_j m_j. The context is fed to the decoder with the previous word, and the output
+layer sees it too:
+    s_t = RNN(s_{t-1}, [E y_{t-1}; ctx_t])
+    o_t = tanh(W_out [s_t; ctx_t])    (Bahdanau's maxout layer, as a tanh layer of H units)
+    s_0 = tanh(W_init [h_S(fwd); h_1(bwd)]) of the encoder's top layer, every decoder layer.
+
+Dimension letters: see ``s2s.model.lstm``; M = 2H, the annotation size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from s2s.config import ModelConfig
+from s2s.model.seq2seq import EncoderDecoder
+from s2s.model.stacks import make_stack
+
+
+@dataclass(frozen=True)
+class AttentionState:
+    """h, c: (L, N, H), c None for GRUs. memory: (N, S, M) annotations, keys: (N, S, H),
+    src_mask: (N, S) True at real source words, weights: (N, S) the last step's attention."""
+
+    h: Tensor
+    c: Tensor | None
+    memory: Tensor
+    keys: Tensor
+    src_mask: Tensor
+    weights: Tensor
+
+    def select(self, index: Tensor) -> "AttentionState":
+        return AttentionState(
+            self.h.index_select(1, index),
+            None if self.c is None else self.c.index_select(1, index),
+            self.memory.index_select(0, index), self.keys.index_select(0, index),
+            self.src_mask.index_select(0, index), self.weights.index_select(0, index))
+
+
+class AttentionEncoderDecoder(EncoderDecoder):
+    """Attributes besides EncoderDecoder's:
+    encoder: bidirectional nn.LSTM/nn.GRU, L layers, H each way    decoder: stack over E + M inputs
+    key_proj: (M -> H)   query_proj: (H -> H) and v: (H -> 1) for `additive`, bilinear: (H -> H)
+    for `general`   init_proj: (M -> L*H)   out_proj: (H + M -> H); D = H
+    """
+
+    def __init__(self, cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad: int):
+        super().__init__(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad,
+                         feature_size=cfg.hidden_size)
+        E, H, L = cfg.embed_size, cfg.hidden_size, cfg.num_layers
+        rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cfg.cell]  # config refuses `peephole` here
+        self.encoder = rnn(E, H, L, batch_first=True, bidirectional=True)
+        self.decoder = make_stack(cfg.cell, E + 2 * H, H, L)
+        self.key_proj = nn.Linear(2 * H, H, bias=cfg.attention == "additive")
+        if cfg.attention == "additive":
+            self.query_proj = nn.Linear(H, H, bias=False)
+            self.v = nn.Linear(H, 1, bias=False)
+        elif cfg.attention == "general":
+            self.bilinear = nn.Linear(H, H, bias=False)
+        self.init_proj = nn.Linear(2 * H, L * H)
+        self.out_proj = nn.Linear(3 * H, H)
+
+    def encode(self, src: Tensor, lengths: Tensor) -> AttentionState:
+        x = self.source(src, lengths)  # (N, S, E)
+        N, S, _ = x.shape
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, final = self.encoder(packed)
+        memory, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=S)  # (N, S, M)
+        h_n = final[0] if isinstance(final, tuple) else final  # (2L, N, H): layer-major, fwd then bwd
+        top = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # (N, M): fwd after the last word, bwd after the first
+        L, H = self.cfg.num_layers, self.cfg.hidden_size
+        h = torch.tanh(self.init_proj(top)).view(N, L, H).transpose(0, 1).contiguous()  # (L, N, H)
+        c = None if self.cfg.cell == "gru" else torch.zeros_like(h)
+        src_mask = torch.arange(S, device=x.device)[None, :] < lengths.to(x.device)[:, None]  # (N, S)
+        return AttentionState(h, c, memory, self.key_proj(memory), src_mask,
+                              src_mask.to(memory.dtype) / lengths.to(x.device)[:, None])
+
+    def attend(self, query: Tensor, state: AttentionState) -> tuple[Tensor, Tensor]:
+        """query: (N, H) -> context (N, M) and weights (N, S), zero at padded positions."""
+        if self.cfg.attention == "additive":
+            scores = self.v(torch.tanh(self.query_proj(query)[:, None, :] + state.keys))[..., 0]
+        elif self.cfg.attention == "general":
+            scores = torch.bmm(state.keys, self.bilinear(query)[:, :, None])[..., 0]
+        else:
+            scores = torch.bmm(state.keys, query[:, :, None])[..., 0]  # (N, S)
+        weights = torch.softmax(scores.masked_fill(~state.src_mask, float("-inf")), dim=-1)
+        return torch.bmm(weights[:, None, :], state.memory)[:, 0], weights  # (N, M), (N, S)
+
+    def step_features(self, prev_tokens: Tensor, state: AttentionState
+                      ) -> tuple[Tensor, AttentionState]:
+        context, weights = self.attend(state.h[-1], state)
+        x = torch.cat([self.tgt_embed(prev_tokens), context], dim=-1)[:, None, :]  # (N, 1, E + M)
+        out, (h, c) = self.decoder(x, (state.h, state.c))  # (N, 1, H)
+        o = torch.tanh(self.out_proj(torch.cat([out[:, 0], context], dim=-1)))  # (N, H)
+        return o, AttentionState(h, c, state.memory, state.keys, state.src_mask, weights)
+
+    def features(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing, one target step at a time (each query is the previous step's
+        state): (N, T, H)."""
+        return self.teacher_forced(src, src_lengths, tgt_in)[0]
+
+    def teacher_forced(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor
+                       ) -> tuple[Tensor, Tensor]:
+        """features (N, T, H) and the attention weights of every step (N, T, S)."""
+        state = self.encode(src, src_lengths)
+        features, weights = [], []
+        for prev in tgt_in.unbind(1):
+            o, state = self.step_features(prev, state)
+            features.append(o)
+            weights.append(state.weights)
+        return torch.stack(features, dim=1), torch.stack(weights, dim=1)
