@@ -1,0 +1,319 @@
+"""The report's analysis sections, from the `analysis` stage's artifacts (see
+:mod:`s2s.analysis.stage`): the paper's Figure 2, forget-gate statistics, gradient reach.
+
+* :func:`sections` returns report sections (:class:`~s2s.report.render.Section`) with tables,
+  figures and text whose every number is read from the artifacts; :func:`markdown` renders them
+  alone. Figures are written into ``figures_dir`` as ``analysis_*.png``.
+
+matplotlib is imported here only through :mod:`s2s.report.figures` (Agg canvas, no pyplot).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from s2s.report.figures import _save
+from s2s.report.render import Document, Image, Section, Table, to_markdown
+
+FIGURES = {"figure2": "analysis_figure2.png", "forget": "analysis_forget_gates.png",
+           "half_life": "analysis_half_life.png", "reach": "analysis_gradient_reach.png"}
+FIRST = 3  # "the first source words": positions 1..FIRST
+
+
+def _label(model: str, reverse: bool) -> str:
+    direction = "reversed" if reverse else "forward"
+    return model if direction in model else f"{model} ({direction})"
+
+
+def _f(v: float, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "inf" if isinstance(v, float) and v == math.inf else "-"
+    return f"{v:.{digits}f}"
+
+
+# --- figures -------------------------------------------------------------------------------------
+
+
+def plot_figure2(points: pd.DataFrame, path: Path) -> Path:
+    """One panel per model: the phrases' 2-D PCA coordinates, labelled with the phrase, coloured by
+    meaning group (as in the paper's Figure 2)."""
+    models = list(dict.fromkeys(points["model"]))
+    fig = Figure(figsize=(6.5 * max(len(models), 1), 5.8))
+    axes = np.atleast_1d(fig.subplots(1, max(len(models), 1)))
+    for ax, model in zip(axes, models):
+        sel = points[points["model"] == model]
+        for _, row in sel.iterrows():
+            color = f"C{(int(row['group']) - 1) % 10}"
+            ax.scatter([row["x"]], [row["y"]], color=color, s=28, zorder=3)
+            ax.annotate(row["phrase"], (row["x"], row["y"]), xytext=(4, 3),
+                        textcoords="offset points", fontsize=7.5, color=color)
+        # room for the labels on the right
+        x0, x1 = sel["x"].min(), sel["x"].max()
+        y0, y1 = sel["y"].min(), sel["y"].max()
+        dx, dy = (x1 - x0) or 1.0, (y1 - y0) or 1.0
+        ax.set_xlim(x0 - 0.08 * dx, x1 + 0.55 * dx)
+        ax.set_ylim(y0 - 0.1 * dy, y1 + 0.1 * dy)
+        ax.set_title(_label(model, bool(sel["reverse_source"].iloc[0])), fontsize=11)
+        ax.set_xlabel("PC1", fontsize=9)
+        ax.set_ylabel("PC2", fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_forget_hist(hist: pd.DataFrame, path: Path) -> Path:
+    """Density of forget-gate values: rows encoder/decoder, one column per layer, one step line
+    per model."""
+    stacks = [s for s in ("encoder", "decoder") if s in set(hist["stack"])]
+    layers = sorted(set(hist["layer"]))
+    fig = Figure(figsize=(4.2 * len(layers), 3.2 * len(stacks)))
+    axes = np.atleast_2d(fig.subplots(len(stacks), len(layers), squeeze=False))
+    for r, stack in enumerate(stacks):
+        for c, layer in enumerate(layers):
+            ax = axes[r, c]
+            sel = hist[(hist["stack"] == stack) & (hist["layer"] == layer)]
+            for i, (model, df) in enumerate(sel.groupby("model", sort=False)):
+                ax.stairs(df["density"].to_numpy(), np.append(df["bin_lo"].to_numpy(),
+                          df["bin_hi"].iloc[-1]), color=f"C{i}", lw=1.4, label=model)
+            ax.set_title(f"{stack}, layer {layer}", fontsize=10)
+            ax.set_xlim(0, 1)
+            ax.set_xlabel("forget gate value", fontsize=8)
+            ax.set_ylabel("density", fontsize=8)
+            ax.grid(alpha=0.3)
+            if r == 0 and c == 0:
+                ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_half_life(units: pd.DataFrame, path: Path) -> Path:
+    """Per unit, the half-life its mean forget gate implies: cumulative share of units, log x."""
+    stacks = [s for s in ("encoder", "decoder") if s in set(units["stack"])]
+    fig = Figure(figsize=(5.2 * len(stacks), 3.8))
+    axes = np.atleast_1d(fig.subplots(1, len(stacks)))
+    styles = ["-", "--", ":", "-."]
+    models = list(dict.fromkeys(units["model"]))
+    for ax, stack in zip(axes, stacks):
+        for i, model in enumerate(models):
+            for layer in sorted(set(units["layer"])):
+                sel = units[(units["model"] == model) & (units["stack"] == stack)
+                            & (units["layer"] == layer)]
+                if sel.empty:
+                    continue
+                hl = np.sort(np.clip(sel["half_life"].to_numpy(dtype=float), 1e-2, 1e4))
+                ax.step(hl, np.arange(1, len(hl) + 1) / len(hl), where="post", color=f"C{i}",
+                        ls=styles[(layer - 1) % len(styles)], lw=1.3,
+                        label=f"{model}, layer {layer}")
+        ax.set_xscale("log")
+        ax.set_title(f"{stack}: half-life ln 0.5 / ln f of each unit", fontsize=10)
+        ax.set_xlabel("half-life (steps, log scale; clipped to [0.01, 10^4])", fontsize=8)
+        ax.set_ylabel("share of units with a shorter half-life", fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_reach(reach: pd.DataFrame, path: Path) -> Path:
+    """Gradient norm (left) and share of the sentence's gradient (right) by source position."""
+    fig = Figure(figsize=(11, 4.2))
+    axes = fig.subplots(1, 2)
+    for i, (model, df) in enumerate(reach.groupby("model", sort=False)):
+        df = df[df["sentences"] > 0]
+        label = _label(model, bool(df["reverse_source"].iloc[0])) if len(df) else model
+        style = dict(color=f"C{i}", marker="o" if i % 2 == 0 else "s", ms=4, lw=1.6)
+        axes[0].plot(df["position"], df["mean_norm"], label=label, **style)
+        axes[1].plot(df["position"], df["mean_share"], label=label, **style)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("mean ||d loss(y_1) / d embedding|| (log)", fontsize=9)
+    axes[1].set_ylabel("mean share of the sentence's gradient norm", fontsize=9)
+    for ax, title in zip(axes, ("Gradient of the first target word's loss",
+                                "The same, as a share of each sentence's total")):
+        ax.set_xlabel("source position in the original sentence (1 = first word)", fontsize=9)
+        ax.set_title(title, fontsize=11)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+# --- sections ------------------------------------------------------------------------------------
+
+
+def first_positions(reach: pd.DataFrame, model: str, upto: int = FIRST) -> tuple[float, float]:
+    """Mean gradient norm and mean share over (sentence, position) at positions 1..upto."""
+    sel = reach[(reach["model"] == model) & (reach["position"] <= upto) & (reach["sentences"] > 0)]
+    n = sel["sentences"].sum()
+    if n == 0:
+        return math.nan, math.nan
+    return (float((sel["mean_norm"] * sel["sentences"]).sum() / n),
+            float((sel["mean_share"] * sel["sentences"]).sum() / n))
+
+
+def _figure2_section(points, summary, meta, figures_dir: Path, rel_dir: str) -> Section:
+    fig = plot_figure2(points, figures_dir / FIGURES["figure2"])
+    info = meta.get("figure2", {})
+    rep = {"top": "the top layer's final hidden state h",
+           "all": "the final hidden states h of all layers, concatenated",
+           "state": "the final h and c of all layers, concatenated"}.get(
+        info.get("representation", "top"), info.get("representation", "?"))
+    unk = sorted({t for p in info.get("phrases", []) for t in p.get("unk", [])})
+    blocks: list = [
+        f"Each phrase is encoded by the model and represented by {rep} "
+        f"({int(summary['dim'].iloc[0])} numbers); PCA (per model) projects them to 2-D. "
+        "The paper (§3.8, Figure 2): phrases that differ only in word order land apart, while "
+        "active and passive paraphrases land together. Phrases of one colour share a meaning; "
+        "two phrases of different meanings made of the same words are a word-order swap. "
+        "Distances below are Euclidean in the full representation, divided by the mean "
+        "distance over all phrase pairs.",
+        "Tokens outside the source vocabulary (read as <unk>): "
+        + (", ".join(unk) if unk else "none") + ".",
+    ]
+    rows, claims = [], []
+    for _, s in summary.iterrows():
+        label = _label(s["model"], bool(s["reverse_source"]))
+        rows.append({"model": label, "PC1 var": _f(s["explained_pc1"], 2),
+                     "PC2 var": _f(s["explained_pc2"], 2),
+                     "paraphrase dist": _f(s["paraphrase_distance"], 2),
+                     "swap dist": _f(s["swap_distance"], 2),
+                     "nearest neighbour same meaning": _f(s["nn_same_meaning"], 2),
+                     "pairs (para/swap)": f"{s['paraphrase_pairs']}/{s['swap_pairs']}"})
+        p, w = s["paraphrase_distance"], s["swap_distance"]
+        if math.isfinite(p) and math.isfinite(w):
+            verdict = "closer than" if p < w else "not closer than"
+            claims.append(f"{label}: paraphrases at {p:.2f} are {verdict} word-order swaps at "
+                          f"{w:.2f}; {100 * s['nn_same_meaning']:.0f}% of phrases have a "
+                          f"nearest neighbour of the same meaning; PC1+PC2 explain "
+                          f"{100 * (s['explained_pc1'] + s['explained_pc2']):.0f}% of the "
+                          "variance.")
+    blocks += claims
+    blocks.append(Table("Figure 2 phrases: PCA variance and relative distances",
+                        pd.DataFrame(rows)))
+    blocks.append(Image("Figure 2 (ours)", fig, f"{rel_dir}/{FIGURES['figure2']}",
+                        "2-D PCA of the encoder's final state of each phrase; colour = meaning "
+                        "group"))
+    return Section("Figure 2: phrase representations (PCA)", blocks)
+
+
+def _forget_section(hist, units, summary, meta, figures_dir: Path, rel_dir: str) -> Section:
+    fig_h = plot_forget_hist(hist, figures_dir / FIGURES["forget"])
+    fig_l = plot_half_life(units, figures_dir / FIGURES["half_life"])
+    models = meta.get("models", {})
+    n = meta.get("test", {}).get("gate_sentences", "?")
+    blocks: list = [
+        f"Forget gates recomputed step by step with each model's own weights over {n} test "
+        "sentences: the encoder reading the source in the model's own order, the decoder "
+        "teacher-forced on the reference; padding excluded. A unit whose forget gate is f keeps "
+        "f^n of its memory after n steps, a half-life of ln 0.5 / ln f steps (from the unit's "
+        "mean f). Boundary vs inside: "
+        + meta.get("forget", {}).get("boundary", "") + ".",
+    ]
+    rows = []
+    lower = 0
+    compared = 0
+    for _, s in summary.iterrows():
+        rev = models.get(s["model"], {}).get("reverse_source")
+        b, i = s["boundary_mean_f"], s["inside_mean_f"]
+        if math.isfinite(b) and math.isfinite(i):
+            compared += 1
+            lower += b < i
+        rows.append({"model": s["model"] if rev is None else _label(s["model"], rev),
+                     "stack": s["stack"], "layer": int(s["layer"]), "steps": int(s["steps"]),
+                     "mean f": _f(s["mean_f"]), "at boundaries": _f(b), "inside": _f(i),
+                     "boundary steps": int(s["boundary_steps"]),
+                     "median half-life": _f(s["median_half_life"], 2),
+                     "units f > 0.9": _f(s["units_f_above_0.9"], 2)})
+    if compared:
+        blocks.append(f"The mean forget gate at boundaries is lower than inside in {lower} of "
+                      f"{compared} (model, stack, layer) rows: a boundary "
+                      f"{'tends to' if 2 * lower > compared else 'does not tend to'} reset the "
+                      "memory more than an ordinary word.")
+    enc = summary[summary["stack"] == "encoder"]
+    if len(enc):
+        top = enc.sort_values("median_half_life").iloc[-1]
+        blocks.append(f"Longest median half-life in the encoders: {top['model']} layer "
+                      f"{int(top['layer'])}, {_f(top['median_half_life'], 2)} steps; "
+                      f"{100 * top['units_half_life_above_10']:.0f}% of its units have a "
+                      "half-life above 10 steps.")
+    blocks.append(Table("Forget gates per model, stack and layer", pd.DataFrame(rows)))
+    blocks.append(Image("Forget-gate distributions", fig_h, f"{rel_dir}/{FIGURES['forget']}",
+                        "Density of forget-gate values over the test set"))
+    blocks.append(Image("Per-unit half-life", fig_l, f"{rel_dir}/{FIGURES['half_life']}",
+                        "Cumulative distribution of the half-life ln 0.5 / ln f of each unit"))
+    return Section("Forget gates", blocks)
+
+
+def _reach_section(reach, meta, figures_dir: Path, rel_dir: str) -> Section:
+    fig = plot_reach(reach, figures_dir / FIGURES["reach"])
+    test = meta.get("test", {})
+    blocks: list = [
+        f"The paper's argument for reversing the source (§3.3): it puts the first source words "
+        "close to the first target words (short-term dependencies), so backpropagation "
+        "'establishes communication' between them more easily. Measured on "
+        f"{test.get('reach_sentences', '?')} test sentences of at least "
+        f"{test.get('reach_min_length', '?')} words: "
+        + meta.get("gradient_reach", {}).get("definition", "") + ".",
+    ]
+    first = {m: first_positions(reach, m) for m in dict.fromkeys(reach["model"])}
+    rev = {m: bool(reach[reach["model"] == m]["reverse_source"].iloc[0]) for m in first}
+    fwd_models = [m for m in first if not rev[m]]
+    rev_models = [m for m in first if rev[m]]
+    for f in fwd_models:
+        for r in rev_models:
+            (nf, sf), (nr, sr) = first[f], first[r]
+            ratio = nr / nf if nf > 0 else math.nan
+            blocks.append(f"Mean gradient norm at source positions 1-{FIRST}: forward ({f}) "
+                          f"{nf:.3g} vs reversed ({r}) {nr:.3g}, {ratio:.2f}x; share of the "
+                          f"sentence's gradient there: {sf:.3f} vs {sr:.3f}. The reversed "
+                          f"model's gradients {'do' if nr > nf else 'do not'} reach the first "
+                          "source words more strongly, as the paper argues.")
+    wide = reach.pivot_table(index="position", columns="model", values=["mean_norm", "mean_share"],
+                             sort=False)
+    count = reach.groupby("position")["sentences"].max()
+    rows = []
+    for pos in wide.index:
+        row = {"position": int(pos), "sentences": int(count.loc[pos])}
+        for m in first:
+            row[f"norm {m}"] = _f(wide.loc[pos, ("mean_norm", m)], 4)
+        for m in first:
+            row[f"share {m}"] = _f(wide.loc[pos, ("mean_share", m)], 3)
+        rows.append(row)
+    blocks.append(Table("Gradient reach by original source position", pd.DataFrame(rows)))
+    blocks.append(Image("Gradient reach", fig, f"{rel_dir}/{FIGURES['reach']}",
+                        "Gradient of -log p(y_1 | source) w.r.t. each source word's embedding, "
+                        "by position in the original sentence"))
+    return Section("Gradient reach: why reversal helps", blocks)
+
+
+def load(analysis_dir: Path) -> dict:
+    """The analysis stage's artifacts, as frames (and its JSON summary as `meta`)."""
+    d = Path(analysis_dir)
+    return {"meta": json.loads((d / "analysis.json").read_text(encoding="utf-8")),
+            "points": pd.read_csv(d / "figure2.csv"),
+            "figure2": pd.read_csv(d / "figure2_summary.csv"),
+            "hist": pd.read_csv(d / "forget_hist.csv"),
+            "units": pd.read_csv(d / "forget_units.csv"),
+            "forget": pd.read_csv(d / "forget_summary.csv"),
+            "reach": pd.read_csv(d / "gradient_reach.csv")}
+
+
+def sections(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures") -> list[Section]:
+    """The three analysis sections; figures written into figures_dir, linked as rel_dir/<name>
+    (rel_dir: figures_dir relative to the Markdown file)."""
+    a = load(analysis_dir)
+    figures_dir = Path(figures_dir)
+    return [_figure2_section(a["points"], a["figure2"], a["meta"], figures_dir, rel_dir),
+            _forget_section(a["hist"], a["units"], a["forget"], a["meta"], figures_dir, rel_dir),
+            _reach_section(a["reach"], a["meta"], figures_dir, rel_dir)]
+
+
+def markdown(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures") -> str:
+    """The sections alone, as Markdown (## headings)."""
+    doc = Document("Analyses", sections(analysis_dir, figures_dir, rel_dir=rel_dir))
+    return to_markdown(doc).split("\n", 2)[2]  # drop the document's own "# Analyses" title
