@@ -1,0 +1,291 @@
+"""The analyses (s2s.analysis, s2s.report.analysis): the instrumented pass computes what the model
+computes, gradient reach is measured in the original word order with nothing leaking into padding,
+PCA and the statistics give hand-checked numbers, and the stage's artifacts render."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from s2s import checkpoint
+from s2s.analysis import probes, stage
+from s2s.config import ModelConfig
+from s2s.data.vocab import Vocab
+from s2s.model.seq2seq import Seq2Seq
+from s2s.report import analysis as report
+
+
+def tiny(cell="lstm", reverse=False, seed=3, layers=2, V=20):
+    cfg = ModelConfig(cell=cell, num_layers=layers, hidden_size=8, embed_size=6,
+                      reverse_source=reverse, init_range=0.5)
+    model = Seq2Seq(cfg, src_vocab=V, tgt_vocab=V - 3, pad=0)
+    model.init_weights(seed)
+    if cell == "peephole":  # init_weights draws the peepholes too; make them matter
+        with torch.no_grad():
+            for c in list(model.encoder.cells) + list(model.decoder.cells):
+                c.peephole.uniform_(-1, 1)
+    return model.eval()
+
+
+SRC = torch.tensor([[4, 5, 6, 7, 8], [9, 10, 11, 0, 0], [12, 0, 0, 0, 0]])
+LENGTHS = torch.tensor([5, 3, 1])
+
+
+# --- the instrumented pass -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cell", ["lstm", "peephole"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_instrumented_encoder_reproduces_encode(cell, reverse):
+    model = tiny(cell, reverse)
+    trace, fed = probes.trace_encoder(model, SRC, LENGTHS)
+    state = model.encode(SRC, LENGTHS)
+    torch.testing.assert_close(trace.h, state.h, atol=1e-5, rtol=0)
+    torch.testing.assert_close(trace.c, state.c, atol=1e-5, rtol=0)
+    assert fed[0].tolist() == ([8, 7, 6, 5, 4] if reverse else [4, 5, 6, 7, 8])
+    assert trace.forget.shape == (2, 3, 5, 8)
+    assert (trace.forget[:, 1, 3:] == 0).all() and (trace.forget[:, 2, 1:] == 0).all()
+    assert (trace.forget[:, 0] > 0).all()
+
+
+@pytest.mark.parametrize("cell", ["lstm", "peephole"])
+def test_instrumented_decoder_reproduces_teacher_forcing(cell):
+    model = tiny(cell, reverse=True)
+    tgt_in = torch.tensor([[2, 5, 6, 7], [2, 8, 0, 0], [2, 0, 0, 0]])
+    lengths = torch.tensor([4, 2, 1])
+    state = model.encode(SRC, LENGTHS)
+    trace = probes.trace_decoder(model, state, tgt_in, lengths)
+    feats = model.features(SRC, LENGTHS, tgt_in)  # (N, T, H)
+    mask = trace.mask[..., None]
+    torch.testing.assert_close(trace.out * mask, feats * mask, atol=1e-5, rtol=0)
+    torch.testing.assert_close(trace.h[:, 0], model.decoder(model.tgt_embed(tgt_in[:1]),
+                                                            (state.h[:, :1], state.c[:, :1]))[1][0][:, 0],
+                               atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "peephole"])
+def test_recorded_gate_is_the_forget_gate(cell):
+    # The final state only checks the arithmetic; this checks that f (not i or o) is recorded:
+    # at the first step of layer 1 the state is zero, so f = sigmoid(W_f x + b_f) by hand.
+    model = tiny(cell)
+    trace, _ = probes.trace_encoder(model, SRC, LENGTHS)
+    x = model.src_embed(SRC[:, 0])  # (N, E)
+    H = 8
+    if cell == "lstm":
+        lstm = model.encoder.lstm
+        w, b = lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0
+    else:
+        w, b = model.encoder.cells[0].weight_ih, model.encoder.cells[0].bias
+    f = torch.sigmoid(x @ w[H:2 * H].t() + b[H:2 * H])
+    torch.testing.assert_close(trace.forget[0, :, 0], f.detach(), atol=1e-6, rtol=0)
+
+
+def test_forget_stats_and_half_life_by_hand():
+    forget = torch.tensor([[[0.1, 0.95], [0.5, 0.5], [0.7, 0.3]]])  # (N=1, T=3, H=2)
+    mask = torch.tensor([[True, True, False]])
+    boundary = torch.tensor([[False, True, True]])
+    inside = torch.tensor([[True, False, False]])
+    s = probes.forget_stats(forget, mask, boundary, inside, bins=10)
+    assert s.steps == 2 and s.boundary_steps == 1 and s.inside_steps == 1
+    assert s.unit_sum.tolist() == pytest.approx([0.6, 1.45])
+    assert s.boundary_sum == pytest.approx(1.0) and s.inside_sum == pytest.approx(1.05)
+    assert s.hist.sum() == 4 and s.hist[1] == 1 and s.hist[5] == 2 and s.hist[9] == 1
+    s2 = s + s
+    assert s2.steps == 4 and s2.unit_log_sum.tolist() == pytest.approx(
+        [2 * (math.log(0.1) + math.log(0.5)), 2 * (math.log(0.95) + math.log(0.5))])
+    assert probes.half_life(0.5) == pytest.approx(1.0)
+    assert probes.half_life(0.5 ** 0.1) == pytest.approx(10.0)
+    assert probes.half_life(1.0) == math.inf and probes.half_life(0.0) == 0.0
+
+
+def test_boundaries_are_punctuation_and_the_encoders_first_step_is_neither():
+    vocab = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", ",", ".", "man", "'s", "--", "«", "?!"),
+                  fingerprint="x")
+    assert probes.boundary_table(vocab).tolist() == [False] * 4 + [True, True, False, False,
+                                                                   True, True, True]
+    assert probes.word_table(vocab).tolist() == [False, True, False, False, False, False, True,
+                                                 True, False, False, False]
+    tokens = torch.tensor([[5, 6, 4, 7, 0]])
+    mask = torch.tensor([[True, True, True, True, False]])
+    b, i = probes.step_kinds(tokens, mask, boundary=probes.boundary_table(vocab),
+                             word=probes.word_table(vocab), skip_first=True)
+    assert b.tolist() == [[False, False, True, False, False]]
+    assert i.tolist() == [[False, True, False, True, False]]
+
+
+# --- gradient reach ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cell", ["lstm", "peephole"])
+def test_gradient_reach_is_in_original_order_and_zero_at_padding(cell):
+    rev = tiny(cell, reverse=True)
+    fwd = Seq2Seq(ModelConfig(**{**vars(rev.cfg), "reverse_source": False}), src_vocab=20,
+                  tgt_vocab=17, pad=0).eval()
+    fwd.load_state_dict(rev.state_dict())
+    first = torch.tensor([5, 6, 7])
+    g_rev = probes.first_word_gradients(rev, SRC, LENGTHS, first, bos=2)
+    by_hand = torch.tensor([[8, 7, 6, 5, 4], [11, 10, 9, 0, 0], [12, 0, 0, 0, 0]])
+    g_fwd = probes.first_word_gradients(fwd, by_hand, LENGTHS, first, bos=2)
+    for n, L in enumerate(LENGTHS.tolist()):
+        torch.testing.assert_close(g_rev[n, :L], g_fwd[n, :L].flip(0), atol=1e-6, rtol=0)
+        assert (g_rev[n, L:] == 0).all() and (g_fwd[n, L:] == 0).all()
+        assert (g_rev[n, :L] > 0).all()
+    # the asymmetry is real: the reversed model's first word is not its last
+    assert not torch.allclose(g_rev[0], g_fwd[0])
+
+
+def test_gradient_of_a_batch_is_each_sentences_own_and_matches_autograd_on_the_model():
+    model = tiny("lstm", reverse=True)
+    first = torch.tensor([5, 6, 7])
+    batch = probes.first_word_gradients(model, SRC, LENGTHS, first, bos=2)
+    for n, L in enumerate(LENGTHS.tolist()):
+        alone = probes.first_word_gradients(model, SRC[n:n + 1, :L], LENGTHS[n:n + 1],
+                                            first[n:n + 1], bos=2)
+        torch.testing.assert_close(batch[n, :L], alone[0], atol=1e-6, rtol=0)
+    # referee: the model's own forward pass; its words are distinct, so the embedding table's
+    # gradient row of word w is the gradient at w's position.
+    model.zero_grad()
+    logits = model(SRC[:1], LENGTHS[:1], torch.tensor([[2]]))  # (1, 1, V)
+    (-torch.log_softmax(logits[0, 0], -1)[5]).backward()
+    rows = model.src_embed.weight.grad[SRC[0]].norm(dim=-1)  # (5,), original order
+    torch.testing.assert_close(batch[0], rows, atol=1e-6, rtol=0)
+
+
+def test_reach_sums_average_over_the_sentences_that_have_the_position():
+    norms = torch.tensor([[3.0, 1.0, 0.0], [2.0, 2.0, 4.0]])
+    s = probes.reach_sums(norms, torch.tensor([2, 3]), positions=4)
+    assert s.count.tolist() == [2, 2, 1, 0]
+    assert s.norm_sum.tolist() == pytest.approx([5.0, 3.0, 4.0, 0.0])
+    assert s.share_sum.tolist() == pytest.approx([0.75 + 0.25, 0.25 + 0.25, 0.5, 0.0])
+
+
+# --- Figure 2 ------------------------------------------------------------------------------------
+
+
+def test_pca_matches_the_covariance_eigenvectors_and_is_deterministic():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(12, 5)) * np.array([5.0, 2.0, 0.5, 0.1, 0.1])
+    coords, explained = probes.pca_2d(x)
+    vals, vecs = np.linalg.eigh(np.cov(x.T))
+    order = np.argsort(vals)[::-1]
+    assert explained == pytest.approx(vals[order[:2]] / vals.sum())
+    proj = (x - x.mean(0)) @ vecs[:, order[:2]]
+    assert np.abs(coords) == pytest.approx(np.abs(proj))
+    again, _ = probes.pca_2d(x * 1.0)
+    assert np.array_equal(coords, again)
+    line = np.outer(np.arange(4.0), [1.0, 2.0, 2.0])  # points on a line: one component
+    c, e = probes.pca_2d(line)
+    assert e == pytest.approx([1.0, 0.0]) and c[:, 0] == pytest.approx([-4.5, -1.5, 1.5, 4.5])
+
+
+def test_phrases_pair_kinds_distances_and_unk():
+    vocab = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", "A", "man", "sees", "dog", "is", "seen",
+                   "by", "a"), fingerprint="x")
+    groups = probes.phrase_groups([("A man sees a dog", "A dog is seen by a man"),
+                                   ("A dog sees a man",), "A cat sees a man"])
+    phrases = probes.encode_phrases(groups, vocab, lambda s: s)
+    assert [p.group for p in phrases] == [0, 0, 1, 2]
+    assert phrases[3].unk == ("cat",) and phrases[3].ids[1] == vocab.unk
+    kinds = probes.pair_kinds(phrases)
+    assert kinds[0, 1] == "paraphrase" and kinds[0, 2] == "swap" and kinds[2, 3] == "other"
+    vectors = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 4.0], [3.0, 4.0]])
+    d = probes.phrase_distances(vectors, phrases)
+    pairs = [1, 4, 5, 17 ** 0.5, 20 ** 0.5, 3]
+    mean = sum(pairs) / 6
+    assert d["mean_pair_distance"] == pytest.approx(mean)
+    assert d["paraphrase_distance"] == pytest.approx(1 / mean)
+    assert d["swap_distance"] == pytest.approx(4 / mean)
+    assert d["nn_same_meaning"] == 1.0  # phrases 0 and 1 are each other's nearest
+
+
+def test_representations():
+    model = tiny("lstm")
+    state = model.encode(SRC, LENGTHS)
+    top = probes.sentence_vectors(model, SRC, LENGTHS, representation="top")
+    every = probes.sentence_vectors(model, SRC, LENGTHS, representation="all")
+    full = probes.sentence_vectors(model, SRC, LENGTHS, representation="state")
+    assert top.shape == (3, 8) and every.shape == (3, 16) and full.shape == (3, 32)
+    torch.testing.assert_close(every[1], torch.cat([state.h[0, 1], state.h[1, 1]]))
+    torch.testing.assert_close(full[1, 16:24], state.c[0, 1])
+    torch.testing.assert_close(top, state.h[-1])
+
+
+# --- the stage and the report --------------------------------------------------------------------
+
+
+def _write_vocab(path, words):
+    path.write_text("".join(f"{w}\t0\n" for w in ("<pad>", "<unk>", "<bos>", "<eos>", *words)))
+    return Vocab.load(path)
+
+
+def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
+    prepared, vocab_dir, models_dir = tmp_path / "prepared", tmp_path / "vocab", tmp_path / "models"
+    for d in (prepared, vocab_dir):
+        d.mkdir()
+    en = ["A", "man", "woman", "is", "watching", "a", "dog", ".", ","]
+    fr = ["Un", "homme", "femme", "regarde", "une", "chien", "."]
+    src_vocab = _write_vocab(vocab_dir / "en.tsv", en)
+    tgt_vocab = _write_vocab(vocab_dir / "fr.tsv", fr)
+    (prepared / "test.tok.en").write_text(
+        "A man is watching a woman .\nA dog , a man .\nA woman\nA dog is watching a man .\n")
+    (prepared / "test.tok.fr").write_text(
+        "Un homme regarde une femme .\nUn chien .\nUne femme\nUn chien regarde un homme .\n")
+    for name, reverse, seed in (("fwd", False, 1), ("rev", True, 2)):
+        cfg = ModelConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=reverse)
+        m = Seq2Seq(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=0)
+        m.init_weights(seed)
+        checkpoint.save(models_dir / name / "model.pt", m, src_vocab=src_vocab,
+                        tgt_vocab=tgt_vocab)
+    out = tmp_path / "analysis"
+    meta = stage.main(models=["fwd", "rev"],
+                      phrases=[("A man is watching a woman.", "A woman is watched by a man."),
+                               ("A woman is watching a man.",)],
+                      sentences=3, max_position=8, prepared_dir=prepared, vocab_dir=vocab_dir,
+                      models_dir=models_dir, out_dir=out, min_length=3, batch_size=2, bins=10)
+    assert meta["test"] == {"pairs": 4, "gate_sentences": 3, "reach_sentences": 3,
+                            "reach_min_length": 3, "sentences_cap": 3}
+    assert meta["figure2"]["phrases"][1]["unk"] == ["watched", "by"]
+    assert json.loads((out / "analysis.json").read_text())["models"]["rev"]["reverse_source"]
+
+    points = pd.read_csv(out / "figure2.csv")
+    assert len(points) == 6 and set(points["model"]) == {"fwd", "rev"}
+    hist = pd.read_csv(out / "forget_hist.csv")
+    assert len(hist) == 2 * 2 * 2 * 10
+    summary = pd.read_csv(out / "forget_summary.csv")
+    # gates over the first 3 pairs: 7 + 6 + 2 source words, 6 + 3 + 2 (+1 <bos> each) target steps
+    enc = summary[summary["stack"] == "encoder"]
+    dec = summary[summary["stack"] == "decoder"]
+    assert set(enc["steps"]) == {15} and set(dec["steps"]) == {14}
+    # boundaries: "." twice and "," once, minus the reversed encoder's first step (a ".")
+    assert enc.set_index("model").loc["fwd", "boundary_steps"].tolist() == [3, 3]
+    assert enc.set_index("model").loc["rev", "boundary_steps"].tolist() == [1, 1]
+    units = pd.read_csv(out / "forget_units.csv")
+    assert len(units) == 2 * 2 * 2 * 8
+    mean_f = units.groupby(["model", "stack", "layer"])["mean_f"].mean()
+    np.testing.assert_allclose(mean_f.loc["fwd", "encoder", 1],
+                               enc.set_index(["model", "layer"]).loc[("fwd", 1), "mean_f"],
+                               rtol=1e-4)
+    reach = pd.read_csv(out / "gradient_reach.csv")
+    # sentences 1, 2 and 4 (7, 6 and 7 words; "A woman" is under min_length)
+    assert reach[reach["model"] == "fwd"]["sentences"].tolist() == [3, 3, 3, 3, 3, 3, 2, 0]
+    assert np.isnan(reach["mean_norm"].iloc[-1])
+    share = reach[reach["model"] == "rev"]
+    total = (share["mean_share"] * share["sentences"]).sum()
+    assert total == pytest.approx(3.0, rel=1e-4)  # each sentence's shares sum to 1
+
+    figures = tmp_path / "report" / "figures"
+    md = report.markdown(out, figures)
+    for name in report.FIGURES.values():
+        png = figures / name
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        assert f"](figures/{name})" in md
+    assert md.startswith("## Figure 2")
+    assert "| model | PC1 var |" in md and "| position | sentences | norm fwd |" in md
+    assert "(read as <unk>): by, watched." in md
+    nf, _ = report.first_positions(reach, "fwd")
+    nr, _ = report.first_positions(reach, "rev")
+    assert f"forward (fwd) {nf:.3g} vs reversed (rev) {nr:.3g}" in md
+    assert len(report.sections(out, figures)) == 3
