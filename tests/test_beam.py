@@ -1,8 +1,9 @@
 """Beam search, greedy search, sequence scoring and ensembles (src/s2s/decode/).
 
 Search is tested the fairseq / OpenNMT way: a ScriptedModel whose step returns hand-written
-probability tables, so tokens and scores are known exactly; then a tiny random GRU model checks
-beam 1 == greedy, a wide beam == exhaustive search, and batched == one sentence at a time.
+probability tables, so tokens and scores are known exactly; then tiny random models (a GRU written
+here, and each architecture of s2s.model) check beam 1 == greedy, a wide beam == exhaustive search,
+and batched == one sentence at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import torch
 from torch import Tensor, nn
 
 from s2s.decode.beam import Hypothesis, beam_search, greedy_search, score_sequences
+from s2s.config import ModelConfig
 from s2s.decode.ensemble import Ensemble, EnsembleState
+from s2s.model import build_model
 
 PAD, BOS, EOS, A, B, C = range(6)
 V = 6
@@ -275,6 +278,54 @@ class TinyGRU(nn.Module):
         return torch.log_softmax(logits, dim=-1), TinyState(h, state.t + 1)
 
 
+@dataclass(frozen=True)
+class RampState:
+    inner: object  # the wrapped model's state
+    t: Tensor  # (N,) steps taken
+
+    def select(self, index: Tensor) -> RampState:
+        return RampState(self.inner.select(index), self.t.index_select(0, index))
+
+
+class EosRamp:
+    """One of the package's models (s2s.model.build_model) in float64 over the V-word vocabulary,
+    with TinyGRU's growing <EOS> logit so that sentences end at different lengths. The search
+    sees the model's own encode, step and State.select (attention memory included)."""
+
+    def __init__(self, arch: str, cell: str, seed: int, eos_slope: float = 1.0) -> None:
+        cfg = ModelConfig(arch=arch, cell=cell, num_layers=2, hidden_size=8, embed_size=8,
+                          init_range=0.7)  # wide: outputs depend on the source
+        self.model = build_model(cfg, src_vocab=V, tgt_vocab=V, pad=PAD)
+        self.model.init_weights(seed)
+        self.model.double().eval()
+        self.eos_slope = eos_slope
+
+    def encode(self, src: Tensor, lengths: Tensor) -> RampState:
+        return RampState(self.model.encode(src, lengths), torch.zeros(len(src), dtype=torch.long))
+
+    def step(self, prev_tokens: Tensor, state: RampState) -> tuple[Tensor, RampState]:
+        lprobs, inner = self.model.step(prev_tokens, state.inner)  # (N, V)
+        lprobs = lprobs.clone()
+        lprobs[:, EOS] += self.eos_slope * (state.t - 3)
+        return torch.log_softmax(lprobs, dim=-1), RampState(inner, state.t + 1)
+
+
+# The search tests below run on each kind of model: TinyGRU and the package's architectures.
+MODELS = {
+    "tiny_gru": TinyGRU,
+    # seed + 1: the seeds under which the tests' batches exercise both endings (finished, cut)
+    "seq2seq_lstm": lambda seed: EosRamp("seq2seq", "lstm", seed + 1),
+    "cho_gru": lambda seed: EosRamp("cho", "gru", seed),
+    "attention_lstm": lambda seed: EosRamp("attention", "lstm", seed),
+    "attention_gru": lambda seed: EosRamp("attention", "gru", seed),
+}
+
+
+@pytest.fixture(params=sorted(MODELS))
+def make_model(request):
+    return MODELS[request.param]
+
+
 def random_batch(seed: int, lengths: list[int]) -> tuple[Tensor, Tensor]:
     g = torch.Generator().manual_seed(seed)
     lengths_t = torch.tensor(lengths)
@@ -282,7 +333,7 @@ def random_batch(seed: int, lengths: list[int]) -> tuple[Tensor, Tensor]:
     return src.masked_fill(torch.arange(src.size(1)) >= lengths_t.unsqueeze(1), PAD), lengths_t
 
 
-def exhaustive(model: TinyGRU, src: Tensor, length: Tensor, *, max_len: int):
+def exhaustive(model, src: Tensor, length: Tensor, *, max_len: int):
     """Every sequence of up to max_len steps (ending in <EOS>, or cut at max_len), best first."""
     out = []
 
@@ -308,8 +359,8 @@ def as_tuples(hyps: list[Hypothesis]) -> list[tuple[tuple[int, ...], float, bool
     return [(h.tokens, h.score, h.finished) for h in hyps]
 
 
-def test_beam_1_equals_greedy_on_a_batch_of_random_sentences():
-    model = TinyGRU(seed=0)
+def test_beam_1_equals_greedy_on_a_batch_of_random_sentences(make_model):
+    model = make_model(0)
     src, lengths = random_batch(1, [5, 2, 4, 1, 3, 5])
     max_len = torch.tensor([6, 3, 8, 2, 5, 7])
     beam = beam_search(model, src, lengths, beam=1, bos=BOS, eos=EOS, pad=PAD, max_len=max_len)
@@ -320,8 +371,8 @@ def test_beam_1_equals_greedy_on_a_batch_of_random_sentences():
     assert {g.finished for g in greedy} == {True, False}  # the batch exercises both endings
 
 
-def test_wide_beam_equals_exhaustive_search():
-    model = TinyGRU(seed=0)
+def test_wide_beam_equals_exhaustive_search(make_model):
+    model = make_model(0)
     src, lengths = random_batch(2, [4, 1, 3])
     max_len = 4
     # 4 tokens besides <EOS> and <PAD>: 4**4 hypotheses can be open, so the beam prunes nothing.
@@ -335,8 +386,8 @@ def test_wide_beam_equals_exhaustive_search():
     assert endings == {True, False}  # <EOS>-ended and cut hypotheses both rank
 
 
-def test_batched_search_equals_one_sentence_at_a_time():
-    model = TinyGRU(seed=0)
+def test_batched_search_equals_one_sentence_at_a_time(make_model):
+    model = make_model(0)
     src, lengths = random_batch(3, [5, 2, 4, 1])
     max_len = torch.tensor([4, 6, 3, 5])
     kwargs = dict(beam=3, nbest=3, bos=BOS, eos=EOS, pad=PAD)
@@ -359,8 +410,8 @@ def test_score_sequences_sums_the_step_log_probs_by_hand():
     assert got.tolist() == pytest.approx(expected, abs=1e-12)
 
 
-def test_score_sequences_equals_the_score_beam_search_reports():
-    model = TinyGRU(seed=4)
+def test_score_sequences_equals_the_score_beam_search_reports(make_model):
+    model = make_model(4)
     src, lengths = random_batch(4, [3, 5, 2])
     hyps = beam_search(model, src, lengths, beam=3, nbest=3, bos=BOS, eos=EOS, pad=PAD, max_len=6)
     rows = [(i, h) for i, hs in enumerate(hyps) for h in hs if h.finished]
@@ -374,8 +425,8 @@ def test_score_sequences_equals_the_score_beam_search_reports():
     assert got.tolist() == pytest.approx([h.score for _, h in rows], abs=1e-12)
 
 
-def test_ensemble_of_one_model_decodes_as_the_model():
-    model = TinyGRU(seed=4)
+def test_ensemble_of_one_model_decodes_as_the_model(make_model):
+    model = make_model(4)
     src, lengths = random_batch(5, [4, 2, 5])
     kwargs = dict(beam=3, nbest=3, bos=BOS, eos=EOS, pad=PAD, max_len=6)
     alone = beam_search(model, src, lengths, **kwargs)

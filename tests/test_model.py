@@ -2,15 +2,18 @@
 holds, and a checkpoint refuses another vocabulary."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from s2s import checkpoint
-from s2s.config import ModelConfig
+from s2s.config import ConfigError, ModelConfig, load
 from s2s.data.vocab import Vocab
 from s2s.model.lstm import PeepholeLSTM, PeepholeLSTMCell, StandardLSTM
-from s2s.model.seq2seq import Seq2Seq, State, reverse_padded
+from s2s.model import build_model
+from s2s.model.seq2seq import Seq2Seq, reverse_padded
 
 
 def sigmoid(x):
@@ -104,11 +107,24 @@ def test_uniform_init_range_and_seed():
     assert not torch.equal(m1.proj.weight, m2.proj.weight)
 
 
-@pytest.mark.parametrize("cell", ["lstm", "peephole"])
-def test_step_by_step_decoding_equals_teacher_forcing(cell):
-    cfg = ModelConfig(cell=cell, num_layers=2, hidden_size=8, embed_size=6, reverse_source=True)
-    model = Seq2Seq(cfg, src_vocab=20, tgt_vocab=15, pad=0)
-    model.init_weights(5)
+# Every architecture and cell the config accepts (peephole is seq2seq only).
+ARCHS = [("seq2seq", "lstm", "additive"), ("seq2seq", "peephole", "additive"),
+         ("seq2seq", "gru", "additive"), ("cho", "gru", "additive"), ("cho", "lstm", "additive"),
+         ("attention", "gru", "additive"), ("attention", "lstm", "additive"),
+         ("attention", "lstm", "dot"), ("attention", "gru", "general")]
+
+
+def tiny_model(arch, cell, attention, *, seed=5, init_range=0.08, reverse_source=True):
+    cfg = ModelConfig(arch=arch, cell=cell, attention=attention, num_layers=2, hidden_size=8,
+                      embed_size=6, reverse_source=reverse_source, init_range=init_range)
+    model = build_model(cfg, src_vocab=20, tgt_vocab=15, pad=0)
+    model.init_weights(seed)
+    return model.eval()
+
+
+@pytest.mark.parametrize("arch,cell,attention", ARCHS)
+def test_step_by_step_decoding_equals_teacher_forcing(arch, cell, attention):
+    model = tiny_model(arch, cell, attention)
     src = torch.tensor([[4, 5, 6], [7, 8, 0]])
     lengths = torch.tensor([3, 2])
     tgt_in = torch.tensor([[2, 9, 10, 11], [2, 12, 13, 0]])
@@ -117,19 +133,75 @@ def test_step_by_step_decoding_equals_teacher_forcing(cell):
     for t in range(tgt_in.shape[1]):
         logp, state = model.step(tgt_in[:, t], state)
         torch.testing.assert_close(logp, torch.log_softmax(logits[:, t], -1), atol=1e-6, rtol=0)
+    # select reorders, repeats and drops every field of the state: row 0 of the selection is row 1
     sel = state.select(torch.tensor([1, 1, 0]))
-    assert isinstance(sel, State) and sel.h.shape == (2, 3, 8)
-    torch.testing.assert_close(sel.h[:, 0], state.h[:, 1])
+    assert type(sel) is type(state) and sel.h.shape == (2, 3, 8)
+    logp_sel, _ = model.step(torch.tensor([14, 14, 3]), sel)
+    logp_one, _ = model.step(torch.tensor([3, 14]), state)
+    torch.testing.assert_close(logp_sel, logp_one[[1, 1, 0]], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("arch,cell,attention", ARCHS)
+def test_padding_after_the_source_changes_nothing(arch, cell, attention):
+    model = tiny_model(arch, cell, attention)
+    src = torch.tensor([[4, 5, 6], [7, 8, 0]])
+    lengths = torch.tensor([3, 2])
+    tgt_in = torch.tensor([[2, 9, 10], [2, 12, 13]])
+    # three more padded positions, filled with real words: only `lengths` may say where a source ends
+    longer = torch.cat([src, torch.tensor([[9, 10, 11], [12, 13, 14]])], dim=1)
+    torch.testing.assert_close(model(longer, lengths, tgt_in), model(src, lengths, tgt_in),
+                               atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("score", ["additive", "dot", "general"])
+def test_attention_gives_padded_positions_zero_weight(score):
+    model = tiny_model("attention", "lstm", score, seed=9, init_range=1.0)  # peaked weights
+    src = torch.tensor([[4, 5, 6, 7, 8], [9, 10, 0, 0, 0], [11, 12, 13, 0, 0]])
+    lengths = torch.tensor([5, 2, 3])
+    with torch.no_grad():
+        _, weights = model.teacher_forced(src, lengths, torch.tensor([[2, 9, 10]] * 3))  # (N, T, S)
+    real = torch.arange(5)[None, :] < lengths[:, None]  # (N, S)
+    assert torch.all(weights.masked_select(~real[:, None, :].expand_as(weights)) == 0)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(3, 3), atol=1e-6, rtol=0)
+    assert torch.all(weights.masked_select(real[:, None, :].expand_as(weights)) > 0)
+    # the weights depend on the step: the decoder's state is the query
+    assert (weights[:, 0] - weights[:, 1]).abs().max() > 0.01
+
+
+def test_attention_scores_are_the_formulas():
+    model = tiny_model("attention", "gru", "additive", seed=2)
+    state = model.encode(torch.tensor([[4, 5, 6]]), torch.tensor([3]))
+    q = torch.randn(1, 8)
+    _, got = model.attend(q, state)
+    k = model.key_proj(state.memory[0])  # (S, H)
+    e = torch.stack([model.v.weight[0] @ torch.tanh(model.query_proj.weight @ q[0] + k[j])
+                     for j in range(3)])
+    torch.testing.assert_close(got[0], torch.softmax(e, 0), atol=1e-6, rtol=0)
+    dot = tiny_model("attention", "gru", "dot", seed=2)
+    state = dot.encode(torch.tensor([[4, 5, 6]]), torch.tensor([3]))
+    _, got = dot.attend(q, state)
+    e = dot.key_proj(state.memory[0]) @ q[0]  # (S,)
+    torch.testing.assert_close(got[0], torch.softmax(e, 0), atol=1e-6, rtol=0)
+
+
+def test_peephole_cell_is_refused_outside_seq2seq(tmp_path):
+    raw = yaml.safe_load(Path("params.yaml").read_text())
+    raw["models"]["forward"].update(arch="attention", cell="peephole")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match=r"'models\.forward\.cell' is 'peephole'.*'attention'"):
+        load(path)
 
 
 def _vocab(words, tag):
     return Vocab(("<pad>", "<unk>", "<bos>", "<eos>") + tuple(words), fingerprint=tag)
 
 
-def test_checkpoint_round_trip_and_vocab_mismatch(tmp_path):
+@pytest.mark.parametrize("arch", ["seq2seq", "attention"])
+def test_checkpoint_round_trip_and_vocab_mismatch(tmp_path, arch):
     src, tgt = _vocab("abcdef", "s" * 64), _vocab("uvwxyz", "t" * 64)
-    cfg = ModelConfig(num_layers=1, hidden_size=8, embed_size=4)
-    model = Seq2Seq(cfg, src_vocab=len(src), tgt_vocab=len(tgt), pad=0)
+    cfg = ModelConfig(arch=arch, num_layers=1, hidden_size=8, embed_size=4)
+    model = build_model(cfg, src_vocab=len(src), tgt_vocab=len(tgt), pad=0)
     model.init_weights(1)
     path = tmp_path / "model.pt"
     checkpoint.save(path, model, src_vocab=src, tgt_vocab=tgt, step=3)
