@@ -176,7 +176,11 @@ def _check_bleu_table(report, name: str, paper_rows) -> pd.DataFrame:
 
 def test_table1_has_paper_and_our_numbers_and_not_run_rows(report):
     df = _check_bleu_table(report, "table1", tables.PAPER_TABLE1)
-    assert df.loc[0, "status"].startswith("not run: not trained by us")  # Bahdanau et al.
+    # Bahdanau et al.: our attention model (the tree marks its output absent, see below)
+    assert df.loc[0, "ours_system"].startswith("attention, beam 12")
+    assert report["absent"] == ("attention", 12)
+    assert "Bahdanau et al.'s attention: bidirectional GRU encoder, additive score" in \
+        df.loc[0, "conditions"]
     assert "not phrase-based SMT" in df.loc[1, "ours_system"]  # our baseline is an LSTM
     assert "vocab 4,321/3,210 words" in df.loc[1, "conditions"]
     if report["absent"]:
@@ -192,7 +196,9 @@ def test_table1_has_paper_and_our_numbers_and_not_run_rows(report):
 
 def test_table2_has_paper_and_our_numbers(report):
     df = _check_bleu_table(report, "table2", tables.PAPER_TABLE2)
-    assert df.loc[1, "status"].startswith("not run")  # Cho et al.
+    assert df.loc[1, "status"] == "ours"  # Cho et al.: our GRU encoder-decoder rescores
+    assert df.loc[1, "ours_system"] == "rescore/gru (gru)"
+    assert "Cho et al.'s encoder-decoder" in df.loc[1, "conditions"]
     assert df.loc[2, "status"].startswith("not run")  # best WMT'14
     assert df.loc[6, "paper_printed"] == "~45"
 

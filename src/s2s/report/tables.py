@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from s2s.config import Params
+from s2s.config import ModelConfig, Params
 
 NOT_RUN = "not run"
 
@@ -47,8 +47,8 @@ class PaperRow:
 
 
 PAPER_TABLE1 = (
-    PaperRow("Bahdanau et al. 2014 (attention)", 28.45, "28.45", None,
-             "not trained by us (an attention model, outside this reproduction)"),
+    PaperRow("Bahdanau et al. 2014 (attention)", 28.45, "28.45",
+             Ours("translate", "attention", 12)),
     PaperRow("Baseline SMT (Schwenk)", 33.30, "33.30", Ours("baseline")),
     PaperRow("Single forward LSTM, beam size 12", 26.17, "26.17", Ours("translate", "forward", 12)),
     PaperRow("Single reversed LSTM, beam size 12", 30.59, "30.59",
@@ -65,8 +65,8 @@ PAPER_TABLE1 = (
 
 PAPER_TABLE2 = (
     PaperRow("Baseline System", 33.30, "33.30", Ours("rescore", "baseline")),
-    PaperRow("Cho et al. 2014 (GRU encoder-decoder rescoring)", 34.54, "34.54", None,
-             "another group's rescoring model, not reproduced here"),
+    PaperRow("Cho et al. 2014 (GRU encoder-decoder rescoring)", 34.54, "34.54",
+             Ours("rescore", "gru")),
     PaperRow("Best WMT'14 result", 37.0, "37.0", None,
              "the best system submitted to WMT'14, not reproduced here"),
     PaperRow("Rescoring the baseline 1000-best with a single forward LSTM", 35.61, "35.61",
@@ -176,7 +176,18 @@ def _model_conditions(params: Params, members: tuple[str, ...], train: dict[str,
     pairs = m.get("train_pairs")
     pairs_text = f"{pairs:,} train pairs" if isinstance(pairs, int) else "train pairs unknown"
     count = f"{len(members)} models" if len(members) > 1 else "1 model"
-    return f"{pairs_text}; {count} of {layers} layers x {hidden} cells"
+    return f"{pairs_text}; {count} of {layers} layers x {hidden} cells" + (
+        f" ({architecture(cfg)})" if cfg and cfg.arch != "seq2seq" else "")
+
+
+def architecture(cfg: ModelConfig) -> str:
+    """What a model is, in words: cell, and for the cited systems their paper's design."""
+    if cfg.arch == "cho":
+        return f"Cho et al.'s encoder-decoder: the summary feeds every step; {cfg.cell.upper()}"
+    if cfg.arch == "attention":
+        return (f"Bahdanau et al.'s attention: bidirectional {cfg.cell.upper()} encoder, "
+                f"{cfg.attention} score")
+    return {"lstm": "LSTM", "peephole": "peephole LSTM", "gru": "GRU"}[cfg.cell]
 
 
 def vocab_text(params: Params, vocab: dict | None) -> str:
@@ -202,7 +213,7 @@ def _conditions(params: Params, ours: Ours, bleu: dict, train: dict[str, dict],
     parts = [lists]
     if members:
         parts += [_model_conditions(params, members, train),
-                  f"LSTM weight {params.rescore.weight:g}"]
+                  f"model weight {params.rescore.weight:g}"]
     return "; ".join([*parts, vocab, test])
 
 
