@@ -14,14 +14,15 @@ from s2s import checkpoint
 from s2s.analysis import probes, stage
 from s2s.config import ModelConfig
 from s2s.data.vocab import Vocab
+from s2s.model import build_model
 from s2s.model.seq2seq import Seq2Seq
 from s2s.report import analysis as report
 
 
-def tiny(cell="lstm", reverse=False, seed=3, layers=2, V=20):
-    cfg = ModelConfig(cell=cell, num_layers=layers, hidden_size=8, embed_size=6,
+def tiny(cell="lstm", reverse=False, seed=3, layers=2, V=20, arch="seq2seq"):
+    cfg = ModelConfig(arch=arch, cell=cell, num_layers=layers, hidden_size=8, embed_size=6,
                       reverse_source=reverse, init_range=0.5)
-    model = Seq2Seq(cfg, src_vocab=V, tgt_vocab=V - 3, pad=0)
+    model = build_model(cfg, src_vocab=V, tgt_vocab=V - 3, pad=0)
     model.init_weights(seed)
     if cell == "peephole":  # init_weights draws the peepholes too; make them matter
         with torch.no_grad():
@@ -119,11 +120,12 @@ def test_boundaries_are_punctuation_and_the_encoders_first_step_is_neither():
 # --- gradient reach ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cell", ["lstm", "peephole"])
-def test_gradient_reach_is_in_original_order_and_zero_at_padding(cell):
-    rev = tiny(cell, reverse=True)
-    fwd = Seq2Seq(ModelConfig(**{**vars(rev.cfg), "reverse_source": False}), src_vocab=20,
-                  tgt_vocab=17, pad=0).eval()
+@pytest.mark.parametrize("arch,cell", [("seq2seq", "lstm"), ("seq2seq", "peephole"),
+                                       ("seq2seq", "gru"), ("attention", "lstm"), ("cho", "gru")])
+def test_gradient_reach_is_in_original_order_and_zero_at_padding(arch, cell):
+    rev = tiny(cell, reverse=True, arch=arch)
+    fwd = build_model(ModelConfig(**{**vars(rev.cfg), "reverse_source": False}), src_vocab=20,
+                      tgt_vocab=17, pad=0).eval()
     fwd.load_state_dict(rev.state_dict())
     first = torch.tensor([5, 6, 7])
     g_rev = probes.first_word_gradients(rev, SRC, LENGTHS, first, bos=2)
@@ -199,6 +201,12 @@ def test_phrases_pair_kinds_distances_and_unk():
     assert d["paraphrase_distance"] == pytest.approx(1 / mean)
     assert d["swap_distance"] == pytest.approx(4 / mean)
     assert d["nn_same_meaning"] == 1.0  # phrases 0 and 1 are each other's nearest
+
+
+def test_only_lstm_seq2seq_models_are_traced():
+    assert probes.traceable(tiny("lstm")) and probes.traceable(tiny("peephole"))
+    assert not probes.traceable(tiny("gru"))
+    assert not probes.traceable(tiny("lstm", arch="attention"))
 
 
 def test_representations():

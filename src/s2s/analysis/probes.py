@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from s2s.data.vocab import SPECIALS, Vocab
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM
-from s2s.model.seq2seq import Seq2Seq, State, reverse_padded
+from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State, reverse_padded
 
 # --- Phrases -------------------------------------------------------------------------------------
 
@@ -106,12 +106,11 @@ def batch_ids(seqs: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Tensor]:
 
 
 @torch.no_grad()
-def sentence_vectors(model: Seq2Seq, src: Tensor, lengths: Tensor, *,
+def sentence_vectors(model: EncoderDecoder, src: Tensor, lengths: Tensor, *,
                      representation: str = "top") -> Tensor:
     """One vector per sentence from the encoder's final state: "top", the top layer's hidden
     state h (N, H) (the paper's "LSTM hidden states"; the decoder's first prediction reads it);
-    "all", h of all layers (N, L*H); "state", h and c of all layers (N, 2*L*H), everything the
-    decoder is given."""
+    "all", h of all layers (N, L*H); "state", h and c of all layers (N, 2*L*H) (h alone for a GRU)."""
     state = model.encode(src, lengths)
     N = src.shape[0]
     if representation == "top":
@@ -119,7 +118,8 @@ def sentence_vectors(model: Seq2Seq, src: Tensor, lengths: Tensor, *,
     if representation == "all":
         return state.h.transpose(0, 1).reshape(N, -1)  # (N, L*H)
     if representation == "state":
-        return torch.cat([state.h, state.c]).transpose(0, 1).reshape(N, -1)  # (N, 2*L*H)
+        hc = state.h if state.c is None else torch.cat([state.h, state.c])  # (2L, N, H)
+        return hc.transpose(0, 1).reshape(N, -1)  # (N, 2*L*H)
     raise ValueError(f"unknown representation '{representation}' "
                      "(expected 'top', 'all' or 'state')")
 
@@ -253,6 +253,12 @@ def trace_stack(stack: nn.Module, x: Tensor, lengths: Tensor,
     return GateTrace(forget, mask, layer_in, torch.stack(hs), torch.stack(cs))
 
 
+def traceable(model: EncoderDecoder) -> bool:
+    """The instrumented pass knows the paper's model with LSTM cells (nn.LSTM or peephole)."""
+    return isinstance(model, Seq2Seq) and all(
+        isinstance(s, (StandardLSTM, PeepholeLSTM)) for s in (model.encoder, model.decoder))
+
+
 @torch.no_grad()
 def trace_encoder(model: Seq2Seq, src: Tensor, lengths: Tensor) -> tuple[GateTrace, Tensor]:
     """The encoder's gates over src (N, S) in the model's reading order; also returns the ids it
@@ -346,25 +352,37 @@ def half_life(f: np.ndarray | float) -> np.ndarray:
 # --- Gradient reach ------------------------------------------------------------------------------
 
 
-def first_word_gradients(model: Seq2Seq, src: Tensor, lengths: Tensor, first: Tensor, *,
+def first_word_gradients(model: EncoderDecoder, src: Tensor, lengths: Tensor, first: Tensor, *,
                          bos: int) -> Tensor:
     """(N, S): the L2 norm of d(-log p(y_1 | source)) / d(embedding of source word j), with j in
     the sentence's ORIGINAL order whatever order the model reads it in; 0 at padding.
 
-    src: (N, S) right-padded, lengths: (N,), first: (N,) the first target word y_1. The batch's
-    losses are summed: sentences do not interact, so each row is that sentence's own gradient.
+    src: (N, S) right-padded, lengths: (N,), first: (N,) the first target word y_1. The model's
+    own encode and step compute the loss (any architecture); the source embedding's output is
+    made the leaf the gradient is taken for. The batch's losses are summed: sentences do not
+    interact, so each row is that sentence's own gradient.
     """
-    reverse = model.cfg.reverse_source
-    fed = reverse_padded(src, lengths) if reverse else src
-    with torch.enable_grad():
-        x = model.src_embed(fed).detach().requires_grad_(True)  # (N, S, E)
-        _, (h, c) = model.encoder(x, lengths=lengths)  # what model.encode does, from x
-        logp, _ = model.step(torch.full_like(first, bos), State(h, c))  # (N, V)
-        loss = -logp.gather(1, first[:, None]).sum()
-        (grad,) = torch.autograd.grad(loss, x)  # (N, S, E)
-    norms = grad.norm(dim=-1)  # (N, S) in reading order
+    embedded: list[Tensor] = []
+
+    def leaf(module, inputs, out):  # (N, S, E), as the encoder reads it
+        out = out.detach().requires_grad_(True)
+        embedded.append(out)
+        return out
+
+    handle = model.src_embed.register_forward_hook(leaf)
+    try:
+        with torch.enable_grad():
+            state = model.encode(src, lengths)
+            logp, _ = model.step(torch.full_like(first, bos), state)  # (N, V)
+            loss = -logp.gather(1, first[:, None]).sum()
+            grads = torch.autograd.grad(loss, embedded)
+    finally:
+        handle.remove()
+    if len(grads) != 1:
+        raise RuntimeError(f"encode embedded the source {len(grads)} times (expected once)")
+    norms = grads[0].norm(dim=-1)  # (N, S) in reading order
     # reading position j of a reversed row holds original position len-1-j: the same mirror
-    return reverse_padded(norms, lengths) if reverse else norms
+    return reverse_padded(norms, lengths) if model.cfg.reverse_source else norms
 
 
 @dataclass(frozen=True)

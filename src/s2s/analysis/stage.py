@@ -35,12 +35,18 @@ from s2s.data.batching import collate, load_parallel
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_json, atomic_write_text
-from s2s.model.seq2seq import Seq2Seq, State
+from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State
 from s2s.progress import progress
 
 log = logging.getLogger("s2s.analysis")
 
 STACKS = ("encoder", "decoder")
+HIST_COLUMNS = ["model", "stack", "layer", "bin_lo", "bin_hi", "count", "density"]
+UNIT_COLUMNS = ["model", "stack", "layer", "unit", "mean_f", "half_life", "geo_mean_f",
+                "half_life_geo"]
+SUMMARY_COLUMNS = ["model", "stack", "layer", "steps", "units", "mean_f", "boundary_mean_f",
+                   "inside_mean_f", "boundary_steps", "inside_steps", "median_half_life",
+                   "units_f_above_0.9", "units_half_life_above_10"]
 BOUNDARY_DEFINITION = ("a boundary step reads a punctuation token (every character Unicode "
                        "punctuation: , . ; : ! ? quotes, brackets, dashes), i.e. a clause or "
                        "sentence boundary; an inside step reads any other word (<unk> included); "
@@ -70,7 +76,7 @@ def _batches(pairs: list[tuple[list[int], list[int]]], batch_size: int) -> list[
     return [order[k: k + batch_size] for k in range(0, len(order), batch_size)]
 
 
-def figure2(model: Seq2Seq, name: str, phrases: list[probes.Phrase], *, pad: int,
+def figure2(model: EncoderDecoder, name: str, phrases: list[probes.Phrase], *, pad: int,
             representation: str) -> tuple[pd.DataFrame, dict]:
     src, lengths = probes.batch_ids([p.ids for p in phrases], pad)
     vectors = probes.sentence_vectors(model, src, lengths, representation=representation).numpy()
@@ -113,7 +119,7 @@ def forget_gates(model: Seq2Seq, name: str, pairs, *, src_vocab: Vocab, tgt_voca
     return stats
 
 
-def gradient_reach(model: Seq2Seq, name: str, pairs, *, vocab: Vocab, batch_size: int,
+def gradient_reach(model: EncoderDecoder, name: str, pairs, *, vocab: Vocab, batch_size: int,
                    positions: int) -> probes.ReachSums:
     total = None
     bar = progress(total=len(pairs), desc=f"{name} gradients", unit="sent")
@@ -207,18 +213,23 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
         model = checkpoint.load_model(path, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
         cfg = model.cfg
         meta_models[name] = {"path": str(path), "reverse_source": cfg.reverse_source,
-                             "cell": cfg.cell, "num_layers": cfg.num_layers,
+                             "arch": cfg.arch, "cell": cfg.cell,
+                             "forget_gates": probes.traceable(model), "num_layers": cfg.num_layers,
                              "hidden_size": cfg.hidden_size}
         rows, summary = figure2(model, name, phrase_list, pad=src_vocab.pad,
                                 representation=representation)
         fig_rows.append(rows)
         fig_summary.append(summary)
-        stats = forget_gates(model, name, gate_pairs, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-                             batch_size=batch_size, bins=bins)
-        h, u, s = _forget_frames(name, stats, bins)
-        hists.append(h)
-        units.append(u)
-        summaries.append(s)
+        if probes.traceable(model):
+            stats = forget_gates(model, name, gate_pairs, src_vocab=src_vocab,
+                                 tgt_vocab=tgt_vocab, batch_size=batch_size, bins=bins)
+            h, u, s = _forget_frames(name, stats, bins)
+            hists.append(h)
+            units.append(u)
+            summaries.append(s)
+        else:
+            log.warning("%s: no forget gates to trace (arch %s, cell %s): its forget-gate rows "
+                        "are absent", name, cfg.arch, cfg.cell)
         r = gradient_reach(model, name, reach_pairs, vocab=tgt_vocab, batch_size=batch_size,
                            positions=max_position)
         count = r.count.numpy()
@@ -235,9 +246,11 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
     written: list[str] = []
     _csv(out_dir / "figure2.csv", pd.concat(fig_rows), written)
     _csv(out_dir / "figure2_summary.csv", pd.DataFrame(fig_summary), written)
-    _csv(out_dir / "forget_hist.csv", pd.concat(hists), written)
-    _csv(out_dir / "forget_units.csv", pd.concat(units), written)
-    _csv(out_dir / "forget_summary.csv", pd.concat(summaries), written)
+    for file, frames, columns in (("forget_hist.csv", hists, HIST_COLUMNS),
+                                  ("forget_units.csv", units, UNIT_COLUMNS),
+                                  ("forget_summary.csv", summaries, SUMMARY_COLUMNS)):
+        _csv(out_dir / file, pd.concat(frames) if frames else pd.DataFrame(columns=columns),
+             written)
     _csv(out_dir / "gradient_reach.csv", pd.concat(reach), written)
     meta = {
         "models": meta_models,

@@ -202,9 +202,13 @@ def _figure2_section(points, summary, meta, figures_dir: Path, rel_dir: str) -> 
 
 
 def _forget_section(hist, units, summary, meta, figures_dir: Path, rel_dir: str) -> Section:
+    models = meta.get("models", {})
+    if summary.empty:
+        return Section("Forget gates", [
+            "No forget gates: none of the analysed models (" + ", ".join(models) + ") is the "
+            "paper's encoder-decoder with LSTM cells."])
     fig_h = plot_forget_hist(hist, figures_dir / FIGURES["forget"])
     fig_l = plot_half_life(units, figures_dir / FIGURES["half_life"])
-    models = meta.get("models", {})
     n = meta.get("test", {}).get("gate_sentences", "?")
     blocks: list = [
         f"Forget gates recomputed step by step with each model's own weights over {n} test "
