@@ -1,5 +1,5 @@
 """dvc.yaml and the profiles agree: every profile validates, every model has a train stage, and
-the explicit translate/rescore stages depend on exactly the models their params name."""
+the explicit translate/rescore/attention stages depend on exactly the models their params name."""
 
 from pathlib import Path
 
@@ -48,3 +48,13 @@ def test_learning_curve_plots_cover_every_model(profile):
     for plot in plots:
         (spec,) = plot.values()
         assert {Path(f).stem for f in spec["y"]} == models
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_attention_stage_reads_the_profiles_attention_system(profile):
+    params = load(profile)
+    system = params.analysis.attention_system
+    stage = STAGES["attention"]
+    assert system is not None, "every profile draws its attention system's alignments"
+    assert model_deps(stage) == set(params.systems[system].members)
+    assert f"outputs/translate/{system}" in stage["deps"]

@@ -126,9 +126,17 @@ def build_tree(tmp: Path) -> dict:
     groups = tmp / "outputs" / "evaluate" / "figure3.csv"
     groups.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(groups, index=False)
+    attention = tmp / "outputs" / "attention" / "weights.json"
+    _dump(attention, {"system": "attention", "model": "attention", "beam": 12,
+                      "source_words": [8, 14], "examples": [
+                          {"index": 4, "source": ["a", "dog", "runs", "."],
+                           "target": ["un", "chien", "court", ".", "<eos>"],
+                           "weights": [[0.7, 0.1, 0.1, 0.1], [0.1, 0.8, 0.05, 0.05],
+                                       [0.0, 0.1, 0.9, 0.0], [0.0, 0.0, 0.1, 0.9],
+                                       [0.25, 0.25, 0.25, 0.25]]}]})
     return {"params": params, "bleu": bleu, "absent": absent, "metrics": metrics,
             "translate": translate, "groups": groups, "manifest": manifest,
-            "out": tmp / "reports"}
+            "attention": attention, "out": tmp / "reports"}
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +144,8 @@ def report(tmp_path_factory) -> dict:
     tree = build_tree(tmp_path_factory.mktemp("report"))
     tree["written"] = report_main(tree["params"], metrics_dir=tree["metrics"],
                                   translate_dir=tree["translate"], groups_csv=tree["groups"],
-                                  manifest=tree["manifest"], out_dir=tree["out"])
+                                  manifest=tree["manifest"], out_dir=tree["out"],
+                                  attention=tree["attention"])
     return tree
 
 
@@ -144,7 +153,8 @@ def test_outputs_exist(report):
     out = report["out"]
     for rel in ["report.md", "report.html", "tables/table1.csv", "tables/table1.md",
                 "tables/table2.csv", "tables/table2.md", "tables/perplexity.csv",
-                "tables/cost.md", "figures/figure3.png", "figures/learning_curves.png"]:
+                "tables/cost.md", "figures/figure3.png", "figures/learning_curves.png",
+                "figures/attention.png"]:
         assert (out / rel).is_file(), rel
 
 
@@ -244,7 +254,7 @@ def _png(path: Path) -> np.ndarray:
 
 
 def test_figures_are_nonblank_pngs(report):
-    for name in ("figure3.png", "learning_curves.png"):
+    for name in ("figure3.png", "learning_curves.png", "attention.png"):
         img = _png(report["out"] / "figures" / name)
         assert img.shape[0] > 200 and img.shape[1] > 400
         assert (img[..., :3] < 0.9).mean() > 0.01  # something was drawn
@@ -298,7 +308,9 @@ def test_html_is_self_contained(report):
     html_text = (report["out"] / "report.html").read_text()
     p = _no_remote_resources(html_text)
     imgs = [a for t, a in p.tags if t == "img"]
-    assert len(imgs) == 2 and all(a["src"].startswith("data:image/png;base64,") for a in imgs)
+    figures = list((report["out"] / "figures").glob("*.png"))  # every figure, embedded
+    assert len(imgs) == len(figures) >= 3
+    assert all(a["src"].startswith("data:image/png;base64,") for a in imgs)
 
 
 @pytest.mark.skipif(not CHROMIUM.is_file(), reason="headless chromium not installed at "
@@ -313,7 +325,9 @@ def test_html_renders_in_headless_chromium(report, tmp_path):
     tables_ = [a for t, a in p.tags if t == "table"]
     assert {"table1", "table2"} <= {a.get("id") for a in tables_}
     imgs = [a for t, a in p.tags if t == "img"]
-    assert len(imgs) == 2 and all(a["src"].startswith("data:image/png;base64,") for a in imgs)
+    figures = list((report["out"] / "figures").glob("*.png"))  # every figure, embedded
+    assert len(imgs) == len(figures) >= 3
+    assert all(a["src"].startswith("data:image/png;base64,") for a in imgs)
     assert "not run" in res.stdout
 
     shot = tmp_path / "shot.png"

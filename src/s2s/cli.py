@@ -74,7 +74,17 @@ def _cmd_report(a, params):
     from s2s.report import stage
 
     stage.main(params, metrics_dir=a.metrics, translate_dir=a.translate, groups_csv=a.groups,
-               manifest=a.manifest, out_dir=a.out)
+               manifest=a.manifest, out_dir=a.out, attention=a.attention)
+
+
+def _cmd_attention(a, params):
+    if params.analysis.attention_system is None:
+        raise ConfigError(f"{params.source}: 'analysis.attention_system' is null: no attention "
+                          f"system to draw")
+    from s2s.analysis import alignments
+
+    alignments.main(params, prepared_dir=a.prepared, vocab_dir=a.vocab, models_dir=a.models,
+                    translate_dir=a.translate, out=a.out)
 
 
 def _cmd_profile(a, params_path: Path):
@@ -132,9 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = stage("evaluate", _cmd_evaluate, "BLEU (tokenised and sacreBLEU) and Figure 3 groups")
     for flag in ("--translate", "--rescore", "--prepared", "--vocab", "--metrics", "--groups"):
         s.add_argument(flag, type=Path, required=True)
+    s = stage("attention", _cmd_attention, "attention weights of an attention system's output")
+    for flag in ("--prepared", "--vocab", "--models", "--translate", "--out"):
+        s.add_argument(flag, type=Path, required=True)
     s = stage("report", _cmd_report, "reports/report.md and .html")
     for flag in ("--metrics", "--translate", "--groups", "--manifest", "--out"):
         s.add_argument(flag, type=Path, required=True)
+    s.add_argument("--attention", type=Path, help="the attention stage's weights.json")
     s = sub.add_parser("profile", help="show or switch the parameter profile")
     s.add_argument("name", nargs="?")
     s.set_defaults(fn=None)

@@ -145,6 +145,19 @@ class ReportConfig:
 
 
 @dataclass(frozen=True)
+class AnalysisConfig:
+    """The report's analyses beyond the paper's tables: Figure 2, forget gates, gradient reach
+    (of a forward and a reversed model), and the alignments of an attention system."""
+
+    models: tuple[str, ...] = ("forward", "reversed_1")  # the forward and the reversed model
+    phrases: tuple[str, ...] = ()  # Figure 2's phrases, raw English
+    sentences: int = field(default=1000, metadata=_rng(1))  # test sentences for the statistics
+    max_position: int = field(default=20, metadata=_rng(1))  # source positions of gradient reach
+    attention_system: str | None = None  # whose attention weights the report draws
+    attention_examples: int = field(default=4, metadata=_rng(1))
+
+
+@dataclass(frozen=True)
 class StageResources:
     """What one job of a stage asks a scheduler for (Snakemake, SLURM). No result depends on
     these, so no stage lists them in dvc.yaml. `gpus` > 1 for `train`: data-parallel training."""
@@ -169,6 +182,7 @@ class Params:
     rescore: RescoreConfig
     evaluate: EvaluateConfig = EvaluateConfig()
     report: ReportConfig = ReportConfig()
+    analysis: AnalysisConfig = AnalysisConfig()
     # Keyed by stage kind (`train` for every train@M) or `default`; see resources_for().
     resources: dict[str, StageResources] = field(default_factory=dict)
     source: Path = Path(PARAMS_FILE)
@@ -344,6 +358,20 @@ def _check_cross_refs(p: Params) -> None:
     if p.report.figure3_beam not in p.systems[p.report.figure3_system].beams:
         raise ConfigError(f"{p.source}: 'report.figure3_beam' ({p.report.figure3_beam}) is not a "
                           f"beam of system '{p.report.figure3_system}'")
+    for i, m in enumerate(p.analysis.models):
+        if m not in p.models:
+            raise ConfigError(f"{p.source}: 'analysis.models[{i}]' names model '{m}', which is "
+                              f"not under 'models' (known: {', '.join(p.models)})")
+    attn = p.analysis.attention_system
+    if attn is not None:
+        if attn not in p.systems:
+            raise ConfigError(f"{p.source}: 'analysis.attention_system' names system '{attn}', "
+                              f"which is not under 'systems' (known: {', '.join(p.systems)})")
+        members = p.systems[attn].members
+        if len(members) != 1 or p.model_config(members[0]).arch != "attention":
+            raise ConfigError(f"{p.source}: 'analysis.attention_system' must name a system of "
+                              f"one model whose arch is 'attention'; '{attn}' has members "
+                              f"{list(members)}")
     edges = p.evaluate.length_edges
     if list(edges) != sorted(set(edges)):
         raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")

@@ -5,6 +5,7 @@
   "LSTM" system and our "baseline". The paper's own curves are not data we have and are not drawn.
 * :func:`learning_curves`: dev perplexity per epoch of every trained model in one chart (solid),
   train perplexity dashed in the same colour.
+* :func:`attention_weights`: heat maps of an attention model's weights on its own translations.
 
 matplotlib is imported here only, and only the report stage imports this module.
 """
@@ -109,4 +110,29 @@ def learning_curves(curves: dict[str, pd.DataFrame], path: Path) -> Path:
     ax.set_title("Learning curves: dev perplexity (solid), train perplexity (dashed)", fontsize=11)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def attention_weights(examples: list[dict], path: Path, *, title: str) -> Path:
+    """One heat map per example: rows are the target words the model produced (ending in <eos>),
+    columns the source words; each row is a distribution over the source (weights sum to 1)."""
+    n = max(len(examples), 1)
+    cols = min(n, 2)
+    rows = -(-n // cols)
+    fig = Figure(figsize=(6.2 * cols, 5.4 * rows), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    image = None
+    for ax, ex in zip(axes, examples):
+        image = ax.imshow(ex["weights"], cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_xticks(range(len(ex["source"])), ex["source"], rotation=60, ha="right",
+                      fontsize=8)
+        ax.set_yticks(range(len(ex["target"])), ex["target"], fontsize=8)
+        ax.set_title(f"test sentence {ex['index'] + 1}", fontsize=9)
+    for ax in axes[len(examples):]:
+        ax.axis("off")
+    if not examples:
+        axes[0].text(0.5, 0.5, "no examples", ha="center", transform=axes[0].transAxes)
+    if image is not None:
+        fig.colorbar(image, ax=list(axes), shrink=0.6, label="attention weight")
+    fig.suptitle(title, fontsize=11)
     return _save(fig, path)
