@@ -15,7 +15,6 @@ from s2s.analysis import probes, stage
 from s2s.config import ModelConfig
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
-from s2s.model.seq2seq import Seq2Seq
 from s2s.report import analysis as report
 
 
@@ -229,7 +228,8 @@ def _write_vocab(path, words):
     return Vocab.load(path)
 
 
-def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
+def _project(tmp_path, configs: dict[str, ModelConfig]):
+    """Tiny test data, vocabularies and one checkpoint per config: (prepared, vocab, models)."""
     prepared, vocab_dir, models_dir = tmp_path / "prepared", tmp_path / "vocab", tmp_path / "models"
     for d in (prepared, vocab_dir):
         d.mkdir()
@@ -241,12 +241,18 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
         "A man is watching a woman .\nA dog , a man .\nA woman\nA dog is watching a man .\n")
     (prepared / "test.tok.fr").write_text(
         "Un homme regarde une femme .\nUn chien .\nUne femme\nUn chien regarde un homme .\n")
-    for name, reverse, seed in (("fwd", False, 1), ("rev", True, 2)):
-        cfg = ModelConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=reverse)
-        m = Seq2Seq(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=0)
+    for seed, (name, cfg) in enumerate(configs.items()):
+        m = build_model(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=0)
         m.init_weights(seed)
         checkpoint.save(models_dir / name / "model.pt", m, src_vocab=src_vocab,
                         tgt_vocab=tgt_vocab)
+    return prepared, vocab_dir, models_dir
+
+
+def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
+    prepared, vocab_dir, models_dir = _project(tmp_path, {
+        name: ModelConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=reverse)
+        for name, reverse in (("fwd", False), ("rev", True))})
     out = tmp_path / "analysis"
     meta = stage.main(models=["fwd", "rev"],
                       phrases=[("A man is watching a woman.", "A woman is watched by a man."),
@@ -297,3 +303,23 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     nr, _ = report.first_positions(reach, "rev")
     assert f"forward (fwd) {nf:.3g} vs reversed (rev) {nr:.3g}" in md
     assert len(report.sections(out, figures)) == 3
+
+
+def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path):
+    prepared, vocab_dir, models_dir = _project(tmp_path, {
+        "gru": ModelConfig(cell="gru", num_layers=1, hidden_size=8, embed_size=6),
+        "att": ModelConfig(arch="attention", num_layers=1, hidden_size=8, embed_size=6,
+                           reverse_source=True)})
+    out = tmp_path / "analysis"
+    meta = stage.main(models={"gru": models_dir / "gru" / "model.pt",
+                              "att": models_dir / "att" / "model.pt"},
+                      phrases=["A man is watching a woman.", "A woman is watching a man."],
+                      sentences=4, max_position=3, prepared_dir=prepared, vocab_dir=vocab_dir,
+                      out_dir=out, min_length=3)
+    assert not meta["models"]["gru"]["forget_gates"] and not meta["models"]["att"]["forget_gates"]
+    assert pd.read_csv(out / "forget_summary.csv").empty
+    assert list(pd.read_csv(out / "forget_hist.csv").columns) == stage.HIST_COLUMNS
+    assert len(pd.read_csv(out / "gradient_reach.csv")) == 6
+    md = report.markdown(out, tmp_path / "figures")
+    assert "No forget gates" in md and "forward (gru)" in md and "reversed (att)" in md
+    assert not (tmp_path / "figures" / report.FIGURES["forget"]).exists()

@@ -10,7 +10,8 @@ Writes (under ``out_dir``):
   ``forget_hist.csv``      model, stack, layer, bin_lo, bin_hi, count, density
   ``forget_units.csv``     model, stack, layer, unit, mean_f, half_life, geo_mean_f, half_life_geo
   ``forget_summary.csv``   model, stack, layer, steps, mean_f, boundary/inside means and counts,
-                           median half-life, share of units with mean f > 0.9
+                           median and longest half-life, shares of units with mean f > 0.9 and
+                           with a half-life above 10 steps
   ``gradient_reach.csv``   model, reverse_source, position (1-based, original order), sentences,
                            mean_norm, mean_share
   ``analysis.json``        what was measured and on what: models, counts, definitions, phrases
@@ -45,7 +46,7 @@ HIST_COLUMNS = ["model", "stack", "layer", "bin_lo", "bin_hi", "count", "density
 UNIT_COLUMNS = ["model", "stack", "layer", "unit", "mean_f", "half_life", "geo_mean_f",
                 "half_life_geo"]
 SUMMARY_COLUMNS = ["model", "stack", "layer", "steps", "units", "mean_f", "boundary_mean_f",
-                   "inside_mean_f", "boundary_steps", "inside_steps", "median_half_life",
+                   "inside_mean_f", "boundary_steps", "inside_steps", "median_half_life", "max_half_life",
                    "units_f_above_0.9", "units_half_life_above_10"]
 BOUNDARY_DEFINITION = ("a boundary step reads a punctuation token (every character Unicode "
                        "punctuation: , . ; : ! ? quotes, brackets, dashes), i.e. a clause or "
@@ -163,7 +164,7 @@ def _forget_frames(name: str, stats, bins: int) -> tuple[pd.DataFrame, pd.DataFr
             else math.nan,
             "inside_mean_f": s.inside_sum / (s.inside_steps * H) if s.inside_steps else math.nan,
             "boundary_steps": s.boundary_steps, "inside_steps": s.inside_steps,
-            "median_half_life": float(np.median(hl)),
+            "median_half_life": float(np.median(hl)), "max_half_life": float(hl.max()),
             "units_f_above_0.9": float((mean_f > 0.9).mean()),
             "units_half_life_above_10": float((hl > 10).mean())})
     return pd.concat(hist), pd.concat(units), pd.DataFrame(summary)

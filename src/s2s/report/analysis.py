@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from s2s.report.figures import _save
 from s2s.report.render import Document, Image, Section, Table, to_markdown
@@ -131,6 +132,8 @@ def plot_reach(reach: pd.DataFrame, path: Path) -> Path:
         axes[0].plot(df["position"], df["mean_norm"], label=label, **style)
         axes[1].plot(df["position"], df["mean_share"], label=label, **style)
     axes[0].set_yscale("log")
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].set_ylabel("mean ||d loss(y_1) / d embedding|| (log)", fontsize=9)
     axes[1].set_ylabel("mean share of the sentence's gradient norm", fontsize=9)
     for ax, title in zip(axes, ("Gradient of the first target word's loss",
@@ -232,7 +235,9 @@ def _forget_section(hist, units, summary, meta, figures_dir: Path, rel_dir: str)
                      "mean f": _f(s["mean_f"]), "at boundaries": _f(b), "inside": _f(i),
                      "boundary steps": int(s["boundary_steps"]),
                      "median half-life": _f(s["median_half_life"], 2),
-                     "units f > 0.9": _f(s["units_f_above_0.9"], 2)})
+                     "longest half-life": _f(s["max_half_life"], 1),
+                     "units f > 0.9": _f(s["units_f_above_0.9"], 2),
+                     "units half-life > 10": _f(s["units_half_life_above_10"], 2)})
     if compared:
         blocks.append(f"The mean forget gate at boundaries is lower than inside in {lower} of "
                       f"{compared} (model, stack, layer) rows: a boundary "
@@ -240,11 +245,16 @@ def _forget_section(hist, units, summary, meta, figures_dir: Path, rel_dir: str)
                       "memory more than an ordinary word.")
     enc = summary[summary["stack"] == "encoder"]
     if len(enc):
-        top = enc.sort_values("median_half_life").iloc[-1]
-        blocks.append(f"Longest median half-life in the encoders: {top['model']} layer "
-                      f"{int(top['layer'])}, {_f(top['median_half_life'], 2)} steps; "
-                      f"{100 * top['units_half_life_above_10']:.0f}% of its units have a "
-                      "half-life above 10 steps.")
+        long = ", ".join(
+            f"{m} {100 * (df['units_half_life_above_10'] * df['units']).sum() / df['units'].sum():.1f}%"
+            for m, df in enc.groupby("model", sort=False))
+        top = enc.sort_values("max_half_life").iloc[-1]
+        blocks.append(f"Encoder units whose half-life is above 10 steps: {long}; the longest: "
+                      f"{_f(top['max_half_life'], 1)} steps ({top['model']}, layer "
+                      f"{int(top['layer'])}). Median half-lives: "
+                      + ", ".join(f"{r['model']} layer {int(r['layer'])} "
+                                  f"{_f(r['median_half_life'], 2)}" for _, r in enc.iterrows())
+                      + " steps.")
     blocks.append(Table("Forget gates per model, stack and layer", pd.DataFrame(rows)))
     blocks.append(Image("Forget-gate distributions", fig_h, f"{rel_dir}/{FIGURES['forget']}",
                         "Density of forget-gate values over the test set"))
