@@ -185,8 +185,9 @@ def test_pca_matches_the_covariance_eigenvectors_and_is_deterministic():
 def test_phrases_pair_kinds_distances_and_unk():
     vocab = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", "A", "man", "sees", "dog", "is", "seen",
                    "by", "a"), fingerprint="x")
-    groups = probes.phrase_groups([("A man sees a dog", "A dog is seen by a man"),
+    groups = probes.phrase_groups(["A man sees a dog | A dog is seen by a man",
                                    ("A dog sees a man",), "A cat sees a man"])
+    assert groups[0] == ("A man sees a dog", "A dog is seen by a man")
     phrases = probes.encode_phrases(groups, vocab, lambda s: s)
     assert [p.group for p in phrases] == [0, 0, 1, 2]
     assert phrases[3].unk == ("cat",) and phrases[3].ids[1] == vocab.unk
@@ -313,10 +314,10 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
     out = tmp_path / "analysis"
     meta = stage.main(models={"gru": models_dir / "gru" / "model.pt",
                               "att": models_dir / "att" / "model.pt"},
-                      phrases=["A man is watching a woman.", "A woman is watching a man."],
-                      sentences=4, max_position=3, prepared_dir=prepared, vocab_dir=vocab_dir,
+                      phrases=(), sentences=4, max_position=3, prepared_dir=prepared, vocab_dir=vocab_dir,
                       out_dir=out, min_length=3)
     assert not meta["models"]["gru"]["forget_gates"] and not meta["models"]["att"]["forget_gates"]
+    assert meta["figure2"]["groups"] == len(probes.MULTI30K_PHRASES)  # no phrases: the default
     assert pd.read_csv(out / "forget_summary.csv").empty
     assert list(pd.read_csv(out / "forget_hist.csv").columns) == stage.HIST_COLUMNS
     assert len(pd.read_csv(out / "gradient_reach.csv")) == 6

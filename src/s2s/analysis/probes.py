@@ -69,10 +69,15 @@ class Phrase:
     unk: tuple[str, ...]
 
 
+GROUP_SEP = "|"
+
+
 def phrase_groups(phrases: Sequence[str | Sequence[str]]) -> list[tuple[str, ...]]:
-    """Meaning groups from a config value: an item is a group of paraphrases (a list of strings)
-    or one phrase (a string: a group of its own)."""
-    groups = [(p,) if isinstance(p, str) else tuple(p) for p in phrases]
+    """Meaning groups from a config value. An item is a group of paraphrases: a list of strings,
+    or one string with the paraphrases separated by "|" (`analysis.phrases` is a list of
+    strings); a string without "|" is a group of its own."""
+    groups = [tuple(q.strip() for q in p.split(GROUP_SEP)) if isinstance(p, str)
+              else tuple(p) for p in phrases]
     for g in groups:
         if not g or not all(isinstance(p, str) and p.strip() for p in g):
             raise ValueError(f"a phrase group must hold non-empty strings, got {g!r}")

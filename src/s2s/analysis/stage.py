@@ -186,7 +186,8 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
     """Run the three analyses on each model (names under models_dir, or a name -> model.pt
     mapping) and write the artifacts listed in the module docstring. `sentences` caps the test
     sentences used for the gates and for gradient reach (for the latter, those with at least
-    `min_length` source words); `lowercase`: the prepare stage's setting."""
+    `min_length` source words); `phrases`: see probes.phrase_groups (empty: the Multi30k default
+    set); `lowercase`: the prepare stage's setting."""
     t_start = time.perf_counter()
     if threads:
         torch.set_num_threads(threads)
@@ -197,6 +198,10 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
     test = load_parallel(Path(prepared_dir) / "test.tok", src_vocab, tgt_vocab)
     gate_pairs = test[:sentences]
     reach_pairs = [p for p in test if len(p[0]) >= min_length][:sentences]
+    if not phrases:
+        log.info("no phrases given: Figure 2 uses the Multi30k default set (%d groups)",
+                 len(probes.MULTI30K_PHRASES))
+        phrases = probes.MULTI30K_PHRASES
     groups = probes.phrase_groups(phrases)
     phrase_list = probes.encode_phrases(groups, src_vocab, _source_tokenizer(lowercase))
     unk = sorted({t for p in phrase_list for t in p.unk})
