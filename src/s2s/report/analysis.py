@@ -268,8 +268,8 @@ def _reach_section(reach, meta, figures_dir: Path, rel_dir: str) -> Section:
     test = meta.get("test", {})
     blocks: list = [
         f"The paper's argument for reversing the source (§3.3): it puts the first source words "
-        "close to the first target words (short-term dependencies), so backpropagation "
-        "'establishes communication' between them more easily. Measured on "
+        "close to the first target words (short-term dependencies), so backpropagation has "
+        "an easier time 'establishing communication' between them. Measured on "
         f"{test.get('reach_sentences', '?')} test sentences of at least "
         f"{test.get('reach_min_length', '?')} words: "
         + meta.get("gradient_reach", {}).get("definition", "") + ".",
