@@ -40,6 +40,7 @@ from s2s.config import ModelConfig, Params, TrainConfig
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_json, atomic_write_text, remove_temporaries
+from s2s.losses import linear_cross_entropy
 from s2s.model import build_model
 from s2s.model.seq2seq import EncoderDecoder
 from s2s.progress import progress
@@ -93,9 +94,16 @@ def shard_nll(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.devic
         return torch.zeros((), device=device), 0
     b = collate(pairs, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
     with autocast:
-        logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
-    nll = nn.functional.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(),
-                                      ignore_index=vocab.pad, reduction="sum")
+        feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
+        if torch.is_autocast_enabled(device.type):  # bf16 logits, the loss in fp32
+            logits = model.proj(feats)  # (N, T, V)
+            return nn.functional.cross_entropy(
+                logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=vocab.pad,
+                reduction="sum"), b.ntokens
+    # fp32: the softmax layer and the loss in one, over the real target positions only
+    # (s2s.losses; the same value and gradients as cross_entropy(proj(feats)) up to rounding).
+    nll = linear_cross_entropy(feats, model.proj.weight, model.proj.bias, b.tgt_out,
+                               ignore_index=vocab.pad)
     return nll, b.ntokens
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from s2s.model.fused import lstm_stack, lstm_step
+
 
 class PeepholeLSTMCell(nn.Module):
     """One LSTM layer with diagonal peephole connections (Graves 2013, eqs. 7-11).
@@ -108,7 +110,14 @@ class PeepholeLSTM(nn.Module):
 
 
 class StandardLSTM(nn.Module):
-    """torch's nn.LSTM (cuDNN on GPU) behind the same interface as PeepholeLSTM."""
+    """torch's nn.LSTM (cuDNN on GPU) behind the same interface as PeepholeLSTM.
+
+    On the CPU the same weights run through ``s2s.model.fused`` instead: ``lstm_stack`` when
+    training (the same maths, a faster backward), ``lstm_step`` for single steps (decoding);
+    bench/README.md has the numbers. ``fused_cpu = False`` turns both off (benchmarks compare).
+    """
+
+    fused_cpu = True
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int):
         super().__init__()
@@ -118,6 +127,11 @@ class StandardLSTM(nn.Module):
 
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None,
                 lengths: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        if self.fused_cpu and x.device.type == "cpu":
+            if x.shape[1] == 1 and lengths is None:  # a decoding step
+                return lstm_step(self.lstm, x, state)
+            if self.training and torch.is_grad_enabled():
+                return lstm_stack(self.lstm, x, state, lengths)
         if lengths is None:
             out, (h, c) = self.lstm(x, state)
             return out, (h, c)

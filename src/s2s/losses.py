@@ -1,0 +1,65 @@
+"""The training loss: summed cross-entropy of the softmax layer, computed without the (N, T, V)
+logits tensor of ``proj(features)`` + ``F.cross_entropy``.
+
+``linear_cross_entropy(features, weight, bias, target, ignore_index=pad)`` equals
+``F.cross_entropy(F.linear(features, weight, bias).flatten(0, 1), target.flatten(),
+ignore_index=pad, reduction="sum")`` up to float rounding, with the same gradients. It is faster
+on CPU for two reasons (bench/README.md, "Where the time goes"):
+
+- only the M positions with a real target go through the softmax layer: padded target positions
+  (9% of a bucketed Multi30k batch) cost nothing, where the plain loss computes their logits,
+  log-softmax and backward and then multiplies them by zero;
+- one (M, V) buffer serves the whole layer: the GEMM writes the logits into it, the log-softmax
+  runs in place, and backward turns it into the logits' gradient in place and runs the two
+  GEMMs on it. The plain path allocates logits, log-probs, their gradient and the logits'
+  gradient, four (M, V) tensors (at the paper's V = 80k and M = 128 x 30: 1.2 GB each).
+
+Dimension letters: see ``s2s.model.lstm``; M = rows with a real target.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["linear_cross_entropy"]
+
+_log_softmax_out = torch.ops.aten._log_softmax.out
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Summed NLL of ``target`` under ``log_softmax(x @ weight.T + bias)``; x: (M, H),
+    weight: (V, H), bias: (V,), target: (M,) -> scalar."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, target: Tensor) -> Tensor:
+        logp = torch.addmm(bias, x, weight.t())  # (M, V) logits
+        # In place: the kernel reads a row's max and sum before it writes the row.
+        _log_softmax_out(logp, 1, False, out=logp)  # (M, V) log-probs
+        nll = -logp.gather(1, target[:, None]).sum()
+        ctx.save_for_backward(x, weight, target, logp)
+        return nll
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        x, weight, target, logp = ctx.saved_tensors
+        # d nll / d logits = softmax - onehot(target), times the incoming scale; `logp` is not
+        # needed after this, so it becomes that gradient in place (a second backward through
+        # the same graph is not supported: retain_graph would see the overwritten buffer).
+        g = logp.exp_().mul_(grad)  # (M, V)
+        g.scatter_add_(1, target[:, None], (-grad).expand(target.shape[0], 1).to(g.dtype))
+        dx = g @ weight if ctx.needs_input_grad[0] else None  # (M, H)
+        dw = g.t() @ x if ctx.needs_input_grad[1] else None  # (V, H)
+        db = g.sum(0) if ctx.needs_input_grad[2] else None  # (V,)
+        return dx, dw, db, None
+
+
+def linear_cross_entropy(features: Tensor, weight: Tensor, bias: Tensor, target: Tensor, *,
+                         ignore_index: int) -> Tensor:
+    """Summed cross-entropy of the softmax layer over the positions whose target is not
+    ``ignore_index``. features: (..., H) (e.g. (N, T, H)), weight: (V, H), bias: (V,),
+    target: (...) matching features' leading dimensions. Returns a scalar (fp32 for fp32 inputs).
+    """
+    keep = target != ignore_index  # (...)
+    x = features[keep]  # (M, H): a copy, so the GEMMs see a contiguous matrix
+    return _LinearCrossEntropy.apply(x, weight, bias, target[keep])
