@@ -69,6 +69,8 @@ class Ensemble:
 
     def step(self, prev_tokens: Tensor, state: EnsembleState) -> tuple[Tensor, EnsembleState]:
         """Combined log-probs (N, V) of the token after ``prev_tokens`` (N,), and the new state."""
+        if self.combine == "mean_prob" and all(_has_logits(m) for m in self.models):
+            return self._mean_prob_from_logits(prev_tokens, state)
         outputs = [model.step(prev_tokens, s) for model, s in zip(self.models, state.members)]
         lprobs = [lp for lp, _ in outputs]  # K x (N, V)
         if self.combine == "mean_prob":
@@ -78,3 +80,39 @@ class Ensemble:
         else:
             combined = torch.log_softmax(sum(lprobs) / len(lprobs), dim=-1)  # (N, V)
         return combined, EnsembleState(tuple(s for _, s in outputs))
+
+    def _mean_prob_from_logits(self, prev_tokens: Tensor, state: EnsembleState
+                               ) -> tuple[Tensor, EnsembleState]:
+        """``mean_prob`` for members with ``step_features`` and ``proj`` (s2s's models): the log
+        of the summed softmaxes, one softmax and one add per member where the log-prob path
+        needs a log-softmax and a logaddexp (exp and log1p of every entry) per member; 25-30%
+        less CPU time for an ensemble of 5 (bench/README.md). Where the mean probability is too
+        small for float precision (below 1e-30: every member gives the token < ~1e-29) it is
+        recomputed from the log-probs, so the result equals the log-prob path up to rounding."""
+        logits, states = [], []
+        total = None
+        for model, s in zip(self.models, state.members):
+            features, new_state = model.step_features(prev_tokens, s)
+            z = model.proj(features)  # (N, V)
+            p = torch.softmax(z, dim=-1)
+            total = p if total is None else total.add_(p)
+            logits.append(z)
+            states.append(new_state)
+        rows = None
+        if bool(total.min() < _TINY):
+            rows = (total < _TINY).any(1).nonzero().squeeze(1)  # (r,) rows to redo exactly
+        combined = total.log_().sub_(math.log(len(logits)))  # (N, V)
+        if rows is not None:
+            exact = functools.reduce(torch.logaddexp, [torch.log_softmax(z[rows], dim=-1)
+                                                       for z in logits])  # (r, V)
+            tiny = combined[rows] < math.log(_TINY) - math.log(len(logits))  # (r, V)
+            combined[rows] = torch.where(tiny, exact - math.log(len(logits)), combined[rows])
+        return combined, EnsembleState(tuple(states))
+
+
+_TINY = 1e-30  # float32 keeps full precision down to 1.2e-38; the log of a sum below this
+# is recomputed from log-probs (see Ensemble._mean_prob_from_logits)
+
+
+def _has_logits(model) -> bool:
+    return hasattr(model, "step_features") and hasattr(model, "proj")

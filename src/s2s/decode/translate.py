@@ -29,6 +29,8 @@ from s2s.train import pick_device
 
 log = logging.getLogger("s2s.translate")
 
+ROWS_BEAM = 12  # translate.batch_size counts sentences at this beam width (see `translate`)
+
 
 def load_members(members, *, models_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab,
                  device: torch.device, combine: str):
@@ -42,12 +44,17 @@ def load_members(members, *, models_dir: Path, src_vocab: Vocab, tgt_vocab: Voca
 def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: int, nbest: int,
               vocab: Vocab, device: torch.device, desc: str = "") -> list[list[Hypothesis]]:
     """n-best hypotheses for every source, in input order. Batches hold sentences of similar
-    length (less padding); the order of the output does not depend on it."""
+    length (less padding); the output does not depend on how they are batched.
+
+    A batch holds up to `cfg.batch_size` x ROWS_BEAM hypotheses: `batch_size` sentences at the
+    paper's beam 12, proportionally more at narrower beams (192 at beam 2), so that a narrow
+    beam's steps are as large, and as efficient per row, as a wide one's (bench/README.md)."""
+    per_batch = max(1, cfg.batch_size * ROWS_BEAM // beam)
     order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), i))
     results: list[list[Hypothesis] | None] = [None] * len(sources)
     bar = progress(total=len(sources), desc=desc, unit="sent")
-    for k in range(0, len(order), cfg.batch_size):
-        idx = order[k: k + cfg.batch_size]
+    for k in range(0, len(order), per_batch):
+        idx = order[k: k + per_batch]
         b = collate([(sources[i], []) for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
         max_len = (cfg.max_len_a * b.src_lengths.float()).long() + cfg.max_len_b
         hyps = beam_search(model, b.src.to(device), b.src_lengths.to(device), beam=beam,
