@@ -4,10 +4,12 @@
     python bench/train.py --data /tmp/defrun/data     # real Multi30k batches, both sizes
     python bench/train.py --sizes default --profile   # + torch.profiler breakdown of one step
 
-One step is what ``s2s.train.main`` does per minibatch: collate, forward (teacher forcing),
-cross-entropy summed over tokens / sentences in the batch, zero_grad, backward,
-clip_grad_norm_(5), SGD step (lr 0.7). `OurStep` repeats those lines: keep it in sync with
-src/s2s/train.py (which has no step function the benchmark could call).
+One step is what ``s2s.train.main`` does per minibatch: ``s2s.train.shard_nll`` (collate,
+teacher forcing, the fused softmax-layer loss summed over tokens), / sentences in the batch,
+zero_grad, backward, clip_grad_norm_(5), SGD step (lr 0.7). `OurStep` calls shard_nll and
+repeats the other lines: keep it in sync with src/s2s/train.py. Extra default-size rows:
+"(equal-length batches)" = our step on the reference's batches; "(unfused)" = the step before
+s2s.losses and s2s.model.fused (nn.LSTM, proj + F.cross_entropy over all positions).
 
 Rows: model size (`default`: 2 x 256, E 256, the Multi30k vocabularies; `paper`: 4 x 1000, E 1000,
 vocab 160k/80k) x cell (`lstm`: nn.LSTM; `peephole`: our PeepholeLSTM), and a naive reference at
@@ -68,6 +70,7 @@ import common  # noqa: E402
 from s2s.config import ModelConfig  # noqa: E402
 from s2s.data.batching import collate, epoch_batches  # noqa: E402
 from s2s.model.seq2seq import Seq2Seq  # noqa: E402
+from s2s.train import shard_nll  # noqa: E402
 
 LR = 0.7  # the paper's SGD rate; params.yaml train.lr
 CLIP = 5.0  # train.clip_norm
@@ -87,14 +90,23 @@ class Size:
 @dataclass(frozen=True)
 class Row:
     size: Size
-    impl: str  # "ours" or "reference"
+    impl: str  # one of IMPLS
     cell: str  # "lstm" (nn.LSTM) or "peephole" (PeepholeLSTM)
     batch: int
 
     @property
     def label(self) -> str:
-        suffix = " (reference)" if self.impl == "reference" else ""
-        return f"{self.size.name}/{self.cell}{suffix}"
+        return f"{self.size.name}/{self.cell}{IMPLS[self.impl]}"
+
+
+# Row kinds: the suffix of their label.
+IMPLS = {
+    "ours": "",  # s2s.train's step on its bucketed, padded batches
+    "ours-equal": " (equal-length batches)",  # the same step on the reference's batches
+    "unfused": " (unfused)",  # the step before s2s.losses / s2s.model.fused: nn.LSTM everywhere,
+    #                           proj + F.cross_entropy over all positions
+    "reference": " (reference)",
+}
 
 
 def lstm_flops(embed: int, hidden: int, layers: int) -> int:
@@ -128,7 +140,12 @@ def phase(name: str):
 
 class OurStep:
     """One iteration of s2s.train.main's loop on a Seq2Seq of `row`'s size and cell, as one
-    process runs it (s2s.distributed's all-reduces are no-ops then)."""
+    process runs it (s2s.distributed's all-reduces are no-ops then): `s2s.train.shard_nll`
+    (collate, forward, loss), zero_grad, backward, clipping, SGD.
+
+    impl "ours-equal" feeds it the reference's equal-length batches; "unfused" replaces
+    shard_nll's fused loss and CPU LSTM by nn.LSTM and proj + F.cross_entropy (the step as it
+    was before them)."""
 
     def __init__(self, row: Row, corpus: common.Corpus, device: torch.device, seed: int = 1):
         s = row.size
@@ -138,21 +155,30 @@ class OurStep:
                              pad=corpus.src_vocab.pad)
         self.model.init_weights(seed)
         self.model.to(device).train()
+        self.unfused = row.impl == "unfused"
+        if self.unfused:
+            for stack in (self.model.encoder, self.model.decoder):
+                stack.fused_cpu = False  # a no-op for PeepholeLSTM
+        self.equal = ReferenceStep.equal_length(corpus) if row.impl == "ours-equal" else None
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR)
         self.pairs, self.vocab, self.device = corpus.pairs, corpus.tgt_vocab, device
+        self.autocast = torch.autocast(device.type, enabled=False)
 
     def __call__(self, idx: list[int]) -> int:
         vocab, model, opt = self.vocab, self.model, self.opt
         for group in opt.param_groups:
             group["lr"] = LR
-        with phase("collate"):
-            b = collate([self.pairs[i] for i in idx], pad=vocab.pad, bos=vocab.bos,
-                        eos=vocab.eos).to(self.device)
-        with phase("forward"):
-            logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
-        with phase("loss"):
-            nll = nn.functional.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(),
-                                              ignore_index=vocab.pad, reduction="sum")
+        pairs = self.equal(idx) if self.equal else [self.pairs[i] for i in idx]
+        with phase("forward+loss"):
+            if self.unfused:
+                b = collate(pairs, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(self.device)
+                logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
+                nll = nn.functional.cross_entropy(logits.flatten(0, 1), b.tgt_out.flatten(),
+                                                  ignore_index=vocab.pad, reduction="sum")
+                ntok = b.ntokens
+            else:
+                nll, ntok = shard_nll(model, pairs, vocab=vocab, device=self.device,
+                                      autocast=self.autocast)
             loss = nll / len(idx)
             if not torch.isfinite(loss):
                 raise RuntimeError(f"non-finite loss {loss.item()}")
@@ -166,7 +192,7 @@ class OurStep:
             opt.step()
         common.sync(self.device)
         nll.item()
-        return b.ntokens
+        return ntok
 
 
 class NaiveSeq2Seq(nn.Module):
@@ -206,19 +232,27 @@ class ReferenceStep:
         self.model.to(device).train()
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR)
         self.pairs, self.vocab, self.device = corpus.pairs, corpus.tgt_vocab, device
+        self.equal = self.equal_length(corpus)
         self._cache: dict[tuple[int, ...], tuple] = {}
+
+    @staticmethod
+    def equal_length(corpus: common.Corpus):
+        """A function of a batch's indices: its N sentences cut or repeated to the batch's mean
+        source and target length, as (source ids, target ids) pairs."""
+        def pairs_of(idx: list[int]) -> list[tuple[list[int], list[int]]]:
+            pairs = [corpus.pairs[i] for i in idx]
+            n = len(pairs)
+            S = max(1, round(sum(len(s) for s, _ in pairs) / n))
+            T = max(1, round(sum(len(t) + 1 for _, t in pairs) / n))  # + <eos>
+            return [(_fit(s, S), _fit(t, T - 1)) for s, t in pairs]
+        return pairs_of
 
     def rows_of(self, idx: list[int]):
         key = tuple(idx)
         if key not in self._cache:
-            pairs = [self.pairs[i] for i in idx]
-            n = len(pairs)
-            S = max(1, round(sum(len(s) for s, _ in pairs) / n))
-            T = max(1, round(sum(len(t) + 1 for _, t in pairs) / n))  # + <eos>
-            src = [_fit(s, S) for s, _ in pairs]
-            tgt = [_fit(t, T - 1) for _, t in pairs]
-            self._cache[key] = (src, [[self.vocab.bos] + t for t in tgt],
-                                [t + [self.vocab.eos] for t in tgt])
+            pairs = self.equal(idx)
+            self._cache[key] = ([s for s, _ in pairs], [[self.vocab.bos] + t for _, t in pairs],
+                                [t + [self.vocab.eos] for _, t in pairs])
         return self._cache[key]
 
     def __call__(self, idx: list[int]) -> int:
@@ -239,7 +273,7 @@ class ReferenceStep:
 
 
 def make_runner(row: Row, corpus: common.Corpus, device: torch.device):
-    return (OurStep if row.impl == "ours" else ReferenceStep)(row, corpus, device)
+    return (ReferenceStep if row.impl == "reference" else OurStep)(row, corpus, device)
 
 
 def batch_plan(corpus: common.Corpus, batch_size: int, n: int, seed: int = 7) -> list[list[int]]:
@@ -341,30 +375,16 @@ def probe_subprocess(args, rows: list[Row], timed: dict[str, int], mem_steps: in
 
 def profile_steps(row: Row, corpus: common.Corpus, device: torch.device, *, steps: int,
                   warmup: int = 2) -> str:
-    """torch.profiler over `steps` steps (after `warmup` steps): time per phase of the step and
-    per module of the forward pass, then the operators with the most self CPU time."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    """torch.profiler over `steps` steps (after `warmup` steps): time per phase of the step,
+    per part of the model (the fused LSTM layers' and loss's autograd Functions, forward and
+    backward), then the operators with the most self CPU time."""
+    from torch.profiler import ProfilerActivity, profile
 
     runner = OurStep(row, corpus, device)
     batches = batch_plan(corpus, row.batch, steps + warmup)
     for idx in batches[:warmup]:
         runner(idx)
-    open_ranges: list = []
-
-    def pre(name):
-        def hook(module, inputs):
-            rf = record_function(f"forward.{name}")
-            rf.__enter__()
-            open_ranges.append(rf)
-        return hook
-
-    def post(module, inputs, output):
-        open_ranges.pop().__exit__(None, None, None)
-
     global _PROFILING
-    handles = []
-    for name, mod in (("decoder", runner.model.decoder), ("proj", runner.model.proj)):
-        handles += [mod.register_forward_pre_hook(pre(name)), mod.register_forward_hook(post)]
     _PROFILING = True
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -372,29 +392,34 @@ def profile_steps(row: Row, corpus: common.Corpus, device: torch.device, *, step
             runner(idx)
     wall = (time.perf_counter() - t0) / steps * 1e3
     _PROFILING = False
-    for h in handles:
-        h.remove()
     ev = {e.key: e for e in prof.key_averages()}
 
     def ms(key):
         return ev[key].cpu_time_total / 1e3 / steps if key in ev else 0.0
 
-    phases = ["collate", "forward", "loss", "zero_grad", "backward", "clip_grad_norm", "sgd_step"]
+    phases = ["forward+loss", "zero_grad", "backward", "clip_grad_norm", "sgd_step"]
     total = sum(ms(p) for p in phases)
-    fwd_dec, fwd_proj = ms("forward.decoder"), ms("forward.proj")
+    parts = {"forward+loss": [("LSTM layers (4)", "_LSTMLayer"),
+                              ("softmax layer + loss", "_LinearCrossEntropy")],
+             "backward": [("LSTM layers (4)", "_LSTMLayerBackward"),
+                          ("softmax layer + loss", "_LinearCrossEntropyBackward")]}
     rows = []
     for p in phases:
         rows.append([p, f"{ms(p):.1f}", f"{100 * ms(p) / total:.1f}"])
-        if p == "forward":
-            enc = ms("forward") - fwd_dec - fwd_proj
-            for name, v in (("  encoder (+embeddings, reversal)", enc),
-                            ("  decoder LSTM", fwd_dec), ("  proj (softmax layer)", fwd_proj)):
-                rows.append([name, f"{v:.1f}", f"{100 * v / total:.1f}"])
+        rest = ms(p)
+        for name, key in parts.get(p, []):
+            if key in ev:
+                rows.append([f"  {name}", f"{ms(key):.1f}", f"{100 * ms(key) / total:.1f}"])
+                rest -= ms(key)
+        if p in parts:
+            rows.append(["  other (collate, embeddings, reversal, ...)", f"{rest:.1f}",
+                         f"{100 * rest / total:.1f}"])
     out = [f"profile of {row.label}, batch {row.batch}: {steps} steps, {wall:.0f} ms/step wall "
            f"(profiled), phases sum {total:.0f} ms/step",
            common.table(["phase", "ms/step", "%"], rows)]
-    top = sorted((e for e in prof.key_averages() if not e.key.startswith(("forward", "collate",
-                  "loss", "zero_grad", "backward", "clip_grad_norm", "sgd_step", "ProfilerStep"))),
+    top = sorted((e for e in prof.key_averages() if e.key not in phases
+                  and not e.key.startswith(("ProfilerStep", "_LSTMLayer", "_LinearCrossEntropy",
+                                            "autograd::engine"))),
                  key=lambda e: -e.self_cpu_time_total)[:15]
     out.append(common.table(
         ["operator (top self CPU)", "calls/step", "self ms/step", "%"],
@@ -448,6 +473,9 @@ def main(argv: list[str] | None = None) -> None:
     for s in want_sizes:
         batch = args.batch_default if s == "default" else batch_paper
         rows += [Row(sizes[s], "ours", c, batch) for c in cells]
+        if s == "default" and "lstm" in cells:
+            rows += [Row(sizes[s], "ours-equal", "lstm", batch),
+                     Row(sizes[s], "unfused", "lstm", batch)]
         if s == "default" and not args.no_reference:
             rows.append(Row(sizes[s], "reference", "lstm", batch))
     default_rows = [r for r in rows if r.size.name == "default"]
@@ -488,7 +516,7 @@ def main(argv: list[str] | None = None) -> None:
         res = results[r.label]
         wps = res["words"] / res["seconds"]
         fpw = flops_per_target_word(r.size, res["src_tokens"], res["tgt_tokens"])
-        pad = ("0/0" if r.impl == "reference"
+        pad = ("0/0" if r.impl in ("reference", "ours-equal")
                else f"{100 * res['src_pad']:.0f}/{100 * res['tgt_pad']:.0f}")
         vs = ""
         if ref_label and r.size.name == "default":

@@ -34,8 +34,11 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, target: Tensor) -> Tensor:
         logp = torch.addmm(bias, x, weight.t())  # (M, V) logits
-        # In place: the kernel reads a row's max and sum before it writes the row.
-        _log_softmax_out(logp, 1, False, out=logp)  # (M, V) log-probs
+        if logp.device.type == "cpu":
+            # In place: the CPU kernel reads a row's max and sum before it writes the row.
+            _log_softmax_out(logp, 1, False, out=logp)  # (M, V) log-probs
+        else:
+            logp = torch.log_softmax(logp, 1)
         nll = -logp.gather(1, target[:, None]).sum()
         ctx.save_for_backward(x, weight, target, logp)
         return nll
