@@ -107,7 +107,6 @@ def run(mode: str, pairs, batches, *, warmup: int, steps: int) -> dict:
     out = {"words": words, "seconds": seconds, "steps": steps,
            "flops_per_word": flops_per_target_word(PAPER, src, tgt),
            "peak_gib": torch.cuda.max_memory_allocated() / 2 ** 30}
-    del model, opt
     return out
 
 

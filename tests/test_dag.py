@@ -1,5 +1,5 @@
 """dvc.yaml and the profiles agree: every profile validates, every model has a train stage, and
-the explicit translate/rescore/attention stages depend on exactly the models their params name."""
+the explicit translate/rescore/analyze/attention stages depend on exactly the models their params name."""
 
 from pathlib import Path
 
@@ -58,3 +58,8 @@ def test_attention_stage_reads_the_profiles_attention_system(profile):
     assert system is not None, "every profile draws its attention system's alignments"
     assert model_deps(stage) == set(params.systems[system].members)
     assert f"outputs/translate/{system}" in stage["deps"]
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_analyze_stage_reads_the_profiles_analysis_models(profile):
+    assert model_deps(STAGES["analyze"]) == set(load(profile).analysis.models)

@@ -74,7 +74,16 @@ def _cmd_report(a, params):
     from s2s.report import stage
 
     stage.main(params, metrics_dir=a.metrics, translate_dir=a.translate, groups_csv=a.groups,
-               manifest=a.manifest, out_dir=a.out, attention=a.attention)
+               manifest=a.manifest, out_dir=a.out, attention=a.attention, analysis=a.analysis)
+
+
+def _cmd_analyze(a, params):
+    from s2s.analysis import stage
+
+    cfg = params.analysis
+    stage.main(models=cfg.models, phrases=cfg.phrases, sentences=cfg.sentences,
+               max_position=cfg.max_position, prepared_dir=a.prepared, vocab_dir=a.vocab,
+               models_dir=a.models, out_dir=a.out, lowercase=params.prepare.lowercase)
 
 
 def _cmd_attention(a, params):
@@ -142,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = stage("evaluate", _cmd_evaluate, "BLEU (tokenised and sacreBLEU) and Figure 3 groups")
     for flag in ("--translate", "--rescore", "--prepared", "--vocab", "--metrics", "--groups"):
         s.add_argument(flag, type=Path, required=True)
+    s = stage("analyze", _cmd_analyze, "Figure 2, forget gates and gradient reach of `analysis`")
+    for flag in ("--prepared", "--vocab", "--models", "--out"):
+        s.add_argument(flag, type=Path, required=True)
     s = stage("attention", _cmd_attention, "attention weights of an attention system's output")
     for flag in ("--prepared", "--vocab", "--models", "--translate", "--out"):
         s.add_argument(flag, type=Path, required=True)
@@ -149,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     for flag in ("--metrics", "--translate", "--groups", "--manifest", "--out"):
         s.add_argument(flag, type=Path, required=True)
     s.add_argument("--attention", type=Path, help="the attention stage's weights.json")
+    s.add_argument("--analysis", type=Path, help="the analyze stage's folder")
     s = sub.add_parser("profile", help="show or switch the parameter profile")
     s.add_argument("name", nargs="?")
     s.set_defaults(fn=None)

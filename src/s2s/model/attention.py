@@ -101,8 +101,12 @@ class AttentionEncoderDecoder(EncoderDecoder):
 
     def step_features(self, prev_tokens: Tensor, state: AttentionState
                       ) -> tuple[Tensor, AttentionState]:
+        return self._step(self.tgt_embed(prev_tokens), state)
+
+    def _step(self, emb: Tensor, state: AttentionState) -> tuple[Tensor, AttentionState]:
+        """emb: (N, E), the previous target word embedded."""
         context, weights = self.attend(state.h[-1], state)
-        x = torch.cat([self.tgt_embed(prev_tokens), context], dim=-1)[:, None, :]  # (N, 1, E + M)
+        x = torch.cat([emb, context], dim=-1)[:, None, :]  # (N, 1, E + M)
         out, (h, c) = self.decoder(x, (state.h, state.c))  # (N, 1, H)
         o = torch.tanh(self.out_proj(torch.cat([out[:, 0], context], dim=-1)))  # (N, H)
         return o, AttentionState(h, c, state.memory, state.keys, state.src_mask, weights)
@@ -117,8 +121,10 @@ class AttentionEncoderDecoder(EncoderDecoder):
         """features (N, T, H) and the attention weights of every step (N, T, S)."""
         state = self.encode(src, src_lengths)
         features, weights = [], []
-        for prev in tgt_in.unbind(1):
-            o, state = self.step_features(prev, state)
+        # one embedding lookup for all steps: a lookup per step would make the backward pass
+        # build and add a dense (V, E) gradient per target step
+        for emb in self.tgt_embed(tgt_in).unbind(1):  # T x (N, E)
+            o, state = self._step(emb, state)
             features.append(o)
             weights.append(state.weights)
         return torch.stack(features, dim=1), torch.stack(weights, dim=1)

@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from s2s.report.figures import _save
+from s2s.report.figures import save
 from s2s.report.render import Document, Image, Section, Table, to_markdown
 
 FIGURES = {"figure2": "analysis_figure2.png", "forget": "analysis_forget_gates.png",
@@ -65,7 +65,7 @@ def plot_figure2(points: pd.DataFrame, path: Path) -> Path:
         ax.set_ylabel("PC2", fontsize=9)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_forget_hist(hist: pd.DataFrame, path: Path) -> Path:
@@ -90,7 +90,7 @@ def plot_forget_hist(hist: pd.DataFrame, path: Path) -> Path:
             if r == 0 and c == 0:
                 ax.legend(fontsize=8)
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_half_life(units: pd.DataFrame, path: Path) -> Path:
@@ -118,7 +118,7 @@ def plot_half_life(units: pd.DataFrame, path: Path) -> Path:
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_reach(reach: pd.DataFrame, path: Path) -> Path:
@@ -143,7 +143,7 @@ def plot_reach(reach: pd.DataFrame, path: Path) -> Path:
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=9)
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 # --- sections ------------------------------------------------------------------------------------

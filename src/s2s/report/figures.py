@@ -26,7 +26,7 @@ PNG_META = {"Software": None}  # keep the files free of the matplotlib version s
 DPI = 110
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     """Render with the Agg canvas and write through a temporary file and a rename."""
     path = Path(path)
     FigureCanvasAgg(fig)
@@ -73,7 +73,7 @@ def figure3(groups: pd.DataFrame, curves: list[tuple[str, str, str]], path: Path
     if note:
         fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=8, color="0.35")
     fig.tight_layout(rect=(0, 0.05 if note else 0, 1, 1))
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def learning_curves(curves: dict[str, pd.DataFrame], path: Path) -> Path:
@@ -110,7 +110,7 @@ def learning_curves(curves: dict[str, pd.DataFrame], path: Path) -> Path:
     ax.set_title("Learning curves: dev perplexity (solid), train perplexity (dashed)", fontsize=11)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def attention_weights(examples: list[dict], path: Path, *, title: str) -> Path:
@@ -135,4 +135,4 @@ def attention_weights(examples: list[dict], path: Path, *, title: str) -> Path:
     if image is not None:
         fig.colorbar(image, ax=list(axes), shrink=0.6, label="attention weight")
     fig.suptitle(title, fontsize=11)
-    return _save(fig, path)
+    return save(fig, path)

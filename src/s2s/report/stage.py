@@ -5,10 +5,12 @@ Reads
   ``<metrics_dir>/curves/<model>.csv``, ``<metrics_dir>/prepare.json``,
   ``<metrics_dir>/vocab.json``,
   ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (the evaluate stage's Figure 3 groups),
-  ``manifest`` (the download stage's data manifest) and the parameter file itself (its sha256).
+  ``manifest`` (the download stage's data manifest) and the parameter file itself (its sha256);
+  optional: the attention stage's ``weights.json`` and the analyze stage's folder.
 Writes (under ``out_dir``, i.e. ``reports/``)
   ``report.md``, ``report.html``, ``tables/{table1,table2,perplexity,cost,claims}.{csv,md}``,
-  ``figures/figure3.png``, ``figures/learning_curves.png``.
+  ``figures/figure3.png``, ``figures/learning_curves.png``, and with the optional inputs
+  ``figures/attention.png`` and ``figures/analysis_*.png``.
 
 Anything optional that is missing (a system not decoded, no timing, no rescoring) shows up as
 "not run" with the reason; nothing is dropped and nothing is invented.
@@ -31,6 +33,7 @@ import pandas as pd
 
 from s2s.config import Params
 from s2s.io import atomic_write_text
+from s2s.report import analysis as analysis_sections
 from s2s.report import figures, tables
 from s2s.report.render import (Bullets, Document, Image, Section, Table, md_table, to_html,
                                to_markdown)
@@ -51,6 +54,7 @@ class Artifacts:
     vocab: dict | None
     manifest: dict | None
     attention: dict | None  # the attention stage's weights.json
+    analysis_dir: Path | None  # the analyze stage's folder, when there is one
     read: list[str]
 
 
@@ -63,7 +67,8 @@ def _json(path: Path, read: list[str]) -> Any | None:
 
 
 def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
-         manifest: Path, attention: Path | None = None) -> Artifacts:
+         manifest: Path, attention: Path | None = None,
+         analysis: Path | None = None) -> Artifacts:
     read: list[str] = []
     bleu_path = metrics_dir / "bleu.json"
     if not bleu_path.is_file():
@@ -94,7 +99,18 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                      prepare=_json(metrics_dir / "prepare.json", read),
                      vocab=_json(metrics_dir / "vocab.json", read),
                      manifest=_json(manifest, read),
-                     attention=_json(attention, read) if attention else None, read=read)
+                     attention=_json(attention, read) if attention else None,
+                     analysis_dir=_folder(analysis, read), read=read)
+
+
+def _folder(path: Path | None, read: list[str]) -> Path | None:
+    if path is None:
+        return None
+    if not Path(path).is_dir():
+        log.warning("absent: %s", path)
+        return None
+    read.append(f"{path}/")
+    return Path(path)
 
 
 # --- provenance ----------------------------------------------------------------------------------
@@ -282,6 +298,8 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     ]))
     if art.attention is not None:
         doc.sections.append(attention_section(params, art, fig_dir))
+    if art.analysis_dir is not None:
+        doc.sections.extend(analysis_sections.sections(art.analysis_dir, fig_dir))
     data_blocks: list = []
     if art.prepare:
         T["data"] = Table("Data: lines per corpus, and what each training filter removed",
@@ -324,12 +342,14 @@ def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
 
 
 def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
-         manifest: Path, out_dir: Path, attention: Path | None = None) -> dict[str, Path]:
+         manifest: Path, out_dir: Path, attention: Path | None = None,
+         analysis: Path | None = None) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
     t0 = time.perf_counter()
     metrics_dir, translate_dir, out_dir = Path(metrics_dir), Path(translate_dir), Path(out_dir)
     art = load(params, metrics_dir=metrics_dir, translate_dir=translate_dir,
-               groups_csv=Path(groups_csv), manifest=Path(manifest), attention=attention)
+               groups_csv=Path(groups_csv), manifest=Path(manifest), attention=attention,
+               analysis=analysis)
     log.info("read %d files: %s", len(art.read), ", ".join(art.read))
     fig_dir = out_dir / "figures"
     doc, shown, raw = build(params, art, fig_dir)
@@ -337,6 +357,9 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                "learning_curves": fig_dir / "learning_curves.png"}
     if art.attention is not None:
         written["attention"] = fig_dir / "attention.png"
+    if art.analysis_dir is not None:
+        written.update({name: fig_dir / file for name, file in analysis_sections.FIGURES.items()
+                        if (fig_dir / file).is_file()})
     for name, table in shown.items():
         csv_path, md_path = out_dir / "tables" / f"{name}.csv", out_dir / "tables" / f"{name}.md"
         atomic_write_text(csv_path, raw[name].to_csv(index=False))
