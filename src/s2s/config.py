@@ -113,7 +113,8 @@ class SystemConfig:
 
 @dataclass(frozen=True)
 class TranslateConfig:
-    batch_size: int = field(default=32, metadata=_rng(1))  # sentences per search batch
+    # sentences per search batch at beam 12; narrower beams batch proportionally more sentences
+    batch_size: int = field(default=32, metadata=_rng(1))
     max_len_a: float = field(default=1.5, metadata=_rng(0.0))  # max target len = a * src + b
     max_len_b: int = field(default=10, metadata=_rng(1))
     length_penalty: float = field(default=0.0, metadata=_rng(0.0))  # 0: the paper's raw log-prob
