@@ -141,10 +141,3 @@ class StandardLSTM(nn.Module):
         out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
         return out, (h, c)  # (N, T, H), (L, N, H) x 2
 
-
-def make_stack(cell: str, input_size: int, hidden_size: int, num_layers: int) -> nn.Module:
-    if cell == "peephole":
-        return PeepholeLSTM(input_size, hidden_size, num_layers)
-    if cell == "lstm":
-        return StandardLSTM(input_size, hidden_size, num_layers)
-    raise ValueError(f"unknown cell '{cell}' (expected 'lstm' or 'peephole')")
