@@ -213,6 +213,20 @@ def test_table2_has_paper_and_our_numbers(report):
     assert df.loc[6, "paper_printed"] == "~45"
 
 
+def test_models_table_lists_every_model_with_its_metrics(report):
+    df = pd.read_csv(report["out"] / "tables" / "models.csv")
+    params = report["params"]
+    assert df["model"].tolist() == list(params.models)
+    for rec in df.to_dict("records"):
+        m = json.loads((report["metrics"] / "train" / f"{rec['model']}.json").read_text())
+        assert rec["test ppl"] == m["test_ppl"] and rec["dev ppl"] == m["dev_ppl"]
+        assert rec["minutes"] == pytest.approx(m["wall_seconds"] / 60)
+    att = df.set_index("model").loc["attention"]
+    assert att["architecture"].startswith("Bahdanau et al.'s attention")
+    assert att["layers x cells"] == f"1 x {params.model.hidden_size}"
+    assert df.set_index("model").loc["reversed_1", "source"] == "reversed"
+
+
 def test_perplexity_cost_and_claims_are_computed(report):
     out, params = report["out"], report["params"]
     ppl = pd.read_csv(out / "tables" / "perplexity.csv")

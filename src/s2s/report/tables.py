@@ -303,6 +303,24 @@ def perplexity_table(params: Params, train: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def models_table(params: Params, train: dict[str, dict]) -> pd.DataFrame:
+    """Every model of the profile: what it is, its size, perplexities and training speed."""
+    rows = []
+    for name in params.models:
+        cfg = params.model_config(name)
+        m = train.get(name, {})
+        seconds = m.get("wall_seconds")
+        rows.append({"model": name, "architecture": architecture(cfg),
+                     "layers x cells": f"{cfg.num_layers} x {cfg.hidden_size}",
+                     "source": "reversed" if cfg.reverse_source else "forward",
+                     "parameters": m.get("parameters"), "epochs": m.get("epochs"),
+                     "dev ppl": m.get("dev_ppl"), "test ppl": m.get("test_ppl"),
+                     "target words/s": m.get("tgt_words_per_sec"),
+                     "minutes": None if seconds is None else seconds / 60,
+                     "status": "ours" if m else f"{NOT_RUN}: no metrics/train/{name}.json"})
+    return pd.DataFrame(rows)
+
+
 # --- decoding cost -------------------------------------------------------------------------------
 
 
