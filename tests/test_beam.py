@@ -452,6 +452,24 @@ def test_mean_prob_ensemble_is_the_mixture_of_the_members_probabilities():
     assert_hyps(got[0], [((), log(0.4), True)])
 
 
+def test_an_ensemble_of_different_architectures_mixes_their_probabilities():
+    members = [EosRamp(arch, cell, seed).model for arch, cell, seed in
+               (("seq2seq", "lstm", 1), ("cho", "gru", 2), ("attention", "gru", 3))]
+    ensemble = Ensemble(members)  # mean_prob through the members' own softmax layers
+    src, lengths = random_batch(6, [4, 2, 5])
+    state = ensemble.encode(src, lengths)
+    alone = [m.encode(src, lengths) for m in members]
+    for prev in ([BOS] * 3, [A, B, C], [C, EOS, A]):
+        prev = torch.tensor(prev)
+        lprobs, state = ensemble.step(prev, state)
+        steps = [m.step(prev, s) for m, s in zip(members, alone)]
+        alone = [s for _, s in steps]
+        mixture = torch.stack([lp.exp() for lp, _ in steps]).mean(0)  # (N, V)
+        torch.testing.assert_close(lprobs, mixture.log(), rtol=0, atol=1e-12)
+    hyps = beam_search(ensemble, src, lengths, beam=3, bos=BOS, eos=EOS, pad=PAD, max_len=5)
+    assert [len(h) for h in hyps] == [1, 1, 1]
+
+
 def test_mean_logprob_ensemble_is_the_renormalised_geometric_mean():
     ensemble = Ensemble([ScriptedModel(m) for m in TWO_MEMBERS], combine="mean_logprob")
     src, lengths = scripted_src(1)
