@@ -478,14 +478,14 @@ def other_config(src: Path, dst: Path) -> None:
 
 def newer_config(src: Path, dst: Path) -> None:
     payload = torch.load(src, weights_only=True)
-    payload["config"]["attention"] = True  # a field this version does not know
+    payload["config"]["coverage"] = True  # a field this version does not know
     torch.save(payload, dst)
 
 
 @pytest.mark.parametrize("damage, says", [
     (flip_a_weight_byte, "weights do not match their recorded sha256"),
     (other_config, "size mismatch for "),
-    (newer_config, "unexpected keyword argument 'attention'"),
+    (newer_config, "unexpected keyword argument 'coverage'"),
     (None, "trained with another src vocabulary"),
 ])
 def test_translate_refuses_a_bad_checkpoint_naming_the_file_and_the_mismatch(
