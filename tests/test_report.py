@@ -213,6 +213,16 @@ def test_table2_has_paper_and_our_numbers(report):
     assert df.loc[6, "paper_printed"] == "~45"
 
 
+def test_systems_without_a_paper_row_get_a_table_of_their_own(report):
+    df = pd.read_csv(report["out"] / "tables" / "table1_other.csv", dtype=str,
+                     keep_default_na=False)
+    gru = report["bleu"]["translate"]["gru"]["12"]
+    assert df["method"].tolist() == ["ours only: gru, beam 12"]  # the rest answer Table 1 rows
+    assert float(df.loc[0, "ours_bleu_tok"]) == gru["bleu_tok"]
+    assert df.loc[0, "paper_printed"] == "no paper row" and df.loc[0, "paper_bleu"] == ""
+    assert "ours only: gru, beam 12" in (report["out"] / "report.md").read_text()
+
+
 def test_models_table_lists_every_model_with_its_metrics(report):
     df = pd.read_csv(report["out"] / "tables" / "models.csv")
     params = report["params"]

@@ -11,6 +11,7 @@ detokenized text and carries its signature.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,6 +249,20 @@ def table1(params: Params, bleu: dict, train: dict[str, dict],
     """Table 1 (direct translation) in the paper's row order; columns :data:`BLEU_COLUMNS`.
     ``train``: metrics/train/<model>.json by model; ``vocab``: metrics/vocab.json."""
     return _bleu_table(params, PAPER_TABLE1, bleu, train, vocab)
+
+
+def other_systems(params: Params, bleu: dict, train: dict[str, dict],
+                  vocab: dict | None = None) -> pd.DataFrame:
+    """Our translations that answer no row of the paper's Table 1 (e.g. the Cho et al. GRU model
+    decoding on its own), with Table 1's columns; their paper columns say there is no such row."""
+    covered = {(o.system, o.beam) for o in
+               (_resolve(params, r.ours) for r in PAPER_TABLE1 if r.ours) if o.kind == "translate"}
+    rows = tuple(
+        PaperRow(f"ours only: {system}, beam {beam}", math.nan, "no paper row",
+                 Ours("translate", system, beam))
+        for system, cfg in params.systems.items() for beam in cfg.beams
+        if (system, beam) not in covered)
+    return _bleu_table(params, rows, bleu, train, vocab)
 
 
 def table2(params: Params, bleu: dict, train: dict[str, dict],
