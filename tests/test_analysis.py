@@ -305,6 +305,19 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     assert f"forward (fwd) {nf:.3g} vs reversed (rev) {nr:.3g}" in md
     assert len(report.sections(out, figures)) == 3
 
+    # the claims table's verdicts follow the artifacts, and flip with them
+    reach_claim, fig2_claim = report.claims(out)
+    assert reach_claim.status == ("holds" if nr > nf else "does not hold")
+    assert f"rev {nr:.3g} vs fwd {nf:.3g}" in reach_claim.evidence
+    fig2 = pd.read_csv(out / "figure2_summary.csv")
+    together = (fig2["paraphrase_distance"] < fig2["swap_distance"]).all()
+    assert fig2_claim.status == ("holds" if together else "does not hold")
+    fig2["swap_distance"] = fig2["paraphrase_distance"] + 1.0
+    fig2.to_csv(out / "figure2_summary.csv", index=False)
+    reach.loc[reach["model"] == "rev", "mean_norm"] = reach["mean_norm"] * 0 + 2 * nf + 1
+    reach.to_csv(out / "gradient_reach.csv", index=False)
+    assert [c.status for c in report.claims(out)] == ["holds", "holds"]
+
 
 def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path):
     prepared, vocab_dir, models_dir = _project(tmp_path, {

@@ -401,6 +401,18 @@ def test_claims_follow_the_numbers():
         "holds"
 
 
+def test_rescoring_claim_counts_only_lstm_rescorers():
+    params = load(ROOT / "profiles" / "default.yaml")  # rescorers forward, reversed, ensemble5, gru
+    bleu = {"translate": {}, "rescore": {"baseline": _entry(13.0), "forward": _entry(13.2),
+                                         "reversed": _entry(12.9), "ensemble5": _entry(13.4),
+                                         "gru": _entry(30.0)}}
+    got = {c.claim.split(" (")[0]: c
+           for c in tables.claims(params, bleu, {}, tables.cost_table(params, {}))}
+    resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
+    assert resc.status == "does not hold" and "higher for 2 of 3 rescorers" in resc.evidence
+    assert "gru" not in resc.evidence  # a GRU model is not the paper's LSTM
+
+
 def test_cost_claim_compares_time_per_sentence():
     params = load(FIXTURE)
     costs = pd.DataFrame([

@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from s2s.report.figures import save
 from s2s.report.render import Document, Image, Section, Table, to_markdown
+from s2s.report.tables import FAILS, HOLDS, UNKNOWN, Claim
 
 FIGURES = {"figure2": "analysis_figure2.png", "forget": "analysis_forget_gates.png",
            "half_life": "analysis_half_life.png", "reach": "analysis_gradient_reach.png"}
@@ -303,6 +304,38 @@ def _reach_section(reach, meta, figures_dir: Path, rel_dir: str) -> Section:
                         "Gradient of -log p(y_1 | source) w.r.t. each source word's embedding, "
                         "by position in the original sentence"))
     return Section("Gradient reach: why reversal helps", blocks)
+
+
+def claims(analysis_dir: Path) -> list[Claim]:
+    """The analyses' verdicts for the report's claims table: the reversal argument (gradient
+    reach) and Figure 2 (paraphrases together, word-order swaps apart), from the artifacts."""
+    a = load(analysis_dir)
+    reach, fig2 = a["reach"], a["figure2"]
+    out = []
+    reverse = reach.groupby("model", sort=False)["reverse_source"].first()
+    fwd = [m for m, r in reverse.items() if not r]
+    rev = [m for m, r in reverse.items() if r]
+    claim = ("Reversal brings the first source words within reach of the first target word "
+             "(§3.3: 'short term dependencies')")
+    if fwd and rev:
+        (nf, _), (nr, _) = first_positions(reach, fwd[0]), first_positions(reach, rev[0])
+        out.append(Claim(claim, HOLDS if nr > nf else FAILS,
+                         f"mean gradient norm of -log p(y_1) at source positions 1-{FIRST}: "
+                         f"{rev[0]} {nr:.3g} vs {fwd[0]} {nf:.3g} ({nr / nf:.2f}x)"))
+    else:
+        out.append(Claim(claim, UNKNOWN, "needs a forward and a reversed model in analysis.models"))
+    claim = ("Figure 2: phrases of one meaning (active/passive) land together, word-order swaps "
+             "apart")
+    rows = [r for r in fig2.to_dict("records")
+            if r["paraphrase_pairs"] > 0 and r["swap_pairs"] > 0]
+    if rows:
+        ok = [r["paraphrase_distance"] < r["swap_distance"] for r in rows]
+        out.append(Claim(claim, HOLDS if all(ok) else FAILS, "; ".join(
+            f"{r['model']}: paraphrases {r['paraphrase_distance']:.2f} vs swaps "
+            f"{r['swap_distance']:.2f} (relative distance)" for r in rows)))
+    else:
+        out.append(Claim(claim, UNKNOWN, "no paraphrase and swap pairs among analysis.phrases"))
+    return out
 
 
 def load(analysis_dir: Path) -> dict:

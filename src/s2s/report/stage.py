@@ -231,8 +231,10 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     trained = tables.models_table(params, art.train)
     cost = tables.cost_table(params, art.timing)
     checks = tables.claims(params, art.bleu, art.train, cost)
-    claims = tables.claims_table(checks)
     cost_check = checks[-1]
+    if art.analysis_dir is not None:
+        checks += analysis_sections.claims(art.analysis_dir)
+    claims = tables.claims_table(checks)
 
     sigs = tables.signatures(t1, t2)
     tok_sig = art.bleu.get("bleu_tok_signature", "tok:none")
