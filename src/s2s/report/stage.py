@@ -351,7 +351,7 @@ def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
         name == att["system"] for _, name in ranking) else None
     return Section("Attention weights (Bahdanau et al.'s model, trained here)", [
         f"Our '{att['system']}' system{score} is {tables.architecture(cfg)}, "
-        f"{cfg.num_layers} layer(s) of {cfg.hidden_size} units, trained on the same data, "
+        f"{cfg.num_layers} layer{'s' if cfg.num_layers > 1 else ''} of {cfg.hidden_size} units, trained on the same data, "
         f"vocabulary and schedule as the LSTMs. Tokenized BLEU of every system at beam "
         f"{att['beam']}: {ranked or 'none scored'}"
         + (f"; the attention model ranks {rank} of {len(ranking)}." if rank else ".")

@@ -177,7 +177,8 @@ def _model_conditions(params: Params, members: tuple[str, ...], train: dict[str,
     pairs = m.get("train_pairs")
     pairs_text = f"{pairs:,} train pairs" if isinstance(pairs, int) else "train pairs unknown"
     count = f"{len(members)} models" if len(members) > 1 else "1 model"
-    return f"{pairs_text}; {count} of {layers} layers x {hidden} cells" + (
+    layer_text = "1 layer" if layers == 1 else f"{layers} layers"
+    return f"{pairs_text}; {count} of {layer_text} x {hidden} cells" + (
         f" ({architecture(cfg)})" if cfg and cfg.arch != "seq2seq" else "")
 
 
