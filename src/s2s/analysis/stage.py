@@ -32,7 +32,7 @@ import torch
 
 from s2s import checkpoint
 from s2s.analysis import probes
-from s2s.data.batching import collate, load_parallel
+from s2s.data.batching import collate, eval_batches, load_parallel
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_json, atomic_write_text
@@ -72,11 +72,6 @@ def _source_tokenizer(lowercase: bool):
     return tok
 
 
-def _batches(pairs: list[tuple[list[int], list[int]]], batch_size: int) -> list[list[int]]:
-    order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]), len(pairs[i][1]), i))
-    return [order[k: k + batch_size] for k in range(0, len(order), batch_size)]
-
-
 def figure2(model: EncoderDecoder, name: str, phrases: list[probes.Phrase], *, pad: int,
             representation: str) -> tuple[pd.DataFrame, dict]:
     src, lengths = probes.batch_ids([p.ids for p in phrases], pad)
@@ -102,7 +97,7 @@ def forget_gates(model: Seq2Seq, name: str, pairs, *, src_vocab: Vocab, tgt_voca
               "decoder": (probes.boundary_table(tgt_vocab), probes.word_table(tgt_vocab))}
     stats: dict[tuple[str, int], probes.ForgetStats] = {}
     bar = progress(total=len(pairs), desc=f"{name} gates", unit="sent")
-    for idx in _batches(pairs, batch_size):
+    for idx in eval_batches(pairs, batch_size):
         b = collate([pairs[i] for i in idx], pad=tgt_vocab.pad, bos=tgt_vocab.bos,
                     eos=tgt_vocab.eos)
         enc, fed = probes.trace_encoder(model, b.src, b.src_lengths)
@@ -124,7 +119,7 @@ def gradient_reach(model: EncoderDecoder, name: str, pairs, *, vocab: Vocab, bat
                    positions: int) -> probes.ReachSums:
     total = None
     bar = progress(total=len(pairs), desc=f"{name} gradients", unit="sent")
-    for idx in _batches(pairs, batch_size):
+    for idx in eval_batches(pairs, batch_size):
         b = collate([pairs[i] for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
         norms = probes.first_word_gradients(model, b.src, b.src_lengths, b.tgt_out[:, 0],
                                             bos=vocab.bos)
