@@ -698,6 +698,15 @@ TRAIN = ["train", "forward"]
     (_edit(["systems", "ensemble2", "members"], ["reversed_1", "reversed_9"]),
      ["translate", "ensemble2"], "'systems.ensemble2.members[1]' names model 'reversed_9'"),
     (None, ["train", "reversed_9"], "no model 'reversed_9' under 'models'"),
+    (_edit(["models", "attention", "arch"], "transformer"), TRAIN,
+     "'models.attention.arch' must be one of ['seq2seq', 'cho', 'attention'], got str "
+     "'transformer'"),
+    (_edit(["models", "gru", "cell"], "peephole"), TRAIN,
+     "'models.gru.cell' is 'peephole', which only the 'seq2seq' arch has"),
+    (_edit(["analysis", "models"], ["forward", "reversed_9"]), TRAIN,
+     "'analysis.models[1]' names model 'reversed_9'"),
+    (_edit(["analysis", "attention_system"], "forward"), TRAIN,
+     "'analysis.attention_system' must name a system of one model whose arch is 'attention'"),
 ])
 def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit, command, says):
     params = write_params(tmp_path / "params.yaml",
