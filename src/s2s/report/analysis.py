@@ -285,9 +285,11 @@ def _reach_section(reach, meta, figures_dir: Path, rel_dir: str) -> Section:
             ratio = nr / nf if nf > 0 else math.nan
             blocks.append(f"Mean gradient norm at source positions 1-{FIRST}: forward ({f}) "
                           f"{nf:.3g} vs reversed ({r}) {nr:.3g}, {ratio:.2f}x; share of the "
-                          f"sentence's gradient there: {sf:.3f} vs {sr:.3f}. The reversed "
-                          f"model's gradients {'do' if nr > nf else 'do not'} reach the first "
-                          "source words more strongly, as the paper argues.")
+                          f"sentence's gradient there: {sf:.3f} vs {sr:.3f}. "
+                          + ("The reversed model's gradients reach the first source words more "
+                             "strongly, as the paper argues." if nr > nf else
+                             "The reversed model's gradients do not reach the first source words "
+                             "more strongly here, contrary to the paper's argument."))
     wide = reach.pivot_table(index="position", columns="model", values=["mean_norm", "mean_share"],
                              sort=False)
     count = reach.groupby("position")["sentences"].max()
