@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from s2s.config import ModelConfig
-from s2s.model.seq2seq import EncoderDecoder
+from s2s.model.seq2seq import EncoderDecoder, start_from_summary
 from s2s.model.stacks import make_stack
 
 
@@ -74,17 +74,18 @@ class AttentionEncoderDecoder(EncoderDecoder):
 
     def encode(self, src: Tensor, lengths: Tensor) -> AttentionState:
         x = self.source(src, lengths)  # (N, S, E)
-        N, S, _ = x.shape
+        S = x.shape[1]
         packed = nn.utils.rnn.pack_padded_sequence(
             x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, final = self.encoder(packed)
-        memory, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=S)  # (N, S, M)
-        h_n = final[0] if isinstance(final, tuple) else final  # (2L, N, H): layer-major, fwd then bwd
-        top = torch.cat([h_n[-2], h_n[-1]], dim=-1)  # (N, M): fwd after the last word, bwd after the first
-        L, H = self.cfg.num_layers, self.cfg.hidden_size
-        h = torch.tanh(self.init_proj(top)).view(N, L, H).transpose(0, 1).contiguous()  # (L, N, H)
-        c = None if self.cfg.cell == "gru" else torch.zeros_like(h)
-        src_mask = torch.arange(S, device=x.device)[None, :] < lengths.to(x.device)[:, None]  # (N, S)
+        memory, _ = nn.utils.rnn.pad_packed_sequence(
+            out, batch_first=True, total_length=S)  # (N, S, M)
+        h_n = final[0] if isinstance(final, tuple) else final  # (2L, N, H): per layer fwd, bwd
+        # the top layer's fwd state after the last word and bwd state after the first: (N, M)
+        h, c = start_from_summary(self.init_proj, torch.cat([h_n[-2], h_n[-1]], dim=-1),
+                                  self.cfg)  # (L, N, H)
+        src_mask = (torch.arange(S, device=x.device)[None, :]
+                    < lengths.to(x.device)[:, None])  # (N, S)
         return AttentionState(h, c, memory, self.key_proj(memory), src_mask,
                               src_mask.to(memory.dtype) / lengths.to(x.device)[:, None])
 

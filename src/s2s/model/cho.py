@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from s2s.config import ModelConfig
-from s2s.model.seq2seq import EncoderDecoder
+from s2s.model.seq2seq import EncoderDecoder, start_from_summary
 from s2s.model.stacks import make_stack
 
 
@@ -55,9 +55,7 @@ class ChoEncoderDecoder(EncoderDecoder):
     def encode(self, src: Tensor, lengths: Tensor) -> ChoState:
         _, (h_enc, _) = self.encoder(self.source(src, lengths), lengths=lengths)  # (L, N, H)
         summary = h_enc[-1]  # (N, H)
-        N, L, H = summary.shape[0], self.cfg.num_layers, self.cfg.hidden_size
-        h = torch.tanh(self.init_proj(summary)).view(N, L, H).transpose(0, 1).contiguous()
-        c = None if self.cfg.cell == "gru" else torch.zeros_like(h)  # (L, N, H)
+        h, c = start_from_summary(self.init_proj, summary, self.cfg)  # (L, N, H)
         return ChoState(h, c, summary)
 
     def step_features(self, prev_tokens: Tensor, state: ChoState) -> tuple[Tensor, ChoState]:

@@ -52,6 +52,16 @@ def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:
     return src.gather(1, index)
 
 
+def start_from_summary(init_proj: nn.Linear, summary: Tensor, cfg: ModelConfig
+                       ) -> tuple[Tensor, Tensor | None]:
+    """The decoder's initial (h, c) from an encoder summary (N, D), as Cho et al. and Bahdanau et
+    al. start theirs: h = tanh(init_proj(summary)) (D -> L*H) in every layer, c = 0 (None for
+    GRUs). Returns (L, N, H) tensors."""
+    N, L, H = summary.shape[0], cfg.num_layers, cfg.hidden_size
+    h = torch.tanh(init_proj(summary)).view(N, L, H).transpose(0, 1).contiguous()
+    return h, None if cfg.cell == "gru" else torch.zeros_like(h)
+
+
 class EncoderDecoder(nn.Module):
     """What every model here shares: embeddings, the softmax layer, the paper's initialisation,
     teacher forcing as `proj(features(...))`, and `step` as `proj` over `step_features`.
