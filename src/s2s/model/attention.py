@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from s2s.config import ModelConfig
+from s2s.model.lstm import run_padded
 from s2s.model.seq2seq import EncoderDecoder, start_from_summary
 from s2s.model.stacks import make_stack
 
@@ -75,11 +76,7 @@ class AttentionEncoderDecoder(EncoderDecoder):
     def encode(self, src: Tensor, lengths: Tensor) -> AttentionState:
         x = self.source(src, lengths)  # (N, S, E)
         S = x.shape[1]
-        packed = nn.utils.rnn.pack_padded_sequence(
-            x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, final = self.encoder(packed)
-        memory, _ = nn.utils.rnn.pad_packed_sequence(
-            out, batch_first=True, total_length=S)  # (N, S, M)
+        memory, final = run_padded(self.encoder, x, lengths=lengths)  # (N, S, M)
         h_n = final[0] if isinstance(final, tuple) else final  # (2L, N, H): per layer fwd, bwd
         # the top layer's fwd state after the last word and bwd state after the first: (N, M)
         h, c = start_from_summary(self.init_proj, torch.cat([h_n[-2], h_n[-1]], dim=-1),

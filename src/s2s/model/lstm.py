@@ -109,6 +109,19 @@ class PeepholeLSTM(nn.Module):
         return layer_in, (torch.stack(hs), torch.stack(cs))
 
 
+def run_padded(rnn: nn.RNNBase, x: Tensor, state=None, lengths: Tensor | None = None):
+    """``rnn(x, state)`` for a batch_first torch RNN (LSTM or GRU); with ``lengths`` (N,) over the
+    packed batch, so the final state is each sequence's own and padded outputs are zero.
+    Returns outputs (N, T, D) and the RNN's final state as torch returns it."""
+    if lengths is None:
+        return rnn(x, state)
+    packed = nn.utils.rnn.pack_padded_sequence(
+        x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    out, final = rnn(packed, state)
+    out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+    return out, final
+
+
 class StandardLSTM(nn.Module):
     """torch's nn.LSTM (cuDNN on GPU) behind the same interface as PeepholeLSTM.
 
@@ -132,12 +145,6 @@ class StandardLSTM(nn.Module):
                 return lstm_step(self.lstm, x, state)
             if self.training and torch.is_grad_enabled():
                 return lstm_stack(self.lstm, x, state, lengths)
-        if lengths is None:
-            out, (h, c) = self.lstm(x, state)
-            return out, (h, c)
-        packed = nn.utils.rnn.pack_padded_sequence(
-            x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, (h, c) = self.lstm(packed, state)
-        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        out, (h, c) = run_padded(self.lstm, x, state, lengths)
         return out, (h, c)  # (N, T, H), (L, N, H) x 2
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from s2s.model.lstm import PeepholeLSTM, StandardLSTM
+from s2s.model.lstm import PeepholeLSTM, StandardLSTM, run_padded
 
 
 class StandardGRU(nn.Module):
@@ -20,14 +20,7 @@ class StandardGRU(nn.Module):
 
     def forward(self, x: Tensor, state: tuple[Tensor, None] | None = None,
                 lengths: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, None]]:
-        h0 = None if state is None else state[0]
-        if lengths is None:
-            out, h = self.gru(x, h0)
-            return out, (h, None)
-        packed = nn.utils.rnn.pack_padded_sequence(
-            x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, h = self.gru(packed, h0)
-        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        out, h = run_padded(self.gru, x, None if state is None else state[0], lengths)
         return out, (h, None)  # (N, T, H), (L, N, H)
 
 
