@@ -74,7 +74,112 @@ def _cmd_report(a, params):
     from s2s.report import stage
 
     stage.main(params, metrics_dir=a.metrics, translate_dir=a.translate, groups_csv=a.groups,
-               manifest=a.manifest, out_dir=a.out, attention=a.attention, analysis=a.analysis)
+               manifest=a.manifest, out_dir=a.out, attention=a.attention, analysis=a.analysis,
+               prepared_dir=a.prepared, rescore_dir=a.rescore)
+
+
+def _cmd_summary(a, params):
+    from s2s.evaluate import summary
+
+    summary.main(params, metrics_dir=a.metrics, translate_dir=a.translate, groups_csv=a.groups,
+                 out=a.out, plots_dir=a.plots)
+
+
+def _cmd_export(a, params):
+    from s2s import api
+
+    api.export_all(params, models_dir=a.models, vocab_dir=a.vocab, prepared_dir=a.prepared,
+                   out_dir=a.out)
+
+
+def _read_input(path: Path | None) -> list[str]:
+    """Raw sentences from a file or stdin; invalid UTF-8 names the file (or <stdin>) and line."""
+    from s2s.io import read_text
+
+    if path is not None:
+        text = read_text(path)
+    else:
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data[: e.start].count(b"\n") + 1
+            raise ValueError(f"<stdin>:{line}: not valid UTF-8 "
+                             f"({e.reason} at byte {e.start})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def _write_output(path: Path | None, lines: list[str]) -> None:
+    if path is None:
+        sys.stdout.write("".join(f"{ln}\n" for ln in lines))
+        sys.stdout.flush()
+    else:
+        from s2s.io import atomic_write_lines
+
+        atomic_write_lines(path, lines)
+
+
+def _cmd_translate_text(a, params_path: Path):
+    import time
+
+    from s2s import api
+
+    t0 = time.perf_counter()
+    sentences = _read_input(a.input)
+    translator = api.load(a.system, params=params_path, models_dir=a.models,
+                          vocab_dir=a.vocab, device=a.device)
+    beam = a.beam or max(translator.beams)
+    out = translator.translate(sentences, beam=beam, nbest=a.nbest, batch_size=a.batch_size)
+    lines = out if a.nbest == 1 else [f"{i} ||| {h} ||| lstm={lp:.6f} ||| {lp:.6f}"
+                                      for i, hs in enumerate(out) for h, lp in hs]
+    _write_output(a.output, lines)
+    log.info("read %d sentences from %s; wrote %s with '%s' at beam %d in %.1fs",
+             len(sentences), a.input or "<stdin>", a.output or "<stdout>", translator.name, beam,
+             time.perf_counter() - t0)
+
+
+def _cmd_score(a, _params):
+    import json
+
+    from s2s.evaluate import significance
+    from s2s.evaluate.bleu import read_lines
+
+    refs, hyps = read_lines(a.ref), read_lines(a.hyp)
+    files = [a.hyp] + ([a.system] if a.system else [])
+    scores = {str(f): significance.score(read_lines(f), refs, tokenized=a.tokenized,
+                                         hyp_name=str(f), ref_name=str(a.ref)) for f in files}
+    result = {"references": str(a.ref), "tokenized_input": a.tokenized,
+              "scores": {f: vars(s) for f, s in scores.items()}}
+    if a.system:
+        sys_lines = read_lines(a.system)
+        if a.tokenized:
+            base_tok, sys_tok, ref_tok = hyps, sys_lines, refs
+        else:
+            base_tok, sys_tok, ref_tok = (significance.tokenize_lines(x)
+                                          for x in (hyps, sys_lines, refs))
+        diff = significance.paired_bootstrap(base_tok, sys_tok, ref_tok, n_samples=a.samples,
+                                             seed=a.seed)
+        result["paired_bootstrap"] = {"baseline": str(a.hyp), "system": str(a.system),
+                                      "metric": "tokenised BLEU", **diff.as_dict()}
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return
+    width = max(len(f) for f in scores)
+    print(f"{'file':<{width}}  BLEU tokenised  sacreBLEU 13a  sentences")
+    for f, sc in scores.items():
+        print(f"{f:<{width}}  {sc.bleu_tok:14.2f}  {sc.bleu_sacre:13.2f}  {sc.sentences:9d}")
+    first = next(iter(scores.values()))
+    print(f"BLEU tokenised: {first.tok_signature} (the paper's method)")
+    print(f"sacreBLEU 13a:  {first.sacre_signature}")
+    if a.system:
+        d = result["paired_bootstrap"]
+        print(f"paired bootstrap ({d['samples']} resamples, seed {d['seed']}), tokenised BLEU: "
+              f"{a.system} - {a.hyp} = {diff.describe()}")
+        print(f"  {a.hyp}: mean {d['baseline_mean']:.2f} +- {d['baseline_ci']:.2f}; "
+              f"{a.system}: mean {d['system_mean']:.2f} +- {d['system_ci']:.2f}")
 
 
 def _cmd_analyze(a, params):
@@ -114,56 +219,196 @@ def _cmd_profile(a, params_path: Path):
     print(f"{params_path} is now profile '{a.name}' (from {src}); run `dvc repro`")
 
 
+# --- paths default to dvc.yaml's -----------------------------------------------------------------
+# dvc.yaml owns the paths (STYLE.md, rule 2): a stage's flags default to what its stage's `cmd`
+# passes, read from ./dvc.yaml when the command runs, so nothing here repeats a path.
+
+DVC_YAML = Path("dvc.yaml")
+
+
+def dvc_defaults(dvc_yaml: Path = DVC_YAML) -> dict[tuple[str, str | None], dict[str, str]]:
+    """{(subcommand, positional or None): {flag: value}} from the `s2s ...` cmd of every stage;
+    ``${key}`` of a foreach stage is kept, to be filled in with the positional argument."""
+    import shlex
+
+    import yaml
+
+    try:
+        stages = (yaml.safe_load(dvc_yaml.read_text(encoding="utf-8")) or {}).get("stages", {})
+    except (OSError, yaml.YAMLError):
+        return {}
+    out: dict[tuple[str, str | None], dict[str, str]] = {}
+    for body in stages.values():
+        cmd = (body.get("do", body) or {}).get("cmd", "") if isinstance(body, dict) else ""
+        words = shlex.split(cmd) if isinstance(cmd, str) else []
+        if len(words) < 2 or words[0] != "s2s":
+            continue
+        rest, positional = words[2:], None
+        if rest and not rest[0].startswith("--"):
+            positional, rest = rest[0], rest[1:]
+        flags = {rest[i]: rest[i + 1] for i in range(len(rest) - 1)
+                 if rest[i].startswith("--") and not rest[i + 1].startswith("--")}
+        out[(words[1], positional)] = flags
+    return out
+
+
+def _path_default_help(defaults, command: str, flag: str) -> str:
+    values = sorted({f[flag].replace(pos, "<NAME>").replace("${key}", "<NAME>") if pos
+                     else f[flag]
+                     for (c, pos), f in defaults.items() if c == command and flag in f})
+    if not values:
+        return "default: none in ./dvc.yaml, so required"
+    return f"default: {' or '.join(values)}, as dvc.yaml passes it"
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a flag's default unless its help already says it (or it has none)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
+def fill_path_defaults(a: argparse.Namespace, defaults, path_flags: dict[str, str]) -> None:
+    """Give every path flag left unset the value of its dvc.yaml stage; one clear error if none."""
+    positional = getattr(a, "name", None) or getattr(a, "system", None) or getattr(
+        a, "rescorer", None)
+    stage = defaults.get((a.command, positional)) or defaults.get((a.command, "${key}")) or {}
+    for flag, dest in path_flags.items():
+        if getattr(a, dest) is not None:
+            continue
+        value = stage.get(flag)
+        if value is None:
+            raise ValueError(f"{a.command}: {flag} not given and ./dvc.yaml has no stage "
+                             f"`s2s {a.command}{' ' + positional if positional else ''}` "
+                             f"that sets it: pass {flag}")
+        setattr(a, dest, Path(value.replace("${key}", positional or "")))
+
+
+STAGE_PATHS: dict[str, dict[str, str]] = {}  # subcommand -> {flag: dest}, filled by build_parser
+
+PATH_HELP = {
+    "--out": "output folder (file for attention)", "--raw": "the download stage's folder",
+    "--prepared": "the prepare stage's folder", "--vocab": "the vocab stage's folder",
+    "--metrics": "metrics file (folder for report)", "--models": "folder of model dirs",
+    "--model-dir": "where model.pt and best.pt go", "--ckpt-dir": "resume checkpoints",
+    "--curves": "learning-curve CSV", "--translate": "the translate stages' folder",
+    "--rescore": "the rescore stages' folder", "--groups": "Figure 3 groups CSV",
+    "--manifest": "the download manifest", "--attention": "the attention stage's weights.json",
+    "--analysis": "the analyze stage's folder",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="s2s", description=__doc__.splitlines()[0])
+    defaults = dvc_defaults()
+    p = argparse.ArgumentParser(prog="s2s", description=__doc__.splitlines()[0],
+                                formatter_class=_Help)
     p.add_argument("--params", type=Path, default=Path(PARAMS_FILE), help="parameter file")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="debug logging, and tracebacks instead of one-line errors")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def stage(name, fn, help):
-        sp = sub.add_parser(name, help=help)
+    def stage(name, fn, help, paths=(), optional=()):
+        sp = sub.add_parser(name, help=help, description=help,
+                            formatter_class=_Help)
         sp.set_defaults(fn=fn)
+        STAGE_PATHS[name] = {}
+        for flag in paths:
+            dest = flag[2:].replace("-", "_")
+            sp.add_argument(flag, type=Path, default=None, dest=dest, metavar="PATH",
+                            help=f"{PATH_HELP.get(flag, 'path')}; "
+                                 f"{_path_default_help(defaults, name, flag)}")
+            STAGE_PATHS[name][flag] = dest
+        for flag in optional:  # paths a stage can do without
+            sp.add_argument(flag, type=Path, default=None, metavar="PATH",
+                            help=f"{PATH_HELP.get(flag, 'path')} (optional; dvc.yaml passes it)")
         return sp
 
-    s = stage("download", _cmd_download, "fetch the corpora (or copy them from $S2S_MIRROR)")
-    s.add_argument("--out", type=Path, required=True)
-    s = stage("prepare", _cmd_prepare, "normalise, filter, tokenise")
-    s.add_argument("--raw", type=Path, required=True)
-    s.add_argument("--out", type=Path, required=True)
-    s.add_argument("--metrics", type=Path, required=True)
-    s = stage("vocab", _cmd_vocab, "build the vocabularies")
-    s.add_argument("--prepared", type=Path, required=True)
-    s.add_argument("--out", type=Path, required=True)
-    s.add_argument("--metrics", type=Path, required=True)
-    s = stage("train", _cmd_train, "train one model of params `models`")
-    s.add_argument("name")
-    for flag in ("--prepared", "--vocab", "--model-dir", "--ckpt-dir", "--metrics", "--curves"):
-        s.add_argument(flag, type=Path, required=True)
+    stage("download", _cmd_download, "fetch the corpora (or copy them from $S2S_MIRROR)",
+          ("--out",))
+    stage("prepare", _cmd_prepare, "normalise, filter, tokenise",
+          ("--raw", "--out", "--metrics"))
+    stage("vocab", _cmd_vocab, "build the vocabularies", ("--prepared", "--out", "--metrics"))
+    s = stage("train", _cmd_train, "train one model of params `models`",
+              ("--prepared", "--vocab", "--model-dir", "--ckpt-dir", "--metrics", "--curves"))
+    s.add_argument("name", help="a model of params `models` (e.g. reversed_1)")
     s.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
-    s = stage("translate", _cmd_translate, "decode the test set with one system of `systems`")
-    s.add_argument("system")
-    for flag in ("--prepared", "--vocab", "--models", "--out"):
-        s.add_argument(flag, type=Path, required=True)
-    s = stage("rescore", _cmd_rescore, "rescore the baseline's n-best lists")
-    s.add_argument("rescorer")
-    for flag in ("--translate", "--raw", "--prepared", "--vocab", "--models", "--out"):
-        s.add_argument(flag, type=Path, required=True)
-    s = stage("evaluate", _cmd_evaluate, "BLEU (tokenised and sacreBLEU) and Figure 3 groups")
-    for flag in ("--translate", "--rescore", "--prepared", "--vocab", "--metrics", "--groups"):
-        s.add_argument(flag, type=Path, required=True)
-    s = stage("analyze", _cmd_analyze, "Figure 2, forget gates and gradient reach of `analysis`")
-    for flag in ("--prepared", "--vocab", "--models", "--out"):
-        s.add_argument(flag, type=Path, required=True)
-    s = stage("attention", _cmd_attention, "attention weights of an attention system's output")
-    for flag in ("--prepared", "--vocab", "--models", "--translate", "--out"):
-        s.add_argument(flag, type=Path, required=True)
-    s = stage("report", _cmd_report, "reports/report.md and .html")
-    for flag in ("--metrics", "--translate", "--groups", "--manifest", "--out"):
-        s.add_argument(flag, type=Path, required=True)
-    s.add_argument("--attention", type=Path, help="the attention stage's weights.json")
-    s.add_argument("--analysis", type=Path, help="the analyze stage's folder")
+    s = stage("translate", _cmd_translate,
+              "decode the test set with one system of `systems` (the pipeline stage; for your "
+              "own text see translate-text)", ("--prepared", "--vocab", "--models", "--out"))
+    s.add_argument("system", help="a system of params `systems` (e.g. ensemble5)")
+    s = stage("rescore", _cmd_rescore, "rescore the baseline's n-best lists",
+              ("--translate", "--raw", "--prepared", "--vocab", "--models", "--out"))
+    s.add_argument("rescorer", help="a rescorer of params `rescore.rescorers`, or oracle")
+    stage("evaluate", _cmd_evaluate, "BLEU (tokenised and sacreBLEU) and Figure 3 groups",
+          ("--translate", "--rescore", "--prepared", "--vocab", "--metrics", "--groups"))
+    stage("summary", _cmd_summary, "the compact numeric metrics/summary.json that git tracks "
+          "(dvc metrics show/diff, dvc exp show) and the DVC plot data",
+          ("--metrics", "--translate", "--groups", "--out", "--plots"))
+    stage("analyze", _cmd_analyze, "Figure 2, forget gates and gradient reach of `analysis`",
+          ("--prepared", "--vocab", "--models", "--out"))
+    stage("attention", _cmd_attention, "attention weights of an attention system's output",
+          ("--prepared", "--vocab", "--models", "--translate", "--out"))
+    stage("report", _cmd_report, "reports/report.md and .html",
+          ("--metrics", "--translate", "--groups", "--manifest", "--out"),
+          ("--attention", "--analysis", "--prepared", "--rescore"))
+    stage("export", _cmd_export, "write every system as a self-contained folder "
+          "(checkpoints, vocabularies, text and decoding settings, fingerprints)",
+          ("--models", "--vocab", "--prepared", "--out"))
+
+    s = sub.add_parser(
+        "translate-text", formatter_class=_Help,
+        help="translate your own raw English sentences (stdin or a file) to French",
+        description="Translate raw sentences, one per line, with a system of the params (from "
+                    "the run's models/ and data/vocab/) or an export folder: normalised and "
+                    "Moses-tokenised as `prepare` does, decoded, detokenised as the translate "
+                    "stage does. Example: echo 'A man is riding a bicycle.' | "
+                    "s2s translate-text --system ensemble5")
+    s.set_defaults(fn=_cmd_translate_text)
+    s.add_argument("--system", required=True,
+                   help="a system of params `systems` (ensemble5) or an export folder "
+                        "(exports/ensemble5)")
+    s.add_argument("-i", "--input", type=Path, default=None,
+                   help="raw sentences, one per line (default: stdin)")
+    s.add_argument("-o", "--output", type=Path, default=None,
+                   help="translations, one per line (default: stdout)")
+    s.add_argument("--beam", type=int, default=None,
+                   help="beam width (default: the system's widest beam in params or export)")
+    s.add_argument("--nbest", type=int, default=1,
+                   help="hypotheses per sentence; above 1 the output is Moses n-best format "
+                        "`id ||| translation ||| lstm=logprob ||| logprob`")
+    s.add_argument("--batch-size", type=int, default=None,
+                   help="sentences per batch at beam 12 (default: translate.batch_size)")
+    s.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                   help="where to decode (default: translate.device)")
+    s.add_argument("--models", type=Path, default=Path("models"),
+                   help="folder of model dirs, for a system name")
+    s.add_argument("--vocab", type=Path, default=Path("data/vocab"),
+                   help="vocabulary folder, for a system name")
+
+    s = sub.add_parser(
+        "score", formatter_class=_Help,
+        help="BLEU of a hypothesis file both ways; with a second file, paired bootstrap",
+        description="Tokenised BLEU (the paper's: Moses tokenisation as in `prepare`, then "
+                    "sacreBLEU --tokenize none) and sacreBLEU 13a of HYP against --ref; with "
+                    "a second file, sacreBLEU's paired bootstrap resampling of SYSTEM against "
+                    "HYP and the 95%% interval of the tokenised-BLEU difference.")
+    s.set_defaults(fn=_cmd_score)
+    s.add_argument("hyp", type=Path, help="hypotheses, one per line (the baseline if two)")
+    s.add_argument("system", type=Path, nargs="?", default=None,
+                   help="a second system's hypotheses, compared with HYP")
+    s.add_argument("-r", "--ref", type=Path, required=True, help="references, one per line")
+    s.add_argument("--tokenized", action="store_true",
+                   help="HYP, SYSTEM and --ref are Moses-tokenised already (e.g. beam12.tok.fr "
+                        "and test.tok.fr); else they are raw text (beam12.detok.fr, test.raw.fr)")
+    s.add_argument("--samples", type=int, default=1000, help="bootstrap resamples")
+    s.add_argument("--seed", type=int, default=12345, help="bootstrap seed (sacreBLEU's)")
+    s.add_argument("--json", action="store_true", help="print JSON instead of text")
+
     s = sub.add_parser("profile", help="show or switch the parameter profile")
-    s.add_argument("name", nargs="?")
+    s.add_argument("name", nargs="?", help="a profile of profiles/ (default: show them)")
     s.set_defaults(fn=None)
     return p
 
@@ -175,6 +420,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "profile":
             _cmd_profile(args, args.params)
+            return 0
+        if args.command in STAGE_PATHS:
+            fill_path_defaults(args, dvc_defaults(), STAGE_PATHS[args.command])
+        if args.command in ("score", "translate-text"):  # params only if a system is named
+            args.fn(args, args.params)
             return 0
         params = load(args.params)  # the whole file is validated before any stage works
         args.fn(args, params)

@@ -369,7 +369,8 @@ def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
 
 def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
          manifest: Path, out_dir: Path, attention: Path | None = None,
-         analysis: Path | None = None) -> dict[str, Path]:
+         analysis: Path | None = None, prepared_dir: Path | None = None,
+         rescore_dir: Path | None = None) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
     t0 = time.perf_counter()
     metrics_dir, translate_dir, out_dir = Path(metrics_dir), Path(translate_dir), Path(out_dir)

@@ -1,0 +1,302 @@
+"""Translate your own text, from Python or the command line (`s2s translate-text`, `s2s score`).
+
+    >>> from s2s import api
+    >>> tr = api.load("ensemble5")                 # a system of params.yaml, from the run's folders
+    >>> tr = api.load("exports/ensemble5")         # or an exported folder (`s2s export`)
+    >>> tr.translate(["A man is riding a bicycle."], beam=12)
+    ['Un homme fait du vélo.']
+
+The text goes through exactly what the test set went through in `prepare` (the same
+:func:`s2s.data.text.normalize`, the profile's lowercasing, the same Moses tokenizer), is decoded
+by the translate stage's own :func:`s2s.decode.translate.translate`, and comes back detokenised as
+the translate stage writes ``beam<K>.detok.fr``. Models reverse the source themselves when they
+were trained on reversed sources (``reverse_source`` in their checkpoint's config).
+
+An export (:func:`export`) is one versioned folder per system::
+
+    export.json       format, system, members, sha256 of every file, text settings, decoding
+                      config, and the fingerprints of the data and params the models were trained
+                      with
+    en.tsv fr.tsv     the vocabularies
+    models/<m>.pt     each member's final checkpoint
+
+:func:`load` checks every file against the sha256 that ``export.json`` records before it decodes,
+so an old checkpoint is never paired with a new vocabulary (the checkpoint also carries the
+vocabularies' fingerprints, checked again by :func:`s2s.checkpoint.load_model`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.metadata
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from s2s.config import PARAMS_FILE, Params, TranslateConfig
+from s2s.config import load as load_params
+from s2s.io import atomic_write_json
+
+log = logging.getLogger("s2s.api")
+
+EXPORT_FORMAT = "s2s-export/1"
+EXPORT_FILE = "export.json"
+SRC_LANG, TGT_LANG = "en", "fr"
+# How `prepare` turns raw text into model input, written into every export (and checked there).
+TEXT_PIPELINE = {
+    "normalize": "s2s.data.text.normalize: NFC, control characters dropped, Unicode spaces -> ' '",
+    "tokenizer": "sacremoses MosesTokenizer(lang).tokenize(escape=False, "
+                 "aggressive_dash_splits=False)",
+    "detokenizer": "sacremoses MosesDetokenizer(lang).detokenize(line.split())",
+    "src_lang": SRC_LANG,
+    "tgt_lang": TGT_LANG,
+}
+
+
+class ExportError(ValueError):
+    """An export folder that cannot be used: names the file and what is wrong."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+@dataclass
+class Translator:
+    """A loaded system: its model (one or an ensemble), vocabularies and text settings.
+
+    Attributes:
+        name: the system's name (``ensemble5``).
+        model: the decodable model (a model or an :class:`~s2s.decode.ensemble.Ensemble`).
+        src_vocab, tgt_vocab: the vocabularies the members were trained with.
+        lowercase: ``prepare.lowercase`` of the run the models were trained on.
+        cfg: the decoding settings (``translate`` of the params, or of the export).
+        beams: the system's beam widths; the widest is the default beam.
+        device: where the model runs.
+    """
+
+    name: str
+    model: object
+    src_vocab: object
+    tgt_vocab: object
+    lowercase: bool
+    cfg: TranslateConfig
+    beams: tuple[int, ...]
+    device: object
+
+    def preprocess(self, sentences: list[str]) -> list[str]:
+        """Raw sentences -> the Moses-tokenised text `prepare` would have written for them."""
+        from s2s.data.text import normalize, tokenize_many
+
+        lines = [normalize(s) for s in sentences]
+        if self.lowercase:
+            lines = [s.lower() for s in lines]
+        return tokenize_many(lines, SRC_LANG)
+
+    def translate_tokenized(self, tokenized: list[str], *, beam: int | None = None,
+                            nbest: int = 1, batch_size: int | None = None,
+                            desc: str = "") -> list[list[tuple[str, float]]]:
+        """The n-best (tokenised hypothesis, log-probability) of every tokenised source line."""
+        from s2s.decode.translate import translate
+
+        beam = beam or max(self.beams)
+        if beam < 1 or nbest < 1:
+            raise ValueError(f"beam and nbest must be at least 1 (got beam {beam}, nbest {nbest})")
+        if nbest > beam:
+            raise ValueError(f"nbest {nbest} is more than the beam {beam} keeps")
+        cfg = self.cfg if batch_size is None else dataclasses.replace(self.cfg,
+                                                                      batch_size=batch_size)
+        # An empty line translates to an empty line; only the others are decoded.
+        keep = [i for i, s in enumerate(tokenized) if s.strip()]
+        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in tokenized]
+        if keep:
+            sources = [self.src_vocab.encode(tokenized[i]) for i in keep]
+            hyps = translate(self.model, sources, cfg=cfg, beam=beam, nbest=nbest,
+                             vocab=self.tgt_vocab, device=self.device, desc=desc or self.name)
+            for i, hs in zip(keep, hyps):
+                out[i] = [(self.tgt_vocab.decode(h.tokens), float(h.score)) for h in hs]
+        return out
+
+    def translate(self, sentences: list[str], *, beam: int | None = None, nbest: int = 1,
+                  batch_size: int | None = None) -> list[str] | list[list[tuple[str, float]]]:
+        """Detokenised translations of raw sentences, in order.
+
+        With ``nbest`` 1 (the default) a list of strings; with more, for every sentence a list of
+        ``(translation, log-probability)``, best first. ``beam`` defaults to the system's widest.
+        """
+        if isinstance(sentences, str):
+            raise TypeError("translate() takes a list of sentences, not one string")
+        from s2s.data.text import detokenize
+
+        out = self.translate_tokenized(self.preprocess(list(sentences)), beam=beam, nbest=nbest,
+                                       batch_size=batch_size)
+        detok = [[(detokenize(h, TGT_LANG), s) for h, s in hs] for hs in out]
+        return [hs[0][0] for hs in detok] if nbest == 1 else detok
+
+
+def _device(name: str | None, cfg: TranslateConfig):
+    from s2s.train import pick_device
+
+    return pick_device(name or cfg.device)
+
+
+def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
+         models_dir: str | Path = "models", vocab_dir: str | Path = "data/vocab",
+         device: str | None = None) -> Translator:
+    """A :class:`Translator` for an export folder (one holding ``export.json``), or else for the
+    system ``system`` of ``params`` from the pipeline's ``models_dir`` and ``vocab_dir``."""
+    path = Path(system)
+    if (path / EXPORT_FILE).is_file():
+        return load_export(path, device=device)
+    if path.is_dir() or "/" in str(system):
+        raise ExportError(f"{path}: no {EXPORT_FILE} here: not an export folder (`s2s export` "
+                          f"writes them), and not a system name")
+    import torch
+
+    from s2s.data.vocab import Vocab
+    from s2s.decode.translate import load_members
+
+    if not isinstance(params, Params):
+        params = load_params(Path(params))
+    if str(system) not in params.systems:
+        raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
+                       f"(known: {', '.join(params.systems)})")
+    sys_cfg, cfg = params.systems[str(system)], params.translate
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    dev = _device(device, cfg)
+    vocab_dir, models_dir = Path(vocab_dir), Path(models_dir)
+    src_vocab = Vocab.load(vocab_dir / f"{SRC_LANG}.tsv")
+    tgt_vocab = Vocab.load(vocab_dir / f"{TGT_LANG}.tsv")
+    model = load_members(sys_cfg.members, models_dir=models_dir, src_vocab=src_vocab,
+                         tgt_vocab=tgt_vocab, device=dev, combine=cfg.combine)
+    log.info("loaded system '%s' (%s) from %s and %s on %s", system, ", ".join(sys_cfg.members),
+             models_dir, vocab_dir, dev)
+    return Translator(str(system), model, src_vocab, tgt_vocab, params.prepare.lowercase, cfg,
+                      tuple(sys_cfg.beams), dev)
+
+
+def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
+    """A :class:`Translator` from an export folder, after checking every file it lists."""
+    import torch
+
+    from s2s import checkpoint
+    from s2s.data.vocab import Vocab
+    from s2s.decode.ensemble import Ensemble
+
+    folder = Path(folder)
+    meta_path = folder / EXPORT_FILE
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ExportError(f"{meta_path}: not readable ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
+        raise ExportError(f"{meta_path}: format {meta.get('format') if isinstance(meta, dict) else None!r}"
+                          f", expected {EXPORT_FORMAT!r}: exported by another version")
+    for rel, digest in meta["files"].items():
+        p = folder / rel
+        if not p.is_file():
+            raise ExportError(f"{p}: listed in {meta_path} but missing")
+        if _sha256(p) != digest:
+            raise ExportError(f"{p}: sha256 differs from the {digest[:12]} that {meta_path} "
+                              f"records: the file was replaced or damaged")
+    text = meta["text"]
+    if text.get("tokenizer") != TEXT_PIPELINE["tokenizer"] or text.get("src_lang") != SRC_LANG:
+        raise ExportError(f"{meta_path}: text settings {text} are not this version's "
+                          f"({TEXT_PIPELINE['tokenizer']})")
+    if text.get("sacremoses") != _version("sacremoses"):
+        log.warning("%s: exported with sacremoses %s, running %s: tokenisation may differ",
+                    meta_path, text.get("sacremoses"), _version("sacremoses"))
+    try:
+        cfg = TranslateConfig(**meta["translate"])
+    except TypeError as e:
+        raise ExportError(f"{meta_path}: 'translate' does not fit this version: {e}") from None
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    dev = _device(device, cfg)
+    src_vocab = Vocab.load(folder / f"{SRC_LANG}.tsv")
+    tgt_vocab = Vocab.load(folder / f"{TGT_LANG}.tsv")
+    models = [checkpoint.load_model(folder / "models" / f"{m}.pt", src_vocab=src_vocab,
+                                    tgt_vocab=tgt_vocab, device=dev) for m in meta["members"]]
+    model = models[0] if len(models) == 1 else Ensemble(models, combine=cfg.combine)
+    log.info("loaded export '%s' (%s) from %s on %s", meta["system"],
+             ", ".join(meta["members"]), folder, dev)
+    return Translator(meta["system"], model, src_vocab, tgt_vocab, bool(text["lowercase"]), cfg,
+                      tuple(meta["beams"]), dev)
+
+
+def params_fingerprint(params: Params, members) -> str:
+    """sha256 of every parameter the members' weights depend on (data, prepare, vocab, their
+    model configs, train)."""
+    relevant = {"data": dataclasses.asdict(params.data),
+                "prepare": dataclasses.asdict(params.prepare),
+                "vocab": dataclasses.asdict(params.vocab),
+                "models": {m: dataclasses.asdict(params.model_config(m)) for m in members},
+                "train": dataclasses.asdict(params.train)}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
+           prepared_dir: Path, out_dir: Path) -> dict:
+    """Write system ``system`` as one self-contained folder ``out_dir`` (see the module doc)."""
+    if system not in params.systems:
+        raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
+                       f"(known: {', '.join(params.systems)})")
+    sys_cfg = params.systems[system]
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    (tmp / "models").mkdir(parents=True)
+    files = {}
+    for lang in (SRC_LANG, TGT_LANG):
+        shutil.copyfile(Path(vocab_dir) / f"{lang}.tsv", tmp / f"{lang}.tsv")
+        files[f"{lang}.tsv"] = _sha256(tmp / f"{lang}.tsv")
+    for m in sys_cfg.members:
+        shutil.copyfile(Path(models_dir) / m / "model.pt", tmp / "models" / f"{m}.pt")
+        files[f"models/{m}.pt"] = _sha256(tmp / "models" / f"{m}.pt")
+    data = {f"train.tok.{lang}": _sha256(Path(prepared_dir) / f"train.tok.{lang}")
+            for lang in (SRC_LANG, TGT_LANG)}
+    meta = {
+        "format": EXPORT_FORMAT, "system": system, "members": list(sys_cfg.members),
+        "beams": list(sys_cfg.beams), "profile": params.profile,
+        "text": {**TEXT_PIPELINE, "lowercase": params.prepare.lowercase,
+                 "sacremoses": _version("sacremoses")},
+        "translate": dataclasses.asdict(params.translate),
+        "fingerprints": {"training_data_sha256": data,
+                         "params_sha256": params_fingerprint(params, sys_cfg.members)},
+        "files": files,
+        "created_with": {"s2s": _version("s2s-repro"), "torch": _version("torch")},
+    }
+    atomic_write_json(tmp / EXPORT_FILE, meta)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)
+    return meta
+
+
+def export_all(params: Params, *, models_dir: Path, vocab_dir: Path, prepared_dir: Path,
+               out_dir: Path) -> dict[str, dict]:
+    """Stage `export`: every system of ``params.systems`` as ``<out_dir>/<system>/``."""
+    t0 = time.perf_counter()
+    out = {s: export(params, s, models_dir=models_dir, vocab_dir=vocab_dir,
+                     prepared_dir=prepared_dir, out_dir=Path(out_dir) / s)
+           for s in params.systems}
+    log.info("read %s, %s, %s; wrote %d exports under %s in %.1fs", models_dir, vocab_dir,
+             prepared_dir, len(out), out_dir, time.perf_counter() - t0)
+    return out

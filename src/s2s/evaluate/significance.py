@@ -1,0 +1,159 @@
+"""Scoring a hypothesis file both ways, and paired bootstrap resampling between two systems.
+
+Both BLEU methods of :mod:`s2s.evaluate.bleu`: tokenised BLEU (the paper's, ``--tokenize none``
+on Moses-tokenised text) and sacreBLEU 13a (detokenised text). A detokenised hypothesis file
+(what users have, and ``beam<K>.detok.fr``) is Moses-tokenised by the very function `prepare`
+uses, as are its references; a tokenised one (``--tokenized``) is detokenised for sacreBLEU.
+
+Paired bootstrap resampling (Koehn 2004) is sacreBLEU's own: its ``PairedTest`` gives each
+system's bootstrap mean, 95% half-width and the p-value of the difference, exactly what
+``sacrebleu REF -i BASE SYS --paired-bs`` prints (seed 12345, sacreBLEU's default). The 95%
+interval of the *difference* comes from the same resamples: sacreBLEU's ``_bootstrap_resample``
+draws the same indices for both systems when given the same seed, and the interval is read off
+the sorted differences the way its ``estimate_ci`` reads a score's (the 1/40 quantiles).
+Intervals are on tokenised BLEU, the column comparable with the paper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import asdict, dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+from sacrebleu.metrics.bleu import BLEU
+from sacrebleu.significance import PairedTest, _bootstrap_resample
+
+from s2s.evaluate.bleu import check_same_length, corpus_bleu_sacre, corpus_bleu_tok
+
+SEED = 12345  # sacreBLEU's default SACREBLEU_SEED: our intervals equal its CLI's
+N_SAMPLES = 1000  # sacreBLEU's default number of bootstrap resamples
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Both BLEU scores of one hypothesis file."""
+
+    bleu_tok: float
+    bleu_sacre: float
+    sacre_signature: str
+    tok_signature: str
+    sentences: int
+
+
+@dataclass(frozen=True)
+class Difference:
+    """System minus baseline in tokenised BLEU, with its paired-bootstrap 95% interval.
+
+    Attributes:
+        baseline, system: the two scores (tokenised BLEU).
+        delta: system - baseline.
+        lo, hi: the 95% interval of the difference over the resamples.
+        p_value: sacreBLEU's paired-bootstrap p-value of the difference.
+        baseline_mean, baseline_ci, system_mean, system_ci: sacreBLEU's bootstrap mean and 95%
+            half-width of each system (as its CLI prints ``μ = mean ± ci``).
+        samples, seed: resamples drawn and their seed.
+    """
+
+    baseline: float
+    system: float
+    delta: float
+    lo: float
+    hi: float
+    p_value: float
+    baseline_mean: float
+    baseline_ci: float
+    system_mean: float
+    system_ci: float
+    samples: int
+    seed: int
+
+    @property
+    def significant(self) -> bool:
+        """The interval excludes 0."""
+        return self.lo > 0 or self.hi < 0
+
+    def describe(self) -> str:
+        what = "significant" if self.significant else "no significant difference"
+        return (f"{self.delta:+.2f} BLEU (95% CI {self.lo:+.2f} to {self.hi:+.2f}, "
+                f"p = {self.p_value:.3f}: {what})")
+
+    def as_dict(self) -> dict:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def tokenize_lines(lines: Sequence[str], lang: str = "fr") -> list[str]:
+    """Moses tokenisation exactly as `prepare` applies it (the same function)."""
+    from s2s.data.text import tokenize_many
+
+    return tokenize_many(list(lines), lang)
+
+
+def both_forms(lines: Sequence[str], *, tokenized: bool, lang: str = "fr") -> tuple[list[str],
+                                                                                    list[str]]:
+    """(tokenised, detokenised) forms of hypothesis or reference lines."""
+    from s2s.data.text import detokenize
+
+    if tokenized:
+        return list(lines), [detokenize(s, lang) for s in lines]
+    return tokenize_lines(lines, lang), list(lines)
+
+
+def score(hyps: Sequence[str], refs: Sequence[str], *, tokenized: bool = False,
+          hyp_name: str = "hypotheses", ref_name: str = "references") -> Scores:
+    """Tokenised BLEU and sacreBLEU 13a of ``hyps`` against ``refs`` (both detokenised, or both
+    Moses-tokenised with ``tokenized``)."""
+    from s2s.evaluate.bleu import tok_signature
+
+    check_same_length(hyps, refs, hyp_name=hyp_name, ref_name=ref_name)
+    h_tok, h_raw = both_forms(hyps, tokenized=tokenized)
+    r_tok, r_raw = both_forms(refs, tokenized=tokenized)
+    bt = corpus_bleu_tok(h_tok, r_tok, hyp_name=hyp_name, ref_name=ref_name)
+    bs = corpus_bleu_sacre(h_raw, r_raw, hyp_name=hyp_name, ref_name=ref_name)
+    return Scores(bt.score, bs.score.score, bs.signature, tok_signature(), len(hyps))
+
+
+@contextlib.contextmanager
+def _seed(seed: int) -> Iterator[None]:
+    """sacreBLEU reads its seed from the environment; set it for the call only."""
+    old = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = str(seed)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("SACREBLEU_SEED", None)
+        else:
+            os.environ["SACREBLEU_SEED"] = old
+
+
+def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Sequence[str], *,
+                     n_samples: int = N_SAMPLES, seed: int = SEED) -> Difference:
+    """Paired bootstrap of ``system`` against ``baseline`` on *tokenised* lines (tokenised BLEU),
+    all three the same length."""
+    check_same_length(baseline, refs, hyp_name="baseline", ref_name="references")
+    check_same_length(system, refs, hyp_name="system", ref_name="references")
+    baseline, system, refs = list(baseline), list(system), list(refs)
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-step INFO lines
+    with _seed(seed):
+        metric = BLEU(tokenize="none", force=True)
+        _, results = PairedTest([("baseline", baseline), ("system", system)], {"BLEU": metric},
+                                [refs], test_type="bs", n_samples=n_samples)()
+        bl, sy = results["BLEU"]
+        # The same resamples again (same seed, same indices) for the difference's interval.
+        m = BLEU(tokenize="none", force=True)
+        _, bl_scores = _bootstrap_resample(m._extract_corpus_statistics(baseline, [refs]), m,
+                                           n_samples)
+        _, sy_scores = _bootstrap_resample(m._extract_corpus_statistics(system, [refs]), m,
+                                           n_samples)
+    diffs = np.sort(np.array([s.score for s in sy_scores]) - np.array([s.score
+                                                                         for s in bl_scores]))
+    k = n_samples // 40
+    return Difference(baseline=float(bl.score), system=float(sy.score),
+                      delta=float(sy.score - bl.score), lo=float(diffs[k]),
+                      hi=float(diffs[n_samples - k - 1]), p_value=float(sy.p_value),
+                      baseline_mean=float(bl.mean), baseline_ci=float(bl.ci),
+                      system_mean=float(sy.mean), system_ci=float(sy.ci), samples=n_samples,
+                      seed=seed)
