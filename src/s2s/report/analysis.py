@@ -43,29 +43,39 @@ def _f(v: float, digits: int = 3) -> str:
 
 
 def plot_figure2(points: pd.DataFrame, path: Path) -> Path:
-    """One panel per model: the phrases' 2-D PCA coordinates, labelled with the phrase, coloured by
-    meaning group (as in the paper's Figure 2)."""
+    """One panel per model: the phrases' 2-D PCA coordinates, coloured by meaning group (as in the
+    paper's Figure 2), one marker per phrase of a group, and a legend that names every phrase
+    (labels written beside the points overlap where paraphrases land close together)."""
     models = list(dict.fromkeys(points["model"]))
-    fig = Figure(figsize=(6.5 * max(len(models), 1), 5.8))
+    markers = "osD^vP*X"
+    fig = Figure(figsize=(5.2 * max(len(models), 1), 6.4))
     axes = np.atleast_1d(fig.subplots(1, max(len(models), 1)))
+    handles = {}
     for ax, model in zip(axes, models):
         sel = points[points["model"] == model]
+        seen: dict[int, int] = {}
         for _, row in sel.iterrows():
-            color = f"C{(int(row['group']) - 1) % 10}"
-            ax.scatter([row["x"]], [row["y"]], color=color, s=28, zorder=3)
-            ax.annotate(row["phrase"], (row["x"], row["y"]), xytext=(4, 3),
-                        textcoords="offset points", fontsize=7.5, color=color)
-        # room for the labels on the right
+            g = int(row["group"])
+            k = seen.get(g, 0)
+            seen[g] = k + 1
+            color = f"C{(g - 1) % 10}"
+            h = ax.scatter([row["x"]], [row["y"]], color=color, marker=markers[k % len(markers)],
+                           s=46, zorder=3, edgecolors="white", linewidths=0.5)
+            handles.setdefault(row["phrase"], h)
         x0, x1 = sel["x"].min(), sel["x"].max()
         y0, y1 = sel["y"].min(), sel["y"].max()
         dx, dy = (x1 - x0) or 1.0, (y1 - y0) or 1.0
-        ax.set_xlim(x0 - 0.08 * dx, x1 + 0.55 * dx)
+        ax.set_xlim(x0 - 0.1 * dx, x1 + 0.1 * dx)
         ax.set_ylim(y0 - 0.1 * dy, y1 + 0.1 * dy)
         ax.set_title(_label(model, bool(sel["reverse_source"].iloc[0])), fontsize=11)
         ax.set_xlabel("PC1", fontsize=9)
         ax.set_ylabel("PC2", fontsize=9)
         ax.grid(alpha=0.3)
-    fig.tight_layout()
+    fig.legend(list(handles.values()), list(handles), loc="lower center", fontsize=8,
+               ncol=2 if len(handles) > 6 else 1, frameon=False,
+               title="phrase (colour: meaning group; marker: paraphrase)", title_fontsize=8)
+    rows = -(-len(handles) // (2 if len(handles) > 6 else 1))
+    fig.tight_layout(rect=(0, min(0.05 + 0.032 * rows, 0.5), 1, 1))
     return save(fig, path)
 
 
@@ -305,7 +315,7 @@ def _reach_section(reach, meta, figures_dir: Path, rel_dir: str) -> Section:
     blocks.append(Image("Gradient reach", fig, f"{rel_dir}/{FIGURES['reach']}",
                         "Gradient of -log p(y_1 | source) w.r.t. each source word's embedding, "
                         "by position in the original sentence"))
-    return Section("Gradient reach: why reversal helps", blocks)
+    return Section("Gradient reach by source position", blocks)
 
 
 def claims(analysis_dir: Path) -> list[Claim]:

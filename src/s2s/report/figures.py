@@ -3,8 +3,8 @@
 * :func:`figure3`: the paper's Figure 3 from *our* group BLEU (``figure3.csv``): left, BLEU by
   source sentence length; right, BLEU by average source-word frequency rank. Two curves: our
   "LSTM" system and our "baseline". The paper's own curves are not data we have and are not drawn.
-* :func:`learning_curves`: dev perplexity per epoch of every trained model in one chart (solid),
-  train perplexity dashed in the same colour.
+* :func:`learning_curves`: small multiples of dev (solid) and train (dashed) perplexity per
+  epoch, one panel per model; ensemble members share one panel as a band.
 * :func:`attention_weights`: heat maps of an attention model's weights on its own translations.
 
 matplotlib is imported here only, and only the report stage imports this module.
@@ -76,39 +76,58 @@ def figure3(groups: pd.DataFrame, curves: list[tuple[str, str, str]], path: Path
     return save(fig, path)
 
 
-def learning_curves(curves: dict[str, pd.DataFrame], path: Path) -> Path:
-    """Dev perplexity (solid, dev evaluations only) and train perplexity (dashed) per epoch."""
-    fig = Figure(figsize=(8, 4.5))
-    ax = fig.subplots()
-    colors = [f"C{i}" for i in range(10)]
-    drawn = 0
-    for i, (model, df) in enumerate(sorted(curves.items())):
-        color = colors[i % len(colors)]
-        train = df.dropna(subset=["train_ppl"])
-        dev = df.dropna(subset=["dev_ppl"])
-        if len(dev):
-            ax.plot(dev["epoch"], dev["dev_ppl"], color=color, marker="o", ms=3, lw=1.6,
-                    label=model)
-            drawn += 1
-        if len(train):
-            ax.plot(train["epoch"], train["train_ppl"], color=color, ls="--", lw=1.0, alpha=0.8,
-                    label=None if len(dev) else model)
-            drawn += 1
-    if drawn:
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        # one entry per model (colour), plus what solid and dashed mean
-        ax.plot([], [], color="0.3", lw=1.6, label="dev (solid)")
-        ax.plot([], [], color="0.3", lw=1.0, ls="--", label="train (dashed)")
-        ax.legend(fontsize=8, ncol=2)
-    else:
+def learning_curves(curves: dict[str, pd.DataFrame], path: Path, *,
+                    groups: dict[str, list[str]] | None = None) -> Path:
+    """Small multiples, one panel per model or group of models: dev perplexity (solid, dots) and
+    train perplexity (dashed) per epoch, on one shared log scale. A group of several members (the
+    reversed ensemble's) is drawn as a band (min to max over members) around their median."""
+    groups = groups or {m: [m] for m in sorted(curves)}
+    groups = {g: [m for m in ms if m in curves] for g, ms in groups.items()}
+    groups = {g: ms for g, ms in groups.items() if ms}
+    if not groups:
+        fig = Figure(figsize=(8, 2.5))
+        ax = fig.subplots()
         ax.text(0.5, 0.5, "no learning curves found", ha="center", transform=ax.transAxes)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("perplexity (log scale)")
-    ax.set_title("Learning curves: dev perplexity (solid), train perplexity (dashed)", fontsize=11)
-    ax.grid(alpha=0.3, which="both")
+        ax.set_axis_off()
+        return save(fig, path)
+    ncols = min(3, len(groups))
+    nrows = -(-len(groups) // ncols)
+    fig = Figure(figsize=(3.6 * ncols, 2.7 * nrows))
+    axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False).ravel()
+    for ax, (group, members) in zip(axes, groups.items()):
+        for col, color, ls in (("dev_ppl", "C0", "-"), ("train_ppl", "C1", "--")):
+            frames = [curves[m].dropna(subset=[col]).set_index("epoch")[col] for m in members]
+            frames = [f for f in frames if len(f)]
+            if not frames:
+                continue
+            label = "dev" if col == "dev_ppl" else "train"
+            if len(frames) == 1:
+                f = frames[0]
+                ax.plot(f.index, f.values, color=color, ls=ls, lw=1.5,
+                        marker="o" if col == "dev_ppl" else None, ms=3, label=label)
+            else:
+                both = pd.concat(frames, axis=1)
+                ax.fill_between(both.index, both.min(axis=1), both.max(axis=1), color=color,
+                                alpha=0.25, lw=0, label=f"{label}: min-max of {len(frames)}")
+                ax.plot(both.index, both.median(axis=1), color=color, ls=ls, lw=1.5,
+                        marker="o" if col == "dev_ppl" else None, ms=3,
+                        label=f"{label}: median")
+        ax.set_title(group if len(members) == 1 else f"{group} ({len(members)} members)",
+                     fontsize=10)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    for ax in axes[len(groups):]:
+        ax.set_axis_off()
+    axes[0].set_yscale("log")
+    axes[0].yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axes[0].yaxis.set_major_formatter(ScalarFormatter())
+    axes[0].yaxis.set_minor_formatter(NullFormatter())
+    for ax in axes[(nrows - 1) * ncols:]:
+        ax.set_xlabel("epoch", fontsize=9)
+    for ax in axes[::ncols]:
+        ax.set_ylabel("perplexity (log)", fontsize=9)
+    fig.suptitle("Learning curves: dev perplexity (solid) and train perplexity (dashed)",
+                 fontsize=11)
     fig.tight_layout()
     return save(fig, path)
 

@@ -23,6 +23,7 @@ class Table:
     frame: pd.DataFrame
     notes: tuple[str, ...] = ()
     anchor: str = ""
+    lead: str = ""  # stated once above the table (e.g. the conditions every row shares)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,17 @@ Block = Union[str, Table, Image, Bullets]
 class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        return slug(self.title)
+
+
+def slug(title: str) -> str:
+    """GitHub's heading anchor: lowercase, punctuation dropped, spaces to hyphens; the HTML uses
+    the same ids, so one link works in both renderings."""
+    kept = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return kept.replace(" ", "-")
 
 
 @dataclass
@@ -78,7 +90,8 @@ def md_table(df: pd.DataFrame) -> str:
 
 
 def to_markdown(doc: Document) -> str:
-    out = [f"# {doc.title}", ""]
+    out = [f"# {doc.title}", "", "**Contents:** " + " · ".join(
+        f"[{s.title}](#{s.anchor})" for s in doc.sections), ""]
     for sec in doc.sections:
         out += [f"## {sec.title}", ""]
         for b in sec.blocks:
@@ -87,7 +100,8 @@ def to_markdown(doc: Document) -> str:
             elif isinstance(b, Bullets):
                 out += [f"- {item}" for item in b.items] + [""]
             elif isinstance(b, Table):
-                out += [f"**{b.title}**", "", md_table(b.frame), ""]
+                out += [f"**{b.title}**", ""] + ([b.lead, ""] if b.lead else [])
+                out += [md_table(b.frame), ""]
                 out += [f"{n}" for n in b.notes] + ([""] if b.notes else [])
             elif isinstance(b, Image):
                 out += [f"![{b.title}]({b.rel})", ""]
@@ -112,6 +126,9 @@ p.note { font-size: 12px; color: #555; margin: .2em 0; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: 13px; color: #444; }
 code { font-size: 12px; background: #f4f4f4; padding: 0 3px; }
+nav.toc { background: #f7f7f7; border: 1px solid #ddd; padding: .4em 1em; columns: 2; }
+nav.toc ol { margin: .3em 0; } a.top { font-size: .7em; text-decoration: none; color: #888; }
+p.lead { font-size: 13px; margin: .2em 0 .1em; }
 """
 
 
@@ -128,7 +145,11 @@ def _is_num(v: object) -> bool:
 def html_table(t: Table) -> str:
     e = html.escape
     anchor = f' id="{e(t.anchor)}"' if t.anchor else ""
-    parts = [f"<table{anchor}>", f"<caption>{e(t.title)}</caption>", "<thead><tr>"]
+    if t.lead:  # title, then what every row shares, then the rows
+        parts = [f'<p class="lead"><b>{e(t.title)}</b><br>{e(t.lead)}</p>',
+                 f"<table{anchor}>", "<thead><tr>"]
+    else:
+        parts = [f"<table{anchor}>", f"<caption>{e(t.title)}</caption>", "<thead><tr>"]
     parts += [f"<th>{e(str(c))}</th>" for c in t.frame.columns]
     parts.append("</tr></thead><tbody>")
     for row in t.frame.itertuples(index=False):
@@ -149,10 +170,14 @@ def to_html(doc: Document) -> str:
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>{e(doc.title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
-           f"<h1>{e(doc.title)}</h1>"]
+           f"<title>{e(doc.title)}</title>", f"<style>{CSS}</style>", "</head>", '<body id="top">',
+           f"<h1>{e(doc.title)}</h1>",
+           '<nav class="toc"><b>Contents</b><ol>' + "".join(
+               f'<li><a href="#{e(s.anchor)}">{e(s.title)}</a></li>' for s in doc.sections)
+           + "</ol></nav>"]
     for sec in doc.sections:
-        out.append(f"<section><h2>{e(sec.title)}</h2>")
+        out.append(f'<section id="{e(sec.anchor)}"><h2>{e(sec.title)} '
+                   f'<a class="top" href="#top" title="back to the contents">↑</a></h2>')
         for b in sec.blocks:
             if isinstance(b, str):
                 out.append(f"<p>{e(b)}</p>")

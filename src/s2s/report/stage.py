@@ -57,6 +57,8 @@ class Artifacts:
     attention: dict | None  # the attention stage's weights.json
     analysis_dir: Path | None  # the analyze stage's folder, when there is one
     read: list[str]
+    diff: Any = None  # tables.DiffFn over the hypothesis files, when references are given
+    examples: list[dict] | None = None  # a few test sentences with every system's output
 
 
 def _json(path: Path, read: list[str]) -> Any | None:
@@ -69,7 +71,8 @@ def _json(path: Path, read: list[str]) -> Any | None:
 
 def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
          manifest: Path, attention: Path | None = None,
-         analysis: Path | None = None) -> Artifacts:
+         analysis: Path | None = None, prepared_dir: Path | None = None,
+         rescore_dir: Path | None = None) -> Artifacts:
     read: list[str] = []
     bleu_path = metrics_dir / "bleu.json"
     if not bleu_path.is_file():
@@ -96,12 +99,92 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
         log.warning("absent: %s", groups_csv)
         groups = pd.DataFrame(columns=["system", "beam", "axis", "label", "lo", "hi",
                                        "sentences", "mean", "bleu"])
+    diff = examples = None
+    if prepared_dir is not None:
+        diff = BootstrapDiffs(Path(prepared_dir), Path(translate_dir),
+                              None if rescore_dir is None else Path(rescore_dir), read)
+        examples = load_examples(params, Path(prepared_dir), Path(translate_dir), read)
     return Artifacts(bleu=bleu, train=train, curves=curves, timing=timing, groups=groups,
                      prepare=_json(metrics_dir / "prepare.json", read),
                      vocab=_json(metrics_dir / "vocab.json", read),
                      manifest=_json(manifest, read),
                      attention=_json(attention, read) if attention else None,
-                     analysis_dir=_folder(analysis, read), read=read)
+                     analysis_dir=_folder(analysis, read), read=read, diff=diff,
+                     examples=examples)
+
+
+class BootstrapDiffs:
+    """``tables.DiffFn``: the paired bootstrap (sacreBLEU's, tokenised BLEU) of two outputs, read
+    from the translate and rescore folders against ``test.tok.fr``; None when one is missing."""
+
+    def __init__(self, prepared_dir: Path, translate_dir: Path, rescore_dir: Path | None,
+                 read: list[str]):
+        self.refs_path = prepared_dir / "test.tok.fr"
+        self.translate_dir, self.rescore_dir, self.read = translate_dir, rescore_dir, read
+        self._refs: list[str] | None = None
+        self._cache: dict = {}
+
+    def _path(self, o: tables.Ours) -> Path | None:
+        if o.kind == "translate":
+            p = self.translate_dir / o.system / f"beam{o.beam}.tok.fr"
+            return p if p.is_file() else None
+        if self.rescore_dir is None or not self.rescore_dir.is_dir():
+            return None
+        from s2s.evaluate.stage import find_rescore_output
+
+        stem = find_rescore_output(self.rescore_dir, o.system)
+        return None if stem is None else stem.with_name(stem.name + ".tok.fr")
+
+    def __call__(self, baseline: tables.Ours, system: tables.Ours):
+        from s2s.evaluate.bleu import read_lines
+        from s2s.evaluate.significance import paired_bootstrap
+
+        key = (baseline, system)
+        if key not in self._cache:
+            a, b = self._path(baseline), self._path(system)
+            if a is None or b is None or not self.refs_path.is_file():
+                self._cache[key] = None
+            else:
+                if self._refs is None:
+                    self._refs = read_lines(self.refs_path)
+                    self.read.append(str(self.refs_path))
+                self._cache[key] = paired_bootstrap(read_lines(a), read_lines(b), self._refs)
+                log.info("paired bootstrap %s vs %s: %s", b, a, self._cache[key].describe())
+        return self._cache[key]
+
+
+EXAMPLES = 4  # example sentences, at these quantiles of the source length
+EXAMPLE_QUANTILES = (0.1, 0.4, 0.7, 0.95)
+
+
+def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
+                  read: list[str]) -> list[dict] | None:
+    """A few test sentences of different lengths: source, reference and every system's output
+    (its widest beam, detokenised). None without the raw test files."""
+    from s2s.evaluate.bleu import read_lines
+
+    src_p, ref_p = prepared_dir / "test.raw.en", prepared_dir / "test.raw.fr"
+    if not (src_p.is_file() and ref_p.is_file()):
+        log.warning("absent: %s or %s (no example translations)", src_p, ref_p)
+        return None
+    src, ref = read_lines(src_p), read_lines(ref_p)
+    read += [str(src_p), str(ref_p)]
+    outputs = {}
+    for system, cfg in params.systems.items():
+        beam = max(cfg.beams)
+        p = translate_dir / system / f"beam{beam}.detok.fr"
+        if p.is_file():
+            lines = read_lines(p)
+            if len(lines) == len(src):
+                outputs[f"{system} (beam {beam})"] = lines
+    order = sorted((len(s.split()), i) for i, s in enumerate(src) if s.strip())
+    if not order:
+        return []
+    picks = sorted({order[min(int(q * len(order)), len(order) - 1)][1]
+                    for q in EXAMPLE_QUANTILES})
+    return [{"line": i + 1, "words": len(src[i].split()), "source": src[i],
+             "reference": ref[i], "outputs": {k: v[i] for k, v in outputs.items()}}
+            for i in picks]
 
 
 def _folder(path: Path | None, read: list[str]) -> Path | None:
@@ -213,6 +296,19 @@ def _figure3_curves(params: Params, art: Artifacts) -> list[tuple[str, str, str]
     return curves
 
 
+def curve_groups(params: Params) -> dict[str, list[str]]:
+    """Learning-curve panels: the largest ensemble's members together, every other model alone."""
+    ensembles = [(name, s) for name, s in params.systems.items() if len(s.members) > 1]
+    name, ens = max(ensembles, key=lambda x: len(x[1].members), default=(None, None))
+    groups: dict[str, list[str]] = {}
+    for m in params.models:
+        if ens is not None and m in ens.members:
+            groups.setdefault(f"{name} members", []).append(m)
+        else:
+            groups[m] = [m]
+    return groups
+
+
 def _fmt_frame(df: pd.DataFrame, nd: dict[str, int]) -> pd.DataFrame:
     out = df.copy().astype(object)
     for col in out.columns:
@@ -230,7 +326,7 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     ppl = tables.perplexity_table(params, art.train)
     trained = tables.models_table(params, art.train)
     cost = tables.cost_table(params, art.timing)
-    checks = tables.claims(params, art.bleu, art.train, cost)
+    checks = tables.claims(params, art.bleu, art.train, cost, diff=art.diff)
     cost_check = checks[-1]
     if art.analysis_dir is not None:
         checks += analysis_sections.claims(art.analysis_dir)
@@ -247,17 +343,19 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
         tables.PAPER_CONDITIONS + ".",
     )
     n = art.bleu.get("test_sentences")
+    lead1, shown1 = tables.split_conditions(tables.display_bleu_table(t1))
+    lead1o, shown1o = tables.split_conditions(tables.display_bleu_table(t1_other))
+    lead2, shown2 = tables.split_conditions(tables.display_bleu_table(t2))
     T = {
-        "table1": Table("Table 1: direct translation, BLEU on the test set",
-                        tables.display_bleu_table(t1), bleu_notes, "table1"),
+        "table1": Table("Table 1: direct translation, BLEU on the test set", shown1, bleu_notes,
+                        "table1", lead1),
         "table1_other": Table("Our other systems: translations the paper has no row for",
-                              tables.display_bleu_table(t1_other),
-                              ("Same data, test set and BLEU as Table 1.",), "table1_other"),
-        "table2": Table("Table 2: rescoring the baseline's n-best lists",
-                        tables.display_bleu_table(t2),
+                              shown1o, ("Same data, test set and BLEU as Table 1.",),
+                              "table1_other", lead1o),
+        "table2": Table("Table 2: rescoring the baseline's n-best lists", shown2,
                         bleu_notes + ("Oracle: the n-best entry with the highest sentence BLEU "
                                       "against the reference (an upper bound, not a system).",),
-                        "table2"),
+                        "table2", lead2),
         "perplexity": Table("Perplexity: forward vs reversed source (paper's test ppl 5.8 -> 4.7)",
                             _fmt_frame(ppl, {"epochs": 2}),
                             ("The column \"paper's test ppl\" is the paper's number (§3.3), "
@@ -272,7 +370,8 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
                       (f"{cost_check.claim}: {cost_check.status}"
                        + ("" if cost_check.status == tables.UNKNOWN else " in our numbers")
                        + f" ({cost_check.evidence}).",), "cost"),
-        "claims": Table("Do the paper's claims hold here?", claims, (), "claims"),
+        "claims": Table("The paper's claims against our numbers", claims,
+                        ((BOOTSTRAP_NOTE,) if art.diff is not None else ()), "claims"),
     }
     raw = {"table1": t1, "table1_other": t1_other, "table2": t2, "perplexity": ppl, "models": trained, "cost": cost,
            "claims": claims}
@@ -281,9 +380,11 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
         art.groups, _figure3_curves(params, art), fig_dir / "figure3.png",
         note="Our curves only; the paper's Figure 3 curves (LSTM 34.8, baseline 33.3) are not "
              "data we have and are not drawn.")
-    lc = figures.learning_curves(art.curves, fig_dir / "learning_curves.png")
+    lc = figures.learning_curves(art.curves, fig_dir / "learning_curves.png",
+                                 groups=curve_groups(params))
 
     doc = Document(params.report.title)
+    doc.sections.append(summary_section(checks, art))
     doc.sections.append(Section("About this report", [
         f"Profile '{params.profile}', test set {params.data.test.corpus} "
         f"({tables.fmt(n)} sentences). Every paper number is labelled as the paper's and sits "
@@ -295,9 +396,11 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     doc.sections.append(Section("Table 1: direct translation", [T["table1"]] + (
         [T["table1_other"]] if len(t1_other) else [])))
     doc.sections.append(Section("Table 2: rescoring", [T["table2"]]))
-    doc.sections.append(Section("Do the paper's claims hold here?", [
+    doc.sections.append(Section("The paper's claims, checked", [
         "Each claim is checked against our numbers; 'holds' and 'does not hold' refer to this "
         "profile's scale (data, model size, training time), not to the paper's.", T["claims"]]))
+    if art.examples:
+        doc.sections.append(examples_section(art.examples))
     doc.sections.append(Section("Source reversal and perplexity", [T["perplexity"]]))
     doc.sections.append(Section("The models", [T["models"]]))
     doc.sections.append(Section("Decoding cost", [T["cost"]]))
@@ -309,8 +412,9 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     ]))
     doc.sections.append(Section("Learning curves", [
         Image("Learning curves", lc, "figures/learning_curves.png",
-              "Dev perplexity per epoch of every trained model (solid), train perplexity "
-              "(dashed)."),
+              "Dev perplexity per epoch (solid) and train perplexity (dashed), one panel per "
+              "model on a shared scale; the members of the largest ensemble share one panel, "
+              "as a band from the lowest to the highest member around their median."),
     ]))
     if art.attention is not None:
         doc.sections.append(attention_section(params, art, fig_dir))
@@ -332,6 +436,41 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     doc.sections.append(Section("Data", data_blocks or ["no data metrics found"]))
     doc.sections.append(Section("Provenance", [Bullets(tuple(provenance(params, art)))]))
     return doc, T, raw
+
+
+BOOTSTRAP_NOTE = (
+    "Every BLEU difference a claim rests on carries the 95% interval of paired bootstrap "
+    "resampling (sacreBLEU's significance module, 1000 resamples, seed 12345) on tokenized "
+    "BLEU, the column comparable with the paper; where the interval contains 0 the verdict is "
+    "'no significant difference'. `s2s score BASE SYSTEM --ref REF --tokenized` recomputes one.")
+
+
+def summary_section(checks: list, art: Artifacts) -> Section:
+    """What held and what did not, first, with the numbers."""
+    order = [tables.HOLDS, tables.FAILS, tables.NO_DIFFERENCE, tables.UNKNOWN]
+    heads = {tables.HOLDS: "Holds here", tables.FAILS: "Does not hold here",
+             tables.NO_DIFFERENCE: "No significant difference here",
+             tables.UNKNOWN: "Cannot tell"}
+    items = [f"{heads.get(c.status, c.status)}: {c.claim}. {c.evidence}."
+             for status in order for c in checks if c.status == status]
+    items += [f"{c.status}: {c.claim}. {c.evidence}." for c in checks if c.status not in order]
+    blocks: list = [Bullets(tuple(items))]
+    if art.diff is not None:
+        blocks.append("Intervals: paired bootstrap on tokenized BLEU (sacreBLEU, 1000 "
+                      "resamples); details under 'The paper's claims, checked'.")
+    return Section("Summary", blocks)
+
+
+def examples_section(examples: list[dict]) -> Section:
+    """Source, reference and every system's output for a few sentences of different lengths."""
+    blocks: list = ["A few test sentences of different lengths (source words), with the "
+                    "reference and every system's detokenized output at its widest beam."]
+    for ex in examples:
+        rows = [("source (English)", ex["source"]), ("reference (French)", ex["reference"]),
+                *ex["outputs"].items()]
+        blocks.append(Table(f"Test sentence {ex['line']} ({ex['words']} words)",
+                            pd.DataFrame(rows, columns=["", "text"])))
+    return Section("Example translations", blocks)
 
 
 def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
@@ -376,7 +515,7 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     metrics_dir, translate_dir, out_dir = Path(metrics_dir), Path(translate_dir), Path(out_dir)
     art = load(params, metrics_dir=metrics_dir, translate_dir=translate_dir,
                groups_csv=Path(groups_csv), manifest=Path(manifest), attention=attention,
-               analysis=analysis)
+               analysis=analysis, prepared_dir=prepared_dir, rescore_dir=rescore_dir)
     log.info("read %d files: %s", len(art.read), ", ".join(art.read))
     fig_dir = out_dir / "figures"
     doc, shown, raw = build(params, art, fig_dir)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -281,6 +281,27 @@ def display_bleu_table(df: pd.DataFrame) -> pd.DataFrame:
     return shown.rename(columns=BLEU_HEADERS)
 
 
+def split_conditions(shown: pd.DataFrame, column: str = "our conditions") -> tuple[str,
+                                                                                 pd.DataFrame]:
+    """The conditions every row of a table shares (stated once, above it) and the table with
+    only each row's own conditions left in ``column``."""
+    if column not in shown.columns:
+        return "", shown
+    parts = [[p for p in str(c).split("; ") if p] for c in shown[column]]
+    filled = [p for p in parts if p]
+    if not filled:
+        return "", shown
+    common = [p for p in filled[0] if all(p in q for q in filled)]
+    out = shown.copy()
+    out[column] = ["; ".join(p for p in q if p not in common) or ("-" if q else "")
+                   for q in parts]
+    if (out[column].isin(["-", ""])).all():
+        out = out.drop(columns=[column])
+    else:
+        out = out.rename(columns={column: "conditions of this row"})
+    return ("Our conditions in every row: " + "; ".join(common) + ".") if common else "", out
+
+
 def signatures(*tables: pd.DataFrame) -> list[str]:
     """The distinct sacreBLEU signatures behind the sacreBLEU column(s)."""
     sigs: list[str] = []
@@ -369,6 +390,10 @@ class Claim:
 
 
 HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "cannot tell"
+NO_DIFFERENCE = "no significant difference"  # the 95% interval of the difference contains 0
+# (baseline, system) -> the paired-bootstrap Difference of their tokenised BLEU, or None when
+# either output is not there; the report stage builds it from the hypothesis files.
+DiffFn = Callable[[Ours, Ours], Any]
 
 
 def _verdict(ok: bool) -> str:
@@ -417,18 +442,42 @@ def _common_beam(params: Params, bleu: dict, a: str, b: str) -> int | None:
     return max(beams) if beams else None
 
 
-def _compare_systems(params: Params, bleu: dict, claim: str, worse: str, better: str) -> Claim:
+def _interval(d) -> str:
+    return (f"paired-bootstrap 95% CI of the difference {d.lo:+.2f} to {d.hi:+.2f}"
+            if d is not None else "")
+
+
+def _verdict_of(differences: list, deltas: list[float]) -> str:
+    """Every difference positive and significant: holds; any significantly negative (or, without
+    intervals, not positive): does not hold; else no significant difference."""
+    if differences and all(d is not None for d in differences):
+        if all(d.significant and d.delta > 0 for d in differences):
+            return HOLDS
+        if any(d.significant and d.delta < 0 for d in differences):
+            return FAILS
+        if not any(d.significant for d in differences):
+            return NO_DIFFERENCE
+        return FAILS  # some significant gains, some not: the claim is not general here
+    return _verdict(all(x > 0 for x in deltas))
+
+
+def _compare_systems(params: Params, bleu: dict, claim: str, worse: str, better: str,
+                     diff: DiffFn | None = None) -> Claim:
     beam = _common_beam(params, bleu, worse, better)
     if beam is None:
         return Claim(claim, UNKNOWN, f"no beam at which both '{worse}' and '{better}' were scored")
     lo, hi = _tok(bleu, worse, beam), _tok(bleu, better, beam)
-    return Claim(claim, _verdict(hi > lo),
+    d = diff(Ours("translate", worse, beam), Ours("translate", better, beam)) if diff else None
+    return Claim(claim, _verdict_of([d], [hi - lo]),
                  f"tokenized BLEU at beam {beam}: {better} {hi:.2f} vs {worse} {lo:.2f} "
-                 f"({hi - lo:+.2f})")
+                 f"({hi - lo:+.2f}" + (f"; {_interval(d)}" if d is not None else "") + ")")
 
 
-def claims(params: Params, bleu: dict, train: dict[str, dict], costs: pd.DataFrame) -> list[Claim]:
-    """Each of the paper's main claims, checked against our numbers (never assumed)."""
+def claims(params: Params, bleu: dict, train: dict[str, dict], costs: pd.DataFrame,
+           diff: DiffFn | None = None) -> list[Claim]:
+    """Each of the paper's main claims, checked against our numbers (never assumed). With
+    ``diff``, every BLEU difference a claim rests on carries its paired-bootstrap 95% interval
+    (tokenised BLEU), and a difference whose interval contains 0 is no significant difference."""
     out = []
     fwd, rev = forward_and_reversed(params)
     text = "Reversing the source lowers perplexity (paper: test ppl 5.8 -> 4.7)"
@@ -442,9 +491,9 @@ def claims(params: Params, bleu: dict, train: dict[str, dict], costs: pd.DataFra
         out.append(Claim(text, UNKNOWN, f"training metrics of '{fwd}' or '{rev}' missing"))
 
     out.append(_compare_systems(params, bleu, "Reversing the source raises BLEU "
-                                "(paper: 26.17 -> 30.59 at beam 12)", "forward", "reversed"))
+                                "(paper: 26.17 -> 30.59 at beam 12)", "forward", "reversed", diff))
     out.append(_compare_systems(params, bleu, "An ensemble of 5 reversed LSTMs beats a single "
-                                "reversed LSTM (paper: 34.81 vs 30.59)", "reversed", "ensemble5"))
+                                "reversed LSTM (paper: 34.81 vs 30.59)", "reversed", "ensemble5", diff))
 
     text = "A wider beam helps (paper: ensemble5 33.00 at beam 1 -> 34.81 at beam 12)"
     pairs = []
@@ -455,9 +504,12 @@ def claims(params: Params, bleu: dict, train: dict[str, dict], costs: pd.DataFra
                           beams[-1], _tok(bleu, system, beams[-1])))
     if pairs:
         better = [p for p in pairs if p[4] > p[2]]
+        ds = [diff(Ours("translate", s, b0), Ours("translate", s, b1)) if diff else None
+              for s, b0, _, b1, _ in pairs]
         ev = "; ".join(f"{s}: beam {b0} {x0:.2f} -> beam {b1} {x1:.2f}"
-                       for s, b0, x0, b1, x1 in pairs)
-        out.append(Claim(text, _verdict(len(better) == len(pairs)),
+                       + (f" ({x1 - x0:+.2f}, 95% CI {d.lo:+.2f} to {d.hi:+.2f})" if d else "")
+                       for (s, b0, x0, b1, x1), d in zip(pairs, ds))
+        out.append(Claim(text, _verdict_of(ds, [p[4] - p[2] for p in pairs]),
                          f"higher for {len(better)} of {len(pairs)} systems ({ev})"))
     else:
         out.append(Claim(text, UNKNOWN, "no system scored at two beam widths"))
@@ -472,9 +524,12 @@ def claims(params: Params, bleu: dict, train: dict[str, dict], costs: pd.DataFra
     if scored(base) and rescored:
         b = base["bleu_tok"]
         better = [n for n, x in rescored if x > b]
-        ev = f"baseline 1-best {b:.2f}; " + "; ".join(f"{n} {x:.2f} ({x - b:+.2f})"
-                                                      for n, x in rescored)
-        out.append(Claim(text, _verdict(len(better) == len(rescored)),
+        ds = [diff(Ours("rescore", "baseline"), Ours("rescore", n)) if diff else None
+              for n, _ in rescored]
+        ev = f"baseline 1-best {b:.2f}; " + "; ".join(
+            f"{n} {x:.2f} ({x - b:+.2f}" + (f", 95% CI {d.lo:+.2f} to {d.hi:+.2f}" if d else "")
+            + ")" for (n, x), d in zip(rescored, ds))
+        out.append(Claim(text, _verdict_of(ds, [x - b for _, x in rescored]),
                          f"higher for {len(better)} of {len(rescored)} rescorers ({ev})"))
     else:
         out.append(Claim(text, UNKNOWN, "no rescoring output or no baseline 1-best was scored"))
@@ -489,8 +544,8 @@ def _is_lstm(params: Params, model: str) -> bool:
 
 
 def claims_table(items: list[Claim]) -> pd.DataFrame:
-    return pd.DataFrame([{"claim": c.claim, "here": c.status + ("" if c.status == UNKNOWN
-                                                                  else " at this scale"),
+    return pd.DataFrame([{"claim": c.claim, "here": c.status + ("" if c.status in (
+                              UNKNOWN, NO_DIFFERENCE) else " at this scale"),
                           "numbers": c.evidence} for c in items])
 
 
