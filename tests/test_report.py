@@ -255,7 +255,7 @@ def test_perplexity_cost_and_claims_are_computed(report):
     assert len(claims) == 6
     assert set(claims["here"]) <= {"holds at this scale", "does not hold at this scale",
                                    "cannot tell"}
-    assert "Do the paper's claims hold here?" in md
+    assert "The paper's claims, checked" in md
 
 
 def test_provenance(report):
@@ -399,6 +399,47 @@ def test_claims_follow_the_numbers():
     assert got["A wider beam helps"].status == "does not hold"  # reversed: 12.0 -> 10.5
     assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status == \
         "holds"
+
+
+def test_claims_use_the_bootstrap_intervals():
+    from s2s.evaluate.significance import Difference
+
+    params = load(FIXTURE)
+    bleu = {"translate": {"forward": {"1": _entry(10.0), "12": _entry(11.0)},
+                          "reversed": {"1": _entry(12.0), "12": _entry(13.5)}},
+            "rescore": {"baseline": _entry(13.0), "forward": _entry(13.2),
+                        "reversed": _entry(13.9)}}
+    cost = tables.cost_table(params, {})
+
+    def interval(lo, hi):
+        return lambda a, b: Difference(0, 0, (lo + hi) / 2, lo, hi, 0.5, 0, 0, 0, 0, 1000, 1)
+
+    got = {c.claim.split(" (")[0]: c
+           for c in tables.claims(params, bleu, {}, cost, diff=interval(-0.3, 0.4))}
+    rev = got["Reversing the source raises BLEU"]
+    assert rev.status == tables.NO_DIFFERENCE  # +2.50, but the interval contains 0
+    assert "95% CI of the difference -0.30 to +0.40" in rev.evidence
+    assert got["A wider beam helps"].status == tables.NO_DIFFERENCE
+    assert "95% CI -0.30 to +0.40" in got["A wider beam helps"].evidence
+    got = {c.claim.split(" (")[0]: c
+           for c in tables.claims(params, bleu, {}, cost, diff=interval(0.2, 0.9))}
+    assert got["Reversing the source raises BLEU"].status == tables.HOLDS
+    assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status == \
+        tables.HOLDS
+    got = {c.claim.split(" (")[0]: c
+           for c in tables.claims(params, bleu, {}, cost, diff=interval(-0.9, -0.2))}
+    assert got["Reversing the source raises BLEU"].status == tables.FAILS
+    shown = tables.claims_table(list(got.values()))
+    assert "no significant difference" not in set(shown["here"])
+
+
+def test_conditions_every_row_shares_are_stated_once():
+    df = pd.DataFrame({"method": ["a", "b", "c"],
+                       "our conditions": ["3 pairs; 1 model; vocab 5/6; beam 12",
+                                          "3 pairs; 5 models; vocab 5/6; beam 2", ""]})
+    lead, shown = tables.split_conditions(df)
+    assert lead == "Our conditions in every row: 3 pairs; vocab 5/6."
+    assert shown["conditions of this row"].tolist() == ["1 model; beam 12", "5 models; beam 2", ""]
 
 
 def test_rescoring_claim_counts_only_lstm_rescorers():

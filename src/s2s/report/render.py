@@ -128,7 +128,7 @@ figcaption { font-size: 13px; color: #444; }
 code { font-size: 12px; background: #f4f4f4; padding: 0 3px; }
 nav.toc { background: #f7f7f7; border: 1px solid #ddd; padding: .4em 1em; columns: 2; }
 nav.toc ol { margin: .3em 0; } a.top { font-size: .7em; text-decoration: none; color: #888; }
-p.lead { font-size: 13px; margin: .2em 0 .1em; }
+span.lead { font-size: 13px; font-weight: normal; }
 """
 
 
@@ -145,11 +145,9 @@ def _is_num(v: object) -> bool:
 def html_table(t: Table) -> str:
     e = html.escape
     anchor = f' id="{e(t.anchor)}"' if t.anchor else ""
-    if t.lead:  # title, then what every row shares, then the rows
-        parts = [f'<p class="lead"><b>{e(t.title)}</b><br>{e(t.lead)}</p>',
-                 f"<table{anchor}>", "<thead><tr>"]
-    else:
-        parts = [f"<table{anchor}>", f"<caption>{e(t.title)}</caption>", "<thead><tr>"]
+    # the title, then what every row shares (stated once), then the rows
+    lead = f'<br><span class="lead">{e(t.lead)}</span>' if t.lead else ""
+    parts = [f"<table{anchor}>", f"<caption>{e(t.title)}{lead}</caption>", "<thead><tr>"]
     parts += [f"<th>{e(str(c))}</th>" for c in t.frame.columns]
     parts.append("</tr></thead><tbody>")
     for row in t.frame.itertuples(index=False):

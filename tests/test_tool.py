@@ -1,0 +1,225 @@
+"""The pipeline as a tool: translating and scoring your own text (`s2s translate-text`,
+`s2s score`, :mod:`s2s.api`), exported models, CLI help, plain progress lines in logs, and DVC's
+comparison tools (`dvc exp show`, `dvc metrics diff`) on the smoke profile."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import BIN, ROOT, run
+
+
+def _s2s(args, cwd, **kw):
+    return run([str(BIN / "s2s"), *args], cwd, **kw)
+
+
+# --- scoring -------------------------------------------------------------------------------------
+
+
+def _corrupt(lines, every):
+    """A hypothesis a bug would score differently: every `every`-th word dropped."""
+    return [" ".join(w for i, w in enumerate(s.split()) if i % every != every - 1) for s in lines]
+
+
+def _sacrebleu(args, cwd):
+    return run([str(BIN / "sacrebleu"), *args], cwd).stdout
+
+
+def test_score_equals_the_sacrebleu_cli(smoke_data, tmp_path):
+    from s2s.data.text import tokenize_many
+
+    tmp, _ = smoke_data
+    refs = (tmp / "prepared" / "test.raw.fr").read_text(encoding="utf-8").splitlines()
+    files = {"ref": refs, "a": _corrupt(refs, 3), "b": _corrupt(refs, 6)}
+    for name, lines in files.items():
+        (tmp_path / f"{name}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (tmp_path / f"{name}.tok").write_text("\n".join(tokenize_many(lines, "fr")) + "\n",
+                                              encoding="utf-8")
+    out = json.loads(_s2s(["score", "a.txt", "b.txt", "--ref", "ref.txt", "--json"],
+                          tmp_path).stdout)
+    for name in ("a", "b"):
+        sc = out["scores"][f"{name}.txt"]
+        sacre = float(_sacrebleu(["ref.txt", "-i", f"{name}.txt", "-b"], tmp_path))
+        tok = float(_sacrebleu(["ref.tok", "-i", f"{name}.tok", "--tokenize", "none", "--force",
+                                "-b"], tmp_path))
+        assert round(sc["bleu_sacre"], 1) == sacre and round(sc["bleu_tok"], 1) == tok
+        assert 20 < sc["bleu_tok"] < 90 and sc["sentences"] == 60
+    # sacreBLEU's own paired bootstrap on the tokenised files: the same means, CIs, p-value.
+    cli = json.loads(_sacrebleu(["ref.tok", "-i", "a.tok", "b.tok", "--tokenize", "none",
+                                 "--force", "--paired-bs", "-f", "json"], tmp_path))
+    base, system = (r["BLEU"] for r in cli)
+    d = out["paired_bootstrap"]
+    assert d["baseline_mean"] == pytest.approx(base["mean"], abs=1e-3)
+    assert d["system_mean"] == pytest.approx(system["mean"], abs=1e-3)
+    assert d["system_ci"] == pytest.approx(system["ci"], abs=1e-3)
+    assert d["p_value"] == pytest.approx(system["p_value"], abs=1e-6)
+    assert d["delta"] == pytest.approx(system["score"] - base["score"], abs=0.01)
+    assert d["lo"] < d["delta"] < d["hi"] and d["lo"] > 0  # b drops fewer words: better
+    # the same files given tokenised: the same tokenised BLEU
+    tok = json.loads(_s2s(["score", "a.tok", "--ref", "ref.tok", "--tokenized", "--json"],
+                          tmp_path).stdout)
+    assert tok["scores"]["a.tok"]["bleu_tok"] == pytest.approx(out["scores"]["a.txt"]["bleu_tok"])
+
+
+def test_score_refuses_a_hypothesis_file_of_another_length(tmp_path):
+    (tmp_path / "ref.txt").write_text("a b c\nd e f\n")
+    (tmp_path / "hyp.txt").write_text("a b c\n")
+    proc = _s2s(["score", "hyp.txt", "--ref", "ref.txt"], tmp_path, check=False)
+    assert proc.returncode == 1
+    assert "hyp.txt has 1 lines but ref.txt has 2" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_bootstrap_says_no_significant_difference_for_the_same_system(smoke_data):
+    from s2s.data.text import tokenize_many
+    from s2s.evaluate.significance import paired_bootstrap
+
+    tmp, _ = smoke_data
+    refs = tokenize_many((tmp / "prepared" / "test.raw.fr").read_text().splitlines(), "fr")
+    hyp = _corrupt(refs, 3)
+    d = paired_bootstrap(hyp, hyp, refs)
+    assert (d.delta, d.lo, d.hi) == (0.0, 0.0, 0.0) and not d.significant
+    assert "no significant difference" in d.describe()
+
+
+# --- progress ------------------------------------------------------------------------------------
+
+
+def test_progress_off_a_terminal_is_a_plain_line_every_30_seconds(caplog):
+    from s2s.progress import PlainProgress
+
+    now = [0.0]
+    bar = PlainProgress(total=100, desc="decode", unit="sent", clock=lambda: now[0])
+    with caplog.at_level("INFO", logger="s2s.progress"):
+        for t in (10, 29, 31, 45, 62, 70):
+            now[0] = float(t)
+            bar.update(10)
+        bar.close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "decode: 30/100 (30%) sent in 31s (1.0 sent/s, about 72s left)",
+        "decode: 50/100 (50%) sent in 62s (0.8 sent/s, about 62s left)",
+        "decode: done: 60/100 (60%) sent in 70s (0.9 sent/s)",
+    ]
+    assert not any("\r" in ln for ln in lines)
+
+
+# --- CLI help ------------------------------------------------------------------------------------
+
+
+STAGES = ("download", "prepare", "vocab", "train", "translate", "rescore", "evaluate", "summary",
+          "analyze", "attention", "report", "export")
+
+
+@pytest.mark.parametrize("command", STAGES + ("translate-text", "score"))
+def test_every_flag_has_help_and_paths_default_to_dvc_yaml(command):
+    proc = _s2s([command, "--help"], ROOT)
+    text = proc.stdout
+    options = text.split("options:", 1)[1]
+    # every option line (flag at the left margin of the options block) is followed by help text
+    entries = [e for e in options.split("\n  -") if e.strip()][1:]
+    for e in entries:
+        flag, _, rest = e.strip().partition("  ")
+        assert rest.strip() or "\n" in e, f"{command}: {flag} has no help"
+    if command in STAGES:
+        assert "as dvc.yaml passes it" in text, text
+
+
+def test_a_stage_runs_with_the_paths_of_dvc_yaml(smoke_repo, tmp_path):
+    # `s2s summary` without a single path flag: dvc.yaml's paths (and the same output)
+    expected = (smoke_repo / "metrics/summary.json").read_text()
+    proc = _s2s(["summary"], smoke_repo)
+    assert (smoke_repo / "metrics/summary.json").read_text() == expected
+    assert "wrote metrics/summary.json" in proc.stderr
+
+
+# --- translate-text, the Python API and exports --------------------------------------------------
+
+
+def test_api_translation_equals_the_translate_stage(smoke_repo):
+    from s2s import api
+
+    raw = (smoke_repo / "data/prepared/test.raw.en").read_text(encoding="utf-8").splitlines()
+    tok = (smoke_repo / "data/prepared/test.tok.en").read_text(encoding="utf-8").splitlines()
+    tr = api.load("reversed", params=smoke_repo / "params.yaml", models_dir=smoke_repo / "models",
+                  vocab_dir=smoke_repo / "data/vocab")
+    assert tr.preprocess(raw) == tok  # exactly prepare's normalisation and tokenisation
+    stage = (smoke_repo / "outputs/translate/reversed/beam12.detok.fr").read_text(
+        encoding="utf-8").splitlines()
+    assert tr.translate(raw, beam=12) == stage
+    nbest = tr.translate(raw[:3], beam=12, nbest=3)
+    assert [hs[0][0] for hs in nbest] == stage[:3] and all(len(hs) == 3 for hs in nbest)
+    assert all(hs[0][1] >= hs[1][1] >= hs[2][1] for hs in nbest)
+
+
+def test_translate_text_from_the_run_and_from_an_export_on_a_clean_checkout(smoke_repo,
+                                                                            tmp_path):
+    raw = (smoke_repo / "data/prepared/test.raw.en").read_text(encoding="utf-8")
+    stage = (smoke_repo / "outputs/translate/ensemble5/beam12.detok.fr").read_text(
+        encoding="utf-8")
+    proc = subprocess.run([str(BIN / "s2s"), "translate-text", "--system", "ensemble5"],
+                          cwd=smoke_repo, input=raw, capture_output=True, text=True, check=True)
+    assert proc.stdout == stage
+    assert "\r" not in proc.stderr and "read 60 sentences from <stdin>" in proc.stderr
+    # An export, copied where there is no params.yaml, no dvc.yaml and no data/
+    elsewhere = tmp_path / "machine2"
+    shutil.copytree(smoke_repo / "exports" / "ensemble5", elsewhere / "ensemble5")
+    (elsewhere / "in.txt").write_text(raw, encoding="utf-8")
+    _s2s(["translate-text", "--system", "ensemble5", "-i", "in.txt", "-o", "out.txt"],
+         elsewhere)  # the folder name in the cwd: an export
+    assert (elsewhere / "out.txt").read_text(encoding="utf-8") == stage
+    meta = json.loads((elsewhere / "ensemble5/export.json").read_text())
+    assert meta["members"] == [f"reversed_{i}" for i in range(1, 6)]
+    assert set(meta["fingerprints"]) == {"training_data_sha256", "params_sha256"}
+    # A vocabulary from elsewhere is refused, naming the file
+    vocab = elsewhere / "ensemble5/fr.tsv"
+    vocab.write_text(vocab.read_text() + "extra\t1\n")
+    bad = _s2s(["translate-text", "--system", "ensemble5", "-i", "in.txt"], elsewhere,
+               check=False)
+    assert bad.returncode == 1 and "fr.tsv: sha256 differs" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_translate_text_refuses_invalid_utf8_naming_the_line(smoke_repo):
+    proc = subprocess.run([str(BIN / "s2s"), "translate-text", "--system", "reversed"],
+                          cwd=smoke_repo, input=b"fine\n\xff bad\n", capture_output=True)
+    assert proc.returncode == 1
+    assert b"<stdin>:2: not valid UTF-8" in proc.stderr
+
+
+# --- DVC's comparison tools ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_exp_show_and_metrics_diff_compare_two_experiments(smoke_repo, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(smoke_repo, repo, symlinks=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    run([*git, "add", "-A"], repo)
+    tracked = run(["git", "ls-files", "metrics"], repo).stdout.split()
+    assert tracked == ["metrics/summary.json"]  # git holds the summary and nothing else there
+    run([*git, "commit", "-qm", "smoke run"], repo)
+    for weight in ("0.2", "0.9"):
+        run([str(BIN / "dvc"), "exp", "run", "-S", f"rescore.weight={weight}", "-n",
+             f"w{weight}"], repo, timeout=900)
+    table = list(csv.DictReader(io.StringIO(
+        run([str(BIN / "dvc"), "exp", "show", "--csv"], repo).stdout)))
+    rows = {r["Experiment"]: r for r in table if r["Experiment"] in ("w0.2", "w0.9")}
+    assert set(rows) == {"w0.2", "w0.9"}, table
+    for row in rows.values():
+        for key in ("bleu.ensemble5.b12", "rescore.forward", "rescore.oracle", "ppl.reversed_1",
+                    "minutes.train"):
+            float(row[key])  # a number, not "!" or "-"
+        assert row["rescore.weight"] in ("0.2", "0.9")
+    diff = run([str(BIN / "dvc"), "metrics", "diff", "--all", "--json"], repo).stdout
+    summary = json.loads(diff)["metrics/summary.json"]
+    for key in ("bleu.ensemble5.b12", "rescore.forward", "ppl.reversed_1"):
+        assert isinstance(summary[key]["old"], float) and isinstance(summary[key]["new"], float)
+    shown = run([str(BIN / "dvc"), "metrics", "show"], repo).stdout
+    assert "bleu_tok_method" not in shown and "signature" not in shown  # numbers only
