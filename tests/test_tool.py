@@ -49,7 +49,7 @@ def test_score_equals_the_sacrebleu_cli(smoke_data, tmp_path):
         tok = float(_sacrebleu(["ref.tok", "-i", f"{name}.tok", "--tokenize", "none", "--force",
                                 "-b"], tmp_path))
         assert round(sc["bleu_sacre"], 1) == sacre and round(sc["bleu_tok"], 1) == tok
-        assert 20 < sc["bleu_tok"] < 90 and sc["sentences"] == 60
+        assert 5 < sc["bleu_tok"] < 95 and sc["sentences"] == 60
     # sacreBLEU's own paired bootstrap on the tokenised files: the same means, CIs, p-value.
     cli = json.loads(_sacrebleu(["ref.tok", "-i", "a.tok", "b.tok", "--tokenize", "none",
                                  "--force", "--paired-bs", "-f", "json"], tmp_path))
@@ -117,18 +117,26 @@ STAGES = ("download", "prepare", "vocab", "train", "translate", "rescore", "eval
           "analyze", "attention", "report", "export")
 
 
-@pytest.mark.parametrize("command", STAGES + ("translate-text", "score"))
-def test_every_flag_has_help_and_paths_default_to_dvc_yaml(command):
-    proc = _s2s([command, "--help"], ROOT)
-    text = proc.stdout
-    options = text.split("options:", 1)[1]
-    # every option line (flag at the left margin of the options block) is followed by help text
-    entries = [e for e in options.split("\n  -") if e.strip()][1:]
-    for e in entries:
-        flag, _, rest = e.strip().partition("  ")
-        assert rest.strip() or "\n" in e, f"{command}: {flag} has no help"
-    if command in STAGES:
-        assert "as dvc.yaml passes it" in text, text
+def test_every_flag_has_help_and_paths_default_to_dvc_yaml(monkeypatch):
+    import argparse
+
+    from s2s import cli
+
+    monkeypatch.chdir(ROOT)
+    parser = cli.build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(STAGES) | {"translate-text", "score", "profile"} <= set(sub.choices)
+    for command, sp in sub.choices.items():
+        for action in sp._actions:
+            if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, f"s2s {command} {action.option_strings or action.dest}: no help"
+            if command in cli.STAGE_PATHS and action.dest in cli.STAGE_PATHS[command].values():
+                assert "as dvc.yaml passes it" in action.help, (command, action.help)
+    report = " ".join(_s2s(["report", "--help"], ROOT).stdout.split())
+    assert "--groups PATH Figure 3 groups CSV; default: outputs/evaluate/figure3.csv" in report
+    train = " ".join(_s2s(["train", "--help"], ROOT).stdout.split())
+    assert "default: models/<NAME>, as dvc.yaml passes it" in train
 
 
 def test_a_stage_runs_with_the_paths_of_dvc_yaml(smoke_repo, tmp_path):
