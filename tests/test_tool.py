@@ -231,3 +231,38 @@ def test_exp_show_and_metrics_diff_compare_two_experiments(smoke_repo, tmp_path)
         assert isinstance(summary[key]["old"], float) and isinstance(summary[key]["new"], float)
     shown = run([str(BIN / "dvc"), "metrics", "show"], repo).stdout
     assert "bleu_tok_method" not in shown and "signature" not in shown  # numbers only
+
+
+# --- the report of the smoke run -----------------------------------------------------------------
+
+
+def test_the_smoke_report_has_contents_a_summary_intervals_and_examples(smoke_repo):
+    import re
+
+    import pandas as pd
+
+    md = (smoke_repo / "reports/report.md").read_text(encoding="utf-8")
+    html = (smoke_repo / "reports/report.html").read_text(encoding="utf-8")
+    sections = re.findall(r"^## (.+)$", md, re.M)
+    assert sections[0] == "Summary"
+    assert {"Example translations", "The paper's claims, checked",
+            "Gradient reach by source position"} <= set(sections)
+    assert "why reversal helps" not in md
+    # every section is linked from the contents, in both renderings
+    hrefs = re.findall(r'<li><a href="#([^"]+)">', html)
+    ids = set(re.findall(r'<section id="([^"]+)"', html))
+    assert len(hrefs) == len(sections) and set(hrefs) == ids
+    assert md.count("](#") == len(sections)
+    # intervals on the differences, and the verdict they give (all BLEU is ~0 on smoke)
+    claims = pd.read_csv(smoke_repo / "reports/tables/claims.csv")
+    ens = claims[claims["claim"].str.startswith("An ensemble of 5")].iloc[0]
+    assert ens["here"] == "no significant difference" and "95% CI" in ens["numbers"]
+    summary = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
+    assert "No significant difference here: An ensemble of 5" in summary
+    # conditions stated once above Table 1, not repeated in a column
+    assert "Our conditions in every row: " in md and "| our conditions |" not in md
+    # examples: 4 sentences of different lengths, shortest first, every system's output
+    ex = md.split("## Example translations", 1)[1].split("\n## ", 1)[0]
+    lengths = [int(n) for n in re.findall(r"\*\*Test sentence \d+ \((\d+) words\)\*\*", ex)]
+    assert len(lengths) == 4 and lengths == sorted(lengths) and len(set(lengths)) == 4
+    assert ex.count("| ensemble5 (beam 12) |") == 4 and ex.count("| reference (French) |") == 4

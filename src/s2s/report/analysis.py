@@ -375,4 +375,4 @@ def sections(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures")
 def markdown(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures") -> str:
     """The sections alone, as Markdown (## headings)."""
     doc = Document("Analyses", sections(analysis_dir, figures_dir, rel_dir=rel_dir))
-    return to_markdown(doc).split("\n", 2)[2]  # drop the document's own "# Analyses" title
+    return to_markdown(doc, contents=False).split("\n", 2)[2]  # drop the document's own "# Analyses" title

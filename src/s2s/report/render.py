@@ -89,9 +89,11 @@ def md_table(df: pd.DataFrame) -> str:
     return "\n".join([head, rule, *rows])
 
 
-def to_markdown(doc: Document) -> str:
-    out = [f"# {doc.title}", "", "**Contents:** " + " · ".join(
-        f"[{s.title}](#{s.anchor})" for s in doc.sections), ""]
+def to_markdown(doc: Document, *, contents: bool = True) -> str:
+    out = [f"# {doc.title}", ""]
+    if contents:
+        out += ["**Contents:** " + " · ".join(f"[{s.title}](#{s.anchor})" for s in doc.sections),
+                ""]
     for sec in doc.sections:
         out += [f"## {sec.title}", ""]
         for b in sec.blocks:

@@ -153,7 +153,7 @@ class BootstrapDiffs:
         return self._cache[key]
 
 
-EXAMPLES = 4  # example sentences, at these quantiles of the source length
+# Example sentences: at these quantiles of the source length, shortest first.
 EXAMPLE_QUANTILES = (0.1, 0.4, 0.7, 0.95)
 
 
@@ -181,7 +181,7 @@ def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
     if not order:
         return []
     picks = sorted({order[min(int(q * len(order)), len(order) - 1)][1]
-                    for q in EXAMPLE_QUANTILES})
+                    for q in EXAMPLE_QUANTILES}, key=lambda i: (len(src[i].split()), i))
     return [{"line": i + 1, "words": len(src[i].split()), "source": src[i],
              "reference": ref[i], "outputs": {k: v[i] for k, v in outputs.items()}}
             for i in picks]
