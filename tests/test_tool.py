@@ -131,7 +131,8 @@ def test_every_flag_has_help_and_paths_default_to_dvc_yaml(monkeypatch):
             if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
                 continue
             assert action.help, f"s2s {command} {action.option_strings or action.dest}: no help"
-            if command in cli.STAGE_PATHS and action.dest in cli.STAGE_PATHS[command].values():
+            if command in cli.STAGE_PATHS and action.dest in {
+                    **cli.STAGE_PATHS[command], **cli.STAGE_OPTIONAL[command]}.values():
                 assert "as dvc.yaml passes it" in action.help, (command, action.help)
     report = " ".join(_s2s(["report", "--help"], ROOT).stdout.split())
     assert "--groups PATH Figure 3 groups CSV; default: outputs/evaluate/figure3.csv" in report

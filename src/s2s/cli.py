@@ -271,15 +271,19 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def fill_path_defaults(a: argparse.Namespace, defaults, path_flags: dict[str, str]) -> None:
-    """Give every path flag left unset the value of its dvc.yaml stage; one clear error if none."""
+def fill_path_defaults(a: argparse.Namespace, defaults, path_flags: dict[str, str],
+                       optional: dict[str, str] | None = None) -> None:
+    """Give every path flag left unset the value of its dvc.yaml stage; one clear error if none
+    (an ``optional`` flag without one stays unset)."""
     positional = getattr(a, "name", None) or getattr(a, "system", None) or getattr(
         a, "rescorer", None)
     stage = defaults.get((a.command, positional)) or defaults.get((a.command, "${key}")) or {}
-    for flag, dest in path_flags.items():
+    for flag, dest in {**path_flags, **(optional or {})}.items():
         if getattr(a, dest) is not None:
             continue
         value = stage.get(flag)
+        if value is None and flag in (optional or {}):
+            continue
         if value is None:
             raise ValueError(f"{a.command}: {flag} not given and ./dvc.yaml has no stage "
                              f"`s2s {a.command}{' ' + positional if positional else ''}` "
@@ -288,6 +292,7 @@ def fill_path_defaults(a: argparse.Namespace, defaults, path_flags: dict[str, st
 
 
 STAGE_PATHS: dict[str, dict[str, str]] = {}  # subcommand -> {flag: dest}, filled by build_parser
+STAGE_OPTIONAL: dict[str, dict[str, str]] = {}  # the same for paths a stage can do without
 
 PATH_HELP = {
     "--out": "output folder (file for attention)", "--raw": "the download stage's folder",
@@ -297,7 +302,7 @@ PATH_HELP = {
     "--curves": "learning-curve CSV", "--translate": "the translate stages' folder",
     "--rescore": "the rescore stages' folder", "--groups": "Figure 3 groups CSV",
     "--manifest": "the download manifest", "--attention": "the attention stage's weights.json",
-    "--analysis": "the analyze stage's folder",
+    "--analysis": "the analyze stage's folder", "--plots": "DVC plot data folder",
 }
 
 
@@ -314,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help, description=help,
                             formatter_class=_Help)
         sp.set_defaults(fn=fn)
-        STAGE_PATHS[name] = {}
+        STAGE_PATHS[name], STAGE_OPTIONAL[name] = {}, {}
         for flag in paths:
             dest = flag[2:].replace("-", "_")
             sp.add_argument(flag, type=Path, default=None, dest=dest, metavar="PATH",
@@ -322,8 +327,11 @@ def build_parser() -> argparse.ArgumentParser:
                                  f"{_path_default_help(defaults, name, flag)}")
             STAGE_PATHS[name][flag] = dest
         for flag in optional:  # paths a stage can do without
-            sp.add_argument(flag, type=Path, default=None, metavar="PATH",
-                            help=f"{PATH_HELP.get(flag, 'path')} (optional; dvc.yaml passes it)")
+            dest = flag[2:].replace("-", "_")
+            sp.add_argument(flag, type=Path, default=None, dest=dest, metavar="PATH",
+                            help=f"{PATH_HELP.get(flag, 'path')}, optional; "
+                                 f"{_path_default_help(defaults, name, flag)}")
+            STAGE_OPTIONAL[name][flag] = dest
         return sp
 
     stage("download", _cmd_download, "fetch the corpora (or copy them from $S2S_MIRROR)",
@@ -422,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
             _cmd_profile(args, args.params)
             return 0
         if args.command in STAGE_PATHS:
-            fill_path_defaults(args, dvc_defaults(), STAGE_PATHS[args.command])
+            fill_path_defaults(args, dvc_defaults(), STAGE_PATHS[args.command],
+                               STAGE_OPTIONAL[args.command])
         if args.command in ("score", "translate-text"):  # params only if a system is named
             args.fn(args, args.params)
             return 0
