@@ -70,6 +70,7 @@ import common  # noqa: E402
 from s2s.config import ModelConfig  # noqa: E402
 from s2s.data.batching import collate, epoch_batches  # noqa: E402
 from s2s.model.seq2seq import Seq2Seq  # noqa: E402
+from s2s import precision  # noqa: E402
 from s2s.train import shard_nll  # noqa: E402
 
 LR = 0.7  # the paper's SGD rate; params.yaml train.lr
@@ -93,10 +94,16 @@ class Row:
     impl: str  # one of IMPLS
     cell: str  # "lstm" (nn.LSTM) or "peephole" (PeepholeLSTM)
     batch: int
+    precision: str = "fp32"  # or "bf16": s2s.precision for ours, torch.autocast for the reference
 
     @property
     def label(self) -> str:
-        return f"{self.size.name}/{self.cell}{IMPLS[self.impl]}"
+        bf16 = " bf16" if self.precision == "bf16" else ""
+        return f"{self.size.name}/{self.cell}{bf16}{IMPLS[self.impl]}"
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        return torch.bfloat16 if self.precision == "bf16" else None
 
 
 # Row kinds: the suffix of their label.
@@ -162,7 +169,7 @@ class OurStep:
         self.equal = ReferenceStep.equal_length(corpus) if row.impl == "ours-equal" else None
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR)
         self.pairs, self.vocab, self.device = corpus.pairs, corpus.tgt_vocab, device
-        self.autocast = torch.autocast(device.type, enabled=False)
+        self.autocast = precision.autocast(device, row.dtype)  # what s2s.train passes
 
     def __call__(self, idx: list[int]) -> int:
         vocab, model, opt = self.vocab, self.model, self.opt
@@ -234,6 +241,9 @@ class ReferenceStep:
         self.pairs, self.vocab, self.device = corpus.pairs, corpus.tgt_vocab, device
         self.equal = self.equal_length(corpus)
         self._cache: dict[tuple[int, ...], tuple] = {}
+        # bf16: the textbook recipe, one context manager around forward and loss
+        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16,
+                                       enabled=row.precision == "bf16")
 
     @staticmethod
     def equal_length(corpus: common.Corpus):
@@ -260,9 +270,10 @@ class ReferenceStep:
         src = torch.tensor(src_rows, device=self.device)  # (N, S)
         tgt_in = torch.tensor(in_rows, device=self.device)  # (N, T)
         tgt_out = torch.tensor(out_rows, device=self.device)  # (N, T)
-        logits = self.model(src, tgt_in)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(),
-                                           reduction="sum") / len(src_rows)
+        with self.autocast:
+            logits = self.model(src, tgt_in)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), tgt_out.flatten(),
+                                               reduction="sum") / len(src_rows)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.model.parameters(), CLIP)
@@ -327,8 +338,9 @@ def run_probe(rows: list[Row], corpus: common.Corpus, device: torch.device, *, m
     then, for rows named in `timed`, that many more steps timed."""
     # One step of a tiny model of every kind first: one-time allocations of the libraries (oneDNN
     # primitives, MKL buffers, autograd engine) then count against no row.
-    for kind in {(r.impl, r.cell) for r in rows}:
-        tiny = Row(Size("tiny", 1, 8, 8, len(corpus.src_vocab), len(corpus.tgt_vocab)), *kind, 4)
+    for impl, cell, prec in {(r.impl, r.cell, r.precision) for r in rows}:
+        tiny = Row(Size("tiny", 1, 8, 8, len(corpus.src_vocab), len(corpus.tgt_vocab)), impl, cell,
+                   4, prec)
         make_runner(tiny, corpus, device)(batch_plan(corpus, 4, 1)[0])
     out = {}
     for row in rows:
@@ -447,6 +459,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--no-memory", action="store_true", help="skip the memory probe process")
     ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--precisions", default="fp32,bf16",
+                    help="comma list of fp32, bf16: ours and the reference in each")
+    ap.add_argument("--no-extra", action="store_true",
+                    help="skip the (equal-length batches) and (unfused) rows")
     ap.add_argument("--profile", action="store_true",
                     help="also profile a few steps of each of our rows (phases, top operators)")
     ap.add_argument("--_probe", help=argparse.SUPPRESS)
@@ -457,7 +473,7 @@ def main(argv: list[str] | None = None) -> None:
     corpus = common.load_corpus(args.data)
     if args._probe:
         spec = json.loads(args._probe)
-        rows = [Row(Size(**r.pop("size")), **r) for r in spec["rows"]]
+        rows = [Row(Size(**r.pop("size")), **r) for r in spec["rows"]]  # noqa: F841
         print("PROBE " + json.dumps(run_probe(rows, corpus, device, mem_steps=spec["mem_steps"],
                                               timed=spec["timed"])))
         return
@@ -469,15 +485,17 @@ def main(argv: list[str] | None = None) -> None:
     want_sizes = [s for s in args.sizes.split(",") if s]
     cells = [c for c in args.cells.split(",") if c]
     batch_paper = args.batch_paper or (16 if args.quick else 128)
+    precisions = [p for p in args.precisions.split(",") if p]
     rows: list[Row] = []
     for s in want_sizes:
         batch = args.batch_default if s == "default" else batch_paper
-        rows += [Row(sizes[s], "ours", c, batch) for c in cells]
-        if s == "default" and "lstm" in cells:
-            rows += [Row(sizes[s], "ours-equal", "lstm", batch),
-                     Row(sizes[s], "unfused", "lstm", batch)]
-        if s == "default" and not args.no_reference:
-            rows.append(Row(sizes[s], "reference", "lstm", batch))
+        for prec in precisions:
+            rows += [Row(sizes[s], "ours", c, batch, prec) for c in cells]
+            if s == "default" and "lstm" in cells and prec == "fp32" and not args.no_extra:
+                rows += [Row(sizes[s], "ours-equal", "lstm", batch),
+                         Row(sizes[s], "unfused", "lstm", batch)]
+            if s == "default" and not args.no_reference:
+                rows.append(Row(sizes[s], "reference", "lstm", batch, prec))
     default_rows = [r for r in rows if r.size.name == "default"]
     paper_rows = [r for r in rows if r.size.name == "paper"]
     # Rounds of one or two steps: the per-round ratios to the reference then see the same load.
@@ -486,7 +504,8 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"bench/train.py {'--quick ' if args.quick else ''}on {common.machine_line(threads)}")
     print(f"data: {corpus.origin}")
-    peak, peak_cpu = common.peak_gemm_flops(device)
+    peaks = {p: common.peak_gemm_flops(device, dtype=torch.bfloat16 if p == "bf16"
+                                       else torch.float32) for p in ("fp32", "bf16")}
 
     # Memory of every row, and the paper rows' timing, in the probe process (nothing else runs).
     probe = {}
@@ -507,10 +526,13 @@ def main(argv: list[str] | None = None) -> None:
         gc.collect()
     for r in paper_rows:
         results[r.label] = probe[r.label]
-    again, again_cpu = common.peak_gemm_flops(device)
-    peak, peak_cpu = max(peak, again), max(peak_cpu, again_cpu)
+    for p in ("fp32", "bf16"):
+        again = common.peak_gemm_flops(device, dtype=torch.bfloat16 if p == "bf16"
+                                       else torch.float32)
+        peaks[p] = (max(peaks[p][0], again[0]), max(peaks[p][1], again[1]))
 
-    ref_label = next((r.label for r in default_rows if r.impl == "reference"), None)
+    ref_label = next((r.label for r in default_rows
+                      if r.impl == "reference" and r.precision == "fp32"), None)
     table_rows = []
     for r in rows:
         res = results[r.label]
@@ -523,6 +545,7 @@ def main(argv: list[str] | None = None) -> None:
             ratios = [a / b for a, b in zip(res["round_rates"], results[ref_label]["round_rates"])]
             vs = f"{statistics.median(ratios):.2f}"
         mem = probe.get(r.label, {}).get("peak_mib")
+        peak, peak_cpu = peaks[r.precision]  # MFU against the peak of the dtype in use
         table_rows.append([
             r.label, str(r.batch), f"{param_count(r.size) / 1e6:.1f}M", pad, str(res["steps"]),
             f"{1e3 * res['seconds'] / res['steps']:.0f}",
@@ -533,9 +556,12 @@ def main(argv: list[str] | None = None) -> None:
     print(common.table(
         ["row", "batch", "params", "pad% s/t", "steps", "ms/step", "cpu ms", "tgt words/s",
          "MFLOP/word", "GFLOP/s", "MFU %", "cpu MFU %", "peak MiB", "vs ref"], table_rows))
-    print(f"peak: fp32 2048^3 torch.mm {peak / 1e9:.1f} GFLOP/s at {threads} threads, "
-          f"{peak_cpu / 1e9:.1f} GFLOP per CPU second (best of 16 runs, before and after the rows);"
-          f" load average {os.getloadavg()[0]:.2f} at end")
+    for p, (peak, peak_cpu) in peaks.items():
+        print(f"peak: {p} 2048^3 torch.mm {peak / 1e9:.1f} GFLOP/s at {threads} threads, "
+              f"{peak_cpu / 1e9:.1f} GFLOP per CPU second (best of 16 runs, before and after the "
+              f"rows)")
+    print(f"vs ref: per-round ratio to the fp32 reference; load average "
+          f"{os.getloadavg()[0]:.2f} at end")
     if probe and not all(v.get("exact", True) for v in probe.values()):
         print("note: /proc/self/clear_refs not writable: peak MiB is the probe's lifetime peak")
     if args.profile:

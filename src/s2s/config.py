@@ -88,7 +88,10 @@ class ModelConfig:
 class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = field(default=0, metadata=_rng(0))  # 0: torch's default
-    amp: bool = False  # bf16 autocast, CUDA only
+    # bf16 matmuls with fp32 weights, state and loss (s2s.precision): true, false (fp32, bit for
+    # bit as before) or auto (bf16 where the hardware has a bf16 matrix engine: AMX/AVX512-BF16 on
+    # CPUs, tensor cores on CUDA GPUs of compute capability >= 8)
+    amp: bool | Literal["auto"] = False
     batch_size: int = field(default=128, metadata=_rng(1))
     lr: float = field(default=0.7, metadata=_rng(0.0, lo_open=True))
     epochs: float = field(default=7.5, metadata=_rng(0.0, lo_open=True))
@@ -121,6 +124,9 @@ class TranslateConfig:
     combine: Literal["mean_prob", "mean_logprob"] = "mean_prob"  # how an ensemble mixes members
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = field(default=0, metadata=_rng(0))
+    # beam search with bf16 matmuls, as train.amp; the n-best scores written are recomputed in
+    # fp32, so rescoring and Table 2 see the model's own scores
+    amp: bool | Literal["auto"] = False
 
 
 @dataclass(frozen=True)
@@ -253,8 +259,16 @@ def _coerce(tp: Any, value: Any, path: Path, key: str, meta: Any = None):
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(inner, value, path, key, meta)
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _coerce(inner[0], value, path, key, meta)
+        for alt in inner:  # e.g. bool | Literal["auto"]: the first alternative that fits
+            try:
+                return _coerce(alt, value, path, key, meta)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{path}: '{key}' must be {' or '.join(_describe(a) for a in inner)}, "
+                          f"got {_show(value)}")
     if origin is Literal:
         if value not in args:
             raise ConfigError(f"{path}: '{key}' must be one of {list(args)}, got {_show(value)}")
@@ -376,6 +390,14 @@ def _check_cross_refs(p: Params) -> None:
     edges = p.evaluate.length_edges
     if list(edges) != sorted(set(edges)):
         raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")
+
+
+def _describe(tp: Any) -> str:
+    if tp is bool:
+        return "true or false"
+    if typing.get_origin(tp) is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
 
 
 def _join(where: str, name: str) -> str:

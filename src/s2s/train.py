@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from s2s import checkpoint, distributed
+from s2s import checkpoint, distributed, precision
 from s2s.config import ModelConfig, Params, TrainConfig
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
@@ -89,21 +89,18 @@ def fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, src: Vocab, tgt: Vocab
 def shard_nll(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.device,
               autocast) -> tuple[torch.Tensor, int]:
     """Summed NLL of `pairs` (this process's share of a minibatch) and their target tokens;
-    a zero that needs no backward for an empty share."""
+    a zero that needs no backward for an empty share. `autocast`: the precision context
+    (``s2s.precision.autocast``); under bf16 the softmax layer's products are bf16 and the
+    log-softmax and the loss fp32."""
     if not pairs:
         return torch.zeros((), device=device), 0
     b = collate(pairs, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
     with autocast:
         feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
-        if torch.is_autocast_enabled(device.type):  # bf16 logits, the loss in fp32
-            logits = model.proj(feats)  # (N, T, V)
-            return nn.functional.cross_entropy(
-                logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=vocab.pad,
-                reduction="sum"), b.ntokens
-    # fp32: the softmax layer and the loss in one, over the real target positions only
-    # (s2s.losses; the same value and gradients as cross_entropy(proj(feats)) up to rounding).
-    nll = linear_cross_entropy(feats, model.proj.weight, model.proj.bias, b.tgt_out,
-                               ignore_index=vocab.pad)
+        # The softmax layer and the loss in one, over the real target positions only
+        # (s2s.losses; the same value and gradients as cross_entropy(proj(feats)) up to rounding).
+        nll = linear_cross_entropy(feats, model.proj.weight, model.proj.bias, b.tgt_out,
+                                   ignore_index=vocab.pad, mm_dtype=precision.matmul_dtype(feats))
     return nll, b.ntokens
 
 
@@ -197,7 +194,10 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
                         train_seconds=train_seconds, train_tokens=train_tokens,
                         window_nll=window_nll, window_tok=window_tok)
 
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp and device.type == "cuda")
+    mm_dtype = precision.resolve(cfg.amp, device)
+    autocast = precision.autocast(device, mm_dtype)
+    log.info("%s: precision: %s; dev and test perplexity in fp32", name,
+             precision.describe(cfg.amp, device))
     bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step",
                    disable=not world.is_main)
     while step < total_steps:
@@ -269,6 +269,7 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
         "model": name, "reverse_source": model_cfg.reverse_source, "cell": model_cfg.cell,
         "num_layers": model_cfg.num_layers, "hidden_size": model_cfg.hidden_size,
         "embed_size": model_cfg.embed_size, "parameters": n_params, "device": str(device),
+        "precision": "fp32" if mm_dtype is None else "bf16",
         "threads": torch.get_num_threads(), "epochs": cfg.epochs, "steps": step,
         "train_pairs": len(train_pairs),
         "train_target_words": sum(len(t) + 1 for _, t in train_pairs),
