@@ -43,7 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-from s2s import checkpoint  # noqa: E402
+from s2s import checkpoint, precision  # noqa: E402
 from s2s.config import ModelConfig, TranslateConfig  # noqa: E402
 from s2s.decode.beam import Hypothesis  # noqa: E402
 from s2s.decode.ensemble import Ensemble  # noqa: E402
@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads; 0: torch's default")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--no-reference", action="store_true", help="skip the naive search")
+    ap.add_argument("--precisions", default="fp32,bf16",
+                    help="comma list of fp32, bf16 (translate.amp: bf16 search, fp32 n-best "
+                         "scores); every row in each")
     ap.add_argument("--alt-combine", action="store_true",
                     help="also time the ensembles of 5 with a logaddexp combine (bench-only)")
     args = ap.parse_args(argv)
@@ -199,16 +202,22 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("--alt-combine reimplements combine=mean_prob only")
         configs += [("ensemble of 5, logaddexp combine", 5, 2),
                     ("ensemble of 5, logaddexp combine", 5, 12)]
+    precisions = [p for p in args.precisions.split(",") if p]
+    print(f"precisions: {', '.join(precisions)} (bf16: {precision.describe(True, device)})")
     results: dict[tuple[str, int], tuple[common.Clock, list]] = {}
-    for name, k, beam in configs:
-        kind = LogAddExpEnsemble if "logaddexp" in name else Ensemble
-        system = models[0] if k == 1 else kind(models[:k], combine=cfg.combine)
-        with common.Clock() as clock:
-            hyps = translate(system, sources, cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
-                             device=device)
-        assert len(hyps) == len(sources), (len(hyps), len(sources))
-        results[(name, beam)] = (clock, [h[0] for h in hyps])
-    ours_b12 = results[("1 model", 12)][1]
+    for prec in precisions:
+        mm_dtype = torch.bfloat16 if prec == "bf16" else None
+        for name, k, beam in configs:
+            kind = LogAddExpEnsemble if "logaddexp" in name else Ensemble
+            system = models[0] if k == 1 else kind(models[:k], combine=cfg.combine)
+            label = name if prec == "fp32" else f"{name} bf16"
+            with common.Clock() as clock:
+                hyps = translate(system, sources, cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
+                                 device=device, mm_dtype=mm_dtype)
+            assert len(hyps) == len(sources), (len(hyps), len(sources))
+            results[(label, beam)] = (clock, [h[0] for h in hyps])
+    first = "1 model" if "fp32" in precisions else "1 model bf16"
+    ours_b12 = results[(first, 12)][1]
 
     ref = None
     if not args.no_reference:
@@ -227,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     with common.Clock() as again:
         translate(models[0], sources, cfg=cfg, beam=12, nbest=1, vocab=tgt_vocab, device=device)
 
-    base = results[("1 model", 12)][0]
+    base = results[(first, 12)][0]
     rows = []
     for (name, beam), (clock, best) in results.items():
         mean_len = sum(len(h.tokens) for h in best) / len(best)
@@ -238,9 +247,20 @@ def main(argv: list[str] | None = None) -> None:
                      "" if ref is None else f"{ref.cpu / clock.cpu:.2f}"])
     print(common.table(["system", "beam", "wall s", "cpu s", "sent/s", "ms/sent", "mean len",
                         "eos %", "cost x", "vs naive"], rows))
-    e5b2 = results[("ensemble of 5", 2)][0]
-    print(f"ensemble of 5 at beam 2 vs 1 model at beam 12: {e5b2.cpu / base.cpu:.2f} x the cost "
-          f"in CPU time, {e5b2.wall / base.wall:.2f} x in wall time (paper: < 1)")
+    for suffix in ("", " bf16"):
+        if (f"ensemble of 5{suffix}", 2) not in results:
+            continue
+        e5b2 = results[(f"ensemble of 5{suffix}", 2)][0]
+        one = results[(f"1 model{suffix}", 12)][0]
+        print(f"ensemble of 5 at beam 2 vs 1 model at beam 12{suffix}: {e5b2.cpu / one.cpu:.2f} x "
+              f"the cost in CPU time, {e5b2.wall / one.wall:.2f} x in wall time (paper: < 1)")
+    if {"fp32", "bf16"} <= set(precisions):
+        for name, _, beam in configs:
+            a, b = results[(name, beam)], results[(f"{name} bf16", beam)]
+            same = sum(x.tokens == y.tokens for x, y in zip(a[1], b[1]))
+            print(f"bf16 vs fp32, {name} beam {beam}: {a[0].cpu / b[0].cpu:.2f} x faster in CPU "
+                  f"time ({a[0].wall / b[0].wall:.2f} x wall), same 1-best on {same}/"
+                  f"{len(sources)} sentences ({100 * same / len(sources):.1f}%)")
     if args.alt_combine:
         alt = results[("ensemble of 5, logaddexp combine", 2)][0]
         same = all(a.tokens == b.tokens for k in (2, 12) for a, b in zip(
