@@ -4,6 +4,7 @@ stays close to fp32, and what must be fp32 (state, loss, n-best scores) is."""
 from __future__ import annotations
 
 import contextlib
+import re
 
 import pytest
 import torch
@@ -173,8 +174,8 @@ def test_amp_accepts_true_false_and_auto_and_names_the_key_otherwise(tmp_path):
     base = (Path(__file__).resolve().parents[1] / "profiles" / "smoke.yaml").read_text()
 
     def load_with(value: str):
-        text = base.replace("  amp: false", f"  amp: {value}", 1)  # train.amp
-        text = text.replace("translate:\n", f"translate:\n  amp: {value}\n", 1)
+        text, n = re.subn(r"^  amp: \S+", f"  amp: {value}", base, flags=re.M)
+        assert n == 2  # train.amp and translate.amp
         path = tmp_path / "params.yaml"
         path.write_text(text)
         return config.load(path)
