@@ -198,3 +198,21 @@ def test_resolve_and_describe():
     with pytest.raises(ValueError):
         precision.resolve("yes", CPU)
     assert precision.autocast(CPU, None).__class__ is contextlib.nullcontext
+
+
+def test_gru_step_is_nn_grus_step_in_fp32_and_close_in_bf16():
+    from s2s.model.stacks import gru_step
+
+    torch.manual_seed(0)
+    gru = nn.GRU(20, 16, 2, batch_first=True)
+    x, h = torch.randn(3, 1, 20), torch.randn(2, 3, 16)
+    want_out, want_h = gru(x, h)
+    out, (h_new, c) = gru_step(gru, x, h)
+    assert c is None
+    torch.testing.assert_close(out, want_out, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(h_new, want_h, rtol=1e-6, atol=1e-6)
+    with torch.autocast("cpu", dtype=BF16):
+        out, (h_new, _) = gru_step(gru, x, h)
+    assert h_new.dtype == torch.float32
+    err = float((out - want_out).detach().abs().max())
+    assert 1e-5 < err < 2e-2
