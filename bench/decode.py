@@ -145,6 +145,45 @@ def load_models(models_dir: Path, members: list[str], corpus: common.Corpus,
     return models, note
 
 
+def profile_search(model, sources, *, cfg, vocab, device, mm_dtype, beam: int = 12) -> str:
+    """torch.profiler over one translate() call: where a beam search's time goes, by operator
+    (self CPU time), with the share of GEMMs, of the softmax/top-k and of everything else
+    (state selects, masks, Python bookkeeping between the ops)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    translate(model, sources[:8], cfg=cfg, beam=beam, nbest=1, vocab=vocab, device=device,
+              mm_dtype=mm_dtype)  # warm-up: kernel selection
+    with common.Clock() as clock, profile(activities=[ProfilerActivity.CPU]) as prof:
+        translate(model, sources, cfg=cfg, beam=beam, nbest=1, vocab=vocab, device=device,
+                  mm_dtype=mm_dtype)
+    events = [e for e in prof.key_averages() if not e.key.startswith("ProfilerStep")]
+    total = sum(e.self_cpu_time_total for e in events) / 1e3  # ms, ops only
+    groups = {"GEMMs (mm, addmm, linear, bmm)": ("aten::mm", "aten::addmm", "aten::bmm",
+                                                  "aten::linear", "aten::matmul"),
+              "softmax / log-softmax / top-k": ("aten::_log_softmax", "aten::_softmax",
+                                                "aten::topk", "aten::sort"),
+              "casts (bf16 <-> fp32)": ("aten::copy_", "aten::_to_copy", "aten::to")}
+    rows = []
+    covered = 0.0
+    for label, keys in groups.items():
+        ms = sum(e.self_cpu_time_total for e in events if e.key in keys) / 1e3
+        covered += ms
+        rows.append([label, f"{ms:.0f}", f"{100 * ms / total:.1f}"])
+    rows.append(["every other op (selects, masks, gathers, element-wise)",
+                 f"{total - covered:.0f}", f"{100 * (total - covered) / total:.1f}"])
+    untracked = 1e3 * clock.wall - total
+    head = (f"{len(sources)} sentences, beam {beam}, {'bf16' if mm_dtype else 'fp32'}: "
+            f"{clock.wall:.2f} s wall (profiled), of which {total / 1e3:.2f} s inside torch ops "
+            f"and {max(untracked, 0) / 1e3:.2f} s between them (Python: the search's "
+            f"bookkeeping, and the profiler's own overhead)")
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]
+    return "\n".join([head, common.table(["part", "self ms", "% of op time"], rows),
+                      common.table(["operator (top self CPU)", "calls", "self ms", "%"],
+                                   [[e.key[:50], str(e.count), f"{e.self_cpu_time_total / 1e3:.0f}",
+                                     f"{100 * e.self_cpu_time_total / 1e3 / total:.1f}"]
+                                    for e in top])])
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -165,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--precisions", default="fp32,bf16",
                     help="comma list of fp32, bf16 (translate.amp: bf16 search, fp32 n-best "
                          "scores); every row in each")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile one model at beam 12 in each precision (torch.profiler)")
     ap.add_argument("--alt-combine", action="store_true",
                     help="also time the ensembles of 5 with a logaddexp combine (bench-only)")
     args = ap.parse_args(argv)
@@ -273,6 +314,11 @@ def main(argv: list[str] | None = None) -> None:
     if ref is not None:
         print(f"naive vs batched beam 12: same 1-best on {agree}/{len(sources)} sentences, same "
               f"score on {close}/{len(sources)}")
+    if args.profile:
+        for prec in precisions:
+            print()
+            print(profile_search(models[0], sources, cfg=cfg, vocab=tgt_vocab, device=device,
+                                 mm_dtype=torch.bfloat16 if prec == "bf16" else None))
 
 
 if __name__ == "__main__":
