@@ -14,7 +14,7 @@ the B best finish; the B best others form the next beam), the same stopping rule
 >= best open, B finished, or max_len = 1.5 x source length + 10 steps) and ban <pad>, so they do
 the same work and should return the same 1-best (ties aside): the agreement is printed.
 
-Models: default size (2 x 256, E 256, nn.LSTM unless --cell peephole, reversed source), randomly
+Models: default size (2 x 384, E 384, nn.LSTM unless --cell peephole, reversed source), randomly
 initialised (uniform +-0.08, seeds 11..15), or loaded from `--models DIR/<member>/model.pt`
 (best.pt if there is no model.pt yet) with the vocabularies of `--data DIR/vocab`. Random weights
 give near-uniform next-word distributions: hypotheses rarely take <eos> and run to max_len, so
@@ -116,7 +116,7 @@ def naive_beam_search(model, src: list[int], *, beam: int, bos: int, eos: int, p
 def random_models(k: int, *, cell: str, src_vocab: int, tgt_vocab: int, pad: int) -> list:
     models = []
     for seed in range(11, 11 + k):
-        cfg = ModelConfig(cell=cell, num_layers=2, hidden_size=256, embed_size=256,
+        cfg = ModelConfig(cell=cell, num_layers=2, hidden_size=384, embed_size=384,
                           reverse_source=True, init_seed=seed)
         m = Seq2Seq(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad)
         m.init_weights(seed)
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         models = random_models(5, cell=args.cell, src_vocab=len(src_vocab),
                                tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
         models = [m.to(device) for m in models]
-        model_note = (f"random default-size models ({args.cell}, 2 x 256, E 256, vocab "
+        model_note = (f"random default-size models ({args.cell}, 2 x 384, E 384, vocab "
                       f"{len(src_vocab)}/{len(tgt_vocab)}, seeds 11-15): hypotheses run to max_len")
     cfg = TranslateConfig(batch_size=args.batch_size)
 

@@ -11,7 +11,7 @@ repeats the other lines: keep it in sync with src/s2s/train.py. Extra default-si
 "(equal-length batches)" = our step on the reference's batches; "(unfused)" = the step before
 s2s.losses and s2s.model.fused (nn.LSTM, proj + F.cross_entropy over all positions).
 
-Rows: model size (`default`: 2 x 256, E 256, the Multi30k vocabularies; `paper`: 4 x 1000, E 1000,
+Rows: model size (`default`: 2 x 384, E 384 (the default profile's LSTMs), the Multi30k vocabularies; `paper`: 4 x 1000, E 1000,
 vocab 160k/80k) x cell (`lstm`: nn.LSTM; `peephole`: our PeepholeLSTM), and a naive reference at
 the default size: nn.Embedding + nn.LSTM encoder/decoder + nn.Linear + cross-entropy on batches of
 equal-length sentences (no padding, no packing, no collate), same loss, clipping and SGD. The
@@ -30,12 +30,19 @@ embedding lookups, the softmax's exp/normalisation and the optimizer are not cou
     F_word = 3 * F_fwd / T_tok                  (backward = 2 x forward: inputs' and weights' grads)
 
 S_tok, T_tok: real source tokens and real target tokens (y_1 .. y_n <eos>) of the timed batches;
-padding is not counted, so work spent on padding shows as lower MFU. Default size (V_tgt 6503):
-F_lstm = 2.10 M, softmax 3.33 M, F_word ~ 21.8 M at Multi30k's S/T = 13.1/15.1. Paper size
+padding is not counted, so work spent on padding shows as lower MFU. Default size, 2 x 384
+(V_tgt 6503): F_lstm = 4.72 M, softmax 4.99 M, F_word ~ 41.4 M at Multi30k's S/T = 13.1/15.1
+(2 x 256: 2.10 M, 3.33 M, 21.8 M). Paper size
 (V_tgt 80k): F_lstm = 64 M, softmax 160 M, F_word ~ 838 M.
 
-MFU = F_word x words/s / peak, the peak being the best fp32 2048^3 torch.mm of this same run at
-the same thread count (measured before and after the rows; the larger is used). "cpu MFU" is the
+MFU = F_word x words/s / peak, the peak being the best 2048^3 torch.mm of this same run at the
+same thread count in the row's dtype (fp32 rows: fp32 peak; bf16 rows: bf16 peak, so a bf16 row's
+MFU says how much of the bf16 matrix engine it uses), measured before and after the rows.
+
+Precision (`--precisions fp32,bf16`): every row in each. Our bf16 rows run s2s.train's step under
+`train.amp` (s2s.precision: bf16 products in the fused LSTM and loss, fp32 state, loss, weights and
+SGD); the reference's bf16 rows wrap its forward and loss in `torch.autocast("cpu", bfloat16)`, the
+textbook recipe. "vs ref" is always against the fp32 reference. "cpu MFU" is the
 same ratio per CPU second of this process (model FLOPs / CPU s over GEMM FLOPs / CPU s): on a
 machine shared with other jobs wall-clock MFU moves with their load, this one far less.
 
@@ -452,6 +459,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, help="a data dir holding prepared/ and vocab/ "
                     "(e.g. /tmp/defrun/data); default: synthetic Multi30k-like sentences")
     ap.add_argument("--batch-default", type=int, default=64)
+    ap.add_argument("--hidden-default", type=int, default=384,
+                    help="cells (= embedding size) of the default-size rows: the default profile's")
     ap.add_argument("--batch-paper", type=int, default=None,
                     help="default 128 (16 with --quick: one 128-sentence step of the 384M-"
                          "parameter model takes most of a minute on 2 cores)")
@@ -479,7 +488,8 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     sizes = {
-        "default": Size("default", 2, 256, 256, len(corpus.src_vocab), len(corpus.tgt_vocab)),
+        "default": Size("default", 2, args.hidden_default, args.hidden_default,
+                        len(corpus.src_vocab), len(corpus.tgt_vocab)),
         "paper": Size("paper", 4, 1000, 1000, 160_000, 80_000),
     }
     want_sizes = [s for s in args.sizes.split(",") if s]
