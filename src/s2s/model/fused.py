@@ -15,6 +15,11 @@ trains on the CPU. With `lengths`, a sequence's state stops changing after its l
 (as with pack_padded_sequence): the final state is exact under padding, and outputs at padded
 positions are zero, as pad_packed_sequence leaves them.
 
+With ``mm_dtype=torch.bfloat16`` (``train.amp``, ``s2s.precision``) every product above runs in
+bf16 on bf16 copies of the weights, the layer input and h, and returns to fp32 at once: the gates,
+c, h, all element-wise maths and the weight gradients are fp32, so SGD updates fp32 master
+weights. The layer's output sequence is bf16 (its consumers only multiply it).
+
 Dimension letters: see ``s2s.model.lstm``; tensors here are time-major, (T, N, ...).
 """
 
