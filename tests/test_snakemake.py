@@ -125,8 +125,8 @@ def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     assert jobs.pop("all") == 1
     assert set(jobs.values()) == {1}
     assert set(jobs) == {rule_name(s) for s in stages}
-    # 3 data stages, 9 train, 7 translate, 5 rescore, analyze, attention, evaluate, report
-    assert len(stages) == 28
+    # params, 3 data stages, 9 train, 7 translate, 5 rescore, analyze, attention, evaluate, report
+    assert len(stages) == 29
 
 
 def test_a_new_model_in_params_is_a_new_job(plan_repo):

@@ -14,11 +14,20 @@ import shutil
 import sys
 from pathlib import Path
 
-from s2s.config import PARAMS_FILE, ConfigError, load
+from s2s.config import NAME_PATTERN, NAME_RULE, PARAMS_FILE, ConfigError, load
 
 log = logging.getLogger("s2s")
 
 PROFILES_DIR = Path("profiles")
+
+
+def _cmd_check(a, params):
+    """The params stage: main() has validated the whole file by now; record that it passed.
+    The content is constant, so a valid change reruns nothing that depends on it."""
+    from s2s.io import atomic_write_json
+
+    atomic_write_json(a.out, {"valid": True, "name_pattern": NAME_PATTERN.pattern})
+    log.info("%s is valid; wrote %s", a.params, a.out)
 
 
 def _cmd_download(a, params):
@@ -103,6 +112,9 @@ def _cmd_profile(a, params_path: Path):
         current = load(params_path).profile if params_path.exists() else "none"
         print(f"current profile: {current}\navailable: {', '.join(available)}")
         return
+    if not NAME_PATTERN.fullmatch(a.name):  # never a path outside profiles/ (../x, /etc/x)
+        raise ConfigError(f"'{a.name}' is not a profile name ({NAME_RULE}; available: "
+                          f"{', '.join(available)})")
     src = PROFILES_DIR / f"{a.name}.yaml"
     if not src.exists():
         raise ConfigError(f"no profile '{a.name}' in {PROFILES_DIR}/ "
@@ -125,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(fn=fn)
         return sp
 
+    s = stage("check", _cmd_check, "validate the parameter file (the params stage)")
+    s.add_argument("--out", type=Path, required=True)
     s = stage("download", _cmd_download, "fetch the corpora (or copy them from $S2S_MIRROR)")
     s.add_argument("--out", type=Path, required=True)
     s = stage("prepare", _cmd_prepare, "normalise, filter, tokenise")
