@@ -92,7 +92,8 @@ def _cmd_analyze(a, params):
     cfg = params.analysis
     stage.main(models=cfg.models, phrases=cfg.phrases, sentences=cfg.sentences,
                max_position=cfg.max_position, prepared_dir=a.prepared, vocab_dir=a.vocab,
-               models_dir=a.models, out_dir=a.out, lowercase=params.prepare.lowercase)
+               models_dir=a.models, out_dir=a.out, lowercase=params.prepare.lowercase,
+               expect={m: params.model_config(m) for m in cfg.models})
 
 
 def _cmd_attention(a, params):
