@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from s2s.config import NAME_PATTERN, NAME_RULE, PARAMS_FILE, ConfigError, load
+from s2s.runguard import Stopped
 
 log = logging.getLogger("s2s")
 
@@ -196,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130
+    except Stopped as e:  # a signal, after a final checkpoint: one line, status 128 + N
+        log.error("%s", e)
+        return e.exit_status
     except (ValueError, RuntimeError, KeyError, OSError) as e:
         # Bad input, bad params, a bad checkpoint: one clear line; the traceback with -v.
         if args.verbose:

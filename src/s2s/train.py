@@ -30,6 +30,7 @@ rank 0 writes files.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -43,7 +44,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from s2s import checkpoint, distributed
+from s2s import checkpoint, distributed, runguard
 from s2s.config import ModelConfig, Params, TrainConfig
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
@@ -154,6 +155,22 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
                               vocab_dir=vocab_dir, model_dir=model_dir, ckpt_dir=ckpt_dir,
                               metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after)
             return json.loads(Path(metrics_out).read_text(encoding="utf-8"))
+    # One writer per checkpoint folder; stopped by a signal (or by its dvc dying) between steps,
+    # with a final resumable checkpoint (s2s.runguard).
+    with (runguard.FolderLock(ckpt_dir) if world.is_main else contextlib.nullcontext()), \
+            (runguard.StopSignals() if world.size == 1 else contextlib.nullcontext()) as stop:
+        if world.is_main:
+            runguard.tie_to_pipeline()
+        return _train(params, name, prepared_dir=prepared_dir, vocab_dir=vocab_dir,
+                      model_dir=model_dir, ckpt_dir=ckpt_dir, metrics_out=metrics_out,
+                      curves_out=curves_out, stop_after=stop_after, world=world, stop=stop)
+
+
+def _train(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+           ckpt_dir: Path, metrics_out: Path, curves_out: Path, stop_after: int | None,
+           world: distributed.World, stop: runguard.StopSignals | None) -> dict:
+    cfg = params.train
+    model_cfg = params.model_config(name)
     t_start = time.perf_counter()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -288,11 +305,20 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
                     best, best_step, best_state = dev_ppl, step, _cpu_copy(model)
             if step % cfg.checkpoint_every == 0 or step == stop_after:
                 save_last()
+            if stop is not None and stop.requested:
+                save_last()
+                bar.close()
+                raise runguard.Stopped(f"{name}: stopped by {stop.name} at step {step} of "
+                                       f"{total_steps}; {last} holds it: rerun to resume",
+                                       stop.requested)
             if step == stop_after:
                 bar.close()
                 raise Interrupted(f"{name}: stopped after step {step} (stop_after)")
     bar.close()
     save_last()
+    if stop is not None and stop.requested:  # during the last evaluation
+        raise runguard.Stopped(f"{name}: stopped by {stop.name} after the last step; {last} "
+                               f"holds it: rerun to write the outputs", stop.requested)
 
     test_pairs = load_parallel(prepared_dir / "test.tok", src_vocab, tgt_vocab)
     test_ppl = perplexity(model, test_pairs, vocab=tgt_vocab, device=device)
