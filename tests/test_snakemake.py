@@ -89,7 +89,7 @@ def test_dag_inputs_map_dependencies_to_the_outputs_that_make_them():
     everything = list(stages.values())
     # a file inside another stage's output directory -> that directory
     assert dag.inputs(stages["rescore-oracle"], everything) == [
-        "data/prepared", "outputs/translate/baseline", "data/raw"]
+        "metrics/params.json", "data/prepared", "outputs/translate/baseline", "data/raw"]
     # a directory holding other stages' outputs -> those outputs; a source directory stays
     report = dag.inputs(stages["report"], everything)
     assert "metrics/train/reversed_3.json" in report and "metrics/train" not in report
