@@ -33,11 +33,13 @@ log = logging.getLogger("s2s.translate")
 ROWS_BEAM = 12  # translate.batch_size counts sentences at this beam width (see `translate`)
 
 
-def load_members(members, *, models_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab,
-                 device: torch.device, combine: str):
-    """One model, or an Ensemble of several, from their final checkpoints."""
+def load_members(members, *, params: Params, models_dir: Path, src_vocab: Vocab,
+                 tgt_vocab: Vocab, device: torch.device, combine: str):
+    """One model, or an Ensemble of several, from their final checkpoints, each checked to be
+    the model `params.models.<member>` describes (config, name, vocabularies)."""
     models = [checkpoint.load_model(models_dir / m / "model.pt", src_vocab=src_vocab,
-                                    tgt_vocab=tgt_vocab, device=device) for m in members]
+                                    tgt_vocab=tgt_vocab, device=device,
+                                    expect=params.model_config(m), name=m) for m in members]
     return models[0] if len(models) == 1 else Ensemble(models, combine=combine)
 
 
@@ -121,7 +123,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     device = pick_device(cfg.device)
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
-    model = load_members(sys_cfg.members, models_dir=models_dir, src_vocab=src_vocab,
+    model = load_members(sys_cfg.members, params=params, models_dir=models_dir, src_vocab=src_vocab,
                          tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
     sources = [src_vocab.encode(s) for s in read_lines(prepared_dir / "test.tok.en")]
     mm_dtype = precision.resolve(cfg.amp, device)
