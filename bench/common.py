@@ -116,13 +116,14 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def peak_gemm_flops(device: torch.device, *, n: int = 2048, reps: int = 8) -> tuple[float, float]:
+def peak_gemm_flops(device: torch.device, *, n: int = 2048, reps: int = 8,
+                    dtype: torch.dtype = torch.float32) -> tuple[float, float]:
     """The machine's practical matmul peak at the current thread count, the denominator of MFU:
-    the best FLOP/s of an fp32 n x n x n torch.mm (2 n^3 FLOPs) over `reps` runs, per wall second
-    and per CPU second of this process (the latter barely moved by other jobs' load)."""
-    a = torch.randn(n, n, device=device)
-    b = torch.randn(n, n, device=device)
-    out = torch.empty(n, n, device=device)
+    the best FLOP/s of an n x n x n torch.mm (2 n^3 FLOPs) in `dtype` over `reps` runs, per wall
+    second and per CPU second of this process (the latter barely moved by other jobs' load)."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
     torch.mm(a, b, out=out)  # warm-up: MKL/oneDNN kernel selection, page faults
     sync(device)
     wall = cpu = 0.0

@@ -14,7 +14,7 @@ the B best finish; the B best others form the next beam), the same stopping rule
 >= best open, B finished, or max_len = 1.5 x source length + 10 steps) and ban <pad>, so they do
 the same work and should return the same 1-best (ties aside): the agreement is printed.
 
-Models: default size (2 x 256, E 256, nn.LSTM unless --cell peephole, reversed source), randomly
+Models: default size (2 x 384, E 384, nn.LSTM unless --cell peephole, reversed source), randomly
 initialised (uniform +-0.08, seeds 11..15), or loaded from `--models DIR/<member>/model.pt`
 (best.pt if there is no model.pt yet) with the vocabularies of `--data DIR/vocab`. Random weights
 give near-uniform next-word distributions: hypotheses rarely take <eos> and run to max_len, so
@@ -43,7 +43,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-from s2s import checkpoint  # noqa: E402
+from s2s import checkpoint, precision  # noqa: E402
 from s2s.config import ModelConfig, TranslateConfig  # noqa: E402
 from s2s.decode.beam import Hypothesis  # noqa: E402
 from s2s.decode.ensemble import Ensemble  # noqa: E402
@@ -116,7 +116,7 @@ def naive_beam_search(model, src: list[int], *, beam: int, bos: int, eos: int, p
 def random_models(k: int, *, cell: str, src_vocab: int, tgt_vocab: int, pad: int) -> list:
     models = []
     for seed in range(11, 11 + k):
-        cfg = ModelConfig(cell=cell, num_layers=2, hidden_size=256, embed_size=256,
+        cfg = ModelConfig(cell=cell, num_layers=2, hidden_size=384, embed_size=384,
                           reverse_source=True, init_seed=seed)
         m = Seq2Seq(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad)
         m.init_weights(seed)
@@ -145,6 +145,45 @@ def load_models(models_dir: Path, members: list[str], corpus: common.Corpus,
     return models, note
 
 
+def profile_search(model, sources, *, cfg, vocab, device, mm_dtype, beam: int = 12) -> str:
+    """torch.profiler over one translate() call: where a beam search's time goes, by operator
+    (self CPU time), with the share of GEMMs, of the softmax/top-k and of everything else
+    (state selects, masks, Python bookkeeping between the ops)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    translate(model, sources[:8], cfg=cfg, beam=beam, nbest=1, vocab=vocab, device=device,
+              mm_dtype=mm_dtype)  # warm-up: kernel selection
+    with common.Clock() as clock, profile(activities=[ProfilerActivity.CPU]) as prof:
+        translate(model, sources, cfg=cfg, beam=beam, nbest=1, vocab=vocab, device=device,
+                  mm_dtype=mm_dtype)
+    events = [e for e in prof.key_averages() if not e.key.startswith("ProfilerStep")]
+    total = sum(e.self_cpu_time_total for e in events) / 1e3  # ms, ops only
+    groups = {"GEMMs (mm, addmm, linear, bmm)": ("aten::mm", "aten::addmm", "aten::bmm",
+                                                  "aten::linear", "aten::matmul"),
+              "softmax / log-softmax / top-k": ("aten::_log_softmax", "aten::_softmax",
+                                                "aten::topk", "aten::sort"),
+              "casts (bf16 <-> fp32)": ("aten::copy_", "aten::_to_copy", "aten::to")}
+    rows = []
+    covered = 0.0
+    for label, keys in groups.items():
+        ms = sum(e.self_cpu_time_total for e in events if e.key in keys) / 1e3
+        covered += ms
+        rows.append([label, f"{ms:.0f}", f"{100 * ms / total:.1f}"])
+    rows.append(["every other op (selects, masks, gathers, element-wise)",
+                 f"{total - covered:.0f}", f"{100 * (total - covered) / total:.1f}"])
+    untracked = 1e3 * clock.wall - total
+    head = (f"{len(sources)} sentences, beam {beam}, {'bf16' if mm_dtype else 'fp32'}: "
+            f"{clock.wall:.2f} s wall (profiled), of which {total / 1e3:.2f} s inside torch ops "
+            f"and {max(untracked, 0) / 1e3:.2f} s between them (Python: the search's "
+            f"bookkeeping, and the profiler's own overhead)")
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]
+    return "\n".join([head, common.table(["part", "self ms", "% of op time"], rows),
+                      common.table(["operator (top self CPU)", "calls", "self ms", "%"],
+                                   [[e.key[:50], str(e.count), f"{e.self_cpu_time_total / 1e3:.0f}",
+                                     f"{100 * e.self_cpu_time_total / 1e3 / total:.1f}"]
+                                    for e in top])])
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -162,6 +201,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=0, help="torch threads; 0: torch's default")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--no-reference", action="store_true", help="skip the naive search")
+    ap.add_argument("--precisions", default="fp32,bf16",
+                    help="comma list of fp32, bf16 (translate.amp: bf16 search, fp32 n-best "
+                         "scores); every row in each")
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile one model at beam 12 in each precision (torch.profiler)")
     ap.add_argument("--alt-combine", action="store_true",
                     help="also time the ensembles of 5 with a logaddexp combine (bench-only)")
     args = ap.parse_args(argv)
@@ -180,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         models = random_models(5, cell=args.cell, src_vocab=len(src_vocab),
                                tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
         models = [m.to(device) for m in models]
-        model_note = (f"random default-size models ({args.cell}, 2 x 256, E 256, vocab "
+        model_note = (f"random default-size models ({args.cell}, 2 x 384, E 384, vocab "
                       f"{len(src_vocab)}/{len(tgt_vocab)}, seeds 11-15): hypotheses run to max_len")
     cfg = TranslateConfig(batch_size=args.batch_size)
 
@@ -199,16 +243,22 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("--alt-combine reimplements combine=mean_prob only")
         configs += [("ensemble of 5, logaddexp combine", 5, 2),
                     ("ensemble of 5, logaddexp combine", 5, 12)]
+    precisions = [p for p in args.precisions.split(",") if p]
+    print(f"precisions: {', '.join(precisions)} (bf16: {precision.describe(True, device)})")
     results: dict[tuple[str, int], tuple[common.Clock, list]] = {}
-    for name, k, beam in configs:
-        kind = LogAddExpEnsemble if "logaddexp" in name else Ensemble
-        system = models[0] if k == 1 else kind(models[:k], combine=cfg.combine)
-        with common.Clock() as clock:
-            hyps = translate(system, sources, cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
-                             device=device)
-        assert len(hyps) == len(sources), (len(hyps), len(sources))
-        results[(name, beam)] = (clock, [h[0] for h in hyps])
-    ours_b12 = results[("1 model", 12)][1]
+    for prec in precisions:
+        mm_dtype = torch.bfloat16 if prec == "bf16" else None
+        for name, k, beam in configs:
+            kind = LogAddExpEnsemble if "logaddexp" in name else Ensemble
+            system = models[0] if k == 1 else kind(models[:k], combine=cfg.combine)
+            label = name if prec == "fp32" else f"{name} bf16"
+            with common.Clock() as clock:
+                hyps = translate(system, sources, cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
+                                 device=device, mm_dtype=mm_dtype)
+            assert len(hyps) == len(sources), (len(hyps), len(sources))
+            results[(label, beam)] = (clock, [h[0] for h in hyps])
+    first = "1 model" if "fp32" in precisions else "1 model bf16"
+    ours_b12 = results[(first, 12)][1]
 
     ref = None
     if not args.no_reference:
@@ -227,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     with common.Clock() as again:
         translate(models[0], sources, cfg=cfg, beam=12, nbest=1, vocab=tgt_vocab, device=device)
 
-    base = results[("1 model", 12)][0]
+    base = results[(first, 12)][0]
     rows = []
     for (name, beam), (clock, best) in results.items():
         mean_len = sum(len(h.tokens) for h in best) / len(best)
@@ -238,9 +288,20 @@ def main(argv: list[str] | None = None) -> None:
                      "" if ref is None else f"{ref.cpu / clock.cpu:.2f}"])
     print(common.table(["system", "beam", "wall s", "cpu s", "sent/s", "ms/sent", "mean len",
                         "eos %", "cost x", "vs naive"], rows))
-    e5b2 = results[("ensemble of 5", 2)][0]
-    print(f"ensemble of 5 at beam 2 vs 1 model at beam 12: {e5b2.cpu / base.cpu:.2f} x the cost "
-          f"in CPU time, {e5b2.wall / base.wall:.2f} x in wall time (paper: < 1)")
+    for suffix in ("", " bf16"):
+        if (f"ensemble of 5{suffix}", 2) not in results:
+            continue
+        e5b2 = results[(f"ensemble of 5{suffix}", 2)][0]
+        one = results[(f"1 model{suffix}", 12)][0]
+        print(f"ensemble of 5 at beam 2 vs 1 model at beam 12{suffix}: {e5b2.cpu / one.cpu:.2f} x "
+              f"the cost in CPU time, {e5b2.wall / one.wall:.2f} x in wall time (paper: < 1)")
+    if {"fp32", "bf16"} <= set(precisions):
+        for name, _, beam in configs:
+            a, b = results[(name, beam)], results[(f"{name} bf16", beam)]
+            same = sum(x.tokens == y.tokens for x, y in zip(a[1], b[1]))
+            print(f"bf16 vs fp32, {name} beam {beam}: {a[0].cpu / b[0].cpu:.2f} x faster in CPU "
+                  f"time ({a[0].wall / b[0].wall:.2f} x wall), same 1-best on {same}/"
+                  f"{len(sources)} sentences ({100 * same / len(sources):.1f}%)")
     if args.alt_combine:
         alt = results[("ensemble of 5, logaddexp combine", 2)][0]
         same = all(a.tokens == b.tokens for k in (2, 12) for a, b in zip(
@@ -253,6 +314,11 @@ def main(argv: list[str] | None = None) -> None:
     if ref is not None:
         print(f"naive vs batched beam 12: same 1-best on {agree}/{len(sources)} sentences, same "
               f"score on {close}/{len(sources)}")
+    if args.profile:
+        for prec in precisions:
+            print()
+            print(profile_search(models[0], sources, cfg=cfg, vocab=tgt_vocab, device=device,
+                                 mm_dtype=torch.bfloat16 if prec == "bf16" else None))
 
 
 if __name__ == "__main__":

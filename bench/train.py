@@ -11,7 +11,7 @@ repeats the other lines: keep it in sync with src/s2s/train.py. Extra default-si
 "(equal-length batches)" = our step on the reference's batches; "(unfused)" = the step before
 s2s.losses and s2s.model.fused (nn.LSTM, proj + F.cross_entropy over all positions).
 
-Rows: model size (`default`: 2 x 256, E 256, the Multi30k vocabularies; `paper`: 4 x 1000, E 1000,
+Rows: model size (`default`: 2 x 384, E 384 (the default profile's LSTMs), the Multi30k vocabularies; `paper`: 4 x 1000, E 1000,
 vocab 160k/80k) x cell (`lstm`: nn.LSTM; `peephole`: our PeepholeLSTM), and a naive reference at
 the default size: nn.Embedding + nn.LSTM encoder/decoder + nn.Linear + cross-entropy on batches of
 equal-length sentences (no padding, no packing, no collate), same loss, clipping and SGD. The
@@ -30,12 +30,19 @@ embedding lookups, the softmax's exp/normalisation and the optimizer are not cou
     F_word = 3 * F_fwd / T_tok                  (backward = 2 x forward: inputs' and weights' grads)
 
 S_tok, T_tok: real source tokens and real target tokens (y_1 .. y_n <eos>) of the timed batches;
-padding is not counted, so work spent on padding shows as lower MFU. Default size (V_tgt 6503):
-F_lstm = 2.10 M, softmax 3.33 M, F_word ~ 21.8 M at Multi30k's S/T = 13.1/15.1. Paper size
+padding is not counted, so work spent on padding shows as lower MFU. Default size, 2 x 384
+(V_tgt 6503): F_lstm = 4.72 M, softmax 4.99 M, F_word ~ 41.4 M at Multi30k's S/T = 13.1/15.1
+(2 x 256: 2.10 M, 3.33 M, 21.8 M). Paper size
 (V_tgt 80k): F_lstm = 64 M, softmax 160 M, F_word ~ 838 M.
 
-MFU = F_word x words/s / peak, the peak being the best fp32 2048^3 torch.mm of this same run at
-the same thread count (measured before and after the rows; the larger is used). "cpu MFU" is the
+MFU = F_word x words/s / peak, the peak being the best 2048^3 torch.mm of this same run at the
+same thread count in the row's dtype (fp32 rows: fp32 peak; bf16 rows: bf16 peak, so a bf16 row's
+MFU says how much of the bf16 matrix engine it uses), measured before and after the rows.
+
+Precision (`--precisions fp32,bf16`): every row in each. Our bf16 rows run s2s.train's step under
+`train.amp` (s2s.precision: bf16 products in the fused LSTM and loss, fp32 state, loss, weights and
+SGD); the reference's bf16 rows wrap its forward and loss in `torch.autocast("cpu", bfloat16)`, the
+textbook recipe. "vs ref" is always against the fp32 reference. "cpu MFU" is the
 same ratio per CPU second of this process (model FLOPs / CPU s over GEMM FLOPs / CPU s): on a
 machine shared with other jobs wall-clock MFU moves with their load, this one far less.
 
@@ -70,6 +77,7 @@ import common  # noqa: E402
 from s2s.config import ModelConfig  # noqa: E402
 from s2s.data.batching import collate, epoch_batches  # noqa: E402
 from s2s.model.seq2seq import Seq2Seq  # noqa: E402
+from s2s import precision  # noqa: E402
 from s2s.train import shard_nll  # noqa: E402
 
 LR = 0.7  # the paper's SGD rate; params.yaml train.lr
@@ -93,10 +101,16 @@ class Row:
     impl: str  # one of IMPLS
     cell: str  # "lstm" (nn.LSTM) or "peephole" (PeepholeLSTM)
     batch: int
+    precision: str = "fp32"  # or "bf16": s2s.precision for ours, torch.autocast for the reference
 
     @property
     def label(self) -> str:
-        return f"{self.size.name}/{self.cell}{IMPLS[self.impl]}"
+        bf16 = " bf16" if self.precision == "bf16" else ""
+        return f"{self.size.name}/{self.cell}{bf16}{IMPLS[self.impl]}"
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        return torch.bfloat16 if self.precision == "bf16" else None
 
 
 # Row kinds: the suffix of their label.
@@ -162,7 +176,7 @@ class OurStep:
         self.equal = ReferenceStep.equal_length(corpus) if row.impl == "ours-equal" else None
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR)
         self.pairs, self.vocab, self.device = corpus.pairs, corpus.tgt_vocab, device
-        self.autocast = torch.autocast(device.type, enabled=False)
+        self.autocast = precision.autocast(device, row.dtype)  # what s2s.train passes
 
     def __call__(self, idx: list[int]) -> int:
         vocab, model, opt = self.vocab, self.model, self.opt
@@ -234,6 +248,9 @@ class ReferenceStep:
         self.pairs, self.vocab, self.device = corpus.pairs, corpus.tgt_vocab, device
         self.equal = self.equal_length(corpus)
         self._cache: dict[tuple[int, ...], tuple] = {}
+        # bf16: the textbook recipe, one context manager around forward and loss
+        self.autocast = torch.autocast(device.type, dtype=torch.bfloat16,
+                                       enabled=row.precision == "bf16")
 
     @staticmethod
     def equal_length(corpus: common.Corpus):
@@ -260,9 +277,10 @@ class ReferenceStep:
         src = torch.tensor(src_rows, device=self.device)  # (N, S)
         tgt_in = torch.tensor(in_rows, device=self.device)  # (N, T)
         tgt_out = torch.tensor(out_rows, device=self.device)  # (N, T)
-        logits = self.model(src, tgt_in)
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(),
-                                           reduction="sum") / len(src_rows)
+        with self.autocast:
+            logits = self.model(src, tgt_in)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), tgt_out.flatten(),
+                                               reduction="sum") / len(src_rows)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.model.parameters(), CLIP)
@@ -327,8 +345,9 @@ def run_probe(rows: list[Row], corpus: common.Corpus, device: torch.device, *, m
     then, for rows named in `timed`, that many more steps timed."""
     # One step of a tiny model of every kind first: one-time allocations of the libraries (oneDNN
     # primitives, MKL buffers, autograd engine) then count against no row.
-    for kind in {(r.impl, r.cell) for r in rows}:
-        tiny = Row(Size("tiny", 1, 8, 8, len(corpus.src_vocab), len(corpus.tgt_vocab)), *kind, 4)
+    for impl, cell, prec in {(r.impl, r.cell, r.precision) for r in rows}:
+        tiny = Row(Size("tiny", 1, 8, 8, len(corpus.src_vocab), len(corpus.tgt_vocab)), impl, cell,
+                   4, prec)
         make_runner(tiny, corpus, device)(batch_plan(corpus, 4, 1)[0])
     out = {}
     for row in rows:
@@ -440,6 +459,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, help="a data dir holding prepared/ and vocab/ "
                     "(e.g. /tmp/defrun/data); default: synthetic Multi30k-like sentences")
     ap.add_argument("--batch-default", type=int, default=64)
+    ap.add_argument("--hidden-default", type=int, default=384,
+                    help="cells (= embedding size) of the default-size rows: the default profile's")
     ap.add_argument("--batch-paper", type=int, default=None,
                     help="default 128 (16 with --quick: one 128-sentence step of the 384M-"
                          "parameter model takes most of a minute on 2 cores)")
@@ -447,6 +468,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--no-memory", action="store_true", help="skip the memory probe process")
     ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--precisions", default="fp32,bf16",
+                    help="comma list of fp32, bf16: ours and the reference in each")
+    ap.add_argument("--no-extra", action="store_true",
+                    help="skip the (equal-length batches) and (unfused) rows")
     ap.add_argument("--profile", action="store_true",
                     help="also profile a few steps of each of our rows (phases, top operators)")
     ap.add_argument("--_probe", help=argparse.SUPPRESS)
@@ -457,27 +482,30 @@ def main(argv: list[str] | None = None) -> None:
     corpus = common.load_corpus(args.data)
     if args._probe:
         spec = json.loads(args._probe)
-        rows = [Row(Size(**r.pop("size")), **r) for r in spec["rows"]]
+        rows = [Row(Size(**r.pop("size")), **r) for r in spec["rows"]]  # noqa: F841
         print("PROBE " + json.dumps(run_probe(rows, corpus, device, mem_steps=spec["mem_steps"],
                                               timed=spec["timed"])))
         return
 
     sizes = {
-        "default": Size("default", 2, 256, 256, len(corpus.src_vocab), len(corpus.tgt_vocab)),
+        "default": Size("default", 2, args.hidden_default, args.hidden_default,
+                        len(corpus.src_vocab), len(corpus.tgt_vocab)),
         "paper": Size("paper", 4, 1000, 1000, 160_000, 80_000),
     }
     want_sizes = [s for s in args.sizes.split(",") if s]
     cells = [c for c in args.cells.split(",") if c]
     batch_paper = args.batch_paper or (16 if args.quick else 128)
+    precisions = [p for p in args.precisions.split(",") if p]
     rows: list[Row] = []
     for s in want_sizes:
         batch = args.batch_default if s == "default" else batch_paper
-        rows += [Row(sizes[s], "ours", c, batch) for c in cells]
-        if s == "default" and "lstm" in cells:
-            rows += [Row(sizes[s], "ours-equal", "lstm", batch),
-                     Row(sizes[s], "unfused", "lstm", batch)]
-        if s == "default" and not args.no_reference:
-            rows.append(Row(sizes[s], "reference", "lstm", batch))
+        for prec in precisions:
+            rows += [Row(sizes[s], "ours", c, batch, prec) for c in cells]
+            if s == "default" and "lstm" in cells and prec == "fp32" and not args.no_extra:
+                rows += [Row(sizes[s], "ours-equal", "lstm", batch),
+                         Row(sizes[s], "unfused", "lstm", batch)]
+            if s == "default" and not args.no_reference:
+                rows.append(Row(sizes[s], "reference", "lstm", batch, prec))
     default_rows = [r for r in rows if r.size.name == "default"]
     paper_rows = [r for r in rows if r.size.name == "paper"]
     # Rounds of one or two steps: the per-round ratios to the reference then see the same load.
@@ -486,7 +514,8 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"bench/train.py {'--quick ' if args.quick else ''}on {common.machine_line(threads)}")
     print(f"data: {corpus.origin}")
-    peak, peak_cpu = common.peak_gemm_flops(device)
+    peaks = {p: common.peak_gemm_flops(device, dtype=torch.bfloat16 if p == "bf16"
+                                       else torch.float32) for p in ("fp32", "bf16")}
 
     # Memory of every row, and the paper rows' timing, in the probe process (nothing else runs).
     probe = {}
@@ -507,10 +536,13 @@ def main(argv: list[str] | None = None) -> None:
         gc.collect()
     for r in paper_rows:
         results[r.label] = probe[r.label]
-    again, again_cpu = common.peak_gemm_flops(device)
-    peak, peak_cpu = max(peak, again), max(peak_cpu, again_cpu)
+    for p in ("fp32", "bf16"):
+        again = common.peak_gemm_flops(device, dtype=torch.bfloat16 if p == "bf16"
+                                       else torch.float32)
+        peaks[p] = (max(peaks[p][0], again[0]), max(peaks[p][1], again[1]))
 
-    ref_label = next((r.label for r in default_rows if r.impl == "reference"), None)
+    ref_label = next((r.label for r in default_rows
+                      if r.impl == "reference" and r.precision == "fp32"), None)
     table_rows = []
     for r in rows:
         res = results[r.label]
@@ -523,6 +555,7 @@ def main(argv: list[str] | None = None) -> None:
             ratios = [a / b for a, b in zip(res["round_rates"], results[ref_label]["round_rates"])]
             vs = f"{statistics.median(ratios):.2f}"
         mem = probe.get(r.label, {}).get("peak_mib")
+        peak, peak_cpu = peaks[r.precision]  # MFU against the peak of the dtype in use
         table_rows.append([
             r.label, str(r.batch), f"{param_count(r.size) / 1e6:.1f}M", pad, str(res["steps"]),
             f"{1e3 * res['seconds'] / res['steps']:.0f}",
@@ -533,9 +566,12 @@ def main(argv: list[str] | None = None) -> None:
     print(common.table(
         ["row", "batch", "params", "pad% s/t", "steps", "ms/step", "cpu ms", "tgt words/s",
          "MFLOP/word", "GFLOP/s", "MFU %", "cpu MFU %", "peak MiB", "vs ref"], table_rows))
-    print(f"peak: fp32 2048^3 torch.mm {peak / 1e9:.1f} GFLOP/s at {threads} threads, "
-          f"{peak_cpu / 1e9:.1f} GFLOP per CPU second (best of 16 runs, before and after the rows);"
-          f" load average {os.getloadavg()[0]:.2f} at end")
+    for p, (peak, peak_cpu) in peaks.items():
+        print(f"peak: {p} 2048^3 torch.mm {peak / 1e9:.1f} GFLOP/s at {threads} threads, "
+              f"{peak_cpu / 1e9:.1f} GFLOP per CPU second (best of 16 runs, before and after the "
+              f"rows)")
+    print(f"vs ref: per-round ratio to the fp32 reference; load average "
+          f"{os.getloadavg()[0]:.2f} at end")
     if probe and not all(v.get("exact", True) for v in probe.values()):
         print("note: /proc/self/clear_refs not writable: peak MiB is the probe's lifetime peak")
     if args.profile:

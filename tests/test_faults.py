@@ -226,6 +226,7 @@ def test_kill_9_of_training_under_dvc_is_not_recorded_and_repro_resumes_to_the_s
     shutil.copy(work.params_path, proj / "params.yaml")
     shutil.copytree(work.prepared, proj / "data" / "prepared")
     shutil.copytree(work.vocab, proj / "data" / "vocab")
+    run([str(BIN / "dvc"), "repro", "-s", "check-params"], proj)  # train's first dependency
     last = proj / "checkpoints" / "forward" / "last.pt"
     versions: set[tuple] = set()
     k = random.randint(2, 4)  # killed just after the k-th checkpoint, somewhere in a step
@@ -470,26 +471,92 @@ def flip_a_weight_byte(src: Path, dst: Path) -> None:
     dst.write_bytes(bytes(data))
 
 
-def other_config(src: Path, dst: Path) -> None:
-    payload = torch.load(src, weights_only=True)
+def flip_a_config_byte(src: Path, dst: Path) -> None:
+    """Flip one bit of the pickled config: reverse_source False -> True (NEWFALSE -> NEWTRUE).
+    It still unpickles, as the reversed model's config."""
+    data = bytearray(src.read_bytes())
+    at = data.index(b"reverse_sourceq") + len(b"reverse_sourceq") + 1  # after BINPUT's argument
+    assert data[at] == 0x89, data[at - 20:at + 4]
+    data[at] ^= 0x01
+    dst.write_bytes(bytes(data))
+    assert torch.load(dst, weights_only=True)["config"]["reverse_source"] is True
+
+
+def resaved(edit):
+    """A checkpoint edited and saved again with a digest of its own: consistent, but of
+    another model than the one params name."""
+    def damage(src: Path, dst: Path) -> None:
+        payload = torch.load(src, weights_only=True)
+        edit(payload)
+        payload["digest"] = checkpoint.payload_digest(payload)
+        torch.save(payload, dst)
+    damage.__name__ = edit.__name__
+    return damage
+
+
+def other_width(payload):
     payload["config"]["hidden_size"] = 24  # the weights are 16 wide
-    torch.save(payload, dst)
 
 
-def newer_config(src: Path, dst: Path) -> None:
-    payload = torch.load(src, weights_only=True)
+def newer_field(payload):
     payload["config"]["coverage"] = True  # a field this version does not know
+
+
+def another_name(payload):
+    payload["name"] = "baseline"  # the same config and weights, trained as another model
+
+
+def edited_config(src: Path, dst: Path) -> None:
+    payload = torch.load(src, weights_only=True)
+    payload["config"]["init_seed"] = 11  # edited without a new digest
     torch.save(payload, dst)
+
+
+def zero_bytes(src: Path, dst: Path) -> None:
+    dst.write_bytes(b"")
+
+
+def format_1(src: Path, dst: Path) -> None:
+    """The same checkpoint as an older version wrote it: weights_sha256, no name, no digest."""
+    payload = torch.load(src, weights_only=True)
+    del payload["digest"], payload["name"]
+    payload.update(format="s2s-checkpoint/1",
+                   weights_sha256=checkpoint.weights_digest(payload["model"]))
+    torch.save(payload, dst)
+
+
+def format_1_of_another_model(src: Path, dst: Path) -> None:
+    format_1(src, dst)
+    payload = torch.load(dst, weights_only=True)
+    payload["config"]["reverse_source"] = True  # format 1 has no digest over its config
+    torch.save(payload, dst)
+
+
+@pytest.fixture(scope="module")
+def other_member(work) -> Path:
+    """models/reversed_1/model.pt of the tiny params: another member's final checkpoint."""
+    return work.train(work.tmp / "r1", "reversed_1") / "models" / "reversed_1" / "model.pt"
 
 
 @pytest.mark.parametrize("damage, says", [
-    (flip_a_weight_byte, "weights do not match their recorded sha256"),
-    (other_config, "size mismatch for "),
-    (newer_config, "unexpected keyword argument 'coverage'"),
+    (flip_a_weight_byte, "contents do not match their recorded digest"),
+    (flip_a_config_byte, "contents do not match their recorded digest"),
+    (edited_config, "contents do not match their recorded digest"),
+    (resaved(other_width), "'hidden_size' is 24 in the checkpoint but 16 in params "
+                           "'models.forward'"),
+    (resaved(newer_field), "the checkpoint's config has 'coverage', which params "
+                           "'models.forward' do not have"),
+    (resaved(another_name), "the checkpoint of model 'baseline', not of 'forward'"),
+    (zero_bytes, "not a readable checkpoint (an empty file, 0 bytes)"),
+    (format_1_of_another_model, "'reverse_source' is True in the checkpoint but False in params "
+                                "'models.forward'"),
+    ("swap", "'reverse_source' is True in the checkpoint but False in params 'models.forward'"),
+    ("symlink", "'reverse_source' is True in the checkpoint but False in params "
+                "'models.forward'"),
     (None, "trained with another src vocabulary"),
-])
-def test_translate_refuses_a_bad_checkpoint_naming_the_file_and_the_mismatch(
-        work, tmp_path, damage, says):
+], ids=lambda v: getattr(v, "__name__", v) if not isinstance(v, str) or len(v) < 12 else "")
+def test_translate_refuses_a_checkpoint_that_is_not_the_model_params_name(
+        work, other_member, tmp_path, damage, says):
     good = work.tmp / "a" / "models" / "forward" / "model.pt"
     models, vocab_dir = tmp_path / "models", work.vocab
     (models / "forward").mkdir(parents=True)
@@ -500,13 +567,70 @@ def test_translate_refuses_a_bad_checkpoint_naming_the_file_and_the_mismatch(
         shutil.copytree(work.vocab, vocab_dir)
         with open(vocab_dir / "en.tsv", "a", encoding="utf-8") as f:
             f.write("zyzzyva\t3\n")
+    elif damage == "swap":  # another member's model.pt under this member's name
+        shutil.copy(other_member, bad)
+    elif damage == "symlink":
+        bad.symlink_to(other_member)
     else:
         damage(good, bad)
     out = tmp_path / "out"
     proc = work.s2s("translate", "forward", "--prepared", str(work.prepared), "--vocab",
                     str(vocab_dir), "--models", str(models), "--out", str(out))
     assert_clean_cli_error(proc, str(bad), says)
+    assert [ln for ln in proc.stderr.splitlines() if " ERROR " in ln][1:] == [], proc.stderr
     assert not out.exists()
+
+
+def test_a_format_1_checkpoint_still_decodes_the_same(work, decoded, tmp_path):
+    models = tmp_path / "models"
+    (models / "forward").mkdir(parents=True)
+    format_1(work.tmp / "a" / "models" / "forward" / "model.pt", models / "forward" / "model.pt")
+    out = work.translate(models, tmp_path / "out")
+    assert without_timing(visible_files(out)) == without_timing(visible_files(decoded))
+
+
+def test_every_reader_checks_the_checkpoint_against_params(work, other_member, tmp_path):
+    """rescore, analyze and attention load through the same check as translate."""
+    models = tmp_path / "models"
+    for name in ("forward", "reversed_1", "attention"):
+        (models / name).mkdir(parents=True)
+    shutil.copy(other_member, models / "forward" / "model.pt")  # swapped
+    shutil.copy(work.tmp / "a" / "models" / "forward" / "model.pt",
+                models / "reversed_1" / "model.pt")
+    shutil.copy(other_member, models / "attention" / "model.pt")
+    bad = models / "forward" / "model.pt"
+    common = ["--prepared", str(work.prepared), "--vocab", str(work.vocab), "--models", str(models)]
+    proc = work.s2s("analyze", *common, "--out", str(tmp_path / "analysis"))
+    assert_clean_cli_error(proc, str(bad), "'reverse_source' is True in the checkpoint")
+    nbest = tmp_path / "translate" / "baseline"
+    nbest.mkdir(parents=True)
+    atomic_write_lines(nbest / "beam12.nbest", [f"{i} ||| le chat ||| lstm=-1.0 ||| -1.0"
+                                                for i in range(60)])
+    proc = work.s2s("rescore", "forward", "--translate", str(tmp_path / "translate"), "--raw",
+                    str(work.tmp / "raw"), *common, "--out", str(tmp_path / "rescore"))
+    assert_clean_cli_error(proc, str(bad), "'reverse_source' is True in the checkpoint")
+    (tmp_path / "translate" / "attention").mkdir()
+    atomic_write_lines(tmp_path / "translate" / "attention" / "beam12.tok.fr", ["le chat"] * 60)
+    proc = work.s2s("attention", *common, "--translate", str(tmp_path / "translate"), "--out",
+                    str(tmp_path / "weights.json"))
+    assert_clean_cli_error(proc, str(models / "attention" / "model.pt"),
+                           "'arch' is 'seq2seq' in the checkpoint but 'attention' in params "
+                           "'models.attention'")
+
+
+def test_an_empty_resume_point_is_recomputed_with_one_line(work, tmp_path):
+    ckpt = tmp_path / "checkpoints" / "forward"
+    ckpt.mkdir(parents=True)
+    (ckpt / "last.pt").write_bytes(b"")
+    out = tmp_path / "m"
+    proc = work.s2s("train", "forward", "--prepared", str(work.prepared), "--vocab",
+                    str(work.vocab), "--model-dir", str(out / "forward"), "--ckpt-dir", str(ckpt),
+                    "--metrics", str(out / "m.json"), "--curves", str(out / "c.csv"))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{ckpt / 'last.pt'}: not a readable checkpoint (an empty file, 0 bytes); starting " \
+           f"afresh" in proc.stderr
+    assert tensor_bits(out / "forward" / "model.pt") == \
+        tensor_bits(work.tmp / "a" / "models" / "forward" / "model.pt")
 
 
 class _Payload:

@@ -89,7 +89,7 @@ def test_dag_inputs_map_dependencies_to_the_outputs_that_make_them():
     everything = list(stages.values())
     # a file inside another stage's output directory -> that directory
     assert dag.inputs(stages["rescore-oracle"], everything) == [
-        "data/prepared", "outputs/translate/baseline", "data/raw"]
+        "metrics/params.json", "data/prepared", "outputs/translate/baseline", "data/raw"]
     # a directory holding other stages' outputs -> those outputs; a source directory stays
     report = dag.inputs(stages["report"], everything)
     assert "metrics/train/reversed_3.json" in report and "metrics/train" not in report
@@ -125,9 +125,9 @@ def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     assert jobs.pop("all") == 1
     assert set(jobs.values()) == {1}
     assert set(jobs) == {rule_name(s) for s in stages}
-    # 3 data stages, 9 train, 7 translate, 5 rescore, analyze, attention, evaluate, summary,
-    # export, report
-    assert len(stages) == 30
+    # params, 3 data stages, 9 train, 7 translate, 5 rescore, analyze, attention, evaluate,
+    # summary, export, report
+    assert len(stages) == 31
 
 
 def test_a_new_model_in_params_is_a_new_job(plan_repo):

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from s2s.config import PARAMS_FILE, Params, TranslateConfig
+from s2s.config import PARAMS_FILE, ModelConfig, Params, TranslateConfig
 from s2s.config import load as load_params
 from s2s.io import atomic_write_json
 
@@ -88,6 +88,8 @@ class Translator:
         cfg: the decoding settings (``translate`` of the params, or of the export).
         beams: the system's beam widths; the widest is the default beam.
         device: where the model runs.
+        mm_dtype: bf16 where ``translate.amp`` asks for it on this device (``s2s.precision``),
+            else None (fp32), exactly as the translate stage decodes.
     """
 
     name: str
@@ -98,6 +100,7 @@ class Translator:
     cfg: TranslateConfig
     beams: tuple[int, ...]
     device: object
+    mm_dtype: object = None
 
     def preprocess(self, sentences: list[str]) -> list[str]:
         """Raw sentences -> the Moses-tokenised text `prepare` would have written for them."""
@@ -127,7 +130,8 @@ class Translator:
         if keep:
             sources = [self.src_vocab.encode(tokenized[i]) for i in keep]
             hyps = translate(self.model, sources, cfg=cfg, beam=beam, nbest=nbest,
-                             vocab=self.tgt_vocab, device=self.device, desc=desc or self.name)
+                             vocab=self.tgt_vocab, device=self.device, desc=desc or self.name,
+                             mm_dtype=self.mm_dtype)
             for i, hs in zip(keep, hyps):
                 out[i] = [(self.tgt_vocab.decode(h.tokens), float(h.score)) for h in hs]
         return out
@@ -153,6 +157,12 @@ def _device(name: str | None, cfg: TranslateConfig):
     from s2s.train import pick_device
 
     return pick_device(name or cfg.device)
+
+
+def _mm_dtype(cfg: TranslateConfig, device):
+    from s2s import precision
+
+    return precision.resolve(cfg.amp, device)
 
 
 def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
@@ -183,12 +193,13 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
     vocab_dir, models_dir = Path(vocab_dir), Path(models_dir)
     src_vocab = Vocab.load(vocab_dir / f"{SRC_LANG}.tsv")
     tgt_vocab = Vocab.load(vocab_dir / f"{TGT_LANG}.tsv")
-    model = load_members(sys_cfg.members, models_dir=models_dir, src_vocab=src_vocab,
-                         tgt_vocab=tgt_vocab, device=dev, combine=cfg.combine)
+    model = load_members(sys_cfg.members, params=params, models_dir=models_dir,
+                         src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=dev,
+                         combine=cfg.combine)
     log.info("loaded system '%s' (%s) from %s and %s on %s", system, ", ".join(sys_cfg.members),
              models_dir, vocab_dir, dev)
     return Translator(str(system), model, src_vocab, tgt_vocab, params.prepare.lowercase, cfg,
-                      tuple(sys_cfg.beams), dev)
+                      tuple(sys_cfg.beams), dev, _mm_dtype(cfg, dev))
 
 
 def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
@@ -231,13 +242,19 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     dev = _device(device, cfg)
     src_vocab = Vocab.load(folder / f"{SRC_LANG}.tsv")
     tgt_vocab = Vocab.load(folder / f"{TGT_LANG}.tsv")
+    try:
+        expect = {m: ModelConfig(**meta["models"][m]) for m in meta["members"]}
+    except (KeyError, TypeError) as e:
+        raise ExportError(f"{meta_path}: 'models' does not describe every member in this "
+                          f"version's terms: {e}") from None
     models = [checkpoint.load_model(folder / "models" / f"{m}.pt", src_vocab=src_vocab,
-                                    tgt_vocab=tgt_vocab, device=dev) for m in meta["members"]]
+                                    tgt_vocab=tgt_vocab, device=dev, expect=expect[m], name=m)
+              for m in meta["members"]]
     model = models[0] if len(models) == 1 else Ensemble(models, combine=cfg.combine)
     log.info("loaded export '%s' (%s) from %s on %s", meta["system"],
              ", ".join(meta["members"]), folder, dev)
     return Translator(meta["system"], model, src_vocab, tgt_vocab, bool(text["lowercase"]), cfg,
-                      tuple(meta["beams"]), dev)
+                      tuple(meta["beams"]), dev, _mm_dtype(cfg, dev))
 
 
 def params_fingerprint(params: Params, members) -> str:
@@ -278,6 +295,8 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
         "text": {**TEXT_PIPELINE, "lowercase": params.prepare.lowercase,
                  "sacremoses": _version("sacremoses")},
         "translate": dataclasses.asdict(params.translate),
+        # each member's config, checked against its checkpoint when loaded
+        "models": {m: dataclasses.asdict(params.model_config(m)) for m in sys_cfg.members},
         "fingerprints": {"training_data_sha256": data,
                          "params_sha256": params_fingerprint(params, sys_cfg.members)},
         "files": files,

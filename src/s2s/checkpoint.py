@@ -1,20 +1,26 @@
 """Self-describing checkpoints: tensors and plain Python containers only, loaded with
 ``torch.load(weights_only=True)``.
 
-A checkpoint holds the model's config, the fingerprints of the vocabularies it was trained with,
-and its weights, so decoding rebuilds the model from the file alone and refuses a checkpoint whose
-vocabulary is not the one it is given.
+A checkpoint holds the model's config, the name it was trained as, the fingerprints of the
+vocabularies it was trained with, and its weights, so decoding rebuilds the model from the file
+alone; readers that know what the model should be (``expect=``: ``params.model_config(name)``)
+refuse a checkpoint whose config, name or vocabulary is another.
 
-It also holds the sha256 of its weights (``weights_sha256``), checked on every load: torch's zip
-reader does not notice a flipped byte inside a tensor, which would otherwise decode silently with
-a damaged model. (Checkpoints written before the digest existed load without the check.) Every
-refusal is a :class:`CheckpointError` naming the file and the mismatch.
+It also holds ``digest``: the sha256 of everything else in it (config, name, vocabulary
+fingerprints, weights, and any extra entry: a resume point's step and history), checked on every
+load. torch's zip reader does not notice a flipped byte inside a tensor, and a flipped byte in the
+pickled config can still unpickle, as another model. Checkpoints of format 1 (``weights_sha256``
+over the weights only, no name) still load, their weights checked; readers with ``expect=``
+compare their config with params as for any other. Every refusal is a :class:`CheckpointError`:
+one line naming the file and the mismatch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,10 @@ from s2s.io import atomic_write_with
 from s2s.model import build_model
 from s2s.model.seq2seq import EncoderDecoder
 
-FORMAT = "s2s-checkpoint/1"
+FORMAT = "s2s-checkpoint/2"
+LEGACY_FORMATS = ("s2s-checkpoint/1",)  # weights_sha256 over the weights only
+
+log = logging.getLogger("s2s.checkpoint")
 
 
 class CheckpointError(RuntimeError):
@@ -43,43 +52,132 @@ def weights_digest(state: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
+def _feed(h, obj: Any) -> None:
+    """Hash `obj` (tensors, dicts, lists and JSON scalars) so that any change of a value, a key,
+    a type, a dtype or a shape changes the digest."""
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, dict):
+        h.update(f"D{len(obj)};".encode())
+        for key in sorted(obj, key=repr):
+            _feed(h, key)
+            _feed(h, obj[key])
+    elif isinstance(obj, (list, tuple)):
+        h.update(f"L{len(obj)};".encode())
+        for item in obj:
+            _feed(h, item)
+    elif obj is None or isinstance(obj, (bool, int, float, str)):
+        # repr keeps the type (1 vs 1.0 vs True) and every bit of a float
+        h.update(f"S{type(obj).__name__}:{obj!r};".encode())
+    else:
+        raise TypeError(f"cannot digest a {type(obj).__name__} in a checkpoint")
+
+
+def payload_digest(payload: dict) -> str:
+    """sha256 of every entry of a checkpoint but `digest` itself."""
+    h = hashlib.sha256()
+    _feed(h, {k: v for k, v in payload.items() if k != "digest"})
+    return h.hexdigest()
+
+
 def save(path: Path, model: EncoderDecoder, *, src_vocab: Vocab, tgt_vocab: Vocab,
+         name: str | None = None, state: dict[str, torch.Tensor] | None = None,
          **extra: Any) -> None:
-    weights = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    """Write `model` (or `state`, weights for model's config) with its config, `name` (the key of
+    params `models`), the vocabularies' fingerprints and `extra`, under a digest of all of it."""
+    weights = {k: v.detach().cpu() for k, v in (state or model.state_dict()).items()}
     payload = {
         "format": FORMAT,
+        "name": name,
         "config": dataclasses.asdict(model.cfg),
         "vocab": {"src": src_vocab.fingerprint, "tgt": tgt_vocab.fingerprint,
                   "src_size": len(src_vocab), "tgt_size": len(tgt_vocab)},
         "model": weights,
-        "weights_sha256": weights_digest(weights),
         **extra,
     }
+    payload["digest"] = payload_digest(payload)
     atomic_write_with(Path(path), lambda f: torch.save(payload, f))
 
 
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
+
+
 def load_payload(path: Path) -> dict:
+    """A checkpoint's entries, its digest checked; CheckpointError (one line) otherwise."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path}: checkpoint not found")
     try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read the checkpoint ({_first_line(e)})") from None
+    if size == 0:
+        raise CheckpointError(f"{path}: not a readable checkpoint (an empty file, 0 bytes)")
+    try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # truncated, corrupted, or not a torch file at all
-        raise CheckpointError(f"{path}: not a readable checkpoint ({type(e).__name__}: "
-                              f"{str(e).splitlines()[0][:200]})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a readable checkpoint ({_first_line(e)})") from None
+    fmt = payload.get("format") if isinstance(payload, dict) else None
+    if fmt not in (FORMAT, *LEGACY_FORMATS) or not isinstance(payload.get("model"), dict):
         raise CheckpointError(f"{path}: not an s2s checkpoint (expected format {FORMAT})")
-    recorded = payload.get("weights_sha256")
+    if fmt == FORMAT:
+        recorded = payload.get("digest")
+        try:
+            actual = payload_digest(payload)
+        except TypeError as e:
+            raise CheckpointError(f"{path}: not an s2s checkpoint ({e})") from None
+        if not isinstance(recorded, str) or actual != recorded:
+            raise CheckpointError(f"{path}: contents do not match their recorded digest "
+                                  f"{str(recorded)[:12]}: the file is damaged or was edited")
+        return payload
+    recorded = payload.get("weights_sha256")  # format 1
     if recorded is not None and weights_digest(payload["model"]) != recorded:
         raise CheckpointError(f"{path}: weights do not match their recorded sha256 "
                               f"{recorded[:12]}: the file is damaged")
+    log.warning("%s: an older checkpoint (%s): its digest covers the weights only, not its "
+                "config; retrain to get one that identifies itself", path, fmt)
     return payload
 
 
+def check_identity(path: Path, payload: dict, *, expect: ModelConfig,
+                   name: str | None = None) -> None:
+    """Refuse a checkpoint that is not the model params describe: its config differs from
+    `expect` (the first differing field is named) or it was trained under another name."""
+    recorded = payload.get("config")
+    if not isinstance(recorded, dict):
+        raise CheckpointError(f"{path}: no model config in the checkpoint")
+    want = dataclasses.asdict(expect)
+    source = f"params 'models.{name}'" if name else "params"
+    for key, value in want.items():
+        if key not in recorded:
+            raise CheckpointError(f"{path}: the checkpoint's config has no '{key}' ({source} "
+                                  f"say {value!r}): it is not this model; retrain it")
+        if recorded[key] != value:
+            raise CheckpointError(f"{path}: '{key}' is {recorded[key]!r} in the checkpoint but "
+                                  f"{value!r} in {source}: it is another model; retrain it"
+                                  + (f" (dvc repro train@{name})" if name else ""))
+    extra = sorted(set(recorded) - set(want))
+    if extra:
+        raise CheckpointError(f"{path}: the checkpoint's config has '{extra[0]}', which "
+                              f"{source} do not have: it is another model")
+    got = payload.get("name")
+    if name is not None and got is not None and got != name:
+        raise CheckpointError(f"{path}: the checkpoint of model '{got}', not of '{name}': it is "
+                              f"another model (a swapped or copied file)")
+
+
 def load_model(path: Path, *, src_vocab: Vocab, tgt_vocab: Vocab,
-               device: torch.device | str = "cpu") -> EncoderDecoder:
-    """Rebuild the model of a checkpoint; refuse one trained with other vocabularies."""
+               device: torch.device | str = "cpu", expect: ModelConfig | None = None,
+               name: str | None = None) -> EncoderDecoder:
+    """Rebuild the model of a checkpoint; refuse one trained with other vocabularies, and, with
+    `expect` (``params.model_config(name)``), one that is not the model params describe."""
     payload = load_payload(path)
+    if expect is not None:
+        check_identity(path, payload, expect=expect, name=name)
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
         if payload["vocab"][side] != vocab.fingerprint:
             raise CheckpointError(

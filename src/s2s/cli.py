@@ -14,11 +14,21 @@ import shutil
 import sys
 from pathlib import Path
 
-from s2s.config import PARAMS_FILE, ConfigError, load
+from s2s.config import NAME_PATTERN, NAME_RULE, PARAMS_FILE, ConfigError, load
+from s2s.runguard import Stopped
 
 log = logging.getLogger("s2s")
 
 PROFILES_DIR = Path("profiles")
+
+
+def _cmd_check(a, params):
+    """The params stage: main() has validated the whole file by now; record that it passed.
+    The content is constant, so a valid change reruns nothing that depends on it."""
+    from s2s.io import atomic_write_json
+
+    atomic_write_json(a.out, {"valid": True, "name_pattern": NAME_PATTERN.pattern})
+    log.info("%s is valid; wrote %s", a.params, a.out)
 
 
 def _cmd_download(a, params):
@@ -188,7 +198,8 @@ def _cmd_analyze(a, params):
     cfg = params.analysis
     stage.main(models=cfg.models, phrases=cfg.phrases, sentences=cfg.sentences,
                max_position=cfg.max_position, prepared_dir=a.prepared, vocab_dir=a.vocab,
-               models_dir=a.models, out_dir=a.out, lowercase=params.prepare.lowercase)
+               models_dir=a.models, out_dir=a.out, lowercase=params.prepare.lowercase,
+               expect={m: params.model_config(m) for m in cfg.models})
 
 
 def _cmd_attention(a, params):
@@ -208,6 +219,9 @@ def _cmd_profile(a, params_path: Path):
         current = load(params_path).profile if params_path.exists() else "none"
         print(f"current profile: {current}\navailable: {', '.join(available)}")
         return
+    if not NAME_PATTERN.fullmatch(a.name):  # never a path outside profiles/ (../x, /etc/x)
+        raise ConfigError(f"'{a.name}' is not a profile name ({NAME_RULE}; available: "
+                          f"{', '.join(available)})")
     src = PROFILES_DIR / f"{a.name}.yaml"
     if not src.exists():
         raise ConfigError(f"no profile '{a.name}' in {PROFILES_DIR}/ "
@@ -334,6 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
             STAGE_OPTIONAL[name][flag] = dest
         return sp
 
+    stage("check", _cmd_check, "validate the parameter file (the params stage)", ("--out",))
     stage("download", _cmd_download, "fetch the corpora (or copy them from $S2S_MIRROR)",
           ("--out",))
     stage("prepare", _cmd_prepare, "normalise, filter, tokenise",
@@ -440,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130
+    except Stopped as e:  # a signal, after a final checkpoint: one line, status 128 + N
+        log.error("%s", e)
+        return e.exit_status
     except (ValueError, RuntimeError, KeyError, OSError) as e:
         # Bad input, bad params, a bad checkpoint: one clear line; the traceback with -v.
         if args.verbose:

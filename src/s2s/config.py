@@ -4,20 +4,36 @@ The whole parameter file is validated before any stage does work: an unknown key
 wrong type or one out of range raises :class:`ConfigError` naming the file, the key path
 (``train.lr``) and what was expected. Each stage reads only its own section, and ``dvc.yaml`` lists
 the same keys as the stage's ``params``, so DVC reruns exactly what a change touches.
+
+The file is read as DVC reads it (:func:`read_yaml`: YAML 1.2, ruamel.yaml), with duplicate keys
+refused, so that s2s and DVC never see two different parameter sets in one file (PyYAML's YAML 1.1
+reads ``off`` as False and ``010`` as 8, and keeps the last of two equal keys). Names that reach
+``dvc.yaml``'s commands and paths (models, systems, rescorers) must match :data:`NAME_PATTERN`,
+and every number must be finite.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 PARAMS_FILE = "params.yaml"
+
+# Model, system and rescorer names become parts of dvc.yaml's shell commands (`s2s train ${key}`),
+# stage names (train@<name>) and paths (models/<name>/): letters, digits, `_` and `-` only.
+NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+NAME_RULE = "a letter, then letters, digits, '_' or '-'"
+# Words that YAML 1.1 readers (PyYAML) take for booleans: as a name, another tool would misread it.
+YAML11_BOOLEANS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false"})
 
 
 class ConfigError(ValueError):
@@ -88,7 +104,10 @@ class ModelConfig:
 class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = field(default=0, metadata=_rng(0))  # 0: torch's default
-    amp: bool = False  # bf16 autocast, CUDA only
+    # bf16 matmuls with fp32 weights, state and loss (s2s.precision): true, false (fp32, bit for
+    # bit as before) or auto (bf16 where the hardware has a bf16 matrix engine: AMX/AVX512-BF16 on
+    # CPUs, tensor cores on CUDA GPUs of compute capability >= 8)
+    amp: bool | Literal["auto"] = False
     batch_size: int = field(default=128, metadata=_rng(1))
     lr: float = field(default=0.7, metadata=_rng(0.0, lo_open=True))
     epochs: float = field(default=7.5, metadata=_rng(0.0, lo_open=True))
@@ -121,6 +140,9 @@ class TranslateConfig:
     combine: Literal["mean_prob", "mean_logprob"] = "mean_prob"  # how an ensemble mixes members
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = field(default=0, metadata=_rng(0))
+    # beam search with bf16 matmuls, as train.amp; the n-best scores written are recomputed in
+    # fp32, so rescoring and Table 2 see the model's own scores
+    amp: bool | Literal["auto"] = False
 
 
 @dataclass(frozen=True)
@@ -204,21 +226,35 @@ class Params:
 # Loading
 
 
-def load(path: str | Path = PARAMS_FILE) -> Params:
-    """Read and validate a parameter file; raise ConfigError naming the key on any problem."""
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file read as DVC reads params.yaml and dvc.yaml (ruamel.yaml's safe loader, YAML 1.2:
+    ``off`` is a string, ``010`` is 10), with duplicate keys refused; ConfigError on any problem,
+    one line at the file's own line and column."""
     path = Path(path)
+    reader = YAML(typ="safe", pure=True)
+    reader.allow_duplicate_keys = False
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: parameter file not found") from None
-    except yaml.YAMLError as e:
-        # One line, at the file's own line and column (PyYAML's text spans several lines).
-        mark = getattr(e, "problem_mark", None)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        return reader.load(text)
+    except YAMLError as e:
+        mark = getattr(e, "problem_mark", None) if isinstance(e, MarkedYAMLError) else None
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else f"{path}"
-        what = getattr(e, "problem", None) or str(e).splitlines()[0]
+        lines = str(e).splitlines()
+        what = getattr(e, "problem", None) or (lines[0] if lines else type(e).__name__)
         context = getattr(e, "context", None)
         raise ConfigError(f"{where}: not valid YAML: {what}"
                           + (f" ({context})" if context else "")) from None
+
+
+def load(path: str | Path = PARAMS_FILE) -> Params:
+    """Read and validate a parameter file; raise ConfigError naming the key on any problem."""
+    path = Path(path)
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
     params = _build(Params, {k: v for k, v in raw.items()}, path, "", skip={"source"})
@@ -231,9 +267,9 @@ def _build(cls: type, raw: Any, path: Path, where: str, skip: frozenset | set = 
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: '{where or '<top>'}' must be a mapping, got {_show(raw)}")
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in skip}
-    unknown = sorted(set(raw) - set(fields))
+    unknown = sorted(set(raw) - set(fields), key=str)
     if unknown:
-        key = _join(where, unknown[0])
+        key = _join(where, str(unknown[0]))
         raise ConfigError(f"{path}: unknown key '{key}' (expected one of: {', '.join(fields)})")
     hints = typing.get_type_hints(cls)
     kwargs = {}
@@ -253,8 +289,16 @@ def _coerce(tp: Any, value: Any, path: Path, key: str, meta: Any = None):
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(inner, value, path, key, meta)
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return _coerce(inner[0], value, path, key, meta)
+        for alt in inner:  # e.g. bool | Literal["auto"]: the first alternative that fits
+            try:
+                return _coerce(alt, value, path, key, meta)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{path}: '{key}' must be {' or '.join(_describe(a) for a in inner)}, "
+                          f"got {_show(value)}")
     if origin is Literal:
         if value not in args:
             raise ConfigError(f"{path}: '{key}' must be one of {list(args)}, got {_show(value)}")
@@ -266,9 +310,13 @@ def _coerce(tp: Any, value: Any, path: Path, key: str, meta: Any = None):
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{path}: '{key}' must be a mapping, got {_show(value)}")
-        return {str(k): _coerce(args[1], v, path, _join(key, str(k)), meta)
-                for k, v in value.items()}
+        for k in value:
+            if not isinstance(k, str):
+                raise ConfigError(f"{path}: '{key}' has a key {_show(k)}: keys must be strings "
+                                  f"({NAME_RULE})")
+        return {k: _coerce(args[1], v, path, _join(key, k), meta) for k, v in value.items()}
     if tp is Any:
+        _check_finite(value, path, key)
         return value
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, path, key)
@@ -287,6 +335,8 @@ def _coerce(tp: Any, value: Any, path: Path, key: str, meta: Any = None):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: '{key}' must be a number, got {_show(value)}")
         value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"{path}: '{key}' must be a finite number, got {value}")
     elif tp is str:
         if not isinstance(value, str) or not value:
             raise ConfigError(f"{path}: '{key}' must be a non-empty string, got {_show(value)}")
@@ -295,6 +345,28 @@ def _coerce(tp: Any, value: Any, path: Path, key: str, meta: Any = None):
         raise TypeError(f"unsupported schema type {tp!r} at {key}")
     _check_range(value, path, key, meta or {})
     return value
+
+
+def _check_finite(value: Any, path: Path, key: str) -> None:
+    """No .inf or .nan anywhere under an untyped value (the overrides of `models.<name>`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{path}: '{key}' must be a finite number, got {value}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, path, _join(key, str(k)))
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_finite(v, path, f"{key}[{i}]")
+
+
+def check_name(name: Any, source: Path | str, key: str) -> None:
+    """Refuse a name that would reach a shell command or a path unquoted, naming the key."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(f"{source}: '{key}' is not a valid name ({_show(name)}): names must "
+                          f"be {NAME_RULE}")
+    if name.lower() in YAML11_BOOLEANS:
+        raise ConfigError(f"{source}: '{key}' is not a valid name ('{name}' is a boolean to "
+                          f"YAML 1.1 readers such as PyYAML): pick another")
 
 
 def _check_range(value: float, path: Path, key: str, meta: dict) -> None:
@@ -313,6 +385,12 @@ def _check_cross_refs(p: Params) -> None:
     model_hints = typing.get_type_hints(ModelConfig)
     if not p.models:
         raise ConfigError(f"{p.source}: 'models' must name at least one model")
+    # Before anything else: these names are pasted into dvc.yaml's commands and paths.
+    for section, names in (("models", p.models), ("systems", p.systems),
+                           ("rescore.rescorers", p.rescore.rescorers)):
+        for name in names:
+            check_name(name, p.source, f"{section}.{name}")
+    check_name(p.rescore.baseline, p.source, "rescore.baseline")  # outputs/translate/<baseline>
     for name, overrides in p.models.items():
         if overrides is None:
             raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping (use {{}} for none)")
@@ -339,6 +417,9 @@ def _check_cross_refs(p: Params) -> None:
             if m not in p.models:
                 raise ConfigError(f"{p.source}: 'systems.{sname}.members[{i}]' names model '{m}', "
                                   f"which is not under 'models' (known: {', '.join(p.models)})")
+            if m in system.members[:i]:
+                raise ConfigError(f"{p.source}: 'systems.{sname}.members[{i}]' names model '{m}' "
+                                  f"a second time: an ensemble's members must differ")
         for i, b in enumerate(system.beams):
             if b < 1:
                 raise ConfigError(f"{p.source}: 'systems.{sname}.beams[{i}]' must be >= 1, got {b}")
@@ -349,10 +430,16 @@ def _check_cross_refs(p: Params) -> None:
         raise ConfigError(f"{p.source}: 'rescore.baseline' names system '{p.rescore.baseline}', "
                           f"which is not under 'systems' (known: {', '.join(p.systems)})")
     for rname, members in p.rescore.rescorers.items():
+        if not members:
+            raise ConfigError(f"{p.source}: 'rescore.rescorers.{rname}' must name at least one "
+                              f"model")
         for i, m in enumerate(members):
             if m not in p.models:
                 raise ConfigError(f"{p.source}: 'rescore.rescorers.{rname}[{i}]' names model "
                                   f"'{m}', which is not under 'models'")
+            if m in members[:i]:
+                raise ConfigError(f"{p.source}: 'rescore.rescorers.{rname}[{i}]' names model "
+                                  f"'{m}' a second time: an ensemble's members must differ")
     if p.report.figure3_system not in p.systems:
         raise ConfigError(f"{p.source}: 'report.figure3_system' names system "
                           f"'{p.report.figure3_system}', which is not under 'systems'")
@@ -376,6 +463,14 @@ def _check_cross_refs(p: Params) -> None:
     edges = p.evaluate.length_edges
     if list(edges) != sorted(set(edges)):
         raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")
+
+
+def _describe(tp: Any) -> str:
+    if tp is bool:
+        return "true or false"
+    if typing.get_origin(tp) is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", str(tp))
 
 
 def _join(where: str, name: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
+from s2s.config import read_yaml
 
 _TEMPLATE = re.compile(r"\$\{\s*([^}]*?)\s*\}")
 
@@ -68,8 +68,9 @@ class Stage:
 def load(dvc_yaml: str | Path = "dvc.yaml", params: str | Path = "params.yaml") -> list[Stage]:
     """Every stage of `dvc_yaml`, in file order, with templates resolved from `params`."""
     dvc_yaml, params = Path(dvc_yaml), Path(params)
-    spec = yaml.safe_load(dvc_yaml.read_text(encoding="utf-8")) or {}
-    values = yaml.safe_load(params.read_text(encoding="utf-8")) or {}
+    # Read as DVC reads them (YAML 1.2, duplicate keys refused): the same values DVC resolves.
+    spec = read_yaml(dvc_yaml) or {}
+    values = read_yaml(params) or {}
     if "vars" in spec:
         raise DagError(f"{dvc_yaml}: top-level 'vars' is not supported by s2s.dag")
     stages: list[Stage] = []

@@ -21,6 +21,14 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+def temp_dir(parent: Path, prefix: str) -> Path:
+    """A new directory in `parent` with the mode a plain mkdir gives (mkdtemp makes 0700: an
+    output renamed from it would be private whatever the user's umask)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(tmp, 0o777 & ~_UMASK)
+    return tmp
+
+
 @contextmanager
 def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary sibling of `path`; on success it replaces `path`, on error it is removed."""

@@ -29,11 +29,19 @@ _log_softmax_out = torch.ops.aten._log_softmax.out
 
 class _LinearCrossEntropy(torch.autograd.Function):
     """Summed NLL of ``target`` under ``log_softmax(x @ weight.T + bias)``; x: (M, H),
-    weight: (V, H), bias: (V,), target: (M,) -> scalar."""
+    weight: (V, H), bias: (V,), target: (M,) -> scalar. With ``mm_dtype`` (bf16) the three
+    products take x and weight in that dtype; the logits, log-softmax, loss and every gradient
+    returned are fp32 (x's gradient in x's dtype)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, target: Tensor) -> Tensor:
-        logp = torch.addmm(bias, x, weight.t())  # (M, V) logits
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, target: Tensor,
+                mm_dtype: torch.dtype | None) -> Tensor:
+        ctx.x_dtype = x.dtype
+        if mm_dtype is None:
+            logp = torch.addmm(bias, x, weight.t())  # (M, V) logits
+        else:
+            x, weight = x.to(mm_dtype), weight.to(mm_dtype)
+            logp = torch.mm(x, weight.t()).float().add_(bias)  # (M, V) fp32 logits
         if logp.device.type == "cpu":
             # In place: the CPU kernel reads a row's max and sum before it writes the row.
             _log_softmax_out(logp, 1, False, out=logp)  # (M, V) log-probs
@@ -51,18 +59,21 @@ class _LinearCrossEntropy(torch.autograd.Function):
         # the same graph is not supported: retain_graph would see the overwritten buffer).
         g = logp.exp_().mul_(grad)  # (M, V)
         g.scatter_add_(1, target[:, None], (-grad).expand(target.shape[0], 1).to(g.dtype))
-        dx = g @ weight if ctx.needs_input_grad[0] else None  # (M, H)
-        dw = g.t() @ x if ctx.needs_input_grad[1] else None  # (V, H)
         db = g.sum(0) if ctx.needs_input_grad[2] else None  # (V,)
-        return dx, dw, db, None
+        if x.dtype != g.dtype:  # the products in x's (low) dtype, their results back to fp32
+            g = g.to(x.dtype)
+        dx = (g @ weight).to(ctx.x_dtype) if ctx.needs_input_grad[0] else None  # (M, H)
+        dw = (g.t() @ x).to(logp.dtype) if ctx.needs_input_grad[1] else None  # (V, H)
+        return dx, dw, db, None, None
 
 
 def linear_cross_entropy(features: Tensor, weight: Tensor, bias: Tensor, target: Tensor, *,
-                         ignore_index: int) -> Tensor:
+                         ignore_index: int, mm_dtype: torch.dtype | None = None) -> Tensor:
     """Summed cross-entropy of the softmax layer over the positions whose target is not
     ``ignore_index``. features: (..., H) (e.g. (N, T, H)), weight: (V, H), bias: (V,),
-    target: (...) matching features' leading dimensions. Returns a scalar (fp32 for fp32 inputs).
+    target: (...) matching features' leading dimensions. Returns an fp32 scalar for fp32
+    weights. ``mm_dtype`` (bf16, ``s2s.precision``): the softmax layer's products in that dtype.
     """
     keep = target != ignore_index  # (...)
     x = features[keep]  # (M, H): a copy, so the GEMMs see a contiguous matrix
-    return _LinearCrossEntropy.apply(x, weight, bias, target[keep])
+    return _LinearCrossEntropy.apply(x, weight, bias, target[keep], mm_dtype)

@@ -14,6 +14,14 @@ uninterrupted one, because the batch order is a function of (order_seed, epoch),
 beyond the learning rate, and the schedule is a function of the step. Temporary files that a kill
 inside a checkpoint write leaves in ``<ckpt_dir>`` or ``<model_dir>`` are removed at the start.
 
+Whatever the rerun, the outputs are those of a run from scratch with the same params and data:
+``last.pt`` is resumed only if its :func:`fingerprint` matches, and that covers everything the
+outputs depend on (the model config, every `train` key but :data:`BOOKKEEPING`, the vocabularies,
+the training and dev files). It also holds the best weights so far, so ``best.pt`` is always
+rewritten, whenever the run was killed. The test set is read after training: a rerun for a changed
+test set resumes the finished checkpoint and recomputes test perplexity. A rerun of a finished
+run (``dvc repro -f``) trains no step and says so; its outputs are rewritten from the checkpoint.
+
 Data-parallel (``s2s.distributed``): under torchrun, or with `resources.train.gpus` > 1 and that
 many GPUs visible, each process takes a share of every minibatch and the gradients are summed over
 processes, so the updates are those of one process up to floating-point reduction order; only
@@ -22,6 +30,7 @@ rank 0 writes files.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -35,7 +44,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from s2s import checkpoint, distributed
+from s2s import checkpoint, distributed, precision, runguard
 from s2s.config import ModelConfig, Params, TrainConfig
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
@@ -74,36 +83,47 @@ def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
     return cfg.lr * cfg.decay_factor ** halvings
 
 
+# `train` keys that change no number of the outputs (at a fixed thread count: see README), so a
+# checkpoint resumes across a change of them. Every other key is in the fingerprint.
+BOOKKEEPING = ("device", "threads", "log_every", "checkpoint_every")
+
+
 def fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, src: Vocab, tgt: Vocab,
-                train_file: Path) -> str:
-    """What the weights depend on: a checkpoint with another fingerprint is never resumed."""
-    relevant = {k: v for k, v in dataclasses.asdict(cfg).items()
-                if k not in ("device", "threads", "log_every", "checkpoint_every", "eval_every")}
+                prepared_dir: Path, *, mm_dtype: torch.dtype | None = None) -> str:
+    """What the weights, the curves and best.pt depend on: the model config, every `train` key
+    but BOOKKEEPING, the precision `amp` resolved to on this machine (`auto` is bf16 on one and
+    fp32 on another), both vocabularies, the training and the dev files. A checkpoint with
+    another fingerprint is never resumed. (The test set is read only after training.)"""
+    relevant = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING}
+    if mm_dtype is not None:  # (fp32 runs keep the fingerprint they had before bf16 existed)
+        relevant["matmul_dtype"] = str(mm_dtype)
     h = hashlib.sha256(json.dumps([dataclasses.asdict(model_cfg), relevant, src.fingerprint,
                                    tgt.fingerprint], sort_keys=True).encode())
-    for lang in ("en", "fr"):
-        h.update(Path(f"{train_file}.{lang}").read_bytes())
+    for split in ("train", "dev"):
+        for lang in ("en", "fr"):
+            path = Path(prepared_dir) / f"{split}.tok.{lang}"
+            h.update(f"{split}.{lang}:{path.stat().st_size};".encode())
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
     return h.hexdigest()
 
 
 def shard_nll(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.device,
               autocast) -> tuple[torch.Tensor, int]:
     """Summed NLL of `pairs` (this process's share of a minibatch) and their target tokens;
-    a zero that needs no backward for an empty share."""
+    a zero that needs no backward for an empty share. `autocast`: the precision context
+    (``s2s.precision.autocast``); under bf16 the softmax layer's products are bf16 and the
+    log-softmax and the loss fp32."""
     if not pairs:
         return torch.zeros((), device=device), 0
     b = collate(pairs, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
     with autocast:
         feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
-        if torch.is_autocast_enabled(device.type):  # bf16 logits, the loss in fp32
-            logits = model.proj(feats)  # (N, T, V)
-            return nn.functional.cross_entropy(
-                logits.flatten(0, 1).float(), b.tgt_out.flatten(), ignore_index=vocab.pad,
-                reduction="sum"), b.ntokens
-    # fp32: the softmax layer and the loss in one, over the real target positions only
-    # (s2s.losses; the same value and gradients as cross_entropy(proj(feats)) up to rounding).
-    nll = linear_cross_entropy(feats, model.proj.weight, model.proj.bias, b.tgt_out,
-                               ignore_index=vocab.pad)
+        # The softmax layer and the loss in one, over the real target positions only
+        # (s2s.losses; the same value and gradients as cross_entropy(proj(feats)) up to rounding).
+        nll = linear_cross_entropy(feats, model.proj.weight, model.proj.bias, b.tgt_out,
+                                   ignore_index=vocab.pad, mm_dtype=precision.matmul_dtype(feats))
     return nll, b.ntokens
 
 
@@ -135,6 +155,22 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
                               vocab_dir=vocab_dir, model_dir=model_dir, ckpt_dir=ckpt_dir,
                               metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after)
             return json.loads(Path(metrics_out).read_text(encoding="utf-8"))
+    # One writer per checkpoint folder; stopped by a signal (or by its dvc dying) between steps,
+    # with a final resumable checkpoint (s2s.runguard).
+    with (runguard.FolderLock(ckpt_dir) if world.is_main else contextlib.nullcontext()), \
+            (runguard.StopSignals() if world.size == 1 else contextlib.nullcontext()) as stop:
+        if world.is_main:
+            runguard.tie_to_pipeline()
+        return _train(params, name, prepared_dir=prepared_dir, vocab_dir=vocab_dir,
+                      model_dir=model_dir, ckpt_dir=ckpt_dir, metrics_out=metrics_out,
+                      curves_out=curves_out, stop_after=stop_after, world=world, stop=stop)
+
+
+def _train(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+           ckpt_dir: Path, metrics_out: Path, curves_out: Path, stop_after: int | None,
+           world: distributed.World, stop: runguard.StopSignals | None) -> dict:
+    cfg = params.train
+    model_cfg = params.model_config(name)
     t_start = time.perf_counter()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -164,9 +200,11 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
     steps_per_epoch = len(batches_of(0))
     total_steps = max(1, round(cfg.epochs * steps_per_epoch))
     eval_steps = max(1, round(cfg.eval_every * steps_per_epoch))
-    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir / "train.tok")
+    mm_dtype = precision.resolve(cfg.amp, device)
+    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir, mm_dtype=mm_dtype)
 
     step, history, best = 0, [], math.inf
+    best_step, best_state = None, None  # the weights of the lowest dev perplexity so far (CPU)
     train_seconds, train_tokens = 0.0, 0
     window_nll, window_tok = 0.0, 0  # training loss since the last dev evaluation
     last = ckpt_dir / "last.pt"
@@ -176,14 +214,28 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
         for folder in (ckpt_dir, model_dir):
             for tmp in remove_temporaries(folder):
                 log.info("%s: removed %s, left by a killed run", name, tmp)
+    payload = None
     if last.exists():
-        payload = checkpoint.load_payload(last)
-        if payload.get("fingerprint") == fp:
+        try:
+            payload = checkpoint.load_payload(last)
+        except checkpoint.CheckpointError as e:  # a resume point is only a cache: recompute
+            log.warning("%s; starting afresh", e)
+    if payload is not None:
+        if payload.get("fingerprint") == fp and payload.get("name") == name:
             model.load_state_dict(payload["model"])
             step, history, best = payload["step"], payload["history"], payload["best_dev_ppl"]
             train_seconds, train_tokens = payload["train_seconds"], payload["train_tokens"]
             window_nll, window_tok = payload["window_nll"], payload["window_tok"]
-            log.info("%s: resuming from %s at step %d of %d", name, last, step, total_steps)
+            best_step = payload.get("best_step")
+            if best_step is not None:
+                best_state = payload["best_model"] if payload.get("best_model") is not None else \
+                    _cpu_copy(model)  # None: the best weights were the checkpoint's own
+            if step >= total_steps:
+                log.info("%s: resuming a finished run from %s (step %d of %d): no step is "
+                         "trained; outputs rewritten from the checkpoint", name, last, step,
+                         total_steps)
+            else:
+                log.info("%s: resuming from %s at step %d of %d", name, last, step, total_steps)
         else:
             log.info("%s: %s belongs to other params or data; starting afresh", name, last)
     if world.is_main:
@@ -192,12 +244,18 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
     def save_last() -> None:
         if not world.is_main:
             return
-        checkpoint.save(last, model, src_vocab=src_vocab, tgt_vocab=tgt_vocab, fingerprint=fp,
-                        step=step, history=history, best_dev_ppl=best,
+        # The best weights travel with the resume point (unless they are its own), so that a
+        # rerun can always write best.pt, even when no later evaluation improves.
+        checkpoint.save(last, model, src_vocab=src_vocab, tgt_vocab=tgt_vocab, name=name,
+                        fingerprint=fp, step=step, history=history, best_dev_ppl=best,
+                        best_step=best_step,
+                        best_model=None if best_step == step else best_state,
                         train_seconds=train_seconds, train_tokens=train_tokens,
                         window_nll=window_nll, window_tok=window_tok)
 
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=cfg.amp and device.type == "cuda")
+    autocast = precision.autocast(device, mm_dtype)
+    log.info("%s: precision: %s; dev and test perplexity in fp32", name,
+             precision.describe(cfg.amp, device))
     bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step",
                    disable=not world.is_main)
     while step < total_steps:
@@ -247,28 +305,39 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
                          "(%.0f target words/s)", name, step, row["epoch"], lr, row["train_ppl"],
                          dev_ppl, train_tokens / max(train_seconds, 1e-9))
                 if dev_ppl < best:
-                    best = dev_ppl
-                    if world.is_main:
-                        checkpoint.save(model_dir / "best.pt", model, src_vocab=src_vocab,
-                                        tgt_vocab=tgt_vocab, step=step, dev_ppl=dev_ppl)
+                    best, best_step, best_state = dev_ppl, step, _cpu_copy(model)
             if step % cfg.checkpoint_every == 0 or step == stop_after:
                 save_last()
+            if stop is not None and stop.requested:
+                save_last()
+                bar.close()
+                raise runguard.Stopped(f"{name}: stopped by {stop.name} at step {step} of "
+                                       f"{total_steps}; {last} holds it: rerun to resume",
+                                       stop.requested)
             if step == stop_after:
                 bar.close()
                 raise Interrupted(f"{name}: stopped after step {step} (stop_after)")
     bar.close()
     save_last()
+    if stop is not None and stop.requested:  # during the last evaluation
+        raise runguard.Stopped(f"{name}: stopped by {stop.name} after the last step; {last} "
+                               f"holds it: rerun to write the outputs", stop.requested)
 
     test_pairs = load_parallel(prepared_dir / "test.tok", src_vocab, tgt_vocab)
     test_ppl = perplexity(model, test_pairs, vocab=tgt_vocab, device=device)
     dev_ppl = history[-1]["dev_ppl"]
     if world.is_main:
         checkpoint.save(model_dir / "model.pt", model, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-                        step=step, dev_ppl=dev_ppl, test_ppl=test_ppl)
+                        name=name, step=step, dev_ppl=dev_ppl, test_ppl=test_ppl)
+        if best_state is not None:  # None only if no dev perplexity was finite
+            checkpoint.save(model_dir / "best.pt", model, src_vocab=src_vocab,
+                            tgt_vocab=tgt_vocab, name=name, state=best_state, step=best_step,
+                            dev_ppl=best)
     metrics = {
         "model": name, "reverse_source": model_cfg.reverse_source, "cell": model_cfg.cell,
         "num_layers": model_cfg.num_layers, "hidden_size": model_cfg.hidden_size,
         "embed_size": model_cfg.embed_size, "parameters": n_params, "device": str(device),
+        "precision": "fp32" if mm_dtype is None else "bf16",
         "threads": torch.get_num_threads(), "epochs": cfg.epochs, "steps": step,
         "train_pairs": len(train_pairs),
         "train_target_words": sum(len(t) + 1 for _, t in train_pairs),
@@ -286,6 +355,10 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
              name, dev_ppl, test_ppl, metrics["tgt_words_per_sec"], model_dir, metrics_out,
              curves_out, time.perf_counter() - t_start)
     return metrics
+
+
+def _cpu_copy(model: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
 def write_curves(path: Path, history: list[dict]) -> None:

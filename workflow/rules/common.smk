@@ -1,14 +1,10 @@
 # The stages of dvc.yaml and their resources, read once when the workflow is parsed.
 
-from pathlib import Path
-
-import yaml
-
 from s2s import dag
-from s2s.config import PARAMS_FILE, load as load_params
+from s2s.config import PARAMS_FILE, load as load_params, read_yaml
 
 PARAMS = load_params(config["params"])  # validated: a bad key fails here, named
-PARAM_VALUES = yaml.safe_load(Path(config["params"]).read_text(encoding="utf-8"))
+PARAM_VALUES = read_yaml(config["params"])  # as DVC reads it (YAML 1.2)
 STAGES = dag.load(config["dvc_yaml"], config["params"])
 
 _unknown = sorted(set(PARAMS.resources) - {s.kind for s in STAGES} - {"default"})

@@ -63,7 +63,8 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
     model = checkpoint.load_model(models_dir / member / "model.pt", src_vocab=src_vocab,
-                                  tgt_vocab=tgt_vocab)
+                                  tgt_vocab=tgt_vocab, expect=params.model_config(member),
+                                  name=member)
     sources = [s.split() for s in read_lines(prepared_dir / "test.tok.en")]
     hyp_path = translate_dir / cfg.attention_system / f"beam{beam}.tok.fr"
     hypotheses = [h.split() for h in read_lines(hyp_path)]

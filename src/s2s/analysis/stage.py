@@ -32,6 +32,7 @@ import torch
 
 from s2s import checkpoint
 from s2s.analysis import probes
+from s2s.config import ModelConfig
 from s2s.data.batching import collate, eval_batches, load_parallel
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab
@@ -177,12 +178,14 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
          sentences: int, max_position: int, prepared_dir: Path, vocab_dir: Path,
          out_dir: Path, models_dir: Path | None = None, lowercase: bool = False,
          representation: str = "top", min_length: int = 4, batch_size: int = 64,
-         bins: int = 50, threads: int = 1) -> dict:
+         bins: int = 50, threads: int = 1,
+         expect: Mapping[str, ModelConfig] | None = None) -> dict:
     """Run the three analyses on each model (names under models_dir, or a name -> model.pt
     mapping) and write the artifacts listed in the module docstring. `sentences` caps the test
     sentences used for the gates and for gradient reach (for the latter, those with at least
     `min_length` source words); `phrases`: see probes.phrase_groups (empty: the Multi30k default
-    set); `lowercase`: the prepare stage's setting."""
+    set); `lowercase`: the prepare stage's setting; `expect`: name -> the config params give
+    that model (``params.model_config``): a checkpoint of another model is refused."""
     t_start = time.perf_counter()
     if threads:
         torch.set_num_threads(threads)
@@ -211,7 +214,9 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
     meta_models, seconds = {}, {}
     for name, path in paths.items():
         t0 = time.perf_counter()
-        model = checkpoint.load_model(path, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+        model = checkpoint.load_model(path, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
+                                      expect=(expect or {}).get(name),
+                                      name=name if expect and name in expect else None)
         cfg = model.cfg
         meta_models[name] = {"path": str(path), "reverse_source": cfg.reverse_source,
                              "arch": cfg.arch, "cell": cfg.cell,
@@ -264,7 +269,8 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
                     "lowercase": lowercase},
         "forget": {"bins": bins, "boundary": BOUNDARY_DEFINITION},
         "gradient_reach": {"max_position": max_position, "definition": REACH_DEFINITION},
-        "seconds": {**seconds, "total": round(time.perf_counter() - t_start, 2)},
+        # No timings here: this file is content-hashed by DVC, and a rerun must give the same
+        # bytes (the seconds per model are in the log).
         "threads": torch.get_num_threads(),
     }
     atomic_write_json(out_dir / "analysis.json", meta)

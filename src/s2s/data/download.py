@@ -43,7 +43,6 @@ import shutil
 import socket
 import stat
 import tarfile
-import tempfile
 import threading
 import time
 import urllib.error
@@ -59,7 +58,7 @@ from tqdm import tqdm
 
 from s2s.config import CorpusRef, DataConfig
 from s2s.data.sources import CORPORA, Corpus, MirrorFile, Part, Remote, raw_names
-from s2s.io import atomic_open
+from s2s.io import atomic_open, temp_dir
 
 log = logging.getLogger("s2s.download")
 
@@ -673,7 +672,7 @@ class _corpus_dir:
 
     def __init__(self, out_dir: Path, cid: str):
         self.final = out_dir / cid
-        self.tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{cid}-", dir=out_dir))
+        self.tmp = temp_dir(out_dir, f"{_TMP_PREFIX}{cid}-")
 
     def __enter__(self) -> Path:
         return self.tmp

@@ -283,8 +283,11 @@ def score_sequences(
     *,
     bos: int,
     eos: int,
+    finished: Tensor | None = None,
 ) -> Tensor:
     """Teacher-forced total log-prob of each given target followed by ``<EOS>``: (N,).
+    With ``finished`` (N,) bool, rows where it is False leave ``<EOS>`` out, as the score of a
+    hypothesis cut at ``max_len`` does.
 
     ``tgt`` (N, T) holds target ids without ``<BOS>`` and ``<EOS>``, padded with anything past
     ``tgt_lengths`` (N,). The sum runs over the ``tgt_lengths[i] + 1`` predictions of sentence i in
@@ -304,7 +307,9 @@ def score_sequences(
         lprobs, state = model.step(prev, state)  # (N, V)
         total = total.to(torch.promote_types(lprobs.dtype, total.dtype))
         lp = lprobs.to(total.dtype).gather(1, target[:, t : t + 1]).squeeze(1)  # (N,)
-        total = total + torch.where(t <= tgt_lengths, lp, 0.0)  # where: padding's -inf * 0 is nan
+        counted = t <= tgt_lengths if finished is None else (
+            (t < tgt_lengths) | ((t == tgt_lengths) & finished))
+        total = total + torch.where(counted, lp, 0.0)  # where: padding's -inf * 0 is nan
         prev = target[:, t]
     return total
 

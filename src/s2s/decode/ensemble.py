@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from s2s.decode.beam import DecodableModel, DecoderState
+from s2s.precision import full
 
 __all__ = ["Combine", "Ensemble", "EnsembleState"]
 
@@ -93,7 +94,7 @@ class Ensemble:
         total = None
         for model, s in zip(self.models, state.members):
             features, new_state = model.step_features(prev_tokens, s)
-            z = model.proj(features)  # (N, V)
+            z = full(model.proj(features))  # (N, V), fp32 also under bf16 autocast
             p = torch.softmax(z, dim=-1)
             total = p if total is None else total.add_(p)
             logits.append(z)

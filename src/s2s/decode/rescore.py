@@ -120,8 +120,9 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
         device = pick_device(params.translate.device)
         src_vocab = Vocab.load(vocab_dir / "en.tsv")
         tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
-        model = load_members(cfg.rescorers[rescorer], models_dir=models_dir, src_vocab=src_vocab,
-                             tgt_vocab=tgt_vocab, device=device, combine=params.translate.combine)
+        model = load_members(cfg.rescorers[rescorer], params=params, models_dir=models_dir,
+                             src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
+                             combine=params.translate.combine)
         sources = [src_vocab.encode(s) for s in sources_tok]
         flat = [c for cands in lists for c in cands]
         lstm = lstm_scores(model, flat, sources, vocab=tgt_vocab, src_pad=src_vocab.pad,

@@ -15,13 +15,14 @@ import time
 from pathlib import Path
 
 import torch
+from torch import Tensor
 
-from s2s import checkpoint
+from s2s import checkpoint, precision
 from s2s.config import Params, TranslateConfig
 from s2s.data.batching import collate
 from s2s.data.text import detokenize
 from s2s.data.vocab import Vocab
-from s2s.decode.beam import Hypothesis, beam_search
+from s2s.decode.beam import Hypothesis, beam_search, score_sequences
 from s2s.decode.ensemble import Ensemble
 from s2s.io import atomic_write_json, atomic_write_lines, read_lines
 from s2s.progress import progress
@@ -32,19 +33,26 @@ log = logging.getLogger("s2s.translate")
 ROWS_BEAM = 12  # translate.batch_size counts sentences at this beam width (see `translate`)
 
 
-def load_members(members, *, models_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab,
-                 device: torch.device, combine: str):
-    """One model, or an Ensemble of several, from their final checkpoints."""
+def load_members(members, *, params: Params, models_dir: Path, src_vocab: Vocab,
+                 tgt_vocab: Vocab, device: torch.device, combine: str):
+    """One model, or an Ensemble of several, from their final checkpoints, each checked to be
+    the model `params.models.<member>` describes (config, name, vocabularies)."""
     models = [checkpoint.load_model(models_dir / m / "model.pt", src_vocab=src_vocab,
-                                    tgt_vocab=tgt_vocab, device=device) for m in members]
+                                    tgt_vocab=tgt_vocab, device=device,
+                                    expect=params.model_config(m), name=m) for m in members]
     return models[0] if len(models) == 1 else Ensemble(models, combine=combine)
 
 
 @torch.no_grad()
 def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: int, nbest: int,
-              vocab: Vocab, device: torch.device, desc: str = "") -> list[list[Hypothesis]]:
+              vocab: Vocab, device: torch.device, desc: str = "",
+              mm_dtype: torch.dtype | None = None) -> list[list[Hypothesis]]:
     """n-best hypotheses for every source, in input order. Batches hold sentences of similar
     length (less padding); the output does not depend on how they are batched.
+
+    ``mm_dtype`` (bf16, ``s2s.precision``): the search runs with bf16 matmuls; the scores of the
+    hypotheses it returns are then recomputed in fp32 and each n-best list re-ranked by them, so
+    every score written is the model's own (what rescoring and Table 2 read).
 
     A batch holds up to `cfg.batch_size` x ROWS_BEAM hypotheses: `batch_size` sentences at the
     paper's beam 12, proportionally more at narrower beams (192 at beam 2), so that a narrow
@@ -57,15 +65,50 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
         idx = order[k: k + per_batch]
         b = collate([(sources[i], []) for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
         max_len = (cfg.max_len_a * b.src_lengths.float()).long() + cfg.max_len_b
-        hyps = beam_search(model, b.src.to(device), b.src_lengths.to(device), beam=beam,
-                           bos=vocab.bos, eos=vocab.eos, max_len=max_len.to(device),
-                           nbest=nbest, length_penalty=cfg.length_penalty, pad=vocab.pad)
+        src, src_lengths = b.src.to(device), b.src_lengths.to(device)
+        with precision.autocast(device, mm_dtype):
+            hyps = beam_search(model, src, src_lengths, beam=beam, bos=vocab.bos, eos=vocab.eos,
+                               max_len=max_len.to(device), nbest=nbest,
+                               length_penalty=cfg.length_penalty, pad=vocab.pad)
+        if mm_dtype is not None:
+            hyps = exact_scores(model, src, src_lengths, hyps, vocab=vocab,
+                                length_penalty=cfg.length_penalty)
         for i, h in zip(idx, hyps):
             results[i] = h
         bar.update(len(idx))
     bar.close()
     assert all(r is not None for r in results)
     return results  # type: ignore[return-value]
+
+
+def exact_scores(model, src: Tensor, lengths: Tensor, hyps: list[list[Hypothesis]], *,
+                 vocab: Vocab, length_penalty: float) -> list[list[Hypothesis]]:
+    """`hyps` (the n-best lists of the sentences src (N, S)) with their scores recomputed in fp32
+    by teacher forcing, each list re-sorted by its ranking score (stable: ties keep the search's
+    order)."""
+    rows = [i for i, hs in enumerate(hyps) for _ in hs]  # sentence of each hypothesis
+    flat = [h for hs in hyps for h in hs]
+    if not flat:
+        return hyps
+    index = torch.tensor(rows, device=src.device)
+    width = max(1, max(len(h.tokens) for h in flat))
+    tgt = torch.full((len(flat), width), vocab.pad, dtype=torch.long)
+    for r, h in enumerate(flat):
+        tgt[r, : len(h.tokens)] = torch.tensor(h.tokens, dtype=torch.long)
+    tgt_lengths = torch.tensor([len(h.tokens) for h in flat])
+    finished = torch.tensor([h.finished for h in flat])
+    scores = score_sequences(model, src.index_select(0, index), lengths.index_select(0, index),
+                             tgt.to(src.device), tgt_lengths.to(src.device), bos=vocab.bos,
+                             eos=vocab.eos, finished=finished.to(src.device)).tolist()
+    out: list[list[Hypothesis]] = [[] for _ in hyps]
+    for i, h, s in zip(rows, flat, scores):
+        out[i].append(Hypothesis(h.tokens, s, h.finished))
+
+    def rank(h: Hypothesis) -> float:
+        steps = len(h.tokens) + (1 if h.finished else 0)
+        return h.score if length_penalty == 0 else h.score / ((5 + steps) / 6) ** length_penalty
+
+    return [sorted(hs, key=rank, reverse=True) for hs in out]
 
 
 def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, models_dir: Path,
@@ -80,19 +123,22 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     device = pick_device(cfg.device)
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
-    model = load_members(sys_cfg.members, models_dir=models_dir, src_vocab=src_vocab,
+    model = load_members(sys_cfg.members, params=params, models_dir=models_dir, src_vocab=src_vocab,
                          tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
     sources = [src_vocab.encode(s) for s in read_lines(prepared_dir / "test.tok.en")]
-    log.info("%s: %d members (%s), %d test sentences, beams %s, device %s", system,
-             len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device)
+    mm_dtype = precision.resolve(cfg.amp, device)
+    log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,
+             len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
+             precision.describe(cfg.amp, device))
 
     timing = {"system": system, "members": list(sys_cfg.members), "device": str(device),
-              "threads": torch.get_num_threads(), "beams": {}}
+              "threads": torch.get_num_threads(),
+              "precision": "fp32" if mm_dtype is None else "bf16", "beams": {}}
     for beam in sys_cfg.beams:
         t0 = time.perf_counter()
         nbest = min(sys_cfg.nbest, beam)
         hyps = translate(model, sources, cfg=cfg, beam=beam, nbest=nbest, vocab=tgt_vocab,
-                         device=device, desc=f"{system} beam {beam}")
+                         device=device, desc=f"{system} beam {beam}", mm_dtype=mm_dtype)
         seconds = time.perf_counter() - t0
         if len(hyps) != len(sources):  # never score a truncated output
             raise RuntimeError(f"{system} beam {beam}: {len(hyps)} hypotheses for "

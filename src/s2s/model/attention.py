@@ -28,6 +28,7 @@ from s2s.config import ModelConfig
 from s2s.model.lstm import run_padded
 from s2s.model.seq2seq import EncoderDecoder, start_from_summary
 from s2s.model.stacks import make_stack
+from s2s.precision import full
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ class AttentionEncoderDecoder(EncoderDecoder):
         src_mask = (torch.arange(S, device=x.device)[None, :]
                     < lengths.to(x.device)[:, None])  # (N, S)
         return AttentionState(h, c, memory, self.key_proj(memory), src_mask,
-                              src_mask.to(memory.dtype) / lengths.to(x.device)[:, None])
+                              src_mask.to(torch.promote_types(memory.dtype, torch.float32))
+                              / lengths.to(x.device)[:, None])
 
     def attend(self, query: Tensor, state: AttentionState) -> tuple[Tensor, Tensor]:
         """query: (N, H) -> context (N, M) and weights (N, S), zero at padded positions."""
@@ -94,7 +96,8 @@ class AttentionEncoderDecoder(EncoderDecoder):
             scores = torch.bmm(state.keys, self.bilinear(query)[:, :, None])[..., 0]
         else:
             scores = torch.bmm(state.keys, query[:, :, None])[..., 0]  # (N, S)
-        weights = torch.softmax(scores.masked_fill(~state.src_mask, float("-inf")), dim=-1)
+        # fp32 softmax, also under bf16 autocast
+        weights = torch.softmax(full(scores).masked_fill(~state.src_mask, float("-inf")), dim=-1)
         return torch.bmm(weights[:, None, :], state.memory)[:, 0], weights  # (N, M), (N, S)
 
     def step_features(self, prev_tokens: Tensor, state: AttentionState

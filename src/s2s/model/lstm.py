@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from s2s.model.fused import lstm_stack, lstm_step
+from s2s.precision import matmul_dtype
 
 
 class PeepholeLSTMCell(nn.Module):
@@ -140,11 +141,14 @@ class StandardLSTM(nn.Module):
 
     def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None,
                 lengths: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        mm_dtype = matmul_dtype(x)  # bf16 under autocast (s2s.precision), else None
         if self.fused_cpu and x.device.type == "cpu":
             if x.shape[1] == 1 and lengths is None:  # a decoding step
-                return lstm_step(self.lstm, x, state)
-            if self.training and torch.is_grad_enabled():
-                return lstm_stack(self.lstm, x, state, lengths)
+                return lstm_step(self.lstm, x, state, mm_dtype=mm_dtype)
+            if (self.training and torch.is_grad_enabled()) or mm_dtype is not None:
+                # (in bf16 also when encoding for decoding: nn.LSTM under autocast would keep
+                # c in bf16)
+                return lstm_stack(self.lstm, x, state, lengths, mm_dtype=mm_dtype)
         out, (h, c) = run_padded(self.lstm, x, state, lengths)
         return out, (h, c)  # (N, T, H), (L, N, H) x 2
 

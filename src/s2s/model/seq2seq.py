@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from s2s.config import ModelConfig
 from s2s.model.stacks import make_stack
+from s2s.precision import full
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def start_from_summary(init_proj: nn.Linear, summary: Tensor, cfg: ModelConfig
     al. start theirs: h = tanh(init_proj(summary)) (D -> L*H) in every layer, c = 0 (None for
     GRUs). Returns (L, N, H) tensors."""
     N, L, H = summary.shape[0], cfg.num_layers, cfg.hidden_size
-    h = torch.tanh(init_proj(summary)).view(N, L, H).transpose(0, 1).contiguous()
+    # (.float(): the state is fp32 also under bf16 autocast)
+    h = torch.tanh(full(init_proj(summary))).view(N, L, H).transpose(0, 1).contiguous()
     return h, None if cfg.cell == "gru" else torch.zeros_like(h)
 
 
@@ -99,7 +101,8 @@ class EncoderDecoder(nn.Module):
     def step(self, prev_tokens: Tensor, state):
         """prev_tokens: (N,) -> log-probs of the next token (N, V) and the new state."""
         features, state = self.step_features(prev_tokens, state)
-        return torch.log_softmax(self.proj(features), dim=-1), state
+        # (.float(): under bf16 autocast the logits are bf16; the log-softmax is fp32)
+        return torch.log_softmax(full(self.proj(features)), dim=-1), state
 
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing. tgt_in: (N, T) = <bos> y_1 .. y_{T-1}. Returns logits (N, T, V)."""

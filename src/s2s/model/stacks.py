@@ -4,9 +4,11 @@ tensors; a GRU has no cell, so its c is None."""
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM, run_padded
+from s2s.precision import full, matmul_dtype
 
 
 class StandardGRU(nn.Module):
@@ -20,8 +22,39 @@ class StandardGRU(nn.Module):
 
     def forward(self, x: Tensor, state: tuple[Tensor, None] | None = None,
                 lengths: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, None]]:
+        if x.shape[1] == 1 and lengths is None and matmul_dtype(x) is not None:
+            return gru_step(self.gru, x, None if state is None else state[0])
         out, h = run_padded(self.gru, x, None if state is None else state[0], lengths)
         return out, (h, None)  # (N, T, H), (L, N, H)
+
+
+def gru_step(gru: nn.GRU, x: Tensor, h0: Tensor | None) -> tuple[Tensor, tuple[Tensor, None]]:
+    """One step of ``gru`` (x: (N, 1, E), h0: (L, N, H)) with its products under autocast and the
+    gates and state in fp32: nn.GRU has no autocast rule on the CPU, so under bf16 it would run
+    in fp32 throughout. The maths of nn.GRU (the reset gate multiplies W_hn h + b_hn):
+        r = sigma(W_ir x + b_ir + W_hr h + b_hr)    z = sigma(W_iz x + b_iz + W_hz h + b_hz)
+        n = tanh(W_in x + b_in + r * (W_hn h + b_hn))    h' = (1 - z) * n + z * h
+    Single steps are what the attention decoder runs, in training and decoding."""
+    N = x.shape[0]
+    L, H = gru.num_layers, gru.hidden_size
+    if h0 is None:
+        h0 = x.new_zeros(L, N, H, dtype=torch.float32)
+    inp, hs = x[:, 0], []
+    for k in range(L):
+        h = h0[k]
+        gx = full(nn.functional.linear(inp, getattr(gru, f"weight_ih_l{k}"),
+                                       getattr(gru, f"bias_ih_l{k}")))  # (N, 3H)
+        gh = full(nn.functional.linear(h, getattr(gru, f"weight_hh_l{k}"),
+                                       getattr(gru, f"bias_hh_l{k}")))  # (N, 3H)
+        xr, xz, xn = gx.chunk(3, 1)
+        hr, hz, hn = gh.chunk(3, 1)
+        r = torch.sigmoid(xr + hr)
+        z = torch.sigmoid(xz + hz)
+        n = torch.tanh(xn + r * hn)
+        h = torch.lerp(n, h.to(n.dtype), z)  # (1 - z) * n + z * h
+        hs.append(h)
+        inp = h
+    return inp[:, None, :], (torch.stack(hs), None)  # (N, 1, H), (L, N, H)
 
 
 def make_stack(cell: str, input_size: int, hidden_size: int, num_layers: int) -> nn.Module:

@@ -1,0 +1,175 @@
+"""Stopping the pipeline stops its work (issue 14, class 4): one trainer per checkpoint folder,
+SIGTERM writes a final resumable checkpoint and exits 143 with one line, and a trainer does not
+outlive the `dvc repro` that started it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from conftest import BIN, make_project, run
+from s2s import checkpoint, config, runguard, train
+from test_faults import start, tiny_params_dict, write_params
+
+
+@pytest.fixture(scope="module")
+def long_params(smoke_data, tmp_path_factory) -> tuple[Path, Path]:
+    """The tiny 1x16 model for 20 epochs (~2,000 steps, many seconds), no periodic checkpoint:
+    only a stop writes one. (params file, data dir)"""
+    tmp, _ = smoke_data
+    raw = tiny_params_dict()
+    raw["train"].update(epochs=20.0, checkpoint_every=100000, eval_every=5.0)
+    path = write_params(tmp_path_factory.mktemp("lifecycle") / "params.yaml", raw)
+    return path, tmp
+
+
+def train_args(data: Path, out: Path) -> list[str]:
+    return ["train", "forward", "--prepared", str(data / "prepared"), "--vocab",
+            str(data / "vocab"), "--model-dir", str(out / "models" / "forward"), "--ckpt-dir",
+            str(out / "checkpoints" / "forward"), "--metrics", str(out / "m.json"),
+            "--curves", str(out / "c.csv")]
+
+
+def wait_for(text: str, log: Path, proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text(errors="replace"):
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+        time.sleep(0.05)
+
+
+def test_a_second_trainer_on_one_checkpoint_folder_is_refused_naming_the_holder(
+        long_params, tmp_path):
+    params, data = long_params
+    with runguard.FolderLock(tmp_path / "checkpoints" / "forward"):
+        proc = run([str(BIN / "s2s"), "--params", str(params), *train_args(data, tmp_path)],
+                   tmp_path, check=False, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"another trainer (PID {os.getpid()}) is writing {tmp_path / 'checkpoints' / 'forward'}" \
+        in last, proc.stderr
+    assert not (tmp_path / "models").exists()
+    assert not (tmp_path / "checkpoints" / "forward" / "last.pt").exists()
+
+
+def test_a_lock_left_by_a_dead_trainer_is_taken_over_with_a_log_line(smoke_data, tmp_path,
+                                                                     caplog):
+    tmp, _ = smoke_data
+    params = config.load(write_params(tmp_path / "params.yaml", tiny_params_dict()))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    ckpt = tmp_path / "checkpoints" / "forward"
+    ckpt.mkdir(parents=True)
+    (ckpt / runguard.LOCK_NAME).write_text(f"{dead.pid}\n")
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        train.main(params, "forward", prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab",
+                   model_dir=tmp_path / "models" / "forward", ckpt_dir=ckpt,
+                   metrics_out=tmp_path / "m.json", curves_out=tmp_path / "c.csv")
+    assert f"took over the lock left by PID {dead.pid}" in caplog.text
+    assert (tmp_path / "models" / "forward" / "model.pt").exists()
+    with runguard.FolderLock(ckpt):  # released at the end of the run
+        pass
+
+
+def test_sigterm_writes_a_final_checkpoint_and_exits_with_one_line(long_params, tmp_path):
+    params, data = long_params
+    log = tmp_path / "train.log"
+    proc = start([str(BIN / "s2s"), "--params", str(params), *train_args(data, tmp_path)],
+                 tmp_path, log)
+    wait_for(" parameters (the paper's", log, proc)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, text[-3000:]
+    last_line = text.strip().splitlines()[-1]
+    payload = checkpoint.load_payload(tmp_path / "checkpoints" / "forward" / "last.pt")
+    step = payload["step"]
+    assert step > 0
+    assert f"forward: stopped by SIGTERM at step {step} of 1920; " in last_line, text[-2000:]
+    assert "rerun to resume" in last_line
+    assert not (tmp_path / "models" / "forward" / "model.pt").exists()
+
+
+def trainers_in(folder: Path) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline", "cwd"]):
+        try:
+            argv = p.info["cmdline"] or []  # the s2s script itself, not a shell running it
+            if "train" in argv and any(Path(a).name == "s2s" for a in argv) \
+                    and p.info["cwd"] == str(folder):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_to_dvc_repro_stops_its_trainer_with_a_final_checkpoint(long_params, tmp_path):
+    params, data = long_params
+    proj = make_project(tmp_path / "proj")
+    shutil.copy(params, proj / "params.yaml")
+    shutil.copytree(data / "prepared", proj / "data" / "prepared")
+    shutil.copytree(data / "vocab", proj / "data" / "vocab")
+    run([str(BIN / "dvc"), "repro", "-s", "check-params"], proj)
+    log = tmp_path / "repro.log"
+    proc = start([str(BIN / "dvc"), "repro", "-s", "train@forward"], proj, log)
+    try:
+        wait_for(" parameters (the paper's", log, proc)
+        assert trainers_in(proj), "no trainer seen"
+        time.sleep(1.0)
+        os.kill(proc.pid, signal.SIGTERM)  # the dvc process only, as `kill <pid>` would
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while trainers_in(proj) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = trainers_in(proj)
+        assert not left, f"trainers outlived dvc: {[p.pid for p in left]}"
+    finally:
+        for p in trainers_in(proj):
+            p.kill()
+    text = log.read_text(errors="replace")
+    assert "forward: stopped by SIGTERM at step " in text, text[-3000:]
+    assert checkpoint.load_payload(proj / "checkpoints" / "forward" / "last.pt")["step"] > 0
+    lock = proj / "dvc.lock"
+    assert not lock.exists() or "train@forward" not in (yaml.safe_load(lock.read_text()) or {}) \
+        .get("stages", {})
+    with runguard.FolderLock(proj / "checkpoints" / "forward"):  # nobody holds it
+        pass
+
+
+def test_a_trainer_behind_a_shell_stops_when_the_pipeline_process_dies(long_params, tmp_path):
+    """DVC runs `$SHELL -c cmd`; a shell that does not exec its last command stays between DVC
+    and the trainer, and outlives DVC: the trainer watches DVC through it."""
+    params, data = long_params
+    cmd = " ".join([str(BIN / "s2s"), "--params", str(params), *train_args(data, tmp_path)])
+    fake_dvc = ("import os, subprocess, sys; "
+                f"subprocess.run(['/bin/sh', '-c', {cmd + '; echo shell-still-here'!r}]); "
+                "sys.exit(0)")
+    log = tmp_path / "train.log"
+    proc = start([str(BIN / "python"), "-c", fake_dvc], tmp_path, log, env={"DVC_STAGE": "x"})
+    wait_for(" parameters (the paper's", log, proc)
+    trainers = trainers_in(tmp_path)
+    assert trainers and trainers[0].parent().name() == "sh", [p.parent() for p in trainers]
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGKILL)  # the pipeline process dies; the shell lives on
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while trainers_in(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = trainers_in(tmp_path)
+    for p in left:
+        p.kill()
+    assert not left, "the trainer outlived the pipeline process"
+    text = log.read_text(errors="replace")
+    assert "is gone: stopping" in text and "forward: stopped by SIGTERM at step " in text, \
+        text[-3000:]

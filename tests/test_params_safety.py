@@ -1,0 +1,222 @@
+"""Nothing from params reaches a shell, and s2s reads params.yaml as DVC does (issue 14, class 2).
+
+- every name that dvc.yaml pastes into a command or a path (models, systems, rescorers,
+  rescore.baseline) must match ``config.NAME_PATTERN``, refused before any work, naming the key;
+  a real ``dvc repro`` with a hostile model name stops at the check-params stage and runs nothing;
+- the file is read with YAML 1.2 (ruamel.yaml, as DVC): ``off`` is a string, ``010`` is 10, and a
+  duplicate key is refused with its line;
+- duplicate ensemble members and non-finite numbers are refused, naming the key;
+- ``s2s profile NAME`` reads nothing outside ``profiles/``.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import BIN, make_project, need_mirror, run
+from s2s import config, dag
+from s2s.config import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "profiles" / "smoke.yaml"
+HOSTILE = ["x;touch PWNED;", "a b", "../up", "a/b", "a.b", "-x", "$(id)", "x`id`", "1st"]
+
+
+def smoke() -> dict:
+    return yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+
+
+def write(tmp_path: Path, raw: dict | str, name: str = "params.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(raw if isinstance(raw, str) else yaml.safe_dump(raw, sort_keys=False),
+                    encoding="utf-8")
+    return path
+
+
+def rename_model(raw: dict, old: str, new) -> dict:
+    raw = copy.deepcopy(raw)
+    raw["models"] = {(new if k == old else k): v for k, v in raw["models"].items()}
+    for system in raw["systems"].values():
+        system["members"] = [new if m == old else m for m in system["members"]]
+    for name, members in raw["rescore"]["rescorers"].items():
+        raw["rescore"]["rescorers"][name] = [new if m == old else m for m in members]
+    raw["analysis"]["models"] = [new if m == old else m for m in raw["analysis"]["models"]]
+    return raw
+
+
+def rename_system(raw: dict, old: str, new) -> dict:
+    raw = copy.deepcopy(raw)
+    raw["systems"] = {(new if k == old else k): v for k, v in raw["systems"].items()}
+    for section, key in (("rescore", "baseline"), ("report", "figure3_system"),
+                         ("analysis", "attention_system")):
+        if raw[section][key] == old:
+            raw[section][key] = new
+    return raw
+
+
+def rename_rescorer(raw: dict, old: str, new) -> dict:
+    raw = copy.deepcopy(raw)
+    raw["rescore"]["rescorers"] = {(new if k == old else k): v
+                                   for k, v in raw["rescore"]["rescorers"].items()}
+    return raw
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+@pytest.mark.parametrize("where, rename", [
+    ("models", lambda raw, n: rename_model(raw, "forward", n)),
+    ("systems", lambda raw, n: rename_system(raw, "gru", n)),
+    ("rescore.rescorers", lambda raw, n: rename_rescorer(raw, "gru", n)),
+    ("systems", lambda raw, n: rename_system(raw, "baseline", n)),  # also rescore.baseline
+])
+def test_a_hostile_name_in_each_params_map_is_refused_naming_the_key(tmp_path, where, rename,
+                                                                     name):
+    path = write(tmp_path, rename(smoke(), name))
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert str(e.value).startswith(f"{path}: '{where}.{name}' is not a valid name"), e.value
+
+
+def test_a_baseline_that_is_not_a_name_is_refused_even_with_external_nbest_lists(tmp_path):
+    raw = smoke()
+    raw["data"]["nbest"] = {"corpus": "wmt14.newstest2014"}
+    raw["rescore"]["baseline"] = "../../etc"
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError, match=r"'rescore.baseline' is not a valid name"):
+        config.load(path)
+
+
+@pytest.mark.parametrize("key", ["off", "yes", "on", "No", "y"])
+def test_yaml_1_1_booleans_are_refused_as_names(tmp_path, key):
+    # To DVC (YAML 1.2) `off` is the string "off"; to PyYAML it is False: never a name.
+    text = SMOKE.read_text(encoding="utf-8").replace("  gru: {arch: cho", f"  {key}: {{arch: cho")
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=rf"'models.{key}' is not a valid name \('{key}' is a "
+                                          r"boolean to YAML 1.1 readers"):
+        config.load(path)
+
+
+def test_a_non_string_map_key_is_refused_naming_the_map(tmp_path):
+    text = SMOKE.read_text(encoding="utf-8").replace("  gru: {arch: cho", "  010: {arch: cho")
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=r"'models' has a key int 10: keys must be strings"):
+        config.load(path)
+
+
+def test_params_are_read_as_yaml_1_2_like_dvc(tmp_path):
+    from dvc.utils.serialize import parse_yaml
+
+    text = SMOKE.read_text(encoding="utf-8").replace("  max_len: 40", "  max_len: 010")
+    text = text.replace("  dedup: true", "  dedup: off")
+    path = write(tmp_path, text)
+    dvc_view = parse_yaml(text, str(path))
+    assert dvc_view["prepare"]["max_len"] == 10 and dvc_view["prepare"]["dedup"] == "off"
+    assert config.read_yaml(path) == dvc_view
+    with pytest.raises(ConfigError, match=r"'prepare.dedup' must be true or false, got str 'off'"):
+        config.load(path)  # PyYAML would have read False, and trained without dedup
+    path = write(tmp_path, text.replace("  dedup: off", "  dedup: true"))
+    assert config.load(path).prepare.max_len == 10  # PyYAML: 8
+
+
+def test_a_duplicate_key_is_refused_with_its_line(tmp_path):
+    text = SMOKE.read_text(encoding="utf-8").replace("  lr: 0.7\n", "  lr: 0.7\n  lr: 70.0\n")
+    path = write(tmp_path, text)
+    line = text.splitlines().index("  lr: 70.0") + 1
+    with pytest.raises(ConfigError, match=rf"{path}:{line}:3: not valid YAML: found duplicate key "
+                                          r"\"lr\" with value \"70.0\""):
+        config.load(path)
+
+
+def test_dag_and_snakemake_read_params_with_the_same_reader(tmp_path):
+    text = SMOKE.read_text(encoding="utf-8").replace("  lr: 0.7\n", "  lr: 0.7\n  lr: 70.0\n")
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match="found duplicate key"):
+        dag.load(ROOT / "dvc.yaml", path)
+    smk = (ROOT / "workflow" / "rules" / "common.smk").read_text(encoding="utf-8")
+    assert "read_yaml(" in smk and "yaml.safe_load" not in smk
+
+
+@pytest.mark.parametrize("section, key, value", [
+    ("train", "lr", ".inf"), ("train", "epochs", ".inf"), ("train", "eval_every", ".nan"),
+    ("train", "clip_norm", "-.inf"), ("translate", "max_len_a", ".inf"),
+    ("translate", "length_penalty", ".nan"), ("rescore", "weight", ".nan"),
+    ("model", "init_range", ".inf"), ("prepare", "max_ratio", ".inf"),
+])
+def test_a_non_finite_number_is_refused_naming_the_key(tmp_path, section, key, value):
+    lines = SMOKE.read_text(encoding="utf-8").splitlines()
+    start = lines.index(f"{section}:")
+    at = next(i for i in range(start, len(lines)) if lines[i].startswith(f"  {key}:"))
+    lines[at] = f"  {key}: {value}"
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: '{section}.{key}' must be a finite number"):
+        config.load(path)
+
+
+def test_a_non_finite_model_override_is_refused_naming_the_key(tmp_path):
+    raw = smoke()
+    raw["models"]["forward"]["init_range"] = float("inf")
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError, match=r"'models.forward.init_range' must be a finite number"):
+        config.load(path)
+
+
+@pytest.mark.parametrize("where", ["systems", "rescore"])
+def test_a_duplicate_ensemble_member_is_refused(tmp_path, where):
+    raw = smoke()
+    if where == "systems":
+        raw["systems"]["ensemble2"]["members"] = ["reversed_1", "reversed_1"]
+        says = r"'systems.ensemble2.members\[1\]' names model 'reversed_1' a second time"
+    else:
+        raw["rescore"]["rescorers"]["ensemble5"][3] = "reversed_2"
+        says = r"'rescore.rescorers.ensemble5\[3\]' names model 'reversed_2' a second time"
+    with pytest.raises(ConfigError, match=says):
+        config.load(write(tmp_path, raw))
+
+
+@pytest.mark.parametrize("name", ["../params", "/etc/passwd", "smoke/../smoke", "sm oke"])
+def test_s2s_profile_reads_nothing_outside_profiles(tmp_path, name):
+    shutil.copytree(ROOT / "profiles", tmp_path / "profiles")
+    (tmp_path / "params.yaml").write_text("profile: mine\n")
+    before = (tmp_path / "params.yaml").read_bytes()
+    proc = subprocess.run([str(BIN / "s2s"), "profile", name], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"'{name}' is not a profile name" in proc.stderr.strip().splitlines()[-1]
+    assert (tmp_path / "params.yaml").read_bytes() == before
+
+
+def test_every_stage_that_pastes_a_params_value_depends_on_the_check(tmp_path):
+    """dvc.yaml's `${...}` reach shell commands and paths before s2s runs: each such stage must
+    depend on check-params, whose command validates the file, so that `dvc repro` stops first."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    check = stages["check-params"]
+    assert set(check["params"]) >= {"models", "systems", "rescore"}
+    assert "deps" not in check and "metrics/params.json" in stages["download"]["deps"]
+    for name, body in stages.items():
+        body = body.get("do", body)
+        templated = "${" in yaml.safe_dump({k: body.get(k) for k in ("cmd", "deps", "outs")})
+        if templated:
+            assert "metrics/params.json" in body["deps"], name
+
+
+@pytest.mark.slow
+def test_dvc_repro_with_a_hostile_model_name_runs_nothing(tmp_path):
+    need_mirror()
+    proj = make_project(tmp_path / "proj")
+    marker = proj / "PWNED"
+    raw = rename_model(smoke(), "gru", "x;touch PWNED;")
+    (proj / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    # check-params is the only stage without inputs: it runs, and refuses, before anything else.
+    proc = run([str(BIN / "dvc"), "repro", "train@x;touch PWNED;"], proj, check=False,
+               timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "'models.x;touch PWNED;' is not a valid name" in out, out[-3000:]
+    assert "Running stage 'check-params'" in out and "Running stage 'download'" not in out, \
+        out[-3000:]
+    assert not marker.exists()

@@ -1,0 +1,218 @@
+"""bf16 matmuls (s2s.precision, train.amp, translate.amp): fp32 stays bit for bit what it was, bf16
+stays close to fp32, and what must be fp32 (state, loss, n-best scores) is."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import pytest
+import torch
+from torch import nn
+
+from s2s import precision
+from s2s.config import ConfigError, ModelConfig, TranslateConfig
+from s2s.decode.beam import score_sequences
+from s2s.decode.translate import translate
+from s2s.losses import linear_cross_entropy
+from s2s.model import build_model
+from s2s.model.fused import lstm_stack
+from s2s.train import shard_nll
+
+BF16 = torch.bfloat16
+CPU = torch.device("cpu")
+
+
+class Specials:  # the vocabulary attributes shard_nll and translate use
+    pad, bos, eos = 0, 1, 2
+
+
+ARCHS = [("seq2seq", "lstm"), ("seq2seq", "peephole"), ("seq2seq", "gru"), ("cho", "gru"),
+         ("attention", "gru"), ("attention", "lstm")]
+
+
+def tiny_model(arch: str, cell: str):
+    cfg = ModelConfig(arch=arch, cell=cell, num_layers=2 if arch == "seq2seq" else 1,
+                      hidden_size=16, embed_size=12, reverse_source=True, init_seed=3)
+    model = build_model(cfg, src_vocab=30, tgt_vocab=31, pad=0)
+    model.init_weights(3)
+    return model
+
+
+def tiny_pairs():
+    g = torch.Generator().manual_seed(5)
+    return [([int(x) for x in torch.randint(3, 30, (n,), generator=g)],
+             [int(x) for x in torch.randint(3, 31, (m,), generator=g)])
+            for n, m in [(5, 6), (3, 2), (7, 8), (1, 3)]]
+
+
+def two_training_steps(model, mm_dtype):
+    """What s2s.train.main does per minibatch, twice: losses, and the weights after."""
+    model.train()
+    pairs = tiny_pairs()
+    opt = torch.optim.SGD(model.parameters(), lr=0.7)
+    losses = []
+    for _ in range(2):
+        nll, _ = shard_nll(model, pairs, vocab=Specials, device=CPU,
+                           autocast=precision.autocast(CPU, mm_dtype))
+        loss = nll / len(pairs)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+        losses.append(loss.item())
+    return losses, float(sum(p.detach().double().abs().sum() for p in model.parameters()))
+
+
+# Golden values: two fp32 training steps of each tiny seeded model, computed with the code before
+# bf16 existed (commit d5edc92). amp: false must keep reproducing them.
+GOLDEN = {
+    "seq2seq/lstm": ([19.687036514282227, 18.70064926147461], 382.35067093579255),
+    "seq2seq/peephole": ([19.685699462890625, 18.71529197692871], 379.3203877661532),
+    "seq2seq/gru": ([19.711917877197266, 18.68813705444336], 300.47698670375996),
+    "cho/gru": ([19.69442367553711, 18.674766540527344], 241.4270805543074),
+    "attention/gru": ([19.69334602355957, 18.6887264251709], 373.76101045430977),
+    "attention/lstm": ([19.686580657958984, 18.66912841796875], 451.9225807260955),
+}
+
+
+@pytest.mark.parametrize("arch,cell", ARCHS, ids=[f"{a}/{c}" for a, c in ARCHS])
+def test_fp32_training_steps_match_the_golden_values_of_the_code_before_bf16(arch, cell):
+    torch.set_num_threads(1)
+    losses, weights = two_training_steps(tiny_model(arch, cell), None)
+    want_losses, want_weights = GOLDEN[f"{arch}/{cell}"]
+    assert losses == pytest.approx(want_losses, rel=1e-6, abs=0)
+    assert weights == pytest.approx(want_weights, rel=1e-6, abs=0)
+
+
+@pytest.mark.parametrize("arch,cell", ARCHS, ids=[f"{a}/{c}" for a, c in ARCHS])
+def test_bf16_training_steps_stay_close_to_fp32_and_keep_fp32_weights(arch, cell):
+    torch.set_num_threads(1)
+    model = tiny_model(arch, cell)
+    losses, weights = two_training_steps(model, BF16)
+    want_losses, want_weights = GOLDEN[f"{arch}/{cell}"]
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the master weights
+    assert losses == pytest.approx(want_losses, rel=5e-3)
+    assert weights == pytest.approx(want_weights, rel=5e-3)
+    assert losses != want_losses  # the products really ran in bf16
+
+
+def test_bf16_lstm_layer_is_close_to_fp32_in_outputs_and_every_gradient():
+    torch.manual_seed(0)
+    lstm = nn.LSTM(32, 48, 2, batch_first=True)
+    x = torch.randn(5, 7, 32, requires_grad=True)
+    lengths = torch.tensor([7, 3, 5, 1, 6])
+
+    def run(dt):
+        x.grad = None
+        lstm.zero_grad()
+        out, (h, c) = lstm_stack(lstm, x, None, lengths, mm_dtype=dt)
+        ((out.float() ** 2).sum() + (h ** 2).sum() + (c ** 3).sum()).backward()
+        return [out.float(), h, c, x.grad] + [p.grad for p in lstm.parameters()], (h.dtype,
+                                                                                   c.dtype)
+
+    want, _ = run(None)
+    got, state_dtypes = run(BF16)
+    assert state_dtypes == (torch.float32, torch.float32)  # the state never leaves fp32
+    for w, g in zip(want, got):
+        assert g.dtype == torch.float32
+        err = float((w - g).detach().abs().max() / w.abs().max())
+        assert 1e-5 < err < 2e-2  # bf16's 8-bit mantissa: ~0.4% per product, never more
+    out, _ = lstm_stack(lstm, x, None, lengths, mm_dtype=BF16)
+    assert float(out[1, 3:].abs().max()) == 0.0  # padded outputs are exactly zero
+
+
+def test_bf16_softmax_layer_loss_is_fp32_and_close():
+    torch.manual_seed(0)
+    feats = torch.randn(4, 6, 48, requires_grad=True)
+    weight = (0.1 * torch.randn(100, 48)).requires_grad_()
+    bias = torch.zeros(100, requires_grad=True)
+    target = torch.randint(1, 100, (4, 6))
+    target[0, 4:] = 0
+
+    def run(dt):
+        for t in (feats, weight, bias):
+            t.grad = None
+        loss = linear_cross_entropy(feats, weight, bias, target, ignore_index=0, mm_dtype=dt)
+        loss.backward()
+        return [loss.detach(), feats.grad, weight.grad, bias.grad]
+
+    want, got = run(None), run(BF16)
+    assert got[0].dtype == torch.float32
+    for w, g in zip(want, got):
+        assert g.dtype == torch.float32
+        assert float((w - g).abs().max() / w.abs().max()) < 1e-2
+    assert float(got[1][0, 4:].abs().max()) == 0.0  # ignored positions get no gradient
+
+
+@pytest.mark.parametrize("arch,cell", ARCHS, ids=[f"{a}/{c}" for a, c in ARCHS])
+def test_bf16_search_writes_the_fp32_models_own_scores(arch, cell):
+    """translate.amp: the search runs in bf16, but every n-best score is the fp32 model's
+    teacher-forced log-prob of that hypothesis, and each list is sorted by it."""
+    torch.set_num_threads(1)
+    model = tiny_model(arch, cell).eval()
+    sources = [s for s, _ in tiny_pairs()]
+    cfg = TranslateConfig(batch_size=2, max_len_a=1.0, max_len_b=4)
+    hyps = translate(model, sources, cfg=cfg, beam=4, nbest=3, vocab=Specials, device=CPU,
+                     mm_dtype=BF16)
+    for src, hs in zip(sources, hyps):
+        assert [h.score for h in hs] == sorted((h.score for h in hs), reverse=True)
+        for h in hs:
+            n = len(h.tokens)
+            tgt = torch.tensor([list(h.tokens) + [0] * (max(n, 1) - n)])
+            exact = score_sequences(model, torch.tensor([src]), torch.tensor([len(src)]), tgt,
+                                    torch.tensor([n]), bos=1, eos=2,
+                                    finished=torch.tensor([h.finished]))
+            assert h.score == pytest.approx(float(exact), rel=1e-6, abs=1e-6)
+
+
+def test_amp_accepts_true_false_and_auto_and_names_the_key_otherwise(tmp_path):
+    from pathlib import Path
+
+    from s2s import config
+
+    base = (Path(__file__).resolve().parents[1] / "profiles" / "smoke.yaml").read_text()
+
+    def load_with(value: str):
+        text, n = re.subn(r"^  amp: \S+", f"  amp: {value}", base, flags=re.M)
+        assert n == 2  # train.amp and translate.amp
+        path = tmp_path / "params.yaml"
+        path.write_text(text)
+        return config.load(path)
+
+    for value, want in (("true", True), ("false", False), ("auto", "auto")):
+        p = load_with(value)
+        assert p.train.amp == want and p.translate.amp == want
+    with pytest.raises(ConfigError, match=r"params\.yaml: 'train\.amp' must be true or false or "
+                                          r"'auto', got str 'bf16'"):
+        load_with("bf16")
+
+
+def test_resolve_and_describe():
+    assert precision.resolve(False, CPU) is None
+    assert precision.resolve(True, CPU) is BF16
+    auto = precision.resolve("auto", CPU)
+    assert auto == (BF16 if precision.bf16_engine(CPU) else None)
+    assert precision.describe(False, CPU) == "fp32 (amp: false)"
+    assert precision.describe(True, CPU).startswith("bf16 matmuls")
+    with pytest.raises(ValueError):
+        precision.resolve("yes", CPU)
+    assert precision.autocast(CPU, None).__class__ is contextlib.nullcontext
+
+
+def test_gru_step_is_nn_grus_step_in_fp32_and_close_in_bf16():
+    from s2s.model.stacks import gru_step
+
+    torch.manual_seed(0)
+    gru = nn.GRU(20, 16, 2, batch_first=True)
+    x, h = torch.randn(3, 1, 20), torch.randn(2, 3, 16)
+    want_out, want_h = gru(x, h)
+    out, (h_new, c) = gru_step(gru, x, h)
+    assert c is None
+    torch.testing.assert_close(out, want_out, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(h_new, want_h, rtol=1e-6, atol=1e-6)
+    with torch.autocast("cpu", dtype=BF16):
+        out, (h_new, _) = gru_step(gru, x, h)
+    assert h_new.dtype == torch.float32
+    err = float((out - want_out).detach().abs().max())
+    assert 1e-5 < err < 2e-2

@@ -1,0 +1,230 @@
+"""A rerun of a train stage ends with the outputs of a run from scratch (issue 14, class 1).
+
+DVC deletes ``models/<m>/`` and the metrics before it reruns ``train@<m>`` and keeps
+``checkpoints/<m>/`` (persist: true); these tests do the same around ``train.main`` and compare
+every output with a run from scratch of the same params and data: the digests of ``model.pt``
+and ``best.pt`` (config, name, vocabularies, weights, step and perplexities), the curves, and the
+metrics but their timings. Killed at several points (before any evaluation, at one, after the
+last improving one, after the last one), and rerun after a change of every key the stage
+declares (`model`, `models.<m>`, `train`) and of each of its input files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+
+from s2s import checkpoint, config, train
+from s2s.config import ModelConfig, TrainConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING = ("wall_seconds", "train_seconds", "tgt_words_per_sec")
+
+
+def tiny(**train_changes) -> dict:
+    """The smoke profile with a 1x16 model on one thread, a checkpoint every 4 steps."""
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text(encoding="utf-8"))
+    raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
+    raw["train"].update(device="cpu", threads=1, checkpoint_every=4, log_every=8, **train_changes)
+    return raw
+
+
+@pytest.fixture(scope="module")
+def data(smoke_data, tmp_path_factory):
+    tmp, _ = smoke_data
+    return tmp, tmp_path_factory.mktemp("resume")
+
+
+def load(raw: dict, tmp: Path, tag: str) -> config.Params:
+    path = tmp / f"params-{tag}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return config.load(path)
+
+
+def run(params, run_dir: Path, *, prepared: Path, vocab: Path, **kw) -> None:
+    train.main(params, "forward", prepared_dir=prepared, vocab_dir=vocab,
+               model_dir=run_dir / "models" / "forward", ckpt_dir=run_dir / "checkpoints" / "forward",
+               metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv", **kw)
+
+
+def as_dvc_rerun(run_dir: Path) -> None:
+    """What DVC removes before it reruns the stage: everything but the checkpoint folder."""
+    shutil.rmtree(run_dir / "models", ignore_errors=True)
+    for name in ("metrics.json", "curves.csv"):
+        (run_dir / name).unlink(missing_ok=True)
+
+
+def outputs(run_dir: Path) -> dict:
+    import json
+
+    out = {}
+    for name in ("model.pt", "best.pt"):
+        path = run_dir / "models" / "forward" / name
+        payload = checkpoint.load_payload(path)  # also checks the digest
+        out[name] = (payload["digest"], payload["step"], payload["dev_ppl"])
+    out["curves"] = (run_dir / "curves.csv").read_text()
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    out["metrics"] = {k: v for k, v in metrics.items() if k not in TIMING}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# A kill at several points
+
+
+@pytest.fixture(scope="module")
+def bumpy(data):
+    """96 steps at lr 2.0, evaluated every 12: the dev perplexity of the last evaluation is worse
+    than that of the one before (the case where best.pt used to be lost), run from scratch."""
+    tmp, work = data
+    params = load(tiny(lr=2.0, epochs=1.0, eval_every=0.125), work, "bumpy")
+    ref = work / "bumpy-scratch"
+    run(params, ref, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    dev = [float(r.split(",")[4]) for r in (ref / "curves.csv").read_text().splitlines()[1:]]
+    best_at = 12 * (dev.index(min(dev)) + 1)
+    assert len(dev) == 8 and best_at < 96, dev  # the premise: the last evaluation is no best
+    return params, ref, best_at
+
+
+@pytest.mark.parametrize("when", ["before_any_eval", "at_an_eval", "at_the_best_eval",
+                                  "after_the_last_improving_eval", "after_the_last_eval"])
+def test_a_rerun_after_a_kill_equals_a_run_from_scratch(data, bumpy, when, caplog):
+    tmp, work = data
+    params, ref, best_at = bumpy
+    stop = {"before_any_eval": 4, "at_an_eval": 24, "at_the_best_eval": best_at,
+            "after_the_last_improving_eval": best_at + 4, "after_the_last_eval": 96}[when]
+    killed = work / f"killed-{when}"
+    with pytest.raises(train.Interrupted):
+        run(params, killed, prepared=tmp / "prepared", vocab=tmp / "vocab", stop_after=stop)
+    as_dvc_rerun(killed)
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        run(params, killed, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    resumed = "resuming a finished run" if stop == 96 else f"at step {stop} of 96"
+    assert resumed in caplog.text
+    got, want = outputs(killed), outputs(ref)
+    assert got["best.pt"][1] == best_at
+    assert got == want
+
+
+def test_a_forced_rerun_of_a_finished_run_says_so_and_rewrites_the_same_outputs(
+        data, bumpy, caplog):
+    tmp, work = data
+    params, ref, _ = bumpy
+    again = work / "forced"
+    shutil.copytree(ref / "checkpoints", again / "checkpoints")  # `dvc repro -f`: only these kept
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        run(params, again, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    assert "resuming a finished run from" in caplog.text
+    assert "no step is trained; outputs rewritten from the checkpoint" in caplog.text
+    assert outputs(again) == outputs(ref)
+
+
+# ---------------------------------------------------------------------------------------------
+# A change of every key the stage declares, and of each input
+
+
+def changed(value, tp, name: str):
+    """Another valid value of a params field."""
+    if typing.get_origin(tp) is typing.Literal:
+        choices = [c for c in typing.get_args(tp) if c != value]
+        return "gru" if name == "cell" else choices[0]  # peephole is seq2seq's only
+    if tp is bool:
+        return not value
+    if tp is int:
+        return value + 1
+    if tp is float:
+        return value * 0.5
+    raise AssertionError(f"no change for {name}: {tp}")
+
+
+SHORT = dict(lr=0.7, epochs=0.25, eval_every=0.125)  # 24 steps, two evaluations
+
+
+def key_cases() -> list[tuple[str, str]]:
+    return ([("model", f.name) for f in dataclasses.fields(ModelConfig)]
+            + [("train", f.name) for f in dataclasses.fields(TrainConfig)])
+
+
+@pytest.fixture(scope="module")
+def short(data):
+    tmp, work = data
+    base = tiny(**SHORT)
+    ref = work / "short-scratch"
+    run(load(base, work, "short"), ref, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    return base, ref
+
+
+@pytest.mark.parametrize("section, key", key_cases(), ids=lambda v: v)
+def test_a_rerun_after_a_change_of_any_key_equals_a_run_from_scratch(data, short, section, key,
+                                                                     caplog):
+    tmp, work = data
+    base, ref = short
+    raw = dict(base, model=dict(base["model"]), train=dict(base["train"]))
+    cls = ModelConfig if section == "model" else TrainConfig
+    params = load(base, work, "short")
+    current = params.model_config("forward") if section == "model" else params.train
+    value = changed(getattr(current, key), typing.get_type_hints(cls)[key], key)
+    if section == "model":  # through models.forward: the override the stage also declares
+        raw["models"] = dict(raw["models"], forward={**raw["models"]["forward"], key: value})
+    else:
+        raw["train"][key] = value
+    params = load(raw, work, f"{section}-{key}")
+    rerun, scratch = work / f"rerun-{section}-{key}", work / f"scratch-{section}-{key}"
+    shutil.copytree(ref / "checkpoints", rerun / "checkpoints")  # kept by DVC, the rest removed
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        run(params, rerun, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    if section == "train" and key in train.BOOKKEEPING:
+        assert "resuming a finished run" in caplog.text, caplog.text
+    else:
+        assert "belongs to other params or data; starting afresh" in caplog.text, caplog.text
+    if key == "threads":
+        return  # numbers depend on the thread count; resuming under another one is allowed
+    run(params, scratch, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    assert outputs(rerun) == outputs(scratch)
+
+
+def test_every_train_key_is_in_the_fingerprint_or_declared_bookkeeping():
+    assert set(train.BOOKKEEPING) == {"device", "threads", "log_every", "checkpoint_every"}
+    assert set(train.BOOKKEEPING) <= {f.name for f in dataclasses.fields(TrainConfig)}
+
+
+def _drop_last_line(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(lines[:-1]), encoding="utf-8")
+
+
+@pytest.mark.parametrize("what", ["train", "dev", "test", "vocab"])
+def test_a_rerun_after_a_change_of_an_input_file_equals_a_run_from_scratch(data, short, what,
+                                                                           caplog):
+    """data.dev or data.test changed (DVC reruns every train stage): the curves, the perplexities
+    and best.pt are those of the new files, never the old ones."""
+    tmp, work = data
+    base, ref = short
+    params = load(base, work, "short")
+    prepared, vocab = work / f"prepared-{what}", work / f"vocab-{what}"
+    shutil.copytree(tmp / "prepared", prepared)
+    shutil.copytree(tmp / "vocab", vocab)
+    if what == "vocab":
+        with open(vocab / "en.tsv", "a", encoding="utf-8") as f:
+            f.write("zyzzyva\t3\n")
+    else:
+        for lang in ("en", "fr"):
+            _drop_last_line(prepared / f"{what}.tok.{lang}")
+    rerun, scratch = work / f"rerun-{what}", work / f"scratch-{what}"
+    shutil.copytree(ref / "checkpoints", rerun / "checkpoints")
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        run(params, rerun, prepared=prepared, vocab=vocab)
+    if what == "test":  # read only after training: the finished run resumes, test ppl is new
+        assert "resuming a finished run" in caplog.text
+    else:
+        assert "belongs to other params or data; starting afresh" in caplog.text
+    run(params, scratch, prepared=prepared, vocab=vocab)
+    got = outputs(rerun)
+    assert got == outputs(scratch)
+    assert got != outputs(ref)  # the change reached the outputs
