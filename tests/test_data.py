@@ -131,7 +131,7 @@ def test_batches_depend_on_order_seed_and_epoch_only():
     (("beams: [1, 2, 12]", "beams: [0, 2, 12]"), r"'systems\.ensemble5\.beams\[0\]' must be >= 1"),
     (("members: [reversed_1, reversed_2]", "members: [reversed_1, reversed_9]"),
      r"'systems\.ensemble2\.members\[1\]' names model 'reversed_9'"),
-    (("  hidden_size: 256\n", "  hidden_size: -256\n"), r"'model\.hidden_size' must be >= 1"),
+    (("  hidden_size: 384\n", "  hidden_size: -384\n"), r"'model\.hidden_size' must be >= 1"),
     (("reversed_1: {reverse_source: true,", "reversed_1: {reverse_source: 3,"),
      r"'models\.reversed_1\.reverse_source' must be true or false"),
 ])
