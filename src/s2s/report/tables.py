@@ -353,6 +353,8 @@ def models_table(params: Params, train: dict[str, dict]) -> pd.DataFrame:
                      "parameters": m.get("parameters"), "epochs": m.get("epochs"),
                      "dev ppl": m.get("dev_ppl"), "test ppl": m.get("test_ppl"),
                      "target words/s": m.get("tgt_words_per_sec"),
+                     # runs from before train.amp have no "precision": they were fp32
+                     "precision": m.get("precision", "fp32") if m else None,
                      "minutes": None if seconds is None else seconds / 60,
                      "status": "ours" if m else f"{NOT_RUN}: no metrics/train/{name}.json"})
     return pd.DataFrame(rows)
@@ -372,6 +374,7 @@ def cost_table(params: Params, timing: dict[str, dict]) -> pd.DataFrame:
                    "sentences": None, "seconds": None, "sents_per_sec": None,
                    "ms_per_sentence": None, "device": t.get("device", "-"),
                    "threads": t.get("threads"),
+                   "precision": t.get("precision", "fp32") if t else None,
                    "status": (f"{NOT_RUN}: no timing.json for '{system}'" if not t
                               else f"{NOT_RUN}: no beam {beam} in its timing.json")}
             if b:
