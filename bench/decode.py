@@ -204,6 +204,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--precisions", default="fp32,bf16",
                     help="comma list of fp32, bf16 (translate.amp: bf16 search, fp32 n-best "
                          "scores); every row in each")
+    ap.add_argument("--single", action="store_true",
+                    help="only the one-model rows (e.g. --members attention)")
     ap.add_argument("--profile", action="store_true",
                     help="also profile one model at beam 12 in each precision (torch.profiler)")
     ap.add_argument("--alt-combine", action="store_true",
@@ -238,6 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     configs = [("1 model", 1, 1), ("1 model", 1, 2), ("1 model", 1, 12),
                ("ensemble of 2", 2, 2), ("ensemble of 2", 2, 12),
                ("ensemble of 5", 5, 2), ("ensemble of 5", 5, 12)]
+    if args.single:
+        configs = [c for c in configs if c[1] == 1]
     if args.alt_combine:
         if cfg.combine != "mean_prob":
             raise SystemExit("--alt-combine reimplements combine=mean_prob only")
@@ -289,7 +293,7 @@ def main(argv: list[str] | None = None) -> None:
     print(common.table(["system", "beam", "wall s", "cpu s", "sent/s", "ms/sent", "mean len",
                         "eos %", "cost x", "vs naive"], rows))
     for suffix in ("", " bf16"):
-        if (f"ensemble of 5{suffix}", 2) not in results:
+        if (f"ensemble of 5{suffix}", 2) not in results or (f"1 model{suffix}", 12) not in results:
             continue
         e5b2 = results[(f"ensemble of 5{suffix}", 2)][0]
         one = results[(f"1 model{suffix}", 12)][0]
