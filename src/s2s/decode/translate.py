@@ -22,7 +22,7 @@ from s2s.config import Params, TranslateConfig
 from s2s.data.batching import collate
 from s2s.data.text import detokenize
 from s2s.data.vocab import Vocab
-from s2s.decode.beam import Hypothesis, beam_search, score_sequences
+from s2s.decode.beam import Hypothesis, beam_search, ranking_score, score_sequences
 from s2s.decode.ensemble import Ensemble
 from s2s.io import atomic_write_json, atomic_write_lines, read_lines
 from s2s.progress import progress
@@ -106,11 +106,8 @@ def exact_scores(model, src: Tensor, lengths: Tensor, hyps: list[list[Hypothesis
     for i, h, s in zip(rows, flat, scores):
         out[i].append(Hypothesis(h.tokens, s, h.finished))
 
-    def rank(h: Hypothesis) -> float:
-        steps = len(h.tokens) + (1 if h.finished else 0)
-        return h.score if length_penalty == 0 else h.score / ((5 + steps) / 6) ** length_penalty
-
-    return [sorted(hs, key=rank, reverse=True) for hs in out]
+    return [sorted(hs, key=lambda h: ranking_score(h, length_penalty), reverse=True)
+            for hs in out]
 
 
 def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, models_dir: Path,
