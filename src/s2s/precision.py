@@ -21,7 +21,7 @@ import functools
 
 import torch
 
-__all__ = ["bf16_engine", "resolve", "autocast", "matmul_dtype", "describe", "full"]
+__all__ = ["bf16_engine", "resolve", "autocast", "matmul_dtype", "describe", "full", "name"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,6 +65,11 @@ def resolve(amp: bool | str, device: torch.device) -> torch.dtype | None:
     if amp is True:
         return torch.bfloat16
     raise ValueError(f"amp must be true, false or 'auto', got {amp!r}")
+
+
+def name(dtype: torch.dtype | None) -> str:
+    """The precision a resolved matmul dtype stands for, as metrics and timing files record it."""
+    return "fp32" if dtype is None else str(dtype).removeprefix("torch.").replace("bfloat16", "bf16")
 
 
 def describe(amp: bool | str, device: torch.device) -> str:

@@ -95,7 +95,7 @@ def fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, src: Vocab, tgt: Vocab
     fp32 on another), both vocabularies, the training and the dev files. A checkpoint with
     another fingerprint is never resumed. (The test set is read only after training.)"""
     relevant = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING}
-    if mm_dtype is not None:  # (fp32 runs keep the fingerprint they had before bf16 existed)
+    if mm_dtype is not None:  # fp32 adds nothing: a run with amp false hashes as before amp
         relevant["matmul_dtype"] = str(mm_dtype)
     h = hashlib.sha256(json.dumps([dataclasses.asdict(model_cfg), relevant, src.fingerprint,
                                    tgt.fingerprint], sort_keys=True).encode())
@@ -337,7 +337,7 @@ def _train(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mo
         "model": name, "reverse_source": model_cfg.reverse_source, "cell": model_cfg.cell,
         "num_layers": model_cfg.num_layers, "hidden_size": model_cfg.hidden_size,
         "embed_size": model_cfg.embed_size, "parameters": n_params, "device": str(device),
-        "precision": "fp32" if mm_dtype is None else "bf16",
+        "precision": precision.name(mm_dtype),
         "threads": torch.get_num_threads(), "epochs": cfg.epochs, "steps": step,
         "train_pairs": len(train_pairs),
         "train_target_words": sum(len(t) + 1 for _, t in train_pairs),

@@ -132,7 +132,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
 
     timing = {"system": system, "members": list(sys_cfg.members), "device": str(device),
               "threads": torch.get_num_threads(),
-              "precision": "fp32" if mm_dtype is None else "bf16", "beams": {}}
+              "precision": precision.name(mm_dtype), "beams": {}}
     for beam in sys_cfg.beams:
         t0 = time.perf_counter()
         nbest = min(sys_cfg.nbest, beam)
