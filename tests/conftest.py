@@ -44,18 +44,21 @@ def run(cmd: list[str], cwd: Path, *, check: bool = True, timeout: float = 900,
 
 def make_project(dest: Path, profile: str = "smoke") -> Path:
     """A fresh git+DVC project with this repo's pipeline and the given profile as params.yaml."""
+    from s2s import pipeline
+    from s2s.config import load
+
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("dvc.yaml", ".dvcignore"):
-        if (ROOT / name).exists():
-            shutil.copy(ROOT / name, dest / name)
+    if (ROOT / ".dvcignore").exists():
+        shutil.copy(ROOT / ".dvcignore", dest / ".dvcignore")
     shutil.copytree(ROOT / "profiles", dest / "profiles")
     (dest / ".dvc").mkdir()
     shutil.copy(ROOT / ".dvc" / "config", dest / ".dvc" / "config")
     shutil.copy(ROOT / ".gitignore", dest / ".gitignore")
-    # The report stage depends on the report code; give the copy its own.
-    shutil.copytree(ROOT / "src" / "s2s" / "report", dest / "src" / "s2s" / "report",
+    # Every stage depends on the source files it runs; give the copy its own.
+    shutil.copytree(ROOT / "src" / "s2s", dest / "src" / "s2s",
                     ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "profiles" / f"{profile}.yaml", dest / "params.yaml")
+    pipeline.write(load(dest / "params.yaml"), dest / "dvc.yaml")  # as `s2s profile` does
     run(["git", "init", "-q"], dest)
     run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"], dest)
     run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"], dest)
@@ -64,12 +67,14 @@ def make_project(dest: Path, profile: str = "smoke") -> Path:
 
 def run_data_stages(params, tmp: Path, mirror: Path) -> None:
     """download, prepare and vocab of `params` into tmp/{raw,prepared,vocab} (+ metrics json)."""
-    from s2s.data import download, prepare, vocab
+    from s2s.stages import download as download_stage
+    from s2s.stages import prepare as prepare_stage
+    from s2s.stages import vocab as vocab_stage
 
-    download.main(params.data, out_dir=tmp / "raw", mirror=mirror)
-    prepare.main(params.data, params.prepare, raw_dir=tmp / "raw", out_dir=tmp / "prepared",
+    download_stage.main(params.data, out_dir=tmp / "raw", mirror=mirror)
+    prepare_stage.main(params.data, params.prepare, raw_dir=tmp / "raw", out_dir=tmp / "prepared",
                  metrics_out=tmp / "prepare.json")
-    vocab.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
+    vocab_stage.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
                metrics_out=tmp / "vocab.json")
 
 

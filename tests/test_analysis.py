@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from s2s import checkpoint
-from s2s.analysis import probes, stage
+from s2s.analysis import measures, probes
+from s2s.stages import analyze as stage
 from s2s.config import ModelConfig
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
@@ -332,7 +333,7 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
     assert not meta["models"]["gru"]["forget_gates"] and not meta["models"]["att"]["forget_gates"]
     assert meta["figure2"]["groups"] == len(probes.MULTI30K_PHRASES)  # no phrases: the default
     assert pd.read_csv(out / "forget_summary.csv").empty
-    assert list(pd.read_csv(out / "forget_hist.csv").columns) == stage.HIST_COLUMNS
+    assert list(pd.read_csv(out / "forget_hist.csv").columns) == measures.HIST_COLUMNS
     assert len(pd.read_csv(out / "gradient_reach.csv")) == 6
     md = report.markdown(out, tmp_path / "figures")
     assert "No forget gates" in md and "forward (gru)" in md and "reversed (att)" in md

@@ -25,7 +25,7 @@ from s2s.evaluate import buckets
 from s2s.evaluate.bleu import (LineCountError, bleu_from_stats, corpus_bleu_sacre,
                                corpus_bleu_tok, read_lines, score_files_sacre, score_files_tok,
                                sentence_bleu_tok, sentence_stats_tok)
-from s2s.evaluate.stage import main as evaluate_main
+from s2s.stages.evaluate import main as evaluate_main
 
 MIRROR = Path(os.environ.get("S2S_MIRROR", "/work/shared/data"))
 TEST_DIR = MIRROR / "wmt14-newstest2014-fren"

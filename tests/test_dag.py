@@ -1,20 +1,24 @@
-"""dvc.yaml and the profiles agree: every profile validates, every model has a train stage, and
-the explicit translate/rescore/analyze/attention stages depend on exactly the models their params name."""
+"""dvc.yaml is generated from params and the stage modules (s2s.pipeline): the committed file is
+current, every profile generates a DAG whose stages depend on exactly the models their params
+name and on exactly the code they run, and a stage reads only the params keys it declares."""
 
 from pathlib import Path
 
 import pytest
-import yaml
 
-from s2s.config import load
+from s2s import pipeline, stages
+from s2s.config import UndeclaredParams, load, only
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = sorted((ROOT / "profiles").glob("*.yaml"))
-STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 
 
-def model_deps(stage: dict) -> set[str]:
-    return {d.removeprefix("models/") for d in stage["deps"] if d.startswith("models/")}
+def dag_of(profile: Path) -> dict:
+    return {s.name: s for s in pipeline.generate(load(profile))}
+
+
+def model_deps(stage) -> set[str]:
+    return {d.removeprefix("models/") for d in stage.deps if d.startswith("models/")}
 
 
 def test_all_four_profiles_exist():
@@ -25,25 +29,34 @@ def test_params_yaml_is_the_default_profile():
     assert (ROOT / "params.yaml").read_text() == (ROOT / "profiles/default.yaml").read_text()
 
 
+def test_committed_dvc_yaml_is_what_params_generate():
+    # Fails when a model, system or rescorer was added to params.yaml (or a stage module changed)
+    # without `s2s dag write`.
+    assert not pipeline.stale(load(ROOT / "params.yaml"), ROOT / "dvc.yaml"), \
+        "dvc.yaml is stale: run `s2s dag write`"
+
+
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
 def test_translate_and_rescore_stages_match_the_profile(profile):
-    params = load(profile)
+    params, dag = load(profile), dag_of(profile)
     for system, cfg in params.systems.items():
-        stage = STAGES[f"translate-{system}"]
+        stage = dag[f"translate-{system}"]
         assert model_deps(stage) == set(cfg.members), system
-        assert f"translate {system} " in stage["cmd"]
-        assert f"systems.{system}" in stage["params"]
-    assert {k.split("-", 1)[1] for k in STAGES if k.startswith("translate-")} == set(params.systems)
+        assert f"translate {system} " in stage.cmd
+        assert f"systems.{system}" in stage.params
+    assert {k.split("-", 1)[1] for k in dag if k.startswith("translate-")} == set(params.systems)
     for name, members in params.rescore.rescorers.items():
-        stage = STAGES[f"rescore-{name}"]
+        stage = dag[f"rescore-{name}"]
         assert model_deps(stage) == set(members), name
-    assert {k.split("-", 1)[1] for k in STAGES if k.startswith("rescore-")} == \
+        assert f"outputs/translate/{params.rescore.baseline}" in stage.deps
+    assert {k.split("-", 1)[1] for k in dag if k.startswith("rescore-")} == \
         set(params.rescore.rescorers) | {"oracle"}
+    assert {k.split("-", 1)[1] for k in dag if k.startswith("train-")} == set(params.models)
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
 def test_learning_curve_plots_cover_every_model(profile):
-    plots = yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"]
+    plots = pipeline.plots(load(profile))
     models = set(load(profile).models)
     curves = [spec for plot in plots for spec in plot.values()
               if all(f.startswith("metrics/curves/") for f in spec["y"])]
@@ -56,12 +69,68 @@ def test_learning_curve_plots_cover_every_model(profile):
 def test_attention_stage_reads_the_profiles_attention_system(profile):
     params = load(profile)
     system = params.analysis.attention_system
-    stage = STAGES["attention"]
+    stage = dag_of(profile)["attention"]
     assert system is not None, "every profile draws its attention system's alignments"
     assert model_deps(stage) == set(params.systems[system].members)
-    assert f"outputs/translate/{system}" in stage["deps"]
+    assert f"outputs/translate/{system}" in stage.deps
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
 def test_analyze_stage_reads_the_profiles_analysis_models(profile):
-    assert model_deps(STAGES["analyze"]) == set(load(profile).analysis.models)
+    assert model_deps(dag_of(profile)["analyze"]) == set(load(profile).analysis.models)
+
+
+def test_every_stage_depends_on_the_code_it_runs_and_no_other():
+    dag = dag_of(ROOT / "params.yaml")
+    code = {name: {d for d in s.deps if d.startswith("src/")} for name, s in dag.items()}
+    for name, deps in code.items():
+        kind = name.split("-")[0] if not name.startswith("check") else "check"
+        assert f"src/s2s/stages/{kind}.py" in deps, name  # one hop from a stage to its code
+        assert "src/s2s/config.py" in deps and "src/s2s/cli.py" not in deps, name
+    decode = "src/s2s/decode/beam.py"
+    assert {n for n, d in code.items() if decode in d} == {
+        n for n in dag if n.startswith(("translate-", "rescore-"))} | {"export"}
+    for name in (n for n in dag if n.startswith("train-")):
+        assert not any(d.startswith(("src/s2s/decode/", "src/s2s/evaluate/", "src/s2s/report/"))
+                       for d in code[name]), name
+        assert {"src/s2s/train.py", "src/s2s/model/seq2seq.py", "src/s2s/losses.py"} <= code[name]
+    # matplotlib code runs only in the report
+    assert {n for n, d in code.items() if "src/s2s/report/figures.py" in d} == {"report"}
+
+
+def test_code_deps_follow_imports_inside_functions_and_packages():
+    deps = pipeline.code_deps("s2s.stages.translate")
+    # imported inside main(), and through s2s.decode.translate
+    assert {"src/s2s/decode/beam.py", "src/s2s/decode/ensemble.py", "src/s2s/decode/__init__.py",
+            "src/s2s/model/fused.py", "src/s2s/stages/translate.py"} <= set(deps)
+    assert "src/s2s/train.py" not in deps  # decoding no longer imports the trainer
+
+
+def test_a_stage_reading_an_undeclared_key_fails():
+    params = load(ROOT / "profiles/smoke.yaml")
+    view = only(params, ("systems.reversed", "translate", "model", "models.reversed_1"),
+                stage="translate-reversed")
+    assert view.translate == params.translate
+    assert list(view.systems) == ["reversed"] and view.systems["reversed"].members == ("reversed_1",)
+    assert view.model_config("reversed_1") == params.model_config("reversed_1")
+    with pytest.raises(UndeclaredParams, match=r"stage 'translate-reversed' reads params 'train'"):
+        view.train  # noqa: B018
+    with pytest.raises(UndeclaredParams, match=r"'systems.forward'"):
+        view.systems["forward"]  # noqa: B018
+    with pytest.raises(UndeclaredParams, match=r"'models.forward'"):
+        view.model_config("forward")
+    partial = only(params, ("rescore.baseline",), stage="rescore-oracle")
+    assert partial.rescore.baseline == params.rescore.baseline
+    with pytest.raises(UndeclaredParams, match=r"'rescore.weight'"):
+        partial.rescore.weight  # noqa: B018
+    assert only(params, (), stage="x").resources == params.resources  # scheduling only
+
+
+def test_every_command_reads_only_what_its_stage_declares():
+    # The cli hands each stage the view of its own dvc.yaml entry; the smoke run (test_pipeline)
+    # then fails on any undeclared read. Here: every stage of every profile has an entry the cli
+    # can find, and no two stages share a name.
+    for profile in PROFILES:
+        params = load(profile)
+        for name in stages.STAGES:
+            assert stages.module(name).stages(params) or name == "attention", (profile, name)

@@ -16,6 +16,7 @@ from s2s import distributed, train
 from s2s.config import ModelConfig
 from s2s.data.vocab import Vocab
 from s2s.model.seq2seq import Seq2Seq
+from s2s.stages import train as train_stage
 
 VOCAB = Vocab(words=tuple(f"w{i}" for i in range(40)), fingerprint="test")
 CFG = ModelConfig(cell="lstm", num_layers=2, hidden_size=16, embed_size=12, reverse_source=True)
@@ -101,8 +102,8 @@ def train_kwargs(tmp: Path, out: str) -> dict:
 
 def test_two_process_training_ends_with_the_one_process_weights(data):
     tmp, params = data
-    one = train.main(params, "reversed_1", **train_kwargs(tmp, "one"))
-    distributed.spawn(train.main, 2, params, "reversed_1", **train_kwargs(tmp, "two"))
+    one = train_stage.main(params, "reversed_1", **train_kwargs(tmp, "one"))
+    distributed.spawn(train_stage.main, 2, params, "reversed_1", **train_kwargs(tmp, "two"))
     two = json.loads((tmp / "two" / "metrics.json").read_text())
     assert two["processes"] == 2 and "processes" not in one
     assert two["steps"] == one["steps"] == 12

@@ -27,6 +27,7 @@ from s2s.config import CorpusRef, DataConfig
 from s2s.data import download, sources
 from s2s.data.download import DownloadError, UnsafeArchiveError, fetch, safe_extract
 from s2s.data.sources import CORPORA, NetworkSource, Remote, raw_pair
+from s2s.stages import download as download_stage
 
 MIRROR = Path(os.environ.get("S2S_MIRROR", "/work/shared/data"))
 needs_mirror = pytest.mark.skipif(not (MIRROR / "README.md").is_file(),
@@ -100,7 +101,7 @@ def test_registry_mirror_files_match_the_mirror_readme():
 def test_unknown_corpus_id_lists_the_known_ones(tmp_path):
     with pytest.raises(DownloadError, match=r"unknown corpus id\(s\): wmt14\.nope .*known: "
                                             r"multi30k\.train, "):
-        download.main(profile(CorpusRef("wmt14.nope")), out_dir=tmp_path, mirror=MIRROR)
+        download_stage.main(profile(CorpusRef("wmt14.nope")), out_dir=tmp_path, mirror=MIRROR)
     with pytest.raises(sources.SourceError, match="unknown corpus 'x'"):
         raw_pair(tmp_path, "x")
 
@@ -117,7 +118,7 @@ def test_raw_pair_names_the_missing_file(tmp_path):
 @needs_mirror
 def test_mirror_copy_matches_the_readme(tmp_path):
     out = tmp_path / "raw"
-    manifest = download.main(SMALL, out_dir=out, mirror=MIRROR)
+    manifest = download_stage.main(SMALL, out_dir=out, mirror=MIRROR)
     assert json.loads((out / "manifest.json").read_text()) == manifest
     assert manifest["mode"] == "mirror"
     assert set(manifest["corpora"]) == {"wmt14.giga_fren", "multi30k.val", "wmt14.newstest2014"}
@@ -151,13 +152,13 @@ def test_mirror_copy_matches_the_readme(tmp_path):
 @needs_mirror
 def test_rerun_keeps_complete_corpora_rebuilds_damaged_ones_and_drops_stale(tmp_path):
     out = tmp_path / "raw"
-    download.main(SMALL, out_dir=out, mirror=MIRROR)
+    download_stage.main(SMALL, out_dir=out, mirror=MIRROR)
     # Damage one file, leave a half-built corpus dir behind, as an interrupted run would.
     (out / "multi30k.val" / "fr.txt").write_bytes(b"truncated\n")
     (out / ".tmp-wmt14.newstest2014-abc").mkdir()
     (out / ".tmp-wmt14.newstest2014-abc" / "en.sgm").write_bytes(b"<srcset")
     smaller = profile(dev=(CorpusRef("multi30k.val"),))  # giga no longer named
-    manifest = download.main(smaller, out_dir=out, mirror=MIRROR)
+    manifest = download_stage.main(smaller, out_dir=out, mirror=MIRROR)
     assert set(manifest["corpora"]) == {"multi30k.val", "wmt14.newstest2014"}
     assert sorted(p.name for p in out.iterdir()) == [
         "manifest.json", "multi30k.val", "wmt14.newstest2014"]
@@ -184,7 +185,7 @@ def test_mirror_file_with_wrong_checksum_is_named(tmp_path):
     out = tmp_path / "raw"
     expected = CORPORA["multi30k.val"].mirror.fr.sha256
     with pytest.raises(DownloadError) as err:
-        download.main(profile(dev=(CorpusRef("multi30k.val"),)), out_dir=out, mirror=root)
+        download_stage.main(profile(dev=(CorpusRef("multi30k.val"),)), out_dir=out, mirror=root)
     msg = str(err.value)
     assert str(bad) in msg
     assert f"expected {expected}, got {sha256(bad)}" in msg
@@ -202,7 +203,7 @@ def test_shortfalls_and_absent_corpora_are_all_named_before_copying(tmp_path):
                    CorpusRef("wmt14.un"), CorpusRef("multi30k.train"),
                    dev=(CorpusRef("lium.ntst1213"),))
     with pytest.raises(DownloadError) as err:
-        download.main(data, out_dir=out, mirror=MIRROR)
+        download_stage.main(data, out_dir=out, mirror=MIRROR)
     msg = str(err.value)
     assert "nothing was copied" in msg
     assert ("wmt14.giga_fren: the mirror holds the first 30,000 pairs; the profile asks for all "
@@ -220,10 +221,10 @@ def test_mirror_only_corpus_without_mirror_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(download, "network_available", lambda urls, timeout=3.0: True)
     with pytest.raises(DownloadError, match=r"wmt14\.europarl_v7_sample20k_tok: no network "
                                             r"source.*S2S_MIRROR"):
-        download.main(profile(CorpusRef("wmt14.europarl_v7_sample20k_tok")), out_dir=tmp_path,
+        download_stage.main(profile(CorpusRef("wmt14.europarl_v7_sample20k_tok")), out_dir=tmp_path,
                       mirror=None)
     with pytest.raises(DownloadError, match=r"lium\.nbest_ntst14: no download is known"):
-        download.main(profile(CorpusRef("multi30k.val"), nbest=CorpusRef("lium.nbest_ntst14")),
+        download_stage.main(profile(CorpusRef("multi30k.val"), nbest=CorpusRef("lium.nbest_ntst14")),
                       out_dir=tmp_path, mirror=None)
 
 
@@ -232,7 +233,7 @@ def test_no_network_and_no_mirror_names_both_options(tmp_path, monkeypatch):
     monkeypatch.setattr(download, "network_available",
                         lambda urls, timeout=3.0: asked.append(list(urls)) or False)
     with pytest.raises(DownloadError) as err:
-        download.main(SMALL, out_dir=tmp_path / "raw", mirror=None)
+        download_stage.main(SMALL, out_dir=tmp_path / "raw", mirror=None)
     msg = str(err.value)
     assert "no mirror and no network" in msg
     assert "S2S_MIRROR=<dir>" in msg and "README.md" in msg
@@ -476,7 +477,7 @@ def test_network_mode_builds_the_same_files_as_the_mirror(tmp_path, server, monk
     out = tmp_path / "raw"
     data = profile(CorpusRef("wmt14.giga_fren"), CorpusRef("tatoeba.fra_eng"),
                    test=CorpusRef("wmt.newstest2012"))
-    manifest = download.main(data, out_dir=out, mirror=None, cache_dir=tmp_path / "cache")
+    manifest = download_stage.main(data, out_dir=out, mirror=None, cache_dir=tmp_path / "cache")
     assert manifest["mode"] == "network"
     table = readme_table(MIRROR)
 
@@ -503,5 +504,5 @@ def test_network_mode_builds_the_same_files_as_the_mirror(tmp_path, server, monk
     local("wmt.newstest2012", "/dev.tgz")
     with pytest.raises(DownloadError, match=r"wmt\.newstest2012: downloaded en file sha256 "
                                             r"\w+ != f9e51f85.*newstest2012\.en"):
-        download.main(profile(test=CorpusRef("wmt.newstest2012")), out_dir=tmp_path / "raw2",
+        download_stage.main(profile(test=CorpusRef("wmt.newstest2012")), out_dir=tmp_path / "raw2",
                       mirror=None, cache_dir=tmp_path / "cache2")

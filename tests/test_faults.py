@@ -52,7 +52,6 @@ from s2s.data import download, prepare
 from s2s.data.sources import CORPORA, NetworkSource, Remote
 from s2s.data.vocab import Vocab
 from s2s.decode import translate
-from s2s.evaluate import stage as evaluate
 from s2s.io import atomic_write_lines
 from s2s.model.seq2seq import Seq2Seq
 
@@ -98,14 +97,14 @@ class Work:
 
     def train(self, run_dir: Path, name: str = "forward") -> Path:
         """train@name in-process, laid out as dvc.yaml lays it out under `run_dir`."""
-        train.main(self.params, name, prepared_dir=self.prepared, vocab_dir=self.vocab,
+        train_stage.main(self.params, name, prepared_dir=self.prepared, vocab_dir=self.vocab,
                    model_dir=run_dir / "models" / name, ckpt_dir=run_dir / "checkpoints" / name,
                    metrics_out=run_dir / "metrics" / "train" / f"{name}.json",
                    curves_out=run_dir / "metrics" / "curves" / f"{name}.csv")
         return run_dir
 
     def translate(self, models: Path, out: Path, system: str = "forward") -> Path:
-        translate.main(self.params, system, prepared_dir=self.prepared, vocab_dir=self.vocab,
+        translate_stage.main(self.params, system, prepared_dir=self.prepared, vocab_dir=self.vocab,
                        models_dir=models, out_dir=out)
         return out
 
@@ -298,7 +297,7 @@ swap = lambda parts: tuple(dataclasses.replace(p, remote=remote) for p in parts)
 CORPORA[entry.id] = dataclasses.replace(
     entry, network=NetworkSource(en=swap(entry.network.en), fr=swap(entry.network.fr)))
 download.network_available = lambda urls, timeout=3.0: True
-download.main(DataConfig(train=(), dev=(), test=CorpusRef("wmt.newstest2012")),
+download_stage.main(DataConfig(train=(), dev=(), test=CorpusRef("wmt.newstest2012")),
               out_dir=Path(out), mirror=None, cache_dir=Path(cache))
 """
 
@@ -319,7 +318,7 @@ def test_kill_9_during_a_download_then_the_rerun_resumes_and_is_byte_identical(
     with RangeServer() as server:
         server.files["/dev.tgz"] = body
         data = local_newstest2012(monkeypatch, server.url("/dev.tgz"), md5)
-        download.main(data, out_dir=tmp_path / "ref", mirror=None, cache_dir=tmp_path / "refcache")
+        download_stage.main(data, out_dir=tmp_path / "ref", mirror=None, cache_dir=tmp_path / "refcache")
 
         server.delay = 0.01  # ~1.6 MB/s: the download takes about a second
         server.requests.clear()
@@ -337,7 +336,7 @@ def test_kill_9_during_a_download_then_the_rerun_resumes_and_is_byte_identical(
         assert not (out / "manifest.json").exists() and not (out / "wmt.newstest2012").exists()
 
         server.delay = 0.0
-        download.main(data, out_dir=out, mirror=None, cache_dir=cache)
+        download_stage.main(data, out_dir=out, mirror=None, cache_dir=cache)
         assert server.requests[-1][1] == f"bytes={got}-"  # resumed, not restarted
     assert visible_files(out) == visible_files(tmp_path / "ref")
     assert not list(cache.glob("*.part")) and not list(out.glob(".tmp-*"))
@@ -423,7 +422,7 @@ def test_a_full_disk_during_a_mirror_copy_leaves_no_corpus_and_no_manifest(
     fill_disk(monkeypatch, room=100_000)
     out = tmp_path / "raw"
     with pytest.raises(OSError) as err:
-        download.main(DataConfig(train=(), dev=(), test=CorpusRef("wmt.newstest2013")),
+        download_stage.main(DataConfig(train=(), dev=(), test=CorpusRef("wmt.newstest2013")),
                       out_dir=out, mirror=mirror)
     assert err.value.errno == errno.ENOSPC and "wmt.newstest2013" in str(err.value)
     assert list(out.iterdir()) == []
@@ -442,6 +441,11 @@ def fdopen(fd, mode="r", *args, **kwargs):
     return buffered if "b" in mode else io.TextIOWrapper(buffered, **kwargs)
 os.fdopen = fdopen
 from s2s.cli import main
+from s2s.stages import download as download_stage
+from s2s.stages import evaluate as evaluate_stage
+from s2s.stages import prepare as prepare_stage
+from s2s.stages import train as train_stage
+from s2s.stages import translate as translate_stage
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -678,7 +682,7 @@ def small(work, tmp_path) -> tuple[Path, Path, DataConfig]:
 
 
 def prepare_small(raw: Path, data: DataConfig, out: Path) -> dict:
-    return prepare.main(data, PrepareConfig(max_len=40), raw_dir=raw, out_dir=out,
+    return prepare_stage.main(data, PrepareConfig(max_len=40), raw_dir=raw, out_dir=out,
                         metrics_out=out / "prepare.json")
 
 
@@ -885,7 +889,7 @@ def test_same_params_and_seeds_give_bit_identical_checkpoints_hypotheses_and_ble
     assert without_timing(visible_files(other)) == without_timing(visible_files(decoded))
     bleu = {}
     for name, translated in (("a", decoded.parent), ("b", other.parent)):
-        evaluate.main(work.params, translate_dir=translated, rescore_dir=tmp_path / "none",
+        evaluate_stage.main(work.params, translate_dir=translated, rescore_dir=tmp_path / "none",
                       prepared_dir=work.prepared, vocab_dir=work.vocab,
                       metrics_out=tmp_path / name / "bleu.json",
                       groups_out=tmp_path / name / "figure3.csv")

@@ -18,6 +18,7 @@ import yaml
 
 from conftest import BIN, make_project, run
 from s2s import checkpoint, config, runguard, train
+from s2s.stages import train as train_stage
 from test_faults import start, tiny_params_dict, write_params
 
 
@@ -71,7 +72,7 @@ def test_a_lock_left_by_a_dead_trainer_is_taken_over_with_a_log_line(smoke_data,
     ckpt.mkdir(parents=True)
     (ckpt / runguard.LOCK_NAME).write_text(f"{dead.pid}\n")
     with caplog.at_level(logging.INFO, logger="s2s.train"):
-        train.main(params, "forward", prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab",
+        train_stage.main(params, "forward", prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab",
                    model_dir=tmp_path / "models" / "forward", ckpt_dir=ckpt,
                    metrics_out=tmp_path / "m.json", curves_out=tmp_path / "c.csv")
     assert f"took over the lock left by PID {dead.pid}" in caplog.text

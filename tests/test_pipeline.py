@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 
 import pytest
 import yaml
@@ -62,3 +63,42 @@ def test_a_report_setting_reruns_only_the_report(smoke_repo):
         assert changed == {"report"}, status
     finally:
         params_file.write_text(original)
+
+
+def _changed(status: str) -> set[str]:
+    return {line.rstrip(":") for line in status.splitlines()
+            if line and not line.startswith((" ", "\t")) and line.endswith(":")}
+
+
+def test_editing_beam_search_reruns_decoding_and_no_training(smoke_repo):
+    beam = smoke_repo / "src/s2s/decode/beam.py"
+    original = beam.read_text()
+    params = yaml.safe_load((smoke_repo / "params.yaml").read_text())
+    try:
+        beam.write_text(original + "\n# a fix to the search\n")
+        changed = _changed(run([str(BIN / "dvc"), "status"], smoke_repo).stdout)
+    finally:
+        beam.write_text(original)
+    # Every stage that runs beam search, and nothing upstream of it (the stages after these
+    # rerun when their outputs change, which a comment does not).
+    assert changed == ({f"translate-{s}" for s in params["systems"]}
+                       | {f"rescore-{r}" for r in params["rescore"]["rescorers"]}
+                       | {"rescore-oracle", "export"}), changed
+    assert not {n for n in changed if n.startswith("train")}
+
+
+def test_adding_a_system_to_params_runs_exactly_its_new_stages(smoke_repo, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(smoke_repo, repo, symlinks=True)
+    params_file = repo / "params.yaml"
+    params_file.write_text(params_file.read_text().replace(
+        "systems:\n", "systems:\n  pair34: {members: [reversed_3, reversed_4], beams: [3]}\n", 1))
+    run([str(BIN / "s2s"), "dag", "write"], repo)  # the one documented command
+    proc = run([str(BIN / "dvc"), "repro"], repo, timeout=900)
+    ran = set(re.findall(r"Running stage '([^']+)'", proc.stdout + proc.stderr))
+    # Its own stage, and the stages that read every system (scores, summary, report, export).
+    assert ran == {"translate-pair34", "evaluate", "summary", "export", "report"}, ran
+    bleu = json.loads((repo / "metrics/bleu.json").read_text())
+    assert set(bleu["translate"]["pair34"]) == {"3"}
+    report = (repo / "reports/report.md").read_text()
+    assert "pair34" in report

@@ -21,7 +21,7 @@ import pytest
 
 from s2s.config import load
 from s2s.report import tables
-from s2s.report.stage import main as report_main
+from s2s.stages.report import main as report_main
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "params.yaml"

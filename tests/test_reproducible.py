@@ -7,9 +7,10 @@ import stat
 
 from conftest import MIRROR, need_mirror
 from s2s import io as s2s_io
-from s2s.analysis import stage
+from s2s.stages import analyze as stage
 from s2s.config import CorpusRef, DataConfig, ModelConfig
 from s2s.data import download
+from s2s.stages import download as download_stage
 from test_analysis import _project
 
 
@@ -35,7 +36,7 @@ def test_corpus_folders_get_the_mode_of_the_umask(tmp_path, monkeypatch):
                       dev=(CorpusRef("wmt.newstest2013", 10),),
                       test=CorpusRef("wmt14.newstest2014", 10))
     out = tmp_path / "raw"
-    download.main(data, out_dir=out, mirror=MIRROR)
+    download_stage.main(data, out_dir=out, mirror=MIRROR)
     folders = [p for p in out.iterdir() if p.is_dir()]
     assert len(folders) == 3
     for folder in folders:

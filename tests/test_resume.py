@@ -22,6 +22,7 @@ import yaml
 
 from s2s import checkpoint, config, train
 from s2s.config import ModelConfig, TrainConfig
+from s2s.stages import train as train_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ("wall_seconds", "train_seconds", "tgt_words_per_sec")
@@ -48,7 +49,7 @@ def load(raw: dict, tmp: Path, tag: str) -> config.Params:
 
 
 def run(params, run_dir: Path, *, prepared: Path, vocab: Path, **kw) -> None:
-    train.main(params, "forward", prepared_dir=prepared, vocab_dir=vocab,
+    train_stage.main(params, "forward", prepared_dir=prepared, vocab_dir=vocab,
                model_dir=run_dir / "models" / "forward", ckpt_dir=run_dir / "checkpoints" / "forward",
                metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv", **kw)
 

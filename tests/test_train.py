@@ -14,6 +14,7 @@ from s2s import checkpoint, train
 from s2s.config import TrainConfig
 from s2s.data import vocab
 from s2s.model.seq2seq import Seq2Seq
+from s2s.stages import train as train_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +26,7 @@ def data(smoke_data):
 
 
 def run_train(tmp: Path, params, name: str, out: str, **kw) -> dict:
-    return train.main(params, name, prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab",
+    return train_stage.main(params, name, prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab",
                       model_dir=tmp / out / "model", ckpt_dir=tmp / out / "ckpt",
                       metrics_out=tmp / out / "metrics.json", curves_out=tmp / out / "curves.csv",
                       **kw)

@@ -154,7 +154,7 @@ class Translator:
 
 
 def _device(name: str | None, cfg: TranslateConfig):
-    from s2s.train import pick_device
+    from s2s.device import pick_device
 
     return pick_device(name or cfg.device)
 

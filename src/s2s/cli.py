@@ -1,8 +1,10 @@
-"""`s2s`: one console script, a subcommand per pipeline stage.
+"""`s2s`: one console script, a subcommand per pipeline stage (`s2s <stage>` runs
+``s2s.stages.<stage>``), and the tools around them (translate-text, score, profile, dag).
 
-dvc.yaml calls these subcommands and passes every path, so the paths are written once, there.
-Stage modules are imported inside each subcommand: `s2s profile` or `s2s download` never pay for
-importing torch.
+dvc.yaml, generated from params by `s2s dag write`, calls the stage subcommands and passes every
+path; a path flag left out defaults to what dvc.yaml passes. Each stage sees only the params keys
+its dvc.yaml entry declares. Stage modules import torch inside their `main`: `s2s profile` or
+`s2s download` never pay for importing it.
 """
 
 from __future__ import annotations
@@ -14,92 +16,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from s2s.config import NAME_PATTERN, NAME_RULE, PARAMS_FILE, ConfigError, load
+from s2s import stages
+from s2s.config import NAME_PATTERN, NAME_RULE, PARAMS_FILE, ConfigError, load, only
 from s2s.runguard import Stopped
 
 log = logging.getLogger("s2s")
 
 PROFILES_DIR = Path("profiles")
-
-
-def _cmd_check(a, params):
-    """The params stage: main() has validated the whole file by now; record that it passed.
-    The content is constant, so a valid change reruns nothing that depends on it."""
-    from s2s.io import atomic_write_json
-
-    atomic_write_json(a.out, {"valid": True, "name_pattern": NAME_PATTERN.pattern})
-    log.info("%s is valid; wrote %s", a.params, a.out)
-
-
-def _cmd_download(a, params):
-    from s2s.data import download
-
-    mirror = os.environ.get("S2S_MIRROR")
-    download.main(params.data, out_dir=a.out, mirror=Path(mirror) if mirror else None)
-
-
-def _cmd_prepare(a, params):
-    from s2s.data import prepare
-
-    prepare.main(params.data, params.prepare, raw_dir=a.raw, out_dir=a.out, metrics_out=a.metrics)
-
-
-def _cmd_vocab(a, params):
-    from s2s.data import vocab
-
-    vocab.main(params.vocab, prepared_dir=a.prepared, out_dir=a.out, metrics_out=a.metrics)
-
-
-def _cmd_train(a, params):
-    params.model_config(a.name)  # an unknown model fails before any work (and importing torch)
-    from s2s import train
-
-    train.main(params, a.name, prepared_dir=a.prepared, vocab_dir=a.vocab, model_dir=a.model_dir,
-               ckpt_dir=a.ckpt_dir, metrics_out=a.metrics, curves_out=a.curves,
-               stop_after=a.stop_after)
-
-
-def _cmd_translate(a, params):
-    from s2s.decode import translate
-
-    translate.main(params, a.system, prepared_dir=a.prepared, vocab_dir=a.vocab,
-                   models_dir=a.models, out_dir=a.out)
-
-
-def _cmd_rescore(a, params):
-    from s2s.decode import rescore
-
-    rescore.main(params, a.rescorer, translate_dir=a.translate, raw_dir=a.raw,
-                 prepared_dir=a.prepared, vocab_dir=a.vocab, models_dir=a.models, out_dir=a.out)
-
-
-def _cmd_evaluate(a, params):
-    from s2s.evaluate import stage
-
-    stage.main(params, translate_dir=a.translate, rescore_dir=a.rescore, prepared_dir=a.prepared,
-               vocab_dir=a.vocab, metrics_out=a.metrics, groups_out=a.groups)
-
-
-def _cmd_report(a, params):
-    from s2s.report import stage
-
-    stage.main(params, metrics_dir=a.metrics, translate_dir=a.translate, groups_csv=a.groups,
-               manifest=a.manifest, out_dir=a.out, attention=a.attention, analysis=a.analysis,
-               prepared_dir=a.prepared, rescore_dir=a.rescore)
-
-
-def _cmd_summary(a, params):
-    from s2s.evaluate import summary
-
-    summary.main(params, metrics_dir=a.metrics, translate_dir=a.translate, groups_csv=a.groups,
-                 out=a.out, plots_dir=a.plots)
-
-
-def _cmd_export(a, params):
-    from s2s import api
-
-    api.export_all(params, models_dir=a.models, vocab_dir=a.vocab, prepared_dir=a.prepared,
-                   out_dir=a.out)
 
 
 def _read_input(path: Path | None) -> list[str]:
@@ -192,26 +115,6 @@ def _cmd_score(a, _params):
               f"{a.system}: mean {d['system_mean']:.2f} +- {d['system_ci']:.2f}")
 
 
-def _cmd_analyze(a, params):
-    from s2s.analysis import stage
-
-    cfg = params.analysis
-    stage.main(models=cfg.models, phrases=cfg.phrases, sentences=cfg.sentences,
-               max_position=cfg.max_position, prepared_dir=a.prepared, vocab_dir=a.vocab,
-               models_dir=a.models, out_dir=a.out, lowercase=params.prepare.lowercase,
-               expect={m: params.model_config(m) for m in cfg.models})
-
-
-def _cmd_attention(a, params):
-    if params.analysis.attention_system is None:
-        raise ConfigError(f"{params.source}: 'analysis.attention_system' is null: no attention "
-                          f"system to draw")
-    from s2s.analysis import alignments
-
-    alignments.main(params, prepared_dir=a.prepared, vocab_dir=a.vocab, models_dir=a.models,
-                    translate_dir=a.translate, out=a.out)
-
-
 def _cmd_profile(a, params_path: Path):
     """Copy profiles/<name>.yaml over params.yaml; DVC then reruns what the change touches."""
     available = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
@@ -230,7 +133,27 @@ def _cmd_profile(a, params_path: Path):
     tmp = params_path.with_name(f".{params_path.name}.tmp")
     shutil.copyfile(src, tmp)
     os.replace(tmp, params_path)
-    print(f"{params_path} is now profile '{a.name}' (from {src}); run `dvc repro`")
+    from s2s import pipeline
+
+    pipeline.write(load(params_path), DVC_YAML)
+    print(f"{params_path} is now profile '{a.name}' (from {src}), {DVC_YAML} regenerated; run "
+          f"`dvc repro`")
+
+
+def _cmd_dag(a, params_path: Path):
+    """dvc.yaml from params: `write` regenerates it, `check` fails if it is stale."""
+    from s2s import pipeline
+
+    params = load(params_path)
+    if a.action == "write":
+        changed = pipeline.write(params, DVC_YAML)
+        print(f"{DVC_YAML} {'regenerated' if changed else 'already up to date'} from {params_path}")
+    elif pipeline.stale(params, DVC_YAML):
+        raise ConfigError(f"{DVC_YAML} is not what {params_path} generates (a model, system or "
+                          f"rescorer added or removed, or a stage module changed): run "
+                          f"`s2s dag write`")
+    else:
+        print(f"{DVC_YAML} is up to date with {params_path}")
 
 
 # --- paths default to dvc.yaml's -----------------------------------------------------------------
@@ -348,38 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
             STAGE_OPTIONAL[name][flag] = dest
         return sp
 
-    stage("check", _cmd_check, "validate the parameter file (the params stage)", ("--out",))
-    stage("download", _cmd_download, "fetch the corpora (or copy them from $S2S_MIRROR)",
-          ("--out",))
-    stage("prepare", _cmd_prepare, "normalise, filter, tokenise",
-          ("--raw", "--out", "--metrics"))
-    stage("vocab", _cmd_vocab, "build the vocabularies", ("--prepared", "--out", "--metrics"))
-    s = stage("train", _cmd_train, "train one model of params `models`",
-              ("--prepared", "--vocab", "--model-dir", "--ckpt-dir", "--metrics", "--curves"))
-    s.add_argument("name", help="a model of params `models` (e.g. reversed_1)")
-    s.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
-    s = stage("translate", _cmd_translate,
-              "decode the test set with one system of `systems` (the pipeline stage; for your "
-              "own text see translate-text)", ("--prepared", "--vocab", "--models", "--out"))
-    s.add_argument("system", help="a system of params `systems` (e.g. ensemble5)")
-    s = stage("rescore", _cmd_rescore, "rescore the baseline's n-best lists",
-              ("--translate", "--raw", "--prepared", "--vocab", "--models", "--out"))
-    s.add_argument("rescorer", help="a rescorer of params `rescore.rescorers`, or oracle")
-    stage("evaluate", _cmd_evaluate, "BLEU (tokenised and sacreBLEU) and Figure 3 groups",
-          ("--translate", "--rescore", "--prepared", "--vocab", "--metrics", "--groups"))
-    stage("summary", _cmd_summary, "the compact numeric metrics/summary.json that git tracks "
-          "(dvc metrics show/diff, dvc exp show) and the DVC plot data",
-          ("--metrics", "--translate", "--groups", "--out", "--plots"))
-    stage("analyze", _cmd_analyze, "Figure 2, forget gates and gradient reach of `analysis`",
-          ("--prepared", "--vocab", "--models", "--out"))
-    stage("attention", _cmd_attention, "attention weights of an attention system's output",
-          ("--prepared", "--vocab", "--models", "--translate", "--out"))
-    stage("report", _cmd_report, "reports/report.md and .html",
-          ("--metrics", "--translate", "--groups", "--manifest", "--out"),
-          ("--attention", "--analysis", "--prepared", "--rescore"))
-    stage("export", _cmd_export, "write every system as a self-contained folder "
-          "(checkpoints, vocabularies, text and decoding settings, fingerprints)",
-          ("--models", "--vocab", "--prepared", "--out"))
+    for name in stages.STAGES:
+        mod = stages.module(name)
+        sp = stage(name, mod.cli, mod.HELP, mod.PATHS, getattr(mod, "OPTIONAL_PATHS", ()))
+        if hasattr(mod, "add_arguments"):
+            mod.add_arguments(sp)
 
     s = sub.add_parser(
         "translate-text", formatter_class=_Help,
@@ -430,10 +326,38 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=12345, help="bootstrap seed (sacreBLEU's)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    s = sub.add_parser("dag", help="write dvc.yaml from params (write) or check it is current",
+                       description="dvc.yaml is generated from the parameter file and the stage "
+                                   "modules (src/s2s/stages): run `s2s dag write` after adding "
+                                   "or removing a model, system or rescorer.")
+    s.add_argument("action", choices=("write", "check"))
+    s.set_defaults(fn=None)
     s = sub.add_parser("profile", help="show or switch the parameter profile")
     s.add_argument("name", nargs="?", help="a profile of profiles/ (default: show them)")
     s.set_defaults(fn=None)
     return p
+
+
+POSITIONAL = {"train": ("name", "model", "models"), "translate": ("system", "system", "systems"),
+              "rescore": ("rescorer", "rescorer", "rescore.rescorers")}
+
+
+def declared_params(args: argparse.Namespace, params):
+    """`params` as the stage this command runs may read it: the keys of its dvc.yaml entry
+    (s2s.stages.<stage>.stages(params)), nothing else."""
+    mod = stages.module(args.command)
+    specs = mod.stages(params)
+    if args.command in POSITIONAL:
+        dest, what, section = POSITIONAL[args.command]
+        item = getattr(args, dest)
+        specs = [s for s in specs if s.cmd.split()[2] == item]
+        if not specs:
+            known = [s.cmd.split()[2] for s in mod.stages(params)]
+            raise ConfigError(f"{params.source}: no {what} '{item}' under '{section}' "
+                              f"(known: {', '.join(known)})")
+    if len(specs) != 1:
+        raise ConfigError(f"{params.source}: params give no `{args.command}` stage")
+    return only(params, specs[0].params, stage=specs[0].name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -441,8 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     try:
-        if args.command == "profile":
-            _cmd_profile(args, args.params)
+        if args.command in ("profile", "dag"):
+            (_cmd_profile if args.command == "profile" else _cmd_dag)(args, args.params)
             return 0
         if args.command in STAGE_PATHS:
             fill_path_defaults(args, dvc_defaults(), STAGE_PATHS[args.command],
@@ -451,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             args.fn(args, args.params)
             return 0
         params = load(args.params)  # the whole file is validated before any stage works
-        args.fn(args, params)
+        args.fn(args, declared_params(args, params))
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130

@@ -222,6 +222,105 @@ class Params:
         return self.resources.get(kind) or self.resources.get("default") or StageResources()
 
 
+class UndeclaredParams(ConfigError):
+    """A stage read a params key that its dvc.yaml entry does not declare: DVC would not rerun it
+    when that key changes."""
+
+
+def only(params: Params, keys: typing.Iterable[str], *, stage: str) -> "ParamsView":
+    """`params` as stage `stage` may see it: the sections and keys of `keys` (dvc.yaml's `params`
+    of the stage: `train`, `models.forward`, `rescore.rescorers.gru`), nothing else."""
+    return ParamsView(params, tuple(keys), stage=stage)
+
+
+class ParamsView:
+    """Read-only access to the declared part of a Params (see :func:`only`). Reading any other key
+    raises UndeclaredParams naming the stage, the key and what the stage declares; `source` is
+    always readable. A partly declared mapping (`models` when only `models.forward` is declared)
+    holds only its declared entries; a partly declared section refuses its other fields."""
+
+    def __init__(self, params: Params, keys: tuple[str, ...], *, stage: str,
+                 prefix: str = "", value: Any = None):
+        object.__setattr__(self, "_params", params)
+        object.__setattr__(self, "_keys", keys)
+        object.__setattr__(self, "_stage", stage)
+        object.__setattr__(self, "_prefix", prefix)
+        object.__setattr__(self, "_value", params if value is None else value)
+
+    @property
+    def source(self) -> Path:
+        return self._params.source
+
+    @property
+    def resources(self) -> dict[str, StageResources]:
+        """Always readable: what a job asks a scheduler for; no result depends on it."""
+        return self._params.resources
+
+    def _child(self, name: str) -> Any:
+        dotted = f"{self._prefix}{name}"
+        if any(k == dotted or dotted.startswith(k + ".") for k in self._keys):
+            value = self._value[name] if isinstance(self._value, dict) else getattr(self._value, name)
+            return value  # declared as a whole
+        if not any(k.startswith(dotted + ".") for k in self._keys):
+            raise UndeclaredParams(
+                f"stage '{self._stage}' reads params '{dotted}', which its dvc.yaml entry does not "
+                f"declare (it declares: {', '.join(self._keys) or 'nothing'}); declare it in the "
+                f"stage's module (s2s.stages) so that DVC reruns the stage when it changes")
+        value = self._value[name] if isinstance(self._value, dict) else getattr(self._value, name)
+        return ParamsView(self._params, self._keys, stage=self._stage, prefix=dotted + ".",
+                          value=value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if isinstance(self._value, dict):
+            raise AttributeError(f"{self._prefix.rstrip('.')} is a mapping: use [{name!r}]")
+        return self._child(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("params are read-only")
+
+    # A partly declared mapping: only its declared entries exist.
+    def _declared(self) -> list[str]:
+        return [k for k in self._value if any(
+            d == f"{self._prefix}{k}" or d.startswith(f"{self._prefix}{k}.")
+            or f"{self._prefix}{k}".startswith(d + ".") for d in self._keys)]
+
+    def __getitem__(self, key: str) -> Any:
+        return self._child(key)
+
+    def __iter__(self):
+        return iter(self._declared())
+
+    def __len__(self) -> int:
+        return len(self._declared())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._declared()
+
+    def keys(self):
+        return self._declared()
+
+    def items(self):
+        return [(k, self[k]) for k in self._declared()]
+
+    def values(self):
+        return [self[k] for k in self._declared()]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._declared() else default
+
+    def model_config(self, name: str) -> ModelConfig:
+        """As Params.model_config, reading `model` and `models.<name>` through the view."""
+        if name not in self._params.models:
+            return self._params.model_config(name)  # the error naming the known models
+        self.model, self.models[name]  # noqa: B018 -- both must be declared
+        return self._params.model_config(name)
+
+    def resources_for(self, kind: str) -> StageResources:
+        return self._params.resources_for(kind)
+
+
 # ---------------------------------------------------------------------------------------------
 # Loading
 

@@ -16,7 +16,7 @@ tests/test_snakemake.py checks the result against DVC's own resolution for every
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -36,6 +36,7 @@ class Out:
     path: str
     cache: bool = True
     persist: bool = False  # DVC keeps it between runs: a resume point, not a product
+    metric: bool = False  # listed under `metrics` (a JSON file `dvc metrics` reads)
 
     @property
     def is_dir(self) -> bool:
@@ -53,6 +54,7 @@ class Stage:
     deps: tuple[str, ...]
     outs: tuple[Out, ...]
     params: tuple[str, ...]
+    doc: str = field(default="", compare=False)  # the comment above it in dvc.yaml
 
     @property
     def kind(self) -> str:
@@ -130,12 +132,12 @@ def _stage(name: str, body: dict, where: Path) -> Stage:
     for section in ("outs", "metrics", "plots"):
         for entry in body.get(section) or []:
             if isinstance(entry, str):
-                outs.append(Out(entry))
+                outs.append(Out(entry, metric=section == "metrics"))
             else:
                 ((path, opts),) = entry.items()
                 opts = opts or {}
                 outs.append(Out(path, cache=opts.get("cache", True),
-                                persist=opts.get("persist", False)))
+                                persist=opts.get("persist", False), metric=section == "metrics"))
     params: list[str] = []
     for entry in body.get("params") or []:
         if not isinstance(entry, str):

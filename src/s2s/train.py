@@ -1,31 +1,5 @@
-"""Stage `train@<model>`: the training procedure of §3.4.
-
-Reads:  ``<prepared>/{train,dev,test}.tok.{en,fr}``, ``<vocab>/{en,fr}.tsv``, params `model`,
-        `models.<name>`, `train`.
-Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model_dir>/best.pt``
-        (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
-        `checkpoint_every` steps), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``.
-
-Plain SGD without momentum at `lr`; after `decay_start` epochs the rate is halved every
-`decay_every` epochs. The loss is summed over each sentence's target tokens and divided by the
-number of sentences in the batch; the gradient's L2 norm is clipped to `clip_norm`. A run killed at
-any point resumes from its last checkpoint; on CPU the resumed run ends with the same weights as an
-uninterrupted one, because the batch order is a function of (order_seed, epoch), SGD has no state
-beyond the learning rate, and the schedule is a function of the step. Temporary files that a kill
-inside a checkpoint write leaves in ``<ckpt_dir>`` or ``<model_dir>`` are removed at the start.
-
-Whatever the rerun, the outputs are those of a run from scratch with the same params and data:
-``last.pt`` is resumed only if its :func:`fingerprint` matches, and that covers everything the
-outputs depend on (the model config, every `train` key but :data:`BOOKKEEPING`, the vocabularies,
-the training and dev files). It also holds the best weights so far, so ``best.pt`` is always
-rewritten, whenever the run was killed. The test set is read after training: a rerun for a changed
-test set resumes the finished checkpoint and recomputes test perplexity. A rerun of a finished
-run (``dvc repro -f``) trains no step and says so; its outputs are rewritten from the checkpoint.
-
-Data-parallel (``s2s.distributed``): under torchrun, or with `resources.train.gpus` > 1 and that
-many GPUs visible, each process takes a share of every minibatch and the gradients are summed over
-processes, so the updates are those of one process up to floating-point reduction order; only
-rank 0 writes files.
+"""Training one model: the procedure of §3.4, resumable (the library of
+:mod:`s2s.stages.train`, which holds the stage's documentation).
 """
 
 from __future__ import annotations
@@ -48,6 +22,7 @@ from s2s import checkpoint, distributed, precision, runguard
 from s2s.config import ModelConfig, Params, TrainConfig
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
+from s2s.device import pick_device
 from s2s.io import atomic_write_json, atomic_write_text, remove_temporaries
 from s2s.losses import linear_cross_entropy
 from s2s.model import build_model
@@ -63,15 +38,6 @@ class TrainingError(RuntimeError):
 
 class Interrupted(RuntimeError):
     """Raised by `stop_after` (tests): the run stopped as if killed right after a checkpoint."""
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("train.device is 'cuda' but torch sees no CUDA device "
-                           f"(torch {torch.__version__}; install a CUDA build, see README)")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
 
 
 def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
@@ -142,31 +108,7 @@ def perplexity(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.devi
     return math.exp(nll / ntok) if ntok else float("nan")
 
 
-def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
-         ckpt_dir: Path, metrics_out: Path, curves_out: Path,
-         stop_after: int | None = None) -> dict:
-    cfg = params.train
-    model_cfg = params.model_config(name)
-    world = distributed.World.from_env()
-    if world.size == 1:
-        nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
-        if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
-            distributed.spawn(main, nprocs, params, name, prepared_dir=prepared_dir,
-                              vocab_dir=vocab_dir, model_dir=model_dir, ckpt_dir=ckpt_dir,
-                              metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after)
-            return json.loads(Path(metrics_out).read_text(encoding="utf-8"))
-    # One writer per checkpoint folder; stopped by a signal (or by its dvc dying) between steps,
-    # with a final resumable checkpoint (s2s.runguard).
-    with (runguard.FolderLock(ckpt_dir) if world.is_main else contextlib.nullcontext()), \
-            (runguard.StopSignals() if world.size == 1 else contextlib.nullcontext()) as stop:
-        if world.is_main:
-            runguard.tie_to_pipeline()
-        return _train(params, name, prepared_dir=prepared_dir, vocab_dir=vocab_dir,
-                      model_dir=model_dir, ckpt_dir=ckpt_dir, metrics_out=metrics_out,
-                      curves_out=curves_out, stop_after=stop_after, world=world, stop=stop)
-
-
-def _train(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
            ckpt_dir: Path, metrics_out: Path, curves_out: Path, stop_after: int | None,
            world: distributed.World, stop: runguard.StopSignals | None) -> dict:
     cfg = params.train

@@ -82,8 +82,8 @@ class UnsafeArchiveError(DownloadError):
 # The stage
 
 
-def main(data: DataConfig, *, out_dir: Path, mirror: Path | None,
-         cache_dir: Path | None = None) -> dict:
+def fetch_all(data: DataConfig, *, out_dir: Path, mirror: Path | None,
+              cache_dir: Path | None = None) -> dict:
     """Fetch every corpus `data` names into `out_dir`; return the manifest (also written there)."""
     start = time.monotonic()
     out_dir = Path(out_dir)

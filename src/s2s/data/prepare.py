@@ -1,24 +1,5 @@
-"""Stage `prepare`: raw corpora -> normalised, filtered, deduplicated, Moses-tokenised text.
-
-Reads:  the corpora that `download` put in the raw dir (``data/raw``), params `data`, `prepare`.
-Writes: ``<out>/{train,dev,test}.tok.{en,fr}`` (tokenised, one sentence per line),
-        ``<out>/{dev,test}.raw.{en,fr}`` (normalised but untokenised: sacreBLEU's references),
-        ``metrics/prepare.json``: per split and corpus, lines in, lines removed by each filter,
-        lines out, tokens.
-
-Filters apply to training data only; dev and test keep every line (all 3003 sentences of
-newstest2014 are translated and scored, as in the paper). Order: normalise, drop empty and
-one-sided pairs, tokenise, drop pairs longer than `max_len` tokens on either side, drop pairs whose
-length ratio exceeds `max_ratio`, drop exact duplicates (across all training corpora).
-
-Bad input: an empty corpus file, files of different line counts, invalid UTF-8 and an SGML
-``<seg>`` without ``</seg>`` are refused (:class:`CorpusError` naming the file, and the line where
-there is one). A dev or test line of more than :data:`MAX_EVAL_WORDS` words is refused too: every
-such line is decoded and scored, and no sentence is that long (a file that lost its line breaks
-is); in training such a line is only one more `too_long` pair. What reading cleans is counted per
-corpus in the metrics, under ``cleaned``: ``bom_files`` (a leading byte-order mark, dropped),
-``crlf_lines`` (Windows line ends, read as plain ones; both counted over the whole files) and
-``control_char_lines`` (lines whose control characters, NUL among them, normalisation dropped).
+"""Normalising, filtering, deduplicating and Moses-tokenising a parallel corpus (the
+`prepare` stage's library: :mod:`s2s.stages.prepare`).
 """
 
 from __future__ import annotations
@@ -116,55 +97,3 @@ def filter_train(en: list[str], fr: list[str], cfg: PrepareConfig, *, workers: i
             counts.tokens_fr += lf
     counts.lines_out = len(out_en)
     return out_en, out_fr, counts
-
-
-def main(data: DataConfig, cfg: PrepareConfig, *, raw_dir: Path, out_dir: Path,
-         metrics_out: Path) -> dict:
-    t0 = time.perf_counter()
-    workers = min(os.cpu_count() or 1, 8)
-    report: dict[str, dict] = {"train": {}, "dev": {}, "test": {}}
-
-    train_en, train_fr, seen = [], [], set()
-    for ref in data.train:
-        cleaned: dict[str, int] = {}
-        en, fr = read_pair(raw_dir, ref, cleaned=cleaned)
-        e, f, counts = filter_train(en, fr, cfg, workers=workers, seen=seen)
-        train_en += e
-        train_fr += f
-        report["train"][ref.corpus] = {**vars(counts), "cleaned": cleaned}
-        log.info("train %s: %d pairs in, %d out (removed %s)", ref.corpus, counts.lines_in,
-                 counts.lines_out, counts.removed)
-    if not train_en:
-        raise CorpusError("no training pairs survived the filters: check data.train and prepare.*")
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_lines(out_dir / "train.tok.en", train_en)
-    atomic_write_lines(out_dir / "train.tok.fr", train_fr)
-
-    for split, refs in (("dev", data.dev), ("test", (data.test,))):
-        raw_en, raw_fr = [], []
-        for ref in refs:
-            cleaned = {}
-            en, fr = read_pair(raw_dir, ref, cleaned=cleaned, max_words=MAX_EVAL_WORDS)
-            raw_en += en
-            raw_fr += fr
-            report[split][ref.corpus] = {"lines_in": len(en), "lines_out": len(en),
-                                         "empty_en": sum(not s for s in en),
-                                         "empty_fr": sum(not s for s in fr), "cleaned": cleaned}
-        if cfg.lowercase:
-            raw_en, raw_fr = [s.lower() for s in raw_en], [s.lower() for s in raw_fr]
-        tok_en = tokenize_parallel(raw_en, "en", workers=workers)
-        tok_fr = tokenize_parallel(raw_fr, "fr", workers=workers)
-        for name, lines in (("raw.en", raw_en), ("raw.fr", raw_fr),
-                            ("tok.en", tok_en), ("tok.fr", tok_fr)):
-            atomic_write_lines(out_dir / f"{split}.{name}", lines)
-        log.info("%s: %d pairs from %s (unfiltered)", split, len(raw_en),
-                 ", ".join(r.corpus for r in refs))
-
-    totals = {split: {"lines_out": sum(c["lines_out"] for c in corpora.values())}
-              for split, corpora in report.items()}
-    result = {"splits": report, "totals": totals}
-    atomic_write_json(metrics_out, result)
-    log.info("read %s; wrote %s and %s in %.1fs", raw_dir, out_dir, metrics_out,
-             time.perf_counter() - t0)
-    return result

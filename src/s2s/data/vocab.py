@@ -1,11 +1,5 @@
-"""Stage `vocab`: the most frequent words of each side of the training data.
-
-Reads:  ``<prepared>/train.tok.{en,fr}`` (and dev/test, for the UNK rates), params `vocab`.
-Writes: ``<out>/{en,fr}.tsv``: ``word<TAB>count``, the four specials first (count 0), then words
-        by descending training count (ties by word, so the file is deterministic);
-        ``metrics/vocab.json``: sizes, and the UNK rate (share of tokens outside the vocabulary)
-        of train, dev and test per side.
-The paper keeps 160,000 source and 80,000 target words; every other word becomes <unk>.
+"""Vocabularies: the most frequent words of the training data, and the word <-> id map
+(the `vocab` stage's library: :mod:`s2s.stages.vocab`).
 """
 
 from __future__ import annotations
@@ -85,25 +79,3 @@ def unk_rate(lines: list[str], known: set[str]) -> float:
             total += 1
             unk += w not in known
     return unk / total if total else 0.0
-
-
-def main(cfg: VocabConfig, *, prepared_dir: Path, out_dir: Path, metrics_out: Path) -> dict:
-    t0 = time.perf_counter()
-    metrics: dict = {}
-    for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
-        train = read_lines(prepared_dir / f"train.tok.{lang}")
-        counts = count_words(train)
-        entries = build(counts, size=size, min_count=cfg.min_count)
-        path = out_dir / f"{lang}.tsv"
-        atomic_write_lines(path, [f"{w}\t0" for w in SPECIALS] + [f"{w}\t{c}" for w, c in entries])
-        known = {w for w, _ in entries}
-        rates = {split: round(unk_rate(read_lines(prepared_dir / f"{split}.tok.{lang}"), known), 6)
-                 for split in ("train", "dev", "test")}
-        metrics[lang] = {"size": len(entries) + len(SPECIALS), "words": len(entries),
-                         "train_types": len(counts), "unk_rate": rates}
-        log.info("%s: %d of %d word types kept (min count %d); UNK rate %s", lang, len(entries),
-                 len(counts), cfg.min_count, rates)
-    atomic_write_json(metrics_out, metrics)
-    log.info("read %s; wrote %s, %s in %.1fs", prepared_dir, out_dir, metrics_out,
-             time.perf_counter() - t0)
-    return metrics

@@ -1,14 +1,5 @@
-"""Stage `rescore@<rescorer>`: rescoring a baseline's n-best lists with LSTMs (Table 2).
-
-Reads:  the baseline's n-best list in Moses format (``id ||| hypothesis ||| features ||| score``;
-        in the paper profile the LIUM baseline's 1000-best lists, elsewhere the n-best output of the
-        system named by `rescore.baseline`), ``<prepared>/test.tok.{en,fr}``, the rescorer's
-        checkpoints, params `rescore`.
-Writes: ``<out>/<rescorer>.{tok,detok}.fr``: per sentence the hypothesis with the best
-        ``(1 - weight) * baseline score + weight * LSTM log-probability`` (weight 0.5: the paper's
-        even average). The rescorer ``oracle`` instead writes ``<out>/baseline.*`` (the
-        baseline's own 1-best) and ``<out>/oracle.*`` (per sentence, the hypothesis with the best
-        sentence-level BLEU against the reference: an upper bound of any rescoring).
+"""Rescoring n-best lists with LSTMs: reading Moses n-best lists and scoring their
+hypotheses (the library of :mod:`s2s.stages.rescore`).
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ from s2s.decode.beam import score_sequences
 from s2s.decode.translate import load_members
 from s2s.io import atomic_write_lines, read_lines
 from s2s.progress import progress
-from s2s.train import pick_device
+from s2s.device import pick_device
 
 log = logging.getLogger("s2s.rescore")
 
@@ -95,49 +86,3 @@ def nbest_path(params: Params, *, translate_dir: Path, raw_dir: Path) -> Path:
         return sources.raw_pair(raw_dir, params.data.nbest.corpus).fr
     system = params.rescore.baseline
     return translate_dir / system / f"beam{max(params.systems[system].beams)}.nbest"
-
-
-def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
-         prepared_dir: Path, vocab_dir: Path, models_dir: Path, out_dir: Path) -> dict:
-    t_start = time.perf_counter()
-    nbest = nbest_path(params, translate_dir=translate_dir, raw_dir=raw_dir)
-    sources_tok = read_lines(prepared_dir / "test.tok.en")
-    lists = read_nbest(nbest, sentences=len(sources_tok))
-    n_cands = sum(len(c) for c in lists)
-
-    if rescorer == "oracle":
-        from s2s.evaluate.bleu import sentence_bleu_tok
-
-        refs = read_lines(prepared_dir / "test.tok.fr")
-        picks = {"baseline": [c[0].text for c in lists],
-                 "oracle": [max(c, key=lambda x: sentence_bleu_tok(x.text, refs[i])).text
-                            for i, c in enumerate(lists)]}
-    else:
-        cfg = params.rescore
-        if rescorer not in cfg.rescorers:
-            raise KeyError(f"{params.source}: no rescorer '{rescorer}' under 'rescore.rescorers' "
-                           f"(known: {', '.join(cfg.rescorers)}, or 'oracle')")
-        device = pick_device(params.translate.device)
-        src_vocab = Vocab.load(vocab_dir / "en.tsv")
-        tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
-        model = load_members(cfg.rescorers[rescorer], params=params, models_dir=models_dir,
-                             src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
-                             combine=params.translate.combine)
-        sources = [src_vocab.encode(s) for s in sources_tok]
-        flat = [c for cands in lists for c in cands]
-        lstm = lstm_scores(model, flat, sources, vocab=tgt_vocab, src_pad=src_vocab.pad,
-                           batch_size=cfg.batch_size, device=device, desc=f"rescore {rescorer}")
-        combined = [(1 - cfg.weight) * c.score + cfg.weight * s for c, s in zip(flat, lstm)]
-        best: dict[int, tuple[float, str]] = {}
-        for c, s in zip(flat, combined):
-            if c.sentence not in best or s > best[c.sentence][0]:  # first wins a tie
-                best[c.sentence] = (s, c.text)
-        picks = {rescorer: [best[i][1] for i in range(len(lists))]}
-
-    for name, lines in picks.items():
-        atomic_write_lines(out_dir / f"{name}.tok.fr", lines)
-        atomic_write_lines(out_dir / f"{name}.detok.fr", [detokenize(s, "fr") for s in lines])
-    log.info("%s: %d sentences, %d candidates from %s; wrote %s in %.1fs", rescorer, len(lists),
-             n_cands, nbest, ", ".join(f"{out_dir}/{n}.*" for n in picks),
-             time.perf_counter() - t_start)
-    return {"sentences": len(lists), "candidates": n_cands}

@@ -1,11 +1,5 @@
-"""Stage `translate@<system>`: decode the test set with one model or an ensemble (§3.2).
-
-Reads:  ``<models>/<member>/model.pt`` for each member of `systems.<system>`,
-        ``<prepared>/test.tok.en``, ``<vocab>/{en,fr}.tsv``, params `systems.<system>`, `translate`.
-Writes: ``<out>/beam<K>.tok.fr`` (Moses-tokenised, the paper's BLEU input),
-        ``<out>/beam<K>.detok.fr`` (sacremoses-detokenised, sacreBLEU's input),
-        ``<out>/beam<K>.nbest`` (Moses n-best format: ``id ||| hypothesis ||| lstm=<logprob> ||| score``),
-        ``<out>/timing.json``: seconds and sentences/s per beam width (the paper's cost claim).
+"""Decoding sentences with a model or an ensemble: batched beam search and the n-best
+lists' fp32 scores (the library of :mod:`s2s.stages.translate` and of `s2s translate-text`).
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ from s2s.decode.beam import Hypothesis, beam_search, ranking_score, score_sequen
 from s2s.decode.ensemble import Ensemble
 from s2s.io import atomic_write_json, atomic_write_lines, read_lines
 from s2s.progress import progress
-from s2s.train import pick_device
+from s2s.device import pick_device
 
 log = logging.getLogger("s2s.translate")
 
@@ -108,51 +102,3 @@ def exact_scores(model, src: Tensor, lengths: Tensor, hyps: list[list[Hypothesis
 
     return [sorted(hs, key=lambda h: ranking_score(h, length_penalty), reverse=True)
             for hs in out]
-
-
-def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, models_dir: Path,
-         out_dir: Path) -> dict:
-    t_start = time.perf_counter()
-    if system not in params.systems:
-        raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
-                       f"(known: {', '.join(params.systems)})")
-    sys_cfg, cfg = params.systems[system], params.translate
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg.device)
-    src_vocab = Vocab.load(vocab_dir / "en.tsv")
-    tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
-    model = load_members(sys_cfg.members, params=params, models_dir=models_dir, src_vocab=src_vocab,
-                         tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
-    sources = [src_vocab.encode(s) for s in read_lines(prepared_dir / "test.tok.en")]
-    mm_dtype = precision.resolve(cfg.amp, device)
-    log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,
-             len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
-             precision.describe(cfg.amp, device))
-
-    timing = {"system": system, "members": list(sys_cfg.members), "device": str(device),
-              "threads": torch.get_num_threads(),
-              "precision": precision.name(mm_dtype), "beams": {}}
-    for beam in sys_cfg.beams:
-        t0 = time.perf_counter()
-        nbest = min(sys_cfg.nbest, beam)
-        hyps = translate(model, sources, cfg=cfg, beam=beam, nbest=nbest, vocab=tgt_vocab,
-                         device=device, desc=f"{system} beam {beam}", mm_dtype=mm_dtype)
-        seconds = time.perf_counter() - t0
-        if len(hyps) != len(sources):  # never score a truncated output
-            raise RuntimeError(f"{system} beam {beam}: {len(hyps)} hypotheses for "
-                               f"{len(sources)} sources")
-        best = [tgt_vocab.decode(h[0].tokens) for h in hyps]
-        atomic_write_lines(out_dir / f"beam{beam}.tok.fr", best)
-        atomic_write_lines(out_dir / f"beam{beam}.detok.fr", [detokenize(s, "fr") for s in best])
-        atomic_write_lines(out_dir / f"beam{beam}.nbest", [
-            f"{i} ||| {tgt_vocab.decode(h.tokens)} ||| lstm={h.score:.6f} ||| {h.score:.6f}"
-            for i, hs in enumerate(hyps) for h in hs])
-        timing["beams"][str(beam)] = {"sentences": len(sources), "seconds": round(seconds, 3),
-                                      "sents_per_sec": round(len(sources) / seconds, 3)}
-        log.info("%s beam %d: %d sentences in %.1fs (%.1f sentences/s)", system, beam,
-                 len(sources), seconds, len(sources) / seconds)
-    atomic_write_json(out_dir / "timing.json", timing)
-    log.info("read %s, %s; wrote %s in %.1fs", models_dir, prepared_dir, out_dir,
-             time.perf_counter() - t_start)
-    return timing

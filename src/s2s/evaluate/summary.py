@@ -1,20 +1,5 @@
-"""Stage `summary`: the run in a few numbers, for DVC's comparison tools.
-
-Reads
-  ``<metrics_dir>/bleu.json`` (the evaluate stage), ``<metrics_dir>/train/<model>.json``,
-  ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (``outputs/evaluate/figure3.csv``).
-Writes
-  ``out`` (``metrics/summary.json``, tracked by git, ``cache: false``): numbers only, so that
-  ``dvc metrics show/diff`` and ``dvc exp show`` print them in a readable width::
-
-      {"bleu": {system: {"b<beam>": tokenised BLEU}},   # the paper's method
-       "rescore": {name: tokenised BLEU},               # Table 2, baseline and oracle included
-       "ppl": {model: test perplexity},
-       "minutes": {"train": all models, "decode": all systems and beams}}
-
-  The text fields (method, signatures) stay in ``bleu.json``.
-  ``<plots_dir>/figure3_{length,rarity}.csv``: Figure 3's curves as DVC plot data (columns
-  ``mean``, ``label``, ``lstm``, ``baseline``: the report's two curves).
+"""The run in a few numbers (metrics/summary.json) and Figure 3's DVC plot data: the
+library of :mod:`s2s.stages.summary`.
 """
 
 from __future__ import annotations
@@ -90,30 +75,3 @@ def figure3_plots(params: Params, groups: pd.DataFrame) -> dict[str, pd.DataFram
             columns={"bleu": "baseline"})
         out[axis] = a.merge(bl, on="label", how="left")[["mean", "label", "lstm", "baseline"]]
     return out
-
-
-def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
-         out: Path, plots_dir: Path) -> dict:
-    t0 = time.perf_counter()
-    read: list[str] = []
-    bleu = _json(Path(metrics_dir) / "bleu.json", read)
-    if bleu is None:
-        raise FileNotFoundError(f"{Path(metrics_dir) / 'bleu.json'}: no BLEU metrics; run the "
-                                f"evaluate stage first")
-    train = {m: t for m in params.models
-             if (t := _json(Path(metrics_dir) / "train" / f"{m}.json", read)) is not None}
-    timing = {s: t for s in params.systems
-              if (t := _json(Path(translate_dir) / s / "timing.json", read)) is not None}
-    summary = summarize(params, bleu, train, timing)
-    atomic_write_json(Path(out), summary)
-    written = [str(out)]
-    groups = pd.read_csv(groups_csv, dtype={"system": str, "beam": str, "label": str},
-                         keep_default_na=False)
-    read.append(str(groups_csv))
-    for axis, frame in figure3_plots(params, groups).items():
-        path = Path(plots_dir) / f"figure3_{axis}.csv"
-        atomic_write_text(path, frame.to_csv(index=False))
-        written.append(str(path))
-    log.info("read %s; wrote %s in %.1fs", ", ".join(read), ", ".join(written),
-             time.perf_counter() - t0)
-    return summary

@@ -1,20 +1,5 @@
-"""Report stage: the paper's tables and figures beside ours, Markdown and self-contained HTML.
-
-Reads
-  ``<metrics_dir>/bleu.json`` (required), ``<metrics_dir>/train/<model>.json``,
-  ``<metrics_dir>/curves/<model>.csv``, ``<metrics_dir>/prepare.json``,
-  ``<metrics_dir>/vocab.json``,
-  ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (the evaluate stage's Figure 3 groups),
-  ``manifest`` (the download stage's data manifest) and the parameter file itself (its sha256);
-  optional: the attention stage's ``weights.json`` and the analyze stage's folder.
-Writes (under ``out_dir``, i.e. ``reports/``)
-  ``report.md``, ``report.html``, ``tables/{table1,table1_other,table2,perplexity,models,cost,
-  claims}.{csv,md}``,
-  ``figures/figure3.png``, ``figures/learning_curves.png``, and with the optional inputs
-  ``figures/attention.png`` and ``figures/analysis_*.png``.
-
-Anything optional that is missing (a system not decoded, no timing, no rescoring) shows up as
-"not run" with the reason; nothing is dropped and nothing is invented.
+"""The report's content: loading the artifacts, provenance, and the document built from
+them (rendered by :mod:`s2s.report.render`, written by :mod:`s2s.stages.report`).
 """
 
 from __future__ import annotations
@@ -130,7 +115,7 @@ class BootstrapDiffs:
             return p if p.is_file() else None
         if self.rescore_dir is None or not self.rescore_dir.is_dir():
             return None
-        from s2s.evaluate.stage import find_rescore_output
+        from s2s.evaluate.outputs import find_rescore_output
 
         stem = find_rescore_output(self.rescore_dir, o.system)
         return None if stem is None else stem.with_name(stem.name + ".tok.fr")
@@ -504,37 +489,3 @@ def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
               f"{att['source_words'][1]} source words, spread over the test set; darker = more "
               "weight."),
     ])
-
-
-def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
-         manifest: Path, out_dir: Path, attention: Path | None = None,
-         analysis: Path | None = None, prepared_dir: Path | None = None,
-         rescore_dir: Path | None = None) -> dict[str, Path]:
-    """Write the report; return the paths written by name."""
-    t0 = time.perf_counter()
-    metrics_dir, translate_dir, out_dir = Path(metrics_dir), Path(translate_dir), Path(out_dir)
-    art = load(params, metrics_dir=metrics_dir, translate_dir=translate_dir,
-               groups_csv=Path(groups_csv), manifest=Path(manifest), attention=attention,
-               analysis=analysis, prepared_dir=prepared_dir, rescore_dir=rescore_dir)
-    log.info("read %d files: %s", len(art.read), ", ".join(art.read))
-    fig_dir = out_dir / "figures"
-    doc, shown, raw = build(params, art, fig_dir)
-    written = {"figure3": fig_dir / "figure3.png",
-               "learning_curves": fig_dir / "learning_curves.png"}
-    if art.attention is not None:
-        written["attention"] = fig_dir / "attention.png"
-    if art.analysis_dir is not None:
-        written.update({name: fig_dir / file for name, file in analysis_sections.FIGURES.items()
-                        if (fig_dir / file).is_file()})
-    for name, table in shown.items():
-        csv_path, md_path = out_dir / "tables" / f"{name}.csv", out_dir / "tables" / f"{name}.md"
-        atomic_write_text(csv_path, raw[name].to_csv(index=False))
-        notes = "".join(f"\n{n}\n" for n in table.notes)
-        atomic_write_text(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
-        written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
-    written["md"], written["html"] = out_dir / "report.md", out_dir / "report.html"
-    atomic_write_text(written["md"], to_markdown(doc))
-    atomic_write_text(written["html"], to_html(doc))
-    log.info("wrote %s in %.1f s", ", ".join(str(p) for p in written.values()),
-             time.perf_counter() - t0)
-    return written

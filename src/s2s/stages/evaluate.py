@@ -33,31 +33,36 @@ from pathlib import Path
 import pandas as pd
 
 from s2s.config import Params
+from s2s.dag import Out, Stage
 from s2s.evaluate import buckets
 from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok, read_lines,
                                sentence_stats_tok, tok_signature)
+from s2s.evaluate.outputs import RESCORE_FIXED, find_rescore_output, rescore_system
 from s2s.io import atomic_write_text
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("s2s.evaluate.stage")
 
-RESCORE_FIXED = ("baseline", "oracle")  # written by the rescore stage besides the rescorers
+HELP = "BLEU (tokenised and sacreBLEU) and Figure 3 groups"
+PATHS = ("--translate", "--rescore", "--prepared", "--vocab", "--metrics", "--groups")
+
 GROUP_COLUMNS = ["system", "beam", *buckets.COLUMNS]
 
 
-def rescore_system(name: str) -> str:
-    """The ``system`` value of a rescoring output in the groups table."""
-    return f"rescore/{name}"
+def stages(params: Params) -> list[Stage]:
+    return [Stage(
+        name="evaluate",
+        cmd="s2s evaluate --translate outputs/translate --rescore outputs/rescore "
+            "--prepared data/prepared --vocab data/vocab --metrics metrics/bleu.json "
+            "--groups outputs/evaluate/figure3.csv",
+        deps=("data/prepared", "data/vocab", "outputs/translate", "outputs/rescore"),
+        outs=(Out("outputs/evaluate/figure3.csv"), Out("metrics/bleu.json")),
+        params=("systems", "evaluate", "rescore.rescorers"))]
 
 
-def find_rescore_output(rescore_dir: Path, name: str) -> Path | None:
-    """The stem (without ``.tok.fr``) of rescoring output ``name``, flat or one folder down."""
-    candidates = [rescore_dir / name, rescore_dir / name / name, rescore_dir / "oracle" / name,
-                  *sorted(p.with_name(name) for p in rescore_dir.glob(f"*/{name}.tok.fr"))]
-    for stem in candidates:
-        if stem.with_name(stem.name + ".tok.fr").is_file():
-            return stem
-    return None
-
+def cli(args, params) -> None:
+    main(params, translate_dir=args.translate, rescore_dir=args.rescore,
+         prepared_dir=args.prepared, vocab_dir=args.vocab, metrics_out=args.metrics,
+         groups_out=args.groups)
 
 def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir: Path,
          vocab_dir: Path, metrics_out: Path, groups_out: Path) -> dict:

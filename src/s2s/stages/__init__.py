@@ -1,0 +1,34 @@
+"""The pipeline's stages, one module each: `cmd: s2s <name> ...` in dvc.yaml runs
+``s2s.stages.<name>``.
+
+A stage module holds only stage glue; the work is library code (``s2s.data``, ``s2s.model``,
+``s2s.decode``, ``s2s.evaluate``, ``s2s.analysis``, ``s2s.report``). It defines:
+
+- ``stages(params) -> list[s2s.dag.Stage]``: its dvc.yaml entries (name, command, inputs,
+  outputs and the params keys it reads), one per model, system or rescorer where it runs per item.
+  ``s2s dag write`` generates dvc.yaml from these (:mod:`s2s.pipeline`), adding the source files
+  the stage's module imports as dependencies, so a code change reruns exactly what runs that code.
+- ``PATHS`` (and ``OPTIONAL_PATHS``): its path flags, defaulting to what its dvc.yaml command
+  passes; ``add_arguments(parser)`` for any other argument.
+- ``cli(args, params)``: the command. ``params`` is a :class:`s2s.config.ParamsView` holding only
+  the keys the stage's dvc.yaml entry declares; reading another raises UndeclaredParams.
+- ``main(...)``: the stage as a function of typed config and paths: it reads its inputs, calls the
+  library, writes its outputs and logs what it read, what it wrote and how long it took.
+
+The list is explicit (no registry filled at import time): :data:`STAGES`, in pipeline order.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+STAGES = ("check", "download", "prepare", "vocab", "train", "translate", "rescore", "evaluate",
+          "summary", "export", "analyze", "attention", "report")
+
+
+def module(name: str) -> ModuleType:
+    """The module of stage `name` (one of STAGES)."""
+    if name not in STAGES:
+        raise KeyError(f"no stage '{name}' (stages: {', '.join(STAGES)})")
+    return importlib.import_module(f"s2s.stages.{name}")

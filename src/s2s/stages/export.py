@@ -1,0 +1,42 @@
+"""Stage `export`: every system as a folder that translates without the pipeline's folders.
+
+Reads:  ``<models>/<member>/model.pt`` of every system's members, ``<vocab>/{en,fr}.tsv``,
+        ``<prepared>/train.tok.{en,fr}`` (their fingerprints), params of everything a
+        translation depends on.
+Writes: ``<out>/<system>/``: checkpoints, vocabularies, the text and decoding settings and
+        fingerprints; ``s2s translate-text --system exports/<system>`` reads it
+        (:mod:`s2s.api`).
+"""
+
+from __future__ import annotations
+
+from s2s.config import Params
+from s2s.dag import Out, Stage
+
+HELP = ("write every system as a self-contained folder (checkpoints, vocabularies, text and "
+        "decoding settings, fingerprints)")
+PATHS = ("--models", "--vocab", "--prepared", "--out")
+
+
+def stages(params: Params) -> list[Stage]:
+    return [Stage(
+        name="export",
+        cmd="s2s export --models models --vocab data/vocab --prepared data/prepared --out exports",
+        deps=("models", "data/vocab", "data/prepared/train.tok.en", "data/prepared/train.tok.fr"),
+        outs=(Out("exports"),),
+        params=("profile", "data", "prepare", "vocab", "model", "models", "train", "translate",
+                "systems"),
+        doc="Every system as one folder that translates without the pipeline's folders:\n"
+            "`s2s translate-text --system exports/ensemble5` (src/s2s/api.py).")]
+
+
+def cli(args, params) -> None:
+    main(params, models_dir=args.models, vocab_dir=args.vocab, prepared_dir=args.prepared,
+         out_dir=args.out)
+
+
+def main(params: Params, *, models_dir, vocab_dir, prepared_dir, out_dir) -> dict:
+    from s2s import api
+
+    return api.export_all(params, models_dir=models_dir, vocab_dir=vocab_dir,
+                          prepared_dir=prepared_dir, out_dir=out_dir)

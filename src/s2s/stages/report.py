@@ -1,0 +1,99 @@
+"""Stage `report`: the paper's tables and figures beside ours, Markdown and self-contained HTML.
+
+Reads
+  ``<metrics_dir>/bleu.json`` (required), ``<metrics_dir>/train/<model>.json``,
+  ``<metrics_dir>/curves/<model>.csv``, ``<metrics_dir>/prepare.json``,
+  ``<metrics_dir>/vocab.json``,
+  ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (the evaluate stage's Figure 3 groups),
+  ``manifest`` (the download stage's data manifest) and the parameter file itself (its sha256);
+  optional: the attention stage's ``weights.json`` and the analyze stage's folder.
+Writes (under ``out_dir``, i.e. ``reports/``)
+  ``report.md``, ``report.html``, ``tables/{table1,table1_other,table2,perplexity,models,cost,
+  claims}.{csv,md}``,
+  ``figures/figure3.png``, ``figures/learning_curves.png``, and with the optional inputs
+  ``figures/attention.png`` and ``figures/analysis_*.png``.
+
+Anything optional that is missing (a system not decoded, no timing, no rescoring) shows up as
+"not run" with the reason; nothing is dropped and nothing is invented.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from s2s.config import Params
+from s2s.dag import Out, Stage
+
+log = logging.getLogger("s2s.report")
+
+HELP = "reports/report.md and .html"
+PATHS = ("--metrics", "--translate", "--groups", "--manifest", "--out")
+OPTIONAL_PATHS = ("--attention", "--analysis", "--prepared", "--rescore")
+TEMPLATES = ()  # data files the report reads besides its inputs (templates, the paper's numbers)
+
+
+def stages(params: Params) -> list[Stage]:
+    attention = params.analysis.attention_system is not None
+    return [Stage(
+        name="report",
+        cmd="s2s report --metrics metrics --translate outputs/translate "
+            "--groups outputs/evaluate/figure3.csv --manifest data/raw/manifest.json "
+            + ("--attention outputs/attention/weights.json " if attention else "")
+            + "--analysis outputs/analysis --prepared data/prepared --rescore outputs/rescore "
+              "--out reports",
+        deps=("data/prepared/test.raw.en", "data/prepared/test.raw.fr", "data/prepared/test.tok.fr",
+              "outputs/rescore", *(("outputs/attention/weights.json",) if attention else ()),
+              "outputs/analysis", "metrics/bleu.json", "metrics/train", "metrics/curves",
+              "metrics/prepare.json", "metrics/vocab.json", "outputs/evaluate/figure3.csv",
+              "outputs/translate", "data/raw/manifest.json", *TEMPLATES),
+        outs=tuple(Out(p, cache=False) for p in ("reports/report.md", "reports/report.html",
+                                                 "reports/tables", "reports/figures")),
+        params=("profile", "data", "vocab", "model", "models", "systems", "rescore",
+                "evaluate.min_group", "report"))]
+
+
+def cli(args, params) -> None:
+    main(params, metrics_dir=args.metrics, translate_dir=args.translate, groups_csv=args.groups,
+         manifest=args.manifest, out_dir=args.out, attention=args.attention,
+         analysis=args.analysis, prepared_dir=args.prepared, rescore_dir=args.rescore)
+
+
+def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
+         manifest: Path, out_dir: Path, attention: Path | None = None,
+         analysis: Path | None = None, prepared_dir: Path | None = None,
+         rescore_dir: Path | None = None) -> dict[str, Path]:
+    """Write the report; return the paths written by name."""
+    from s2s.io import atomic_write_text
+    from s2s.report import analysis as analysis_sections
+    from s2s.report.build import build, load
+    from s2s.report.render import md_table, to_html, to_markdown
+
+    t0 = time.perf_counter()
+    metrics_dir, translate_dir, out_dir = Path(metrics_dir), Path(translate_dir), Path(out_dir)
+    art = load(params, metrics_dir=metrics_dir, translate_dir=translate_dir,
+               groups_csv=Path(groups_csv), manifest=Path(manifest), attention=attention,
+               analysis=analysis, prepared_dir=prepared_dir, rescore_dir=rescore_dir)
+    log.info("read %d files: %s", len(art.read), ", ".join(art.read))
+    fig_dir = out_dir / "figures"
+    doc, shown, raw = build(params, art, fig_dir)
+    written = {"figure3": fig_dir / "figure3.png",
+               "learning_curves": fig_dir / "learning_curves.png"}
+    if art.attention is not None:
+        written["attention"] = fig_dir / "attention.png"
+    if art.analysis_dir is not None:
+        written.update({name: fig_dir / file for name, file in analysis_sections.FIGURES.items()
+                        if (fig_dir / file).is_file()})
+    for name, table in shown.items():
+        csv_path, md_path = out_dir / "tables" / f"{name}.csv", out_dir / "tables" / f"{name}.md"
+        atomic_write_text(csv_path, raw[name].to_csv(index=False))
+        notes = "".join(f"\n{n}\n" for n in table.notes)
+        atomic_write_text(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
+        written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
+    written["md"], written["html"] = out_dir / "report.md", out_dir / "report.html"
+    atomic_write_text(written["md"], to_markdown(doc))
+    atomic_write_text(written["html"], to_html(doc))
+    log.info("wrote %s in %.1f s", ", ".join(str(p) for p in written.values()),
+             time.perf_counter() - t0)
+    return written

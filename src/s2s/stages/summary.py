@@ -1,0 +1,84 @@
+"""Stage `summary`: the run in a few numbers, for DVC's comparison tools.
+
+Reads
+  ``<metrics_dir>/bleu.json`` (the evaluate stage), ``<metrics_dir>/train/<model>.json``,
+  ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (``outputs/evaluate/figure3.csv``).
+Writes
+  ``out`` (``metrics/summary.json``, tracked by git, ``cache: false``): numbers only, so that
+  ``dvc metrics show/diff`` and ``dvc exp show`` print them in a readable width::
+
+      {"bleu": {system: {"b<beam>": tokenised BLEU}},   # the paper's method
+       "rescore": {name: tokenised BLEU},               # Table 2, baseline and oracle included
+       "ppl": {model: test perplexity},
+       "minutes": {"train": all models, "decode": all systems and beams}}
+
+  The text fields (method, signatures) stay in ``bleu.json``.
+  ``<plots_dir>/figure3_{length,rarity}.csv``: Figure 3's curves as DVC plot data (columns
+  ``mean``, ``label``, ``lstm``, ``baseline``: the report's two curves).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from s2s.config import Params
+from s2s.dag import Out, Stage
+
+log = logging.getLogger("s2s.summary")
+
+HELP = ("the compact numeric metrics/summary.json that git tracks (dvc metrics show/diff, dvc exp "
+        "show) and the DVC plot data")
+PATHS = ("--metrics", "--translate", "--groups", "--out", "--plots")
+
+
+def stages(params: Params) -> list[Stage]:
+    return [Stage(
+        name="summary",
+        cmd="s2s summary --metrics metrics --translate outputs/translate "
+            "--groups outputs/evaluate/figure3.csv --out metrics/summary.json --plots metrics/plots",
+        deps=("metrics/bleu.json", "metrics/train", "outputs/translate",
+              "outputs/evaluate/figure3.csv"),
+        outs=(Out("metrics/summary.json", cache=False, metric=True), Out("metrics/plots")),
+        params=("systems", "models", "rescore.baseline", "rescore.rescorers",
+                "report.figure3_system", "report.figure3_beam"),
+        doc="The run in a few numbers: the only file under metrics/ that git tracks (cache: "
+            "false), so\n`dvc metrics diff` and `dvc exp show` compare revisions and experiments.")]
+
+
+def cli(args, params) -> None:
+    main(params, metrics_dir=args.metrics, translate_dir=args.translate, groups_csv=args.groups,
+         out=args.out, plots_dir=args.plots)
+
+
+def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
+         out: Path, plots_dir: Path) -> dict:
+    import pandas as pd
+
+    from s2s.evaluate.summary import _json, figure3_plots, summarize
+    from s2s.io import atomic_write_json, atomic_write_text
+
+    t0 = time.perf_counter()
+    read: list[str] = []
+    bleu = _json(Path(metrics_dir) / "bleu.json", read)
+    if bleu is None:
+        raise FileNotFoundError(f"{Path(metrics_dir) / 'bleu.json'}: no BLEU metrics; run the "
+                                f"evaluate stage first")
+    train = {m: t for m in params.models
+             if (t := _json(Path(metrics_dir) / "train" / f"{m}.json", read)) is not None}
+    timing = {s: t for s in params.systems
+              if (t := _json(Path(translate_dir) / s / "timing.json", read)) is not None}
+    summary = summarize(params, bleu, train, timing)
+    atomic_write_json(Path(out), summary)
+    written = [str(out)]
+    groups = pd.read_csv(groups_csv, dtype={"system": str, "beam": str, "label": str},
+                         keep_default_na=False)
+    read.append(str(groups_csv))
+    for axis, frame in figure3_plots(params, groups).items():
+        path = Path(plots_dir) / f"figure3_{axis}.csv"
+        atomic_write_text(path, frame.to_csv(index=False))
+        written.append(str(path))
+    log.info("read %s; wrote %s in %.1fs", ", ".join(read), ", ".join(written),
+             time.perf_counter() - t0)
+    return summary

@@ -1,0 +1,96 @@
+"""Stage `train-<model>`: the training procedure of §3.4.
+
+Reads:  ``<prepared>/{train,dev,test}.tok.{en,fr}``, ``<vocab>/{en,fr}.tsv``, params `model`,
+        `models.<name>`, `train`.
+Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model_dir>/best.pt``
+        (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
+        `checkpoint_every` steps), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``.
+
+Plain SGD without momentum at `lr`; after `decay_start` epochs the rate is halved every
+`decay_every` epochs. The loss is summed over each sentence's target tokens and divided by the
+number of sentences in the batch; the gradient's L2 norm is clipped to `clip_norm`. A run killed at
+any point resumes from its last checkpoint; on CPU the resumed run ends with the same weights as an
+uninterrupted one, because the batch order is a function of (order_seed, epoch), SGD has no state
+beyond the learning rate, and the schedule is a function of the step. Temporary files that a kill
+inside a checkpoint write leaves in ``<ckpt_dir>`` or ``<model_dir>`` are removed at the start.
+
+Whatever the rerun, the outputs are those of a run from scratch with the same params and data:
+``last.pt`` is resumed only if its :func:`fingerprint` matches, and that covers everything the
+outputs depend on (the model config, every `train` key but :data:`BOOKKEEPING`, the vocabularies,
+the training and dev files). It also holds the best weights so far, so ``best.pt`` is always
+rewritten, whenever the run was killed. The test set is read after training: a rerun for a changed
+test set resumes the finished checkpoint and recomputes test perplexity. A rerun of a finished
+run (``dvc repro -f``) trains no step and says so; its outputs are rewritten from the checkpoint.
+
+Data-parallel (``s2s.distributed``): under torchrun, or with `resources.train.gpus` > 1 and that
+many GPUs visible, each process takes a share of every minibatch and the gradients are summed over
+processes, so the updates are those of one process up to floating-point reduction order; only
+rank 0 writes files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from pathlib import Path
+
+from s2s.config import Params
+from s2s.dag import Out, Stage
+
+HELP = "train one model of params `models`"
+PATHS = ("--prepared", "--vocab", "--model-dir", "--ckpt-dir", "--metrics", "--curves")
+
+
+def stages(params: Params) -> list[Stage]:
+    return [Stage(
+        name=f"train-{name}",
+        cmd=f"s2s train {name} --prepared data/prepared --vocab data/vocab "
+            f"--model-dir models/{name} --ckpt-dir checkpoints/{name} "
+            f"--metrics metrics/train/{name}.json --curves metrics/curves/{name}.csv",
+        deps=("metrics/params.json", "data/prepared", "data/vocab"),
+        outs=(Out(f"models/{name}"), Out(f"checkpoints/{name}", cache=False, persist=True),
+              Out(f"metrics/curves/{name}.csv"), Out(f"metrics/train/{name}.json")),
+        params=("model", f"models.{name}", "train"),
+        doc="" if i else "One stage per model of params `models`. checkpoints/<model> is the "
+                         "resume point: it survives\na killed run (persist) and is resumed only "
+                         "if its fingerprint (params, vocabulary, data)\nmatches, so a stale one "
+                         "is never used.")
+        for i, name in enumerate(params.models)]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="a model of params `models` (e.g. reversed_1)")
+    p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def cli(args, params) -> None:
+    main(params, args.name, prepared_dir=args.prepared, vocab_dir=args.vocab,
+         model_dir=args.model_dir, ckpt_dir=args.ckpt_dir, metrics_out=args.metrics,
+         curves_out=args.curves, stop_after=args.stop_after)
+
+
+def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+         ckpt_dir: Path, metrics_out: Path, curves_out: Path,
+         stop_after: int | None = None) -> dict:
+    from s2s import distributed, runguard, train
+
+    cfg = params.train
+    params.model_config(name)  # an unknown model fails before any work
+    world = distributed.World.from_env()
+    if world.size == 1:
+        nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
+        if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
+            distributed.spawn(main, nprocs, params, name, prepared_dir=prepared_dir,
+                              vocab_dir=vocab_dir, model_dir=model_dir, ckpt_dir=ckpt_dir,
+                              metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after)
+            return json.loads(Path(metrics_out).read_text(encoding="utf-8"))
+    # One writer per checkpoint folder; stopped by a signal (or by its dvc dying) between steps,
+    # with a final resumable checkpoint (s2s.runguard).
+    with (runguard.FolderLock(ckpt_dir) if world.is_main else contextlib.nullcontext()), \
+            (runguard.StopSignals() if world.size == 1 else contextlib.nullcontext()) as stop:
+        if world.is_main:
+            runguard.tie_to_pipeline()
+        return train.run(params, name, prepared_dir=prepared_dir, vocab_dir=vocab_dir,
+                      model_dir=model_dir, ckpt_dir=ckpt_dir, metrics_out=metrics_out,
+                      curves_out=curves_out, stop_after=stop_after, world=world, stop=stop)

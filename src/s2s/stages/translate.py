@@ -1,0 +1,105 @@
+"""Stage `translate-<system>`: decode the test set with one model or an ensemble (§3.2).
+
+Reads:  ``<models>/<member>/model.pt`` for each member of `systems.<system>`,
+        ``<prepared>/test.tok.en``, ``<vocab>/{en,fr}.tsv``, params `systems.<system>`, `translate`.
+Writes: ``<out>/beam<K>.tok.fr`` (Moses-tokenised, the paper's BLEU input),
+        ``<out>/beam<K>.detok.fr`` (sacremoses-detokenised, sacreBLEU's input),
+        ``<out>/beam<K>.nbest`` (Moses n-best format: ``id ||| hypothesis ||| lstm=<logprob> ||| score``),
+        ``<out>/timing.json``: seconds and sentences/s per beam width (the paper's cost claim).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+
+from s2s.config import Params
+from s2s.dag import Out, Stage
+
+log = logging.getLogger("s2s.translate")
+
+HELP = ("decode the test set with one system of `systems` (the pipeline stage; for your own "
+        "text see translate-text)")
+PATHS = ("--prepared", "--vocab", "--models", "--out")
+
+
+def stages(params: Params) -> list[Stage]:
+    return [Stage(
+        name=f"translate-{system}",
+        cmd=f"s2s translate {system} --prepared data/prepared --vocab data/vocab --models models "
+            f"--out outputs/translate/{system}",
+        deps=("data/prepared/test.tok.en", "data/vocab",
+              *(f"models/{m}" for m in cfg.members)),
+        outs=(Out(f"outputs/translate/{system}"),),
+        params=(f"systems.{system}", "translate", "model",
+                *(f"models.{m}" for m in cfg.members)),
+        doc="" if i else "One stage per system of params `systems`, its members' models as inputs.")
+        for i, (system, cfg) in enumerate(params.systems.items())]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("system", help="a system of params `systems` (e.g. ensemble5)")
+
+
+def cli(args, params) -> None:
+    main(params, args.system, prepared_dir=args.prepared, vocab_dir=args.vocab,
+         models_dir=args.models, out_dir=args.out)
+
+
+def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, models_dir: Path,
+         out_dir: Path) -> dict:
+    import torch
+
+    from s2s import precision
+    from s2s.data.text import detokenize
+    from s2s.data.vocab import Vocab
+    from s2s.decode.translate import load_members, translate
+    from s2s.device import pick_device
+    from s2s.io import atomic_write_json, atomic_write_lines, read_lines
+
+    t_start = time.perf_counter()
+    if system not in params.systems:
+        raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
+                       f"(known: {', '.join(params.systems)})")
+    sys_cfg, cfg = params.systems[system], params.translate
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = pick_device(cfg.device)
+    src_vocab = Vocab.load(vocab_dir / "en.tsv")
+    tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
+    model = load_members(sys_cfg.members, params=params, models_dir=models_dir, src_vocab=src_vocab,
+                         tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
+    sources = [src_vocab.encode(s) for s in read_lines(prepared_dir / "test.tok.en")]
+    mm_dtype = precision.resolve(cfg.amp, device)
+    log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,
+             len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
+             precision.describe(cfg.amp, device))
+
+    timing = {"system": system, "members": list(sys_cfg.members), "device": str(device),
+              "threads": torch.get_num_threads(),
+              "precision": precision.name(mm_dtype), "beams": {}}
+    for beam in sys_cfg.beams:
+        t0 = time.perf_counter()
+        nbest = min(sys_cfg.nbest, beam)
+        hyps = translate(model, sources, cfg=cfg, beam=beam, nbest=nbest, vocab=tgt_vocab,
+                         device=device, desc=f"{system} beam {beam}", mm_dtype=mm_dtype)
+        seconds = time.perf_counter() - t0
+        if len(hyps) != len(sources):  # never score a truncated output
+            raise RuntimeError(f"{system} beam {beam}: {len(hyps)} hypotheses for "
+                               f"{len(sources)} sources")
+        best = [tgt_vocab.decode(h[0].tokens) for h in hyps]
+        atomic_write_lines(out_dir / f"beam{beam}.tok.fr", best)
+        atomic_write_lines(out_dir / f"beam{beam}.detok.fr", [detokenize(s, "fr") for s in best])
+        atomic_write_lines(out_dir / f"beam{beam}.nbest", [
+            f"{i} ||| {tgt_vocab.decode(h.tokens)} ||| lstm={h.score:.6f} ||| {h.score:.6f}"
+            for i, hs in enumerate(hyps) for h in hs])
+        timing["beams"][str(beam)] = {"sentences": len(sources), "seconds": round(seconds, 3),
+                                      "sents_per_sec": round(len(sources) / seconds, 3)}
+        log.info("%s beam %d: %d sentences in %.1fs (%.1f sentences/s)", system, beam,
+                 len(sources), seconds, len(sources) / seconds)
+    atomic_write_json(out_dir / "timing.json", timing)
+    log.info("read %s, %s; wrote %s in %.1fs", models_dir, prepared_dir, out_dir,
+             time.perf_counter() - t_start)
+    return timing

@@ -1,0 +1,59 @@
+"""Stage `vocab`: the most frequent words of each side of the training data.
+
+Reads:  ``<prepared>/train.tok.{en,fr}`` (and dev/test, for the UNK rates), params `vocab`.
+Writes: ``<out>/{en,fr}.tsv``: ``word<TAB>count``, the four specials first (count 0), then words
+        by descending training count (ties by word, so the file is deterministic);
+        ``metrics/vocab.json``: sizes, and the UNK rate (share of tokens outside the vocabulary)
+        of train, dev and test per side.
+The paper keeps 160,000 source and 80,000 target words; every other word becomes <unk>.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from s2s.config import VocabConfig
+from s2s.dag import Out, Stage
+from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
+from s2s.io import atomic_write_json, atomic_write_lines, read_lines
+
+log = logging.getLogger("s2s.vocab")
+
+HELP = "build the vocabularies"
+PATHS = ("--prepared", "--out", "--metrics")
+
+
+def stages(params) -> list[Stage]:
+    return [Stage(
+        name="vocab",
+        cmd="s2s vocab --prepared data/prepared --out data/vocab --metrics metrics/vocab.json",
+        deps=("data/prepared",), outs=(Out("data/vocab"), Out("metrics/vocab.json")),
+        params=("vocab",))]
+
+
+def cli(args, params) -> None:
+    main(params.vocab, prepared_dir=args.prepared, out_dir=args.out, metrics_out=args.metrics)
+
+
+def main(cfg: VocabConfig, *, prepared_dir: Path, out_dir: Path, metrics_out: Path) -> dict:
+    t0 = time.perf_counter()
+    metrics: dict = {}
+    for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
+        train = read_lines(prepared_dir / f"train.tok.{lang}")
+        counts = count_words(train)
+        entries = build(counts, size=size, min_count=cfg.min_count)
+        path = out_dir / f"{lang}.tsv"
+        atomic_write_lines(path, [f"{w}\t0" for w in SPECIALS] + [f"{w}\t{c}" for w, c in entries])
+        known = {w for w, _ in entries}
+        rates = {split: round(unk_rate(read_lines(prepared_dir / f"{split}.tok.{lang}"), known), 6)
+                 for split in ("train", "dev", "test")}
+        metrics[lang] = {"size": len(entries) + len(SPECIALS), "words": len(entries),
+                         "train_types": len(counts), "unk_rate": rates}
+        log.info("%s: %d of %d word types kept (min count %d); UNK rate %s", lang, len(entries),
+                 len(counts), cfg.min_count, rates)
+    atomic_write_json(metrics_out, metrics)
+    log.info("read %s; wrote %s, %s in %.1fs", prepared_dir, out_dir, metrics_out,
+             time.perf_counter() - t0)
+    return metrics
