@@ -52,6 +52,11 @@ from s2s.data import download, prepare
 from s2s.data.sources import CORPORA, NetworkSource, Remote
 from s2s.data.vocab import Vocab
 from s2s.decode import translate
+from s2s.stages import download as download_stage
+from s2s.stages import evaluate as evaluate_stage
+from s2s.stages import prepare as prepare_stage
+from s2s.stages import train as train_stage
+from s2s.stages import translate as translate_stage
 from s2s.io import atomic_write_lines
 from s2s.model.seq2seq import Seq2Seq
 
@@ -239,7 +244,7 @@ def test_kill_9_of_training_under_dvc_is_not_recorded_and_repro_resumes_to_the_s
         return len(versions) >= k
 
     log = tmp_path / "killed.log"
-    proc = start([str(BIN / "dvc"), "repro", "-s", "train@forward"], proj, log)
+    proc = start([str(BIN / "dvc"), "repro", "-s", "train-forward"], proj, log)
     kill_when(proc, k_checkpoints, log, jitter=0.05)
     assert not psutil.pid_exists(proc.pid)
 
@@ -247,19 +252,19 @@ def test_kill_9_of_training_under_dvc_is_not_recorded_and_repro_resumes_to_the_s
     assert 4 * k <= step < 48 and step % 4 == 0, (k, step)
     assert not (proj / "models" / "forward" / "model.pt").exists()
     lock = proj / "dvc.lock"
-    assert not lock.exists() or "train@forward" not in (yaml.safe_load(lock.read_text()) or {}) \
+    assert not lock.exists() or "train-forward" not in (yaml.safe_load(lock.read_text()) or {}) \
         .get("stages", {})
-    status = run([str(BIN / "dvc"), "status", "train@forward"], proj)
-    assert "train@forward" in status.stdout  # changed: DVC will rerun it
+    status = run([str(BIN / "dvc"), "status", "train-forward"], proj)
+    assert "train-forward" in status.stdout  # changed: DVC will rerun it
     # What a kill during torch.save leaves in the persistent checkpoint folder.
     stale = last.with_name(".last.pt.k9dead.tmp")
     stale.write_bytes(b"\0" * 4096)
 
-    rerun = run([str(BIN / "dvc"), "repro", "-s", "train@forward"], proj)
+    rerun = run([str(BIN / "dvc"), "repro", "-s", "train-forward"], proj)
     out = rerun.stdout + rerun.stderr
     assert f"resuming from checkpoints/forward/last.pt at step {step} of 48" in out, out[-3000:]
     assert not stale.exists()
-    assert "train@forward" in yaml.safe_load(lock.read_text())["stages"]
+    assert "train-forward" in yaml.safe_load(lock.read_text())["stages"]
     a = work.tmp / "a"
     assert tensor_bits(proj / "models" / "forward" / "model.pt") == \
         tensor_bits(a / "models" / "forward" / "model.pt")
@@ -291,6 +296,7 @@ from pathlib import Path
 from s2s.config import CorpusRef, DataConfig
 from s2s.data import download
 from s2s.data.sources import CORPORA, NetworkSource, Remote
+from s2s.stages import download as download_stage
 url, md5, out, cache = sys.argv[1:5]
 entry, remote = CORPORA["wmt.newstest2012"], Remote(url, md5=md5)
 swap = lambda parts: tuple(dataclasses.replace(p, remote=remote) for p in parts)

@@ -123,7 +123,7 @@ def test_sigterm_to_dvc_repro_stops_its_trainer_with_a_final_checkpoint(long_par
     shutil.copytree(data / "vocab", proj / "data" / "vocab")
     run([str(BIN / "dvc"), "repro", "-s", "check-params"], proj)
     log = tmp_path / "repro.log"
-    proc = start([str(BIN / "dvc"), "repro", "-s", "train@forward"], proj, log)
+    proc = start([str(BIN / "dvc"), "repro", "-s", "train-forward"], proj, log)
     try:
         wait_for(" parameters (the paper's", log, proc)
         assert trainers_in(proj), "no trainer seen"
@@ -142,7 +142,7 @@ def test_sigterm_to_dvc_repro_stops_its_trainer_with_a_final_checkpoint(long_par
     assert "forward: stopped by SIGTERM at step " in text, text[-3000:]
     assert checkpoint.load_payload(proj / "checkpoints" / "forward" / "last.pt")["step"] > 0
     lock = proj / "dvc.lock"
-    assert not lock.exists() or "train@forward" not in (yaml.safe_load(lock.read_text()) or {}) \
+    assert not lock.exists() or "train-forward" not in (yaml.safe_load(lock.read_text()) or {}) \
         .get("stages", {})
     with runguard.FolderLock(proj / "checkpoints" / "forward"):  # nobody holds it
         pass

@@ -196,7 +196,9 @@ def test_every_stage_that_pastes_a_params_value_depends_on_the_check(tmp_path):
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     check = stages["check-params"]
     assert set(check["params"]) >= {"models", "systems", "rescore"}
-    assert "deps" not in check and "metrics/params.json" in stages["download"]["deps"]
+    # its only inputs are its own source files: it is the first stage to run
+    assert all(d.startswith("src/s2s/") for d in check.get("deps", [])) \
+        and "metrics/params.json" in stages["download"]["deps"]
     for name, body in stages.items():
         body = body.get("do", body)
         templated = "${" in yaml.safe_dump({k: body.get(k) for k in ("cmd", "deps", "outs")})
@@ -212,8 +214,13 @@ def test_dvc_repro_with_a_hostile_model_name_runs_nothing(tmp_path):
     raw = rename_model(smoke(), "gru", "x;touch PWNED;")
     (proj / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     # check-params is the only stage without inputs: it runs, and refuses, before anything else.
-    proc = run([str(BIN / "dvc"), "repro", "train@x;touch PWNED;"], proj, check=False,
-               timeout=300)
+    # Regenerating dvc.yaml refuses the name, naming the key, and leaves dvc.yaml as it was.
+    before = (proj / "dvc.yaml").read_text()
+    proc = run([str(BIN / "s2s"), "dag", "write"], proj, check=False)
+    assert proc.returncode != 0 and "'models.x;touch PWNED;' is not a valid name" in proc.stderr
+    assert (proj / "dvc.yaml").read_text() == before
+    # dvc.yaml not regenerated: `dvc repro` runs check-params first, which refuses the name.
+    proc = run([str(BIN / "dvc"), "repro"], proj, check=False, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "'models.x;touch PWNED;' is not a valid name" in out, out[-3000:]

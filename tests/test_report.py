@@ -466,7 +466,7 @@ def test_cost_claim_compares_time_per_sentence():
 
 
 def test_matplotlib_is_imported_only_by_the_report_figures():
-    code = ("import sys; import s2s.cli, s2s.evaluate.stage, s2s.report.tables, "
+    code = ("import sys; import s2s.cli, s2s.stages.evaluate, s2s.report.tables, "
             "s2s.report.render; assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]

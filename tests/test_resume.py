@@ -1,6 +1,6 @@
 """A rerun of a train stage ends with the outputs of a run from scratch (issue 14, class 1).
 
-DVC deletes ``models/<m>/`` and the metrics before it reruns ``train@<m>`` and keeps
+DVC deletes ``models/<m>/`` and the metrics before it reruns ``train-<m>`` and keeps
 ``checkpoints/<m>/`` (persist: true); these tests do the same around ``train.main`` and compare
 every output with a run from scratch of the same params and data: the digests of ``model.pt``
 and ``best.pt`` (config, name, vocabularies, weights, step and perplexities), the curves, and the

@@ -1,5 +1,6 @@
-"""The Snakemake workflow (workflow/) runs the DAG of dvc.yaml: s2s.dag resolves dvc.yaml as DVC
-does, `snakemake -n` plans one job per DVC stage for every profile, the smoke profile run through
+"""The Snakemake workflow (workflow/) runs the DAG of dvc.yaml: the stages it generates from params
+are those DVC reads from the generated dvc.yaml, `snakemake -n` plans one job per DVC stage for
+every profile, the smoke profile run through
 Snakemake writes the metrics DVC writes, and after `dvc commit -f` DVC and Snakemake both find
 nothing to do."""
 
@@ -16,7 +17,8 @@ import pytest
 import yaml
 
 from conftest import BIN, ROOT, make_project, need_mirror, run
-from s2s import dag
+from s2s import dag, pipeline
+from s2s.config import load
 
 PROFILES = sorted(p.stem for p in (ROOT / "profiles").glob("*.yaml"))
 # Fields of metrics/train/*.json that describe the run, not its result.
@@ -77,26 +79,35 @@ def dvc_index(repo: Path) -> dict[str, tuple]:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_dag_resolves_dvc_yaml_as_dvc_does(profile, plan_repo):
     shutil.copy(ROOT / "profiles" / f"{profile}.yaml", plan_repo / "params.yaml")
+    params = load(plan_repo / "params.yaml")
+    pipeline.write(params, plan_repo / "dvc.yaml")
     want = dvc_index(plan_repo)
-    got = {s.name: (s.cmd, sorted(s.deps), sorted((o.path, o.cache, o.persist) for o in s.outs),
-                    sorted(s.params))
-           for s in dag.load(plan_repo / "dvc.yaml", plan_repo / "params.yaml")}
-    assert got == want
+
+    def index(stages):
+        return {s.name: (s.cmd, sorted(s.deps), sorted((o.path, o.cache, o.persist)
+                                                       for o in s.outs), sorted(s.params))
+                for s in stages}
+
+    # What Snakemake runs (generated from params) is what DVC reads from the generated file.
+    assert index(dag.load(plan_repo / "dvc.yaml", plan_repo / "params.yaml")) == want
+    assert index(pipeline.generate(params)) == want
 
 
 def test_dag_inputs_map_dependencies_to_the_outputs_that_make_them():
-    stages = {s.name: s for s in dag.load(ROOT / "dvc.yaml", ROOT / "profiles" / "smoke.yaml")}
+    stages = {s.name: s for s in pipeline.generate(load(ROOT / "profiles" / "smoke.yaml"))}
     everything = list(stages.values())
-    # a file inside another stage's output directory -> that directory
-    assert dag.inputs(stages["rescore-oracle"], everything) == [
+    # a file inside another stage's output directory -> that directory; source files stay
+    inputs = dag.inputs(stages["rescore-oracle"], everything)
+    assert [p for p in inputs if not p.startswith("src/")] == [
         "metrics/params.json", "data/prepared", "outputs/translate/baseline", "data/raw"]
+    assert "src/s2s/decode/rescore.py" in inputs
     # a directory holding other stages' outputs -> those outputs; a source directory stays
     report = dag.inputs(stages["report"], everything)
     assert "metrics/train/reversed_3.json" in report and "metrics/train" not in report
     assert "outputs/translate/ensemble5" in report and "data/raw" in report
-    assert report[-1] == "src/s2s/report"
+    assert "src/s2s/report/tables.py" in report
     # persistent outputs (resume points) are not Snakemake outputs
-    assert [o.path for o in stages["train@forward"].outs if o.persist] == ["checkpoints/forward"]
+    assert [o.path for o in stages["train-forward"].outs if o.persist] == ["checkpoints/forward"]
 
 
 def test_dag_refuses_what_it_does_not_resolve(tmp_path):
@@ -118,6 +129,7 @@ def test_dag_refuses_what_it_does_not_resolve(tmp_path):
 @pytest.mark.parametrize("profile", PROFILES)
 def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     shutil.copy(ROOT / "profiles" / f"{profile}.yaml", plan_repo / "params.yaml")
+    pipeline.write(load(plan_repo / "params.yaml"), plan_repo / "dvc.yaml")
     stages = dvc_stages(plan_repo)
     # The Snakefile reads the profile itself, not params.yaml: --config params=...
     proc = snakemake(plan_repo, "-n", "--config", f"params=profiles/{profile}.yaml")
@@ -134,7 +146,8 @@ def test_a_new_model_in_params_is_a_new_job(plan_repo):
     params = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
     params["models"]["reversed_6"] = {"reverse_source": True, "init_seed": 16, "order_seed": 116}
     (plan_repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    assert "train@reversed_6" in dvc_stages(plan_repo)
+    run([str(BIN / "s2s"), "dag", "write"], plan_repo)  # for DVC; Snakemake reads params itself
+    assert "train-reversed_6" in dvc_stages(plan_repo)
     jobs = planned_jobs(snakemake(plan_repo, "-n").stdout)
     assert jobs["train_reversed_6"] == 1
 

@@ -159,7 +159,7 @@ def check_identity(path: Path, payload: dict, *, expect: ModelConfig,
         if recorded[key] != value:
             raise CheckpointError(f"{path}: '{key}' is {recorded[key]!r} in the checkpoint but "
                                   f"{value!r} in {source}: it is another model; retrain it"
-                                  + (f" (dvc repro train@{name})" if name else ""))
+                                  + (f" (dvc repro train-{name})" if name else ""))
     extra = sorted(set(recorded) - set(want))
     if extra:
         raise CheckpointError(f"{path}: the checkpoint's config has '{extra[0]}', which "

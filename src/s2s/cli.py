@@ -330,7 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="dvc.yaml is generated from the parameter file and the stage "
                                    "modules (src/s2s/stages): run `s2s dag write` after adding "
                                    "or removing a model, system or rescorer.")
-    s.add_argument("action", choices=("write", "check"))
+    s.add_argument("action", choices=("write", "check"),
+                   help="write: regenerate dvc.yaml; check: fail if it is not what params give")
     s.set_defaults(fn=None)
     s = sub.add_parser("profile", help="show or switch the parameter profile")
     s.add_argument("name", nargs="?", help="a profile of profiles/ (default: show them)")

@@ -29,7 +29,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 PARAMS_FILE = "params.yaml"
 
 # Model, system and rescorer names become parts of dvc.yaml's shell commands (`s2s train ${key}`),
-# stage names (train@<name>) and paths (models/<name>/): letters, digits, `_` and `-` only.
+# stage names (train-<name>) and paths (models/<name>/): letters, digits, `_` and `-` only.
 NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 NAME_RULE = "a letter, then letters, digits, '_' or '-'"
 # Words that YAML 1.1 readers (PyYAML) take for booleans: as a name, another tool would misread it.
@@ -206,7 +206,7 @@ class Params:
     evaluate: EvaluateConfig = EvaluateConfig()
     report: ReportConfig = ReportConfig()
     analysis: AnalysisConfig = AnalysisConfig()
-    # Keyed by stage kind (`train` for every train@M) or `default`; see resources_for().
+    # Keyed by stage kind (`train` for every train-M) or `default`; see resources_for().
     resources: dict[str, StageResources] = field(default_factory=dict)
     source: Path = Path(PARAMS_FILE)
 

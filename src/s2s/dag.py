@@ -3,7 +3,7 @@
 Reads:  ``dvc.yaml`` and a parameter file (``params.yaml`` or a profile).
 Writes: nothing; :func:`load` returns one :class:`Stage` per DVC stage, ``foreach`` expanded and
         DVC's ``${...}`` templating resolved from the parameter file, as ``dvc stage list`` names
-        them (``train@forward``, ``translate-ensemble5``).
+        them (``train-forward``, ``translate-ensemble5``).
 
 The DAG is written once, in ``dvc.yaml``: ``workflow/Snakefile`` builds its rules from these
 stages, so a path or a stage added there reaches Snakemake without a second copy. The templating
@@ -58,12 +58,12 @@ class Stage:
 
     @property
     def kind(self) -> str:
-        """`train` for train@forward, `translate` for translate-forward: what the job runs."""
+        """`train` for train-forward, `translate` for translate-forward: what the job runs."""
         return re.split(r"[@-]", self.name, maxsplit=1)[0]
 
     @property
     def rule(self) -> str:
-        """The name as an identifier (a Snakemake rule name): train@forward -> train_forward."""
+        """The name as an identifier (a Snakemake rule name): train-forward -> train_forward."""
         return re.sub(r"\W", "_", self.name)
 
 

@@ -1,16 +1,18 @@
-# The stages of dvc.yaml and their resources, read once when the workflow is parsed.
+# The pipeline's stages and their resources, read once when the workflow is parsed: generated
+# from the parameter file by the stage modules, as dvc.yaml is (s2s.pipeline), so a model added
+# to params is a new job here at once, and `--config params=...` plans another profile.
 
-from s2s import dag
+from s2s import dag, pipeline
 from s2s.config import PARAMS_FILE, load as load_params, read_yaml
 
 PARAMS = load_params(config["params"])  # validated: a bad key fails here, named
 PARAM_VALUES = read_yaml(config["params"])  # as DVC reads it (YAML 1.2)
-STAGES = dag.load(config["dvc_yaml"], config["params"])
+STAGES = pipeline.generate(PARAMS)
 
 _unknown = sorted(set(PARAMS.resources) - {s.kind for s in STAGES} - {"default"})
 if _unknown:
     raise ValueError(f"{config['params']}: 'resources.{_unknown[0]}' is not a stage kind of "
-                     f"{config['dvc_yaml']} (known: {sorted({s.kind for s in STAGES})}, default)")
+                     f"the pipeline (known: {sorted({s.kind for s in STAGES})}, default)")
 
 ALL_OUTPUTS = [o.path for s in STAGES for o in s.outs if not o.persist]
 
