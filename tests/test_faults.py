@@ -54,6 +54,11 @@ from s2s.data.vocab import Vocab
 from s2s.decode import translate
 from s2s.io import atomic_write_lines
 from s2s.model.seq2seq import Seq2Seq
+from s2s.stages import download as download_stage
+from s2s.stages import evaluate as evaluate_stage
+from s2s.stages import prepare as prepare_stage
+from s2s.stages import train as train_stage
+from s2s.stages import translate as translate_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -291,6 +296,7 @@ from pathlib import Path
 from s2s.config import CorpusRef, DataConfig
 from s2s.data import download
 from s2s.data.sources import CORPORA, NetworkSource, Remote
+from s2s.stages import download as download_stage
 url, md5, out, cache = sys.argv[1:5]
 entry, remote = CORPORA["wmt.newstest2012"], Remote(url, md5=md5)
 swap = lambda parts: tuple(dataclasses.replace(p, remote=remote) for p in parts)
@@ -441,11 +447,6 @@ def fdopen(fd, mode="r", *args, **kwargs):
     return buffered if "b" in mode else io.TextIOWrapper(buffered, **kwargs)
 os.fdopen = fdopen
 from s2s.cli import main
-from s2s.stages import download as download_stage
-from s2s.stages import evaluate as evaluate_stage
-from s2s.stages import prepare as prepare_stage
-from s2s.stages import train as train_stage
-from s2s.stages import translate as translate_stage
 sys.exit(main(sys.argv[1:]))
 """
 
