@@ -1,4 +1,5 @@
-"""Atomic file writes: a temporary file in the same directory, fsync, then rename.
+"""Atomic file writes: a temporary file in the same directory, fsync, then rename; and
+:func:`read_lines`, the one way a text file becomes lines, for every caller.
 
 A crash, a kill or a full disk never leaves a half-written file under its final name: the old file
 (or none) stays there. A failed write (a full disk: ENOSPC) is re-raised naming the final path, and
@@ -8,7 +9,6 @@ its temporary file is removed. Only a kill -9 can leave a temporary ``.<name>.*.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import tempfile
@@ -122,7 +122,42 @@ def read_text(path: Path, error: type[Exception] = ValueError) -> str:
         raise error(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
 
 
-def read_lines(path: Path) -> list[str]:
-    """A text file written by this pipeline (or an external n-best list): UTF-8, one item per
-    line. A file that is not UTF-8 is a ValueError naming the file and line."""
-    return [ln.rstrip("\n") for ln in io.StringIO(read_text(path), newline="\n")]
+def read_lines(path: Path, *, rstrip: bool = True, strip_bom: bool = False,
+               strip_cr: bool = False, error: type[Exception] = ValueError,
+               counts: dict[str, int] | None = None) -> list[str]:
+    """The lines of a UTF-8 text file, for every reader in the pipeline.
+
+    Lines end at LF only: never at U+2028, U+0085 or the other breaks ``str.splitlines`` knows,
+    which occur inside news sentences and would shift every line after them. The LF is removed;
+    a last line without one is still a line, and an empty file has no lines.
+
+    - ``rstrip`` (default): trailing whitespace is removed as well, CR included, as sacreBLEU's
+      command line reads hypotheses and references. Every file the pipeline writes is
+      normalised text with no trailing whitespace, so for those it removes nothing; it makes a
+      file from elsewhere (a CR LF hypothesis file, an n-best list) read as sacreBLEU reads it.
+    - ``rstrip=False``: the text is kept as it is, trailing spaces and control characters
+      included (raw corpora, where normalisation removes them and counts what it removed).
+    - ``strip_bom``: a UTF-8 byte-order mark at the start of the file is removed (otherwise it
+      stays as U+FEFF at the start of the first line, as sacreBLEU keeps it).
+    - ``strip_cr``: the CR of a Windows line end (one CR at the end of a line) is removed.
+    - ``counts``: how the file was written is added to it, whether the options above remove
+      it or not: ``bom_files`` (1 if the file began with a byte-order mark) and ``crlf_lines``
+      (lines that ended in CR).
+
+    A file that is not UTF-8 raises `error` naming the file and line.
+    """
+    text = read_text(path, error)
+    bom = text.startswith("\ufeff")
+    if strip_bom and bom:
+        text = text[1:]
+    lines = text.split("\n")
+    if lines[-1] == "":  # the file's last LF, or an empty file
+        lines.pop()
+    if counts is not None:
+        counts["bom_files"] = counts.get("bom_files", 0) + bom
+        counts["crlf_lines"] = counts.get("crlf_lines", 0) + sum(ln.endswith("\r") for ln in lines)
+    if strip_cr:
+        lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    if rstrip:
+        lines = [ln.rstrip() for ln in lines]
+    return lines
