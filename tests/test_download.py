@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tarfile
 import time
 import zipfile
@@ -163,6 +164,38 @@ def test_rerun_keeps_complete_corpora_rebuilds_damaged_ones_and_drops_stale(tmp_
     assert sorted(p.name for p in out.iterdir()) == [
         "manifest.json", "multi30k.val", "wmt14.newstest2014"]
     assert sha256(out / "multi30k.val" / "fr.txt") == CORPORA["multi30k.val"].mirror.fr.sha256
+
+
+@pytest.fixture
+def umask():
+    """Set the process's umask for one test (returns the setter); the old one is restored."""
+    old = os.umask(0o022)
+    os.umask(old)
+    yield os.umask
+    os.umask(old)
+
+
+@needs_mirror
+@pytest.mark.parametrize("mask, folder_mode, file_mode", [(0o022, 0o755, 0o644),
+                                                          (0o027, 0o750, 0o640)],
+                         ids=["umask022", "umask027"])
+def test_outputs_get_the_modes_of_the_process_umask(tmp_path, umask, mask, folder_mode,
+                                                    file_mode):
+    # Corpus folders are built in a temporary folder and files in temporary files (mkdtemp and
+    # mkstemp would make them 0700 and 0600): renamed into place, they have the modes a plain
+    # mkdir and open give under the umask, and importing s2s changes no umask.
+    umask(mask)
+    out = tmp_path / "raw"
+    download_stage.main(profile(dev=(CorpusRef("multi30k.val"),)), out_dir=out, mirror=MIRROR)
+    assert os.umask(mask) == mask
+    folders = [p for p in out.iterdir() if p.is_dir()]
+    assert sorted(p.name for p in folders) == ["multi30k.val", "wmt14.newstest2014"]
+    for folder in folders:
+        assert stat.S_IMODE(folder.stat().st_mode) == folder_mode, folder
+        for f in folder.iterdir():
+            assert stat.S_IMODE(f.stat().st_mode) == file_mode, f
+    assert stat.S_IMODE((out / "manifest.json").stat().st_mode) == file_mode
+    assert stat.S_IMODE(out.stat().st_mode) == folder_mode
 
 
 def fake_mirror(tmp_path: Path, *rel_paths: str) -> Path:

@@ -1,32 +1,56 @@
-"""Atomic file writes: a temporary file in the same directory, fsync, then rename; and
-:func:`read_lines`, the one way a text file becomes lines, for every caller.
+"""Atomic file writes, and reading text files.
 
-A crash, a kill or a full disk never leaves a half-written file under its final name: the old file
-(or none) stays there. A failed write (a full disk: ENOSPC) is re-raised naming the final path, and
-its temporary file is removed. Only a kill -9 can leave a temporary ``.<name>.*.tmp`` behind;
+Writes go to a temporary file in the same directory, are fsynced, then renamed: a crash, a kill or
+a full disk never leaves a half-written file under its final name: the old file (or none) stays
+there. A failed write (a full disk: ENOSPC) is re-raised naming the final path, and its temporary
+file is removed. Only a kill -9 can leave a temporary ``.<name>.*.tmp`` behind;
 :func:`remove_temporaries` clears those where a stage keeps a folder across runs.
+
+Temporary files and folders are created with the modes a plain ``open`` / ``mkdir`` asks for
+(0666 / 0777), so the kernel applies the process's umask when they are made: an output renamed
+from one has the mode any other file would have. Nothing here reads or sets the umask.
+
+Reading: :func:`read_lines` is the one way a text file becomes lines, for every caller.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+_ATTEMPTS = 100  # names tried before giving up (tempfile's TMP_MAX)
+_CREATE = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
 
 
 def temp_dir(parent: Path, prefix: str) -> Path:
-    """A new directory in `parent` with the mode a plain mkdir gives (mkdtemp makes 0700: an
-    output renamed from it would be private whatever the user's umask)."""
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    os.chmod(tmp, 0o777 & ~_UMASK)
-    return tmp
+    """A new directory ``parent/<prefix><random>`` with the mode a plain mkdir gives (0777 less
+    the umask; tempfile.mkdtemp makes 0700, and an output renamed from it would be private)."""
+    for _ in range(_ATTEMPTS):
+        path = Path(parent) / f"{prefix}{secrets.token_hex(4)}"
+        try:
+            os.mkdir(path, 0o777)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"no free temporary directory name {prefix}* in {parent}")
+
+
+def _temp_file(path: Path) -> tuple[int, str]:
+    """A new file ``.<name>.<random>.tmp`` next to `path`, opened for writing, with the mode a
+    plain open gives (0666 less the umask; tempfile.mkstemp makes 0600)."""
+    for _ in range(_ATTEMPTS):
+        tmp = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
+        try:
+            return os.open(tmp, _CREATE, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name .{path.name}.*.tmp in {path.parent}")
 
 
 @contextmanager
@@ -34,9 +58,8 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary sibling of `path`; on success it replaces `path`, on error it is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temp_file(path)
     try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual mode
         kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
