@@ -13,7 +13,8 @@ from s2s import config
 from s2s.config import ConfigError, CorpusRef, DataConfig, PrepareConfig, VocabConfig
 from s2s.data import download, prepare, vocab
 from s2s.data.batching import epoch_batches
-from s2s.data.text import CorpusError, normalize, read_lines
+from s2s.data.text import CorpusError, normalize, read_corpus
+from s2s.io import read_lines
 from s2s.stages import download as download_stage
 from s2s.stages import prepare as prepare_stage
 from s2s.stages import vocab as vocab_stage
@@ -37,13 +38,13 @@ def newstest(tmp_path_factory, mirror):
 def test_all_3003_newstest2014_sentences_survive_prepare(newstest, mirror):
     tmp, metrics = newstest
     assert metrics["splits"]["test"]["wmt14.newstest2014"]["lines_out"] == 3003
-    refs = read_lines(tmp / "prepared" / "test.raw.fr", "plain")
+    refs = read_corpus(tmp / "prepared" / "test.raw.fr", "plain")
     assert len(refs) == 3003
     # Read from the SGML as sacreBLEU does: identical to the mirror's sacreBLEU-style extraction.
     expected = (mirror / "wmt14-newstest2014-fren/newstest2014-fren.fr").read_text().splitlines()
     assert refs == expected
     assert not any("\u00a0" in r for r in refs)  # 707 references had no-break spaces
-    tok = read_lines(tmp / "prepared" / "test.tok.fr", "plain")
+    tok = read_corpus(tmp / "prepared" / "test.tok.fr", "plain")
     assert len(tok) == 3003 and tok[0] != refs[0]  # tokenised: "« ... »" split from words
 
 
@@ -52,7 +53,7 @@ def test_prepare_metrics_count_every_filter(newstest):
     giga = metrics["splits"]["train"]["wmt14.giga_fren"]
     assert giga["lines_in"] == 2000
     assert giga["lines_out"] + sum(giga["removed"].values()) == 2000
-    assert giga["lines_out"] == len(read_lines(tmp / "prepared" / "train.tok.en", "plain"))
+    assert giga["lines_out"] == len(read_corpus(tmp / "prepared" / "train.tok.en", "plain"))
     on_disk = json.loads((tmp / "prepare.json").read_text())
     assert on_disk == metrics
 
@@ -88,14 +89,33 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nalso fine\nbad \xff byte\n")
     with pytest.raises(CorpusError, match=r"bad\.txt:3: not valid UTF-8"):
-        read_lines(path, "plain")
+        read_corpus(path, "plain")
 
 
 def test_sgm_without_closing_tag(tmp_path):
     path = tmp_path / "x.sgm"
     path.write_text('<doc>\n<seg id="1">ok</seg>\n<seg id="2">broken\n</doc>\n')
     with pytest.raises(CorpusError, match=r"x\.sgm:3: <seg> without </seg>"):
-        read_lines(path, "sgm")
+        read_corpus(path, "sgm")
+
+
+def test_read_lines_strips_what_its_options_say(tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_bytes("\ufeffun\u2028deux \r\ntrois\t\n\nquatre\r".encode("utf-8"))
+    # Default, sacreBLEU's reading: LF only ends a line; trailing whitespace (CR too) goes.
+    assert read_lines(path) == ["\ufeffun\u2028deux", "trois", "", "quatre"]
+    assert read_lines(path, rstrip=False) == ["\ufeffun\u2028deux \r", "trois\t", "",
+                                              "quatre\r"]
+    counts: dict[str, int] = {}
+    assert read_lines(path, rstrip=False, strip_bom=True, strip_cr=True, counts=counts) == [
+        "un\u2028deux ", "trois\t", "", "quatre"]
+    assert counts == {"bom_files": 1, "crlf_lines": 2}
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "one.txt").write_bytes(b"\n")
+    assert read_lines(tmp_path / "empty.txt") == [] and read_lines(tmp_path / "one.txt") == [""]
+    path.write_bytes(b"ok\n\xff\n")
+    with pytest.raises(ValueError, match=r"x\.txt:2: not valid UTF-8"):
+        read_lines(path)
 
 
 def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tarfile
 import time
 import zipfile
@@ -25,7 +26,9 @@ import pytest
 from conftest import RangeServer
 from s2s.config import CorpusRef, DataConfig
 from s2s.data import download, sources
-from s2s.data.download import DownloadError, UnsafeArchiveError, fetch, safe_extract
+from s2s.data.archives import UnsafeArchiveError, safe_extract
+from s2s.data.files import DownloadError
+from s2s.data.http import cache_path, fetch
 from s2s.data.sources import CORPORA, NetworkSource, Remote, raw_pair
 from s2s.stages import download as download_stage
 
@@ -165,6 +168,38 @@ def test_rerun_keeps_complete_corpora_rebuilds_damaged_ones_and_drops_stale(tmp_
     assert sha256(out / "multi30k.val" / "fr.txt") == CORPORA["multi30k.val"].mirror.fr.sha256
 
 
+@pytest.fixture
+def umask():
+    """Set the process's umask for one test (returns the setter); the old one is restored."""
+    old = os.umask(0o022)
+    os.umask(old)
+    yield os.umask
+    os.umask(old)
+
+
+@needs_mirror
+@pytest.mark.parametrize("mask, folder_mode, file_mode", [(0o022, 0o755, 0o644),
+                                                          (0o027, 0o750, 0o640)],
+                         ids=["umask022", "umask027"])
+def test_outputs_get_the_modes_of_the_process_umask(tmp_path, umask, mask, folder_mode,
+                                                    file_mode):
+    # Corpus folders are built in a temporary folder and files in temporary files (mkdtemp and
+    # mkstemp would make them 0700 and 0600): renamed into place, they have the modes a plain
+    # mkdir and open give under the umask, and importing s2s changes no umask.
+    umask(mask)
+    out = tmp_path / "raw"
+    download_stage.main(profile(dev=(CorpusRef("multi30k.val"),)), out_dir=out, mirror=MIRROR)
+    assert os.umask(mask) == mask
+    folders = [p for p in out.iterdir() if p.is_dir()]
+    assert sorted(p.name for p in folders) == ["multi30k.val", "wmt14.newstest2014"]
+    for folder in folders:
+        assert stat.S_IMODE(folder.stat().st_mode) == folder_mode, folder
+        for f in folder.iterdir():
+            assert stat.S_IMODE(f.stat().st_mode) == file_mode, f
+    assert stat.S_IMODE((out / "manifest.json").stat().st_mode) == file_mode
+    assert stat.S_IMODE(out.stat().st_mode) == folder_mode
+
+
 def fake_mirror(tmp_path: Path, *rel_paths: str) -> Path:
     root = tmp_path / "mirror"
     for rel in rel_paths:
@@ -283,6 +318,12 @@ def tar_link(name: str, target: str, hard: bool = False) -> tarfile.TarInfo:
     return info
 
 
+def tar_special(name: str, kind: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind  # tarfile.CHRTYPE, BLKTYPE, FIFOTYPE
+    return info
+
+
 @pytest.mark.parametrize("members, why", [
     ([tar_file("ok.txt"), tar_file("../evil")], r"'\.\./evil' climbs out"),
     ([tar_file("dev/../../evil")], r"climbs out"),
@@ -292,6 +333,9 @@ def tar_link(name: str, target: str, hard: bool = False) -> tarfile.TarInfo:
     ([tar_link("link", "/etc/passwd")], r"symlink 'link' points to the absolute path"),
     ([tar_link("hard", "../outside", hard=True)], r"hard link 'hard' -> '\.\./outside' points "
                                                   r"outside"),
+    ([tar_file("ok.txt"), tar_special("dev/null", tarfile.CHRTYPE)],
+     r"'dev/null' is a device or fifo"),
+    ([tar_special("pipe", tarfile.FIFOTYPE)], r"'pipe' is a device or fifo"),
 ])
 def test_safe_extract_refuses_members_escaping_the_target(tmp_path, members, why):
     archive = make_tar(tmp_path / "bad.tgz", members)
@@ -345,7 +389,7 @@ def blob_remote(server: RangeServer, **kw) -> Remote:
 
 def test_fetch_resumes_an_existing_part_with_a_range_request(tmp_path, server):
     remote = blob_remote(server)
-    dest = download.cache_path(remote, tmp_path)
+    dest = cache_path(remote, tmp_path)
     part = dest.with_name(dest.name + ".part")
     part.parent.mkdir(parents=True, exist_ok=True)
     part.write_bytes(BLOB[:300_000])
@@ -364,7 +408,7 @@ def test_fetch_interrupted_keeps_the_part_and_the_next_run_resumes_it(tmp_path, 
     server.drop_after = 200_000
     with pytest.raises(DownloadError, match="will be resumed"):
         fetch(remote, tmp_path, retries=0, backoff=0)
-    dest = download.cache_path(remote, tmp_path)
+    dest = cache_path(remote, tmp_path)
     part = dest.with_name(dest.name + ".part")
     assert not dest.exists()
     assert part.read_bytes() == BLOB[:200_000]
@@ -385,7 +429,7 @@ def test_fetch_retries_an_interrupted_download_within_one_call(tmp_path, server)
 def test_fetch_restarts_when_the_server_ignores_ranges(tmp_path, server):
     remote = blob_remote(server)
     server.ignore_range = True
-    dest = download.cache_path(remote, tmp_path)
+    dest = cache_path(remote, tmp_path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.with_name(dest.name + ".part").write_bytes(BLOB[:1000])
     path, _ = fetch(remote, tmp_path, retries=0, backoff=0)
@@ -395,7 +439,7 @@ def test_fetch_restarts_when_the_server_ignores_ranges(tmp_path, server):
 def test_fetch_finishes_a_part_that_was_already_whole(tmp_path, server):
     # Interrupted between the last byte and the rename: the server answers 416 to the range.
     remote = blob_remote(server)
-    dest = download.cache_path(remote, tmp_path)
+    dest = cache_path(remote, tmp_path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.with_name(dest.name + ".part").write_bytes(BLOB)
     path, info = fetch(remote, tmp_path, retries=0, backoff=0)
@@ -405,7 +449,7 @@ def test_fetch_finishes_a_part_that_was_already_whole(tmp_path, server):
 
 def test_fetch_does_not_trust_a_corrupt_part(tmp_path, server):
     remote = blob_remote(server)
-    dest = download.cache_path(remote, tmp_path)
+    dest = cache_path(remote, tmp_path)
     part = dest.with_name(dest.name + ".part")
     part.parent.mkdir(parents=True, exist_ok=True)
     part.write_bytes(b"\0" * 500_000)  # right length prefix, wrong bytes

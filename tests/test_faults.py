@@ -59,6 +59,11 @@ from s2s.stages import train as train_stage
 from s2s.stages import translate as translate_stage
 from s2s.io import atomic_write_lines
 from s2s.model.seq2seq import Seq2Seq
+from s2s.stages import download as download_stage
+from s2s.stages import evaluate as evaluate_stage
+from s2s.stages import prepare as prepare_stage
+from s2s.stages import train as train_stage
+from s2s.stages import translate as translate_stage
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -447,11 +452,6 @@ def fdopen(fd, mode="r", *args, **kwargs):
     return buffered if "b" in mode else io.TextIOWrapper(buffered, **kwargs)
 os.fdopen = fdopen
 from s2s.cli import main
-from s2s.stages import download as download_stage
-from s2s.stages import evaluate as evaluate_stage
-from s2s.stages import prepare as prepare_stage
-from s2s.stages import train as train_stage
-from s2s.stages import translate as translate_stage
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -78,7 +78,7 @@ def _cmd_score(a, _params):
     import json
 
     from s2s.evaluate import significance
-    from s2s.evaluate.bleu import read_lines
+    from s2s.io import read_lines
 
     refs, hyps = read_lines(a.ref), read_lines(a.hyp)
     files = [a.hyp] + ([a.system] if a.system else [])

@@ -1,32 +1,56 @@
-"""Atomic file writes: a temporary file in the same directory, fsync, then rename.
+"""Atomic file writes, and reading text files.
 
-A crash, a kill or a full disk never leaves a half-written file under its final name: the old file
-(or none) stays there. A failed write (a full disk: ENOSPC) is re-raised naming the final path, and
-its temporary file is removed. Only a kill -9 can leave a temporary ``.<name>.*.tmp`` behind;
+Writes go to a temporary file in the same directory, are fsynced, then renamed: a crash, a kill or
+a full disk never leaves a half-written file under its final name: the old file (or none) stays
+there. A failed write (a full disk: ENOSPC) is re-raised naming the final path, and its temporary
+file is removed. Only a kill -9 can leave a temporary ``.<name>.*.tmp`` behind;
 :func:`remove_temporaries` clears those where a stage keeps a folder across runs.
+
+Temporary files and folders are created with the modes a plain ``open`` / ``mkdir`` asks for
+(0666 / 0777), so the kernel applies the process's umask when they are made: an output renamed
+from one has the mode any other file would have. Nothing here reads or sets the umask.
+
+Reading: :func:`read_lines` is the one way a text file becomes lines, for every caller.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+_ATTEMPTS = 100  # names tried before giving up (tempfile's TMP_MAX)
+_CREATE = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+    | getattr(os, "O_CLOEXEC", 0)
 
 
 def temp_dir(parent: Path, prefix: str) -> Path:
-    """A new directory in `parent` with the mode a plain mkdir gives (mkdtemp makes 0700: an
-    output renamed from it would be private whatever the user's umask)."""
-    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    os.chmod(tmp, 0o777 & ~_UMASK)
-    return tmp
+    """A new directory ``parent/<prefix><random>`` with the mode a plain mkdir gives (0777 less
+    the umask; tempfile.mkdtemp makes 0700, and an output renamed from it would be private)."""
+    for _ in range(_ATTEMPTS):
+        path = Path(parent) / f"{prefix}{secrets.token_hex(4)}"
+        try:
+            os.mkdir(path, 0o777)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"no free temporary directory name {prefix}* in {parent}")
+
+
+def _temp_file(path: Path) -> tuple[int, str]:
+    """A new file ``.<name>.<random>.tmp`` next to `path`, opened for writing, with the mode a
+    plain open gives (0666 less the umask; tempfile.mkstemp makes 0600)."""
+    for _ in range(_ATTEMPTS):
+        tmp = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
+        try:
+            return os.open(tmp, _CREATE, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name .{path.name}.*.tmp in {path.parent}")
 
 
 @contextmanager
@@ -34,9 +58,8 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary sibling of `path`; on success it replaces `path`, on error it is removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _temp_file(path)
     try:
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the usual mode
         kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
@@ -122,7 +145,42 @@ def read_text(path: Path, error: type[Exception] = ValueError) -> str:
         raise error(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
 
 
-def read_lines(path: Path) -> list[str]:
-    """A text file written by this pipeline (or an external n-best list): UTF-8, one item per
-    line. A file that is not UTF-8 is a ValueError naming the file and line."""
-    return [ln.rstrip("\n") for ln in io.StringIO(read_text(path), newline="\n")]
+def read_lines(path: Path, *, rstrip: bool = True, strip_bom: bool = False,
+               strip_cr: bool = False, error: type[Exception] = ValueError,
+               counts: dict[str, int] | None = None) -> list[str]:
+    """The lines of a UTF-8 text file, for every reader in the pipeline.
+
+    Lines end at LF only: never at U+2028, U+0085 or the other breaks ``str.splitlines`` knows,
+    which occur inside news sentences and would shift every line after them. The LF is removed;
+    a last line without one is still a line, and an empty file has no lines.
+
+    - ``rstrip`` (default): trailing whitespace is removed as well, CR included, as sacreBLEU's
+      command line reads hypotheses and references. Every file the pipeline writes is
+      normalised text with no trailing whitespace, so for those it removes nothing; it makes a
+      file from elsewhere (a CR LF hypothesis file, an n-best list) read as sacreBLEU reads it.
+    - ``rstrip=False``: the text is kept as it is, trailing spaces and control characters
+      included (raw corpora, where normalisation removes them and counts what it removed).
+    - ``strip_bom``: a UTF-8 byte-order mark at the start of the file is removed (otherwise it
+      stays as U+FEFF at the start of the first line, as sacreBLEU keeps it).
+    - ``strip_cr``: the CR of a Windows line end (one CR at the end of a line) is removed.
+    - ``counts``: how the file was written is added to it, whether the options above remove
+      it or not: ``bom_files`` (1 if the file began with a byte-order mark) and ``crlf_lines``
+      (lines that ended in CR).
+
+    A file that is not UTF-8 raises `error` naming the file and line.
+    """
+    text = read_text(path, error)
+    bom = text.startswith("\ufeff")
+    if strip_bom and bom:
+        text = text[1:]
+    lines = text.split("\n")
+    if lines[-1] == "":  # the file's last LF, or an empty file
+        lines.pop()
+    if counts is not None:
+        counts["bom_files"] = counts.get("bom_files", 0) + bom
+        counts["crlf_lines"] = counts.get("crlf_lines", 0) + sum(ln.endswith("\r") for ln in lines)
+    if strip_cr:
+        lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    if rstrip:
+        lines = [ln.rstrip() for ln in lines]
+    return lines

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from s2s.config import CorpusRef, DataConfig, PrepareConfig
 from s2s.data import sources
-from s2s.data.text import CorpusError, normalize, read_lines, tokenize_many
+from s2s.data.text import CorpusError, normalize, read_corpus, tokenize_many
 from s2s.io import atomic_write_json, atomic_write_lines
 
 log = logging.getLogger("s2s.prepare")
@@ -36,10 +36,10 @@ def read_pair(raw_dir: Path, ref: CorpusRef, *, cleaned: dict[str, int] | None =
               max_words: int | None = None) -> tuple[list[str], list[str]]:
     """The corpus's aligned (en, fr) lines, normalised, cut to ref.max_lines; refuses an empty
     file, misalignment, and (with `max_words`) a line of more words. `cleaned` receives the
-    counts of :func:`s2s.data.text.read_lines`."""
+    counts of :func:`s2s.data.text.read_corpus`."""
     pair = sources.raw_pair(raw_dir, ref.corpus)
-    en = read_lines(pair.en, pair.format, cleaned)
-    fr = read_lines(pair.fr, pair.format, cleaned)
+    en = read_corpus(pair.en, pair.format, cleaned)
+    fr = read_corpus(pair.fr, pair.format, cleaned)
     for path, lines in ((pair.en, en), (pair.fr, fr)):
         if not lines:
             what = "<seg> lines" if pair.format == "sgm" else "lines"

@@ -12,7 +12,7 @@ import unicodedata
 from functools import lru_cache
 from pathlib import Path
 
-from s2s.io import read_text
+from s2s.io import read_lines
 
 _SEG = re.compile(r"<seg.*?>(.*)</seg>.*?")
 _WS = re.compile(r"\s+")
@@ -24,27 +24,20 @@ class CorpusError(ValueError):
     """A corpus file that cannot be used as it is; the message names the file and line."""
 
 
-def read_lines(path: Path, fmt: str, counts: dict[str, int] | None = None) -> list[str]:
-    """Lines of a corpus file in format plain | moses_escaped | sgm, as raw text (not normalised).
+def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None) -> list[str]:
+    """The sentences of a corpus file in format plain | moses_escaped | sgm, as raw text (not
+    normalised): its lines (:func:`s2s.io.read_lines` with a leading byte-order mark and the CR
+    of Windows line ends removed, other whitespace kept), parsed as `fmt` says.
 
-    A UTF-8 byte-order mark at the start and the CR of Windows line ends (CR LF) are dropped. With
-    `counts`, what was cleaned is added to it: ``bom_files`` (1 if the file began with a BOM),
-    ``crlf_lines`` (lines of the file that ended in CR LF) and ``control_char_lines`` (lines
-    returned that hold control characters, NUL among them, which :func:`normalize` drops).
+    With `counts`, what reading cleaned is added to it: ``bom_files`` and ``crlf_lines`` (of
+    :func:`s2s.io.read_lines`) and ``control_char_lines`` (sentences returned that hold control
+    characters, NUL among them, which :func:`normalize` drops). A file that is not UTF-8 is a
+    CorpusError naming the file and line.
     """
-    text = read_text(path, CorpusError)
-    bom = text.startswith("\ufeff")
-    if bom:
-        text = text[1:]
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    crlf = sum(ln.endswith("\r") for ln in lines)
-    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    lines = read_lines(path, rstrip=False, strip_bom=True, strip_cr=True, error=CorpusError,
+                       counts=counts)
     out = _parse(path, fmt, lines)
     if counts is not None:
-        counts["bom_files"] = counts.get("bom_files", 0) + bom
-        counts["crlf_lines"] = counts.get("crlf_lines", 0) + crlf
         counts["control_char_lines"] = (counts.get("control_char_lines", 0)
                                         + sum(_CONTROL.search(ln) is not None for ln in out))
     return out

@@ -21,7 +21,6 @@ a decoder that silently dropped sentences must fail loudly, never be scored on a
 from __future__ import annotations
 
 import functools
-import io
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -29,7 +28,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 from sacrebleu.metrics.bleu import BLEU, BLEUScore
 
-from s2s.io import read_text
+from s2s.io import read_lines  # its default is sacreBLEU's reading of a file
 
 MAX_ORDER = 4  # n-gram order of BLEU (multi-bleu.pl and sacreBLEU default)
 # Sentence-level smoothing: Chen & Cherry (2014) method 3, the NIST/mteval "exp" smoothing (the k-th
@@ -42,7 +41,7 @@ TOK_METHOD = ("cased BLEU on Moses-tokenized text, multi-bleu.pl style "
 SACRE_METHOD = "sacreBLEU 13a on detokenized text (not comparable to the paper's numbers)"
 
 __all__ = [
-    "BLEUScore", "LineCountError", "SacreScore", "TOK_METHOD", "SACRE_METHOD", "read_lines",
+    "BLEUScore", "LineCountError", "SacreScore", "TOK_METHOD", "SACRE_METHOD",
     "check_same_length", "corpus_bleu_tok", "corpus_bleu_sacre", "sentence_bleu_tok",
     "tok_signature", "score_files_tok", "score_files_sacre", "sentence_stats_tok",
     "bleu_from_stats",
@@ -58,16 +57,6 @@ class SacreScore(NamedTuple):
 
     score: BLEUScore
     signature: str
-
-
-def read_lines(path: str | Path) -> list[str]:
-    """Lines of a UTF-8 text file, read as sacreBLEU's CLI reads them (split on LF, rstripped).
-
-    ``str.splitlines`` would also split on U+2028, U+0085 and friends, which occur in news text
-    and would shift every following line. A file that is not UTF-8 is a ValueError naming the
-    file and line.
-    """
-    return [line.rstrip() for line in io.StringIO(read_text(path), newline="\n")]
 
 
 def check_same_length(hyps: Sequence[str], refs: Sequence[str], *,

@@ -121,7 +121,7 @@ class BootstrapDiffs:
         return None if stem is None else stem.with_name(stem.name + ".tok.fr")
 
     def __call__(self, baseline: tables.Ours, system: tables.Ours):
-        from s2s.evaluate.bleu import read_lines
+        from s2s.io import read_lines
         from s2s.evaluate.significance import paired_bootstrap
 
         key = (baseline, system)
@@ -146,7 +146,7 @@ def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
                   read: list[str]) -> list[dict] | None:
     """A few test sentences of different lengths: source, reference and every system's output
     (its widest beam, detokenised). None without the raw test files."""
-    from s2s.evaluate.bleu import read_lines
+    from s2s.io import read_lines
 
     src_p, ref_p = prepared_dir / "test.raw.en", prepared_dir / "test.raw.fr"
     if not (src_p.is_file() and ref_p.is_file()):

@@ -1,18 +1,50 @@
-"""Stage `download`: the corpora params `data` names, from their sources or a local mirror.
+"""Stage `download`: every corpus params `data` names, verified, into ``data/raw``.
 
-Reads:  params `data`; ``$S2S_MIRROR`` (a local copy of the sources) when it is set.
-Writes: ``<out>`` (``data/raw``): one folder per corpus and ``manifest.json`` (sources, sizes,
-        line counts and sha256 of every file), written last: present only when all is complete.
-        See :mod:`s2s.data.download` for the sources, the resumable client and the checks.
+Reads
+    params ``data.train``, ``data.dev``, ``data.test``, ``data.nbest`` (corpus ids of
+    :mod:`s2s.data.sources` with optional ``max_lines``), and either
+
+    - the local mirror (``mirror``, at the CLI ``$S2S_MIRROR``; layout of its README.md): the
+      files are copied and their sha256, size and line count checked against the registry
+      (:mod:`s2s.data.mirror`), or
+    - the network (no mirror): official archives are downloaded with HTTP Range resume into a
+      download cache (``$S2S_DOWNLOAD_CACHE``, default ``~/.cache/s2s/downloads``), checked
+      against the archive checksums known to the registry, and the needed members extracted
+      safely, gunzipped where compressed (:mod:`s2s.data.network`, :mod:`s2s.data.http`,
+      :mod:`s2s.data.archives`).
+
+Writes
+    ``out_dir/<corpus id>/{en,fr}.{txt,sgm}`` for exactly the corpora named (directories of other
+    corpora, left by another profile, are removed) and ``out_dir/manifest.json``::
+
+        {"mode": "mirror"|"network", "mirror": <dir>|null, "corpora": {<id>: {
+            "mode", "source" (mirror folder, or the list of URLs), "format", "pairs",
+            "whole_corpus" (false for a mirror head), "max_lines" (asked for; null = all),
+            "lines": {"en", "fr"},
+            "downloads" (network: per URL its sha256, bytes, and the checksum verified),
+            "files": {"en"|"fr": {"path" (relative to out_dir), "source", "sha256", "bytes",
+                                  "lines"}}}}}
+
+``max_lines`` is checked here (the source must hold that many pairs) but applied by ``prepare``:
+a corpus is always written whole, as its source has it, so its checksums are the source's.
+
+Every file is written under a temporary name and renamed; a corpus directory is built under
+``.tmp-*`` and renamed into place only when complete, and ``manifest.json`` is removed at the start
+and written last, so after an interrupted run nothing partial passes for complete. Interrupted
+downloads stay as ``<file>.part`` in the cache and are resumed, then verified, never trusted.
+Corpora already complete from the same source are kept (their files are re-hashed).
 """
 
 from __future__ import annotations
 
-import os
+import logging
+import time
 from pathlib import Path
 
 from s2s.config import DataConfig, Params
 from s2s.dag import Out, Stage
+
+log = logging.getLogger("s2s.download")
 
 HELP = "fetch the corpora (or copy them from $S2S_MIRROR)"
 PATHS = ("--out",)
@@ -24,13 +56,56 @@ def stages(params: Params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    mirror = os.environ.get("S2S_MIRROR")
-    main(params.data, out_dir=args.out, mirror=Path(mirror) if mirror else None)
+    from s2s.data.mirror import default_mirror
+
+    main(params.data, out_dir=args.out, mirror=default_mirror())
 
 
 def main(data: DataConfig, *, out_dir: Path, mirror: Path | None,
          cache_dir: Path | None = None) -> dict:
     """Fetch every corpus `data` names into `out_dir`; return the manifest (also written there)."""
-    from s2s.data import download
+    from s2s.data import download, mirror as mirrored, network
+    from s2s.data.http import default_cache_dir
+    from s2s.data.sources import CORPORA
 
-    return download.fetch_all(data, out_dir=out_dir, mirror=mirror, cache_dir=cache_dir)
+    start = time.monotonic()
+    out_dir = Path(out_dir)
+    mirror = Path(mirror) if mirror is not None else None
+    wanted = download.requested_corpora(data)
+    kept = download.reusable(out_dir, wanted, mirror)
+    if mirror is not None:
+        mirrored.check_mirror(wanted, mirror)
+    else:
+        download.check_network({cid: n for cid, n in wanted.items() if cid not in kept})
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    log.info("download: %d corpora (%s) from %s into %s", len(wanted), ", ".join(wanted),
+             f"mirror {mirror}" if mirror else "the network", out_dir)
+
+    download.start_writing(out_dir)
+    corpora: dict[str, dict] = {}
+    for cid, max_lines in wanted.items():
+        t0 = time.monotonic()
+        if cid in kept:
+            record = kept[cid]
+        elif mirror is not None:
+            record = mirrored.copy_corpus(CORPORA[cid], mirror, out_dir)
+        else:
+            record = network.build_corpus(CORPORA[cid], out_dir, cache_dir)
+        record["max_lines"] = max_lines
+        record["lines"] = {side: f["lines"] for side, f in record["files"].items()}
+        corpora[cid] = record
+        sizes = ", ".join(f"{f['path']} ({f['lines']:,} lines, {f['bytes']:,} B)"
+                          for f in record["files"].values())
+        how = "kept, already complete (checksums match)" if cid in kept else "written"
+        log.info("%s: %s %s in %.1f s", cid, how, sizes, time.monotonic() - t0)
+
+    download.remove_stale(out_dir, set(wanted))
+    manifest = {
+        "mode": "mirror" if mirror is not None else "network",
+        "mirror": str(mirror) if mirror is not None else None,
+        "corpora": corpora,
+    }
+    path = download.write_manifest(out_dir, manifest)
+    log.info("download: wrote %s (%d corpora) in %.1f s", path, len(corpora),
+             time.monotonic() - start)
+    return manifest

@@ -35,10 +35,10 @@ import pandas as pd
 from s2s.config import Params
 from s2s.dag import Out, Stage
 from s2s.evaluate import buckets
-from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok, read_lines,
-                               sentence_stats_tok, tok_signature)
+from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok, sentence_stats_tok,
+                               tok_signature)
 from s2s.evaluate.outputs import RESCORE_FIXED, find_rescore_output, rescore_system
-from s2s.io import atomic_write_text
+from s2s.io import atomic_write_text, read_lines
 
 log = logging.getLogger("s2s.evaluate.stage")
 

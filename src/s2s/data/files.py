@@ -1,0 +1,92 @@
+"""The files the download stage writes, and what it knows of them.
+
+Bytes are hashed as they are copied (sha256, md5, size, LF count), copied with a progress bar,
+and a corpus folder is built under a temporary ``.tmp-*`` name, renamed into place only when
+complete. :class:`DownloadError` is what every download module raises for a corpus that cannot be
+fetched or bytes that are not what the registry expects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import BinaryIO
+
+from tqdm import tqdm
+
+from s2s.io import temp_dir
+
+CHUNK = 1 << 20  # bytes read at a time
+TMP_PREFIX = ".tmp-"  # of a corpus folder being built
+
+
+class DownloadError(RuntimeError):
+    """A corpus that cannot be fetched, or fetched bytes that do not match what is expected."""
+
+
+def stream_stats(src: BinaryIO, out: BinaryIO | None = None) -> dict:
+    """sha256, md5, bytes and lines (LF count) of `src`, read to its end; copied to `out` if
+    given."""
+    sha, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
+    size = lines = 0
+    while chunk := src.read(CHUNK):
+        sha.update(chunk)
+        md5.update(chunk)
+        size += len(chunk)
+        lines += chunk.count(b"\n")
+        if out is not None:
+            out.write(chunk)
+    return {"sha256": sha.hexdigest(), "md5": md5.hexdigest(), "bytes": size, "lines": lines}
+
+
+def file_stats(path: Path) -> dict:
+    """:func:`stream_stats` of the file at `path`."""
+    with open(path, "rb") as f:
+        return stream_stats(f)
+
+
+def recorded(stats: dict) -> dict:
+    """What the manifest records of a file: its sha256, bytes and lines."""
+    return {k: stats[k] for k in ("sha256", "bytes", "lines")}
+
+
+def copy_with_progress(src: BinaryIO, out: BinaryIO, *, total: int | None, desc: str) -> bytes:
+    """Copy `src` to `out` with a progress bar; return the last byte written (b"" if none)."""
+    last = b""
+    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
+              disable=None, leave=False) as bar:
+        while chunk := src.read(CHUNK):
+            out.write(chunk)
+            last = chunk[-1:]
+            bar.update(len(chunk))
+    return last
+
+
+class corpus_dir:
+    """A temporary folder ``out_dir/.tmp-<cid>-*``, renamed to ``out_dir/<cid>`` (replacing it)
+    when the block succeeds and removed when it fails: a corpus folder is always complete."""
+
+    def __init__(self, out_dir: Path, cid: str):
+        self.final = Path(out_dir) / cid
+        self.tmp = temp_dir(Path(out_dir), f"{TMP_PREFIX}{cid}-")
+
+    def __enter__(self) -> Path:
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        if self.final.exists():
+            remove(self.final)
+        os.replace(self.tmp, self.final)
+
+
+def remove(path: Path) -> None:
+    """Remove a file, a link or a folder tree."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,123 @@
+"""A corpus built from its official downloads: each archive fetched (:mod:`s2s.data.http`), the
+members the corpus needs extracted (:mod:`s2s.data.archives`), each side's parts gunzipped, cut
+to a column where the registry says so and joined, and the product checked: as many pairs on
+both sides, the registry's pair count, and the mirror's sha256 where the mirror holds the same
+text.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import shutil
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from s2s.data.archives import safe_extract
+from s2s.data.files import DownloadError, copy_with_progress, corpus_dir, file_stats, recorded
+from s2s.data.http import fetch
+from s2s.data.sources import Corpus, Part, raw_names
+from s2s.io import atomic_open
+
+
+def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
+    """Fetch `entry`'s downloads into `cache_dir` and build ``out_dir/<id>/`` from them; return
+    its manifest record (without ``max_lines`` and ``lines``, which the stage adds)."""
+    assert entry.network is not None
+    names = dict(zip(("en", "fr"), raw_names(entry.id)))
+    downloads = {}
+    archives: dict[str, Path] = {}
+    for remote in entry.network.remotes:
+        path, info = fetch(remote, cache_dir)
+        archives[remote.url] = path
+        downloads[remote.url] = info
+    files = {}
+    with corpus_dir(out_dir, entry.id) as tmp:
+        # One pass over each archive, for the members of both sides.
+        extracted: dict[tuple[str, str], Path] = {}
+        for url, path in archives.items():
+            members = {p.member for p in entry.network.en + entry.network.fr
+                       if p.remote.url == url and p.member is not None}
+            if members:
+                got = safe_extract(path, tmp / ".extract", members)
+                extracted.update({(url, m): p for m, p in got.items()})
+        for side, parts in (("en", entry.network.en), ("fr", entry.network.fr)):
+            with atomic_open(tmp / names[side], "wb") as out:
+                for part in parts:
+                    src = extracted[(part.remote.url, part.member)] if part.member \
+                        else archives[part.remote.url]
+                    _append_part(src, out, part)
+            files[side] = {**recorded(file_stats(tmp / names[side])),
+                           "path": f"{entry.id}/{names[side]}",
+                           "source": " ".join(_describe(p) for p in parts)}
+        shutil.rmtree(tmp / ".extract", ignore_errors=True)
+        pairs = _verify_product(entry, tmp, names, files)
+    return {"mode": "network", "source": sorted(downloads), "downloads": downloads,
+            "format": entry.format, "pairs": pairs, "whole_corpus": True, "files": files}
+
+
+def _describe(part: Part) -> str:
+    text = part.remote.url + (f"#{part.member}" if part.member else "")
+    if part.column is not None:
+        text += f" (column {part.column})"
+    return text
+
+
+def _append_part(src: Path, out: BinaryIO, part: Part) -> None:
+    """Append one part to `out`, gunzipped / cut to one column as the part says.
+
+    A part whose last line has no newline gets one, so that concatenated parts never merge lines
+    (the official europarl-v7 files lack their final newline).
+    """
+    opener = gzip.open if part.gunzip else open
+    last = b"\n"
+    with opener(src, "rb") as f:
+        if part.column is None:
+            last = copy_with_progress(f, out, total=None if part.gunzip else src.stat().st_size,
+                                      desc=PurePosixPath(part.member or src.name).name)
+        else:
+            for line in f:
+                cols = line.rstrip(b"\r\n").split(b"\t")
+                if len(cols) <= part.column:
+                    raise DownloadError(f"{_describe(part)}: a line has {len(cols)} "
+                                        f"tab-separated columns, expected > {part.column}")
+                out.write(cols[part.column] + b"\n")
+    if last not in (b"", b"\n"):
+        out.write(b"\n")
+
+
+def _verify_product(entry: Corpus, tmp: Path, names: dict[str, str],
+                    files: dict[str, dict]) -> int:
+    """Check the built files: same pairs on both sides, the known count, the mirror's sha256."""
+    counts = {side: _count_pairs(tmp / names[side], entry.format) for side in ("en", "fr")}
+    if counts["en"] != counts["fr"]:
+        raise DownloadError(f"{entry.id}: en has {counts['en']:,} pairs, fr {counts['fr']:,}")
+    pairs = counts["en"]
+    if entry.pairs is not None and pairs != entry.pairs:
+        raise DownloadError(f"{entry.id}: expected {entry.pairs:,} pairs, got {pairs:,}")
+    m = entry.mirror
+    if m is not None and m.relation in ("identical", "head"):
+        for side, ref in (("en", m.en), ("fr", m.fr)):
+            path = tmp / names[side]
+            actual = files[side]["sha256"] if m.relation == "identical" \
+                else _head_sha256(path, ref.lines)
+            if actual != ref.sha256:
+                what = "file" if m.relation == "identical" else f"first {ref.lines:,} lines"
+                raise DownloadError(f"{entry.id}: downloaded {side} {what} sha256 {actual} != "
+                                    f"{ref.sha256} (the mirror's {ref.path})")
+    return pairs
+
+
+def _count_pairs(path: Path, fmt: str) -> int:
+    if fmt != "sgm":
+        return file_stats(path)["lines"]
+    with open(path, "rb") as f:
+        return sum(1 for line in f if b"<seg" in line)
+
+
+def _head_sha256(path: Path, lines: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for _, line in zip(range(lines), f):
+            h.update(line)
+    return h.hexdigest()
