@@ -74,7 +74,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-from s2s.config import ModelConfig  # noqa: E402
+from s2s.model.seq2seq import RNNConfig  # noqa: E402
 from s2s.data.batching import collate, epoch_batches  # noqa: E402
 from s2s.model.seq2seq import Seq2Seq  # noqa: E402
 from s2s import precision  # noqa: E402
@@ -163,7 +163,7 @@ class OurStep:
 
     def __init__(self, row: Row, corpus: common.Corpus, device: torch.device, seed: int = 1):
         s = row.size
-        cfg = ModelConfig(cell=row.cell, num_layers=s.layers, hidden_size=s.hidden,
+        cfg = RNNConfig(cell=row.cell, num_layers=s.layers, hidden_size=s.hidden,
                           embed_size=s.embed, reverse_source=True, init_seed=seed)
         self.model = Seq2Seq(cfg, src_vocab=s.src_vocab, tgt_vocab=s.tgt_vocab,
                              pad=corpus.src_vocab.pad)

@@ -16,13 +16,12 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from s2s.config import ModelConfig
 from s2s.data.batching import collate
 from s2s.data.vocab import Vocab
 from s2s.decode.beam import beam_search, greedy_search, score_sequences
 from s2s.decode.ensemble import Ensemble
 from s2s.model import build_model
-from s2s.model.seq2seq import reverse_padded
+from s2s.model.seq2seq import RNNConfig, reverse_padded
 from s2s.model.transformer import Attention, Transformer, TransformerConfig, TransformerState
 from s2s.train import shard_nll
 
@@ -454,7 +453,7 @@ def test_wide_beam_equals_exhaustive_search_and_scores_equal_teacher_forcing():
 
 
 def tiny_lstm(seed: int):
-    cfg = ModelConfig(arch="seq2seq", cell="lstm", num_layers=2, hidden_size=8, embed_size=8,
+    cfg = RNNConfig(arch="seq2seq", cell="lstm", num_layers=2, hidden_size=8, embed_size=8,
                       init_range=0.7)
     model = build_model(cfg, src_vocab=V_SRC, tgt_vocab=V_TGT, pad=PAD)
     model.init_weights(seed)

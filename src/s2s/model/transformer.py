@@ -81,6 +81,30 @@ class TransformerConfig:
     norm: Literal["pre", "post"] = "pre"
     tie_embeddings: bool = False  # the decoder's input embedding is the softmax layer's weight
 
+    def describe(self) -> str:
+        """What the model is, in one line (the report's models table), e.g. "Transformer, 3+3 layers, d_model 256, 4 heads (2 kv,
+        grouped-query), ff 1024, pre-norm, sinusoidal positions"."""
+        c = self
+        if c.kv_heads == c.heads:
+            heads = f"{c.heads} heads"
+        else:
+            kind = "multi-query" if c.kv_heads == 1 else "grouped-query"
+            heads = f"{c.heads} heads ({c.kv_heads} kv, {kind})"
+        parts = [f"Transformer, {c.encoder_layers}+{c.decoder_layers} layers",
+                 f"d_model {c.d_model}", heads, f"ff {c.ff_size}", f"{c.norm}-norm",
+                 f"{c.positions} positions", f"dropout {c.dropout:g}"]
+        if c.tie_embeddings:
+            parts.append("tied target embeddings")
+        if c.reverse_source:
+            parts.append("reversed source")
+        return ", ".join(parts)
+
+    def shape(self) -> dict:
+        """The numbers that size it, as the training metrics record them."""
+        return {"arch": self.arch, "d_model": self.d_model, "heads": self.heads,
+                "kv_heads": self.kv_heads, "ff_size": self.ff_size,
+                "encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers}
+
     def __post_init__(self):
         if self.arch != "transformer":
             raise ValueError(f"arch must be 'transformer', got {self.arch!r}")
@@ -460,20 +484,6 @@ class Transformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def describe(self) -> str:
-        """One line for a report, e.g. "Transformer, 3+3 layers, d_model 256, 4 heads (2 kv,
-        grouped-query), ff 1024, pre-norm, sinusoidal positions"."""
-        c = self.cfg
-        if c.kv_heads == c.heads:
-            heads = f"{c.heads} heads"
-        else:
-            kind = "multi-query" if c.kv_heads == 1 else "grouped-query"
-            heads = f"{c.heads} heads ({c.kv_heads} kv, {kind})"
-        parts = [f"Transformer, {c.encoder_layers}+{c.decoder_layers} layers",
-                 f"d_model {c.d_model}", heads, f"ff {c.ff_size}", f"{c.norm}-norm",
-                 f"{c.positions} positions", f"dropout {c.dropout:g}"]
-        if c.tie_embeddings:
-            parts.append("tied target embeddings")
-        if c.reverse_source:
-            parts.append("reversed source")
-        return ", ".join(parts)
+        """One line for a report: the config's own description."""
+        return self.cfg.describe()
 
