@@ -114,6 +114,19 @@ class TrainConfig:
     label_smoothing: float = field(default=0.0, metadata=rng(0.0, 1.0))  # 0: the plain NLL
 
 
+# The recipe keys beyond the paper's. A record of a `train` config (a fingerprint, an export)
+# leaves them out while they are the paper's, so it reads as it did before they existed.
+RECIPE_KEYS = ("optimizer", "adam_betas", "adam_eps", "schedule", "warmup_steps",
+               "label_smoothing")
+
+
+def train_record(cfg: TrainConfig) -> dict[str, Any]:
+    """`cfg` as a dict, without the recipe keys that hold the paper's recipe's values."""
+    default = TrainConfig()
+    return {k: v for k, v in dataclasses.asdict(cfg).items()
+            if not (k in RECIPE_KEYS and v == getattr(default, k))}
+
+
 @dataclass(frozen=True)
 class SystemConfig:
     """One Table 1 system: a model or an ensemble, decoded at each beam width."""

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -19,7 +18,7 @@ import torch
 from torch import nn
 
 from s2s import checkpoint, distributed, precision, runguard
-from s2s.config import Params, TrainConfig
+from s2s.config import Params, TrainConfig, train_record
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
 from s2s.device import pick_device
@@ -58,10 +57,6 @@ def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
 # `train` keys that change no number of the outputs (at a fixed thread count: see README), so a
 # checkpoint resumes across a change of them. Every other key is in the fingerprint.
 BOOKKEEPING = ("device", "threads", "log_every", "checkpoint_every")
-# The recipe keys beyond the paper's: in the fingerprint only when they differ from the paper's
-# recipe, so a run of the paper's recipe hashes as it did before they existed.
-RECIPE_DEFAULTS = {k: getattr(TrainConfig(), k) for k in (
-    "optimizer", "adam_betas", "adam_eps", "schedule", "warmup_steps", "label_smoothing")}
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -79,8 +74,9 @@ def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
     but BOOKKEEPING, the precision `amp` resolved to on this machine (`auto` is bf16 on one and
     fp32 on another), both vocabularies, the training and the dev files. A checkpoint with
     another fingerprint is never resumed. (The test set is read only after training.)"""
-    relevant = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING
-                and not (k in RECIPE_DEFAULTS and v == RECIPE_DEFAULTS[k])}
+    # (train_record: the recipe keys only where they are not the paper's, so a run of the
+    # paper's recipe hashes as it did before they existed)
+    relevant = {k: v for k, v in train_record(cfg).items() if k not in BOOKKEEPING}
     if mm_dtype is not None:  # fp32 adds nothing: a run with amp false hashes as before amp
         relevant["matmul_dtype"] = str(mm_dtype)
     h = hashlib.sha256(json.dumps([dataclasses.asdict(model_cfg), relevant, src.fingerprint,
@@ -126,6 +122,39 @@ def shard_loss(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.devi
         nll = linear_cross_entropy(feats, model.proj.weight, model.proj.bias, b.tgt_out,
                                    ignore_index=vocab.pad, mm_dtype=precision.matmul_dtype(feats))
     return nll, nll, b.ntokens
+
+
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, pairs, *, batch_size: int,
+               lr: float, cfg: TrainConfig, vocab: Vocab, device: torch.device, autocast,
+               world: distributed.World | None = None) -> tuple[float, int]:
+    """One update (§3.4) on a minibatch of `batch_size` sentences, of which `pairs` is this
+    process's share: the loss summed per sentence and averaged over the batch, its gradient
+    summed over processes, clipped to `clip_norm`, and one step of the recipe's optimizer at
+    `lr`. Returns the batch's summed NLL and target tokens over all processes; a non-finite
+    NLL is returned before any update (the caller stops). bench/train.py times this function."""
+    world = world or distributed.World()
+    for group in opt.param_groups:
+        group["lr"] = lr
+    with torch.profiler.record_function("forward+loss"):
+        total, nll, ntok = shard_loss(model, pairs, vocab=vocab, device=device, autocast=autocast,
+                                      label_smoothing=cfg.label_smoothing)
+        loss = total / batch_size  # summed per sentence, averaged over the batch (§3.4)
+        batch_nll, batch_tok = distributed.all_reduce_sum([nll.detach(), ntok], world, device)
+    if not math.isfinite(batch_nll):
+        return batch_nll, int(batch_tok)
+    with torch.profiler.record_function("zero_grad"):
+        opt.zero_grad(set_to_none=True)
+    with torch.profiler.record_function("backward"):
+        if pairs:
+            loss.backward()
+        distributed.all_reduce_gradients(model, world)  # summed: the whole batch's gradient
+    with torch.profiler.record_function("clip_grad_norm"):
+        nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+    with torch.profiler.record_function("optimizer_step"):
+        opt.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return batch_nll, int(batch_tok)
 
 
 @torch.no_grad()
@@ -249,29 +278,17 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
                 break
             t0 = time.perf_counter()
             lr = lr_at(step, steps_per_epoch, cfg)
-            for group in opt.param_groups:
-                group["lr"] = lr
             share = distributed.shard(idx, world)  # all of idx with one process
             if stochastic:  # dropout masks a function of the step: a resumed run draws the same
                 torch.manual_seed(model_cfg.order_seed * 1_000_003 + step)
-            total, nll, ntok = shard_loss(model, [train_pairs[i] for i in share],
-                                          vocab=tgt_vocab, device=device, autocast=autocast,
-                                          label_smoothing=cfg.label_smoothing)
-            loss = total / len(idx)  # summed per sentence, averaged over the batch (§3.4)
-            batch_nll, batch_tok = distributed.all_reduce_sum([nll.detach(), ntok], world, device)
+            batch_nll, batch_tok = train_step(
+                model, opt, [train_pairs[i] for i in share], batch_size=len(idx), lr=lr,
+                cfg=cfg, vocab=tgt_vocab, device=device, autocast=autocast, world=world)
             if not math.isfinite(batch_nll):
                 raise TrainingError(
                     f"{name}: non-finite loss ({batch_nll / len(idx)}) at step {step + 1} (epoch "
                     f"{step / steps_per_epoch:.2f}, lr {lr:g}); the last good checkpoint "
                     f"{last} is kept" + ("" if last.exists() else " (none written yet)"))
-            opt.zero_grad(set_to_none=True)
-            if share:
-                loss.backward()
-            distributed.all_reduce_gradients(model, world)  # summed: the whole batch's gradient
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-            opt.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
             train_seconds += time.perf_counter() - t0
             train_tokens += int(batch_tok)
             window_nll += batch_nll
