@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 from s2s import checkpoint, precision  # noqa: E402
-from s2s.config import ModelConfig, TranslateConfig  # noqa: E402
+from s2s.config import TranslateConfig  # noqa: E402
+from s2s.model.seq2seq import RNNConfig  # noqa: E402
 from s2s.decode.beam import Hypothesis  # noqa: E402
 from s2s.decode.ensemble import Ensemble  # noqa: E402
 from s2s.decode import translate as translate_stage  # noqa: E402
@@ -116,7 +117,7 @@ def naive_beam_search(model, src: list[int], *, beam: int, bos: int, eos: int, p
 def random_models(k: int, *, cell: str, src_vocab: int, tgt_vocab: int, pad: int) -> list:
     models = []
     for seed in range(11, 11 + k):
-        cfg = ModelConfig(cell=cell, num_layers=2, hidden_size=384, embed_size=384,
+        cfg = RNNConfig(cell=cell, num_layers=2, hidden_size=384, embed_size=384,
                           reverse_source=True, init_seed=seed)
         m = Seq2Seq(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad)
         m.init_weights(seed)

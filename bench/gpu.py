@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 from train import LR, CLIP, Size, flops_per_target_word, param_count  # noqa: E402
 
-from s2s.config import ModelConfig  # noqa: E402
+from s2s.model.seq2seq import RNNConfig  # noqa: E402
 from s2s.data.batching import epoch_batches  # noqa: E402
 from s2s.model.seq2seq import Seq2Seq  # noqa: E402
 from s2s.train import shard_nll  # noqa: E402
@@ -74,7 +74,7 @@ def nominal_peak(name: str, bf16: bool) -> float | None:
 
 def run(mode: str, pairs, batches, *, warmup: int, steps: int) -> dict:
     device = torch.device("cuda")
-    cfg = ModelConfig(cell="lstm", num_layers=PAPER.layers, hidden_size=PAPER.hidden,
+    cfg = RNNConfig(cell="lstm", num_layers=PAPER.layers, hidden_size=PAPER.hidden,
                       embed_size=PAPER.embed, reverse_source=True, init_seed=1)
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()

@@ -4,10 +4,10 @@
     python bench/train.py --data /tmp/defrun/data     # real Multi30k batches, both sizes
     python bench/train.py --sizes default --profile   # + torch.profiler breakdown of one step
 
-One step is what ``s2s.train.main`` does per minibatch: ``s2s.train.shard_nll`` (collate,
-teacher forcing, the fused softmax-layer loss summed over tokens), / sentences in the batch,
-zero_grad, backward, clip_grad_norm_(5), SGD step (lr 0.7). `OurStep` calls shard_nll and
-repeats the other lines: keep it in sync with src/s2s/train.py. Extra default-size rows:
+One step is ``s2s.train.train_step``, the function the trainer calls per minibatch (collate,
+teacher forcing, the fused softmax-layer loss summed over tokens, / sentences in the batch,
+zero_grad, backward, clip_grad_norm_(5), SGD step at lr 0.7): `OurStep` calls it, so the timed
+step is the trainer's. Extra default-size rows:
 "(equal-length batches)" = our step on the reference's batches; "(unfused)" = the step before
 s2s.losses and s2s.model.fused (nn.LSTM, proj + F.cross_entropy over all positions).
 
@@ -60,6 +60,7 @@ import argparse
 import contextlib
 import gc
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -74,11 +75,11 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-from s2s.config import ModelConfig  # noqa: E402
-from s2s.data.batching import collate, epoch_batches  # noqa: E402
-from s2s.model.seq2seq import Seq2Seq  # noqa: E402
 from s2s import precision  # noqa: E402
-from s2s.train import shard_nll  # noqa: E402
+from s2s.config import TrainConfig  # noqa: E402
+from s2s.data.batching import collate, epoch_batches  # noqa: E402
+from s2s.model.seq2seq import RNNConfig, Seq2Seq  # noqa: E402
+from s2s.train import make_optimizer, train_step  # noqa: E402
 
 LR = 0.7  # the paper's SGD rate; params.yaml train.lr
 CLIP = 5.0  # train.clip_norm
@@ -153,9 +154,9 @@ def phase(name: str):
 
 
 class OurStep:
-    """One iteration of s2s.train.main's loop on a Seq2Seq of `row`'s size and cell, as one
-    process runs it (s2s.distributed's all-reduces are no-ops then): `s2s.train.shard_nll`
-    (collate, forward, loss), zero_grad, backward, clipping, SGD.
+    """One iteration of the trainer on a Seq2Seq of `row`'s size and cell, as one process runs
+    it: `s2s.train.train_step` itself (collate, forward, loss, zero_grad, backward, clipping,
+    the optimizer's step).
 
     impl "ours-equal" feeds it the reference's equal-length batches; "unfused" replaces
     shard_nll's fused loss and CPU LSTM by nn.LSTM and proj + F.cross_entropy (the step as it
@@ -163,7 +164,7 @@ class OurStep:
 
     def __init__(self, row: Row, corpus: common.Corpus, device: torch.device, seed: int = 1):
         s = row.size
-        cfg = ModelConfig(cell=row.cell, num_layers=s.layers, hidden_size=s.hidden,
+        cfg = RNNConfig(cell=row.cell, num_layers=s.layers, hidden_size=s.hidden,
                           embed_size=s.embed, reverse_source=True, init_seed=seed)
         self.model = Seq2Seq(cfg, src_vocab=s.src_vocab, tgt_vocab=s.tgt_vocab,
                              pad=corpus.src_vocab.pad)
@@ -174,25 +175,29 @@ class OurStep:
             for stack in (self.model.encoder, self.model.decoder):
                 stack.fused_cpu = False  # a no-op for PeepholeLSTM
         self.equal = ReferenceStep.equal_length(corpus) if row.impl == "ours-equal" else None
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=LR)
+        self.cfg = TrainConfig(lr=LR, clip_norm=CLIP)  # the paper's recipe
+        self.opt = make_optimizer(self.model, self.cfg)
         self.pairs, self.vocab, self.device = corpus.pairs, corpus.tgt_vocab, device
         self.autocast = precision.autocast(device, row.dtype)  # what s2s.train passes
 
     def __call__(self, idx: list[int]) -> int:
         vocab, model, opt = self.vocab, self.model, self.opt
+        pairs = self.equal(idx) if self.equal else [self.pairs[i] for i in idx]
+        if not self.unfused:  # the trainer's own step, as s2s.train.run calls it
+            nll, ntok = train_step(model, opt, pairs, batch_size=len(idx), lr=LR, cfg=self.cfg,
+                                   vocab=vocab, device=self.device, autocast=self.autocast)
+            if not math.isfinite(nll):
+                raise RuntimeError(f"non-finite loss {nll / len(idx)}")
+            common.sync(self.device)
+            return ntok
         for group in opt.param_groups:
             group["lr"] = LR
-        pairs = self.equal(idx) if self.equal else [self.pairs[i] for i in idx]
         with phase("forward+loss"):
-            if self.unfused:
-                b = collate(pairs, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(self.device)
-                logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
-                nll = nn.functional.cross_entropy(logits.flatten(0, 1), b.tgt_out.flatten(),
-                                                  ignore_index=vocab.pad, reduction="sum")
-                ntok = b.ntokens
-            else:
-                nll, ntok = shard_nll(model, pairs, vocab=vocab, device=self.device,
-                                      autocast=self.autocast)
+            b = collate(pairs, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(self.device)
+            logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
+            nll = nn.functional.cross_entropy(logits.flatten(0, 1), b.tgt_out.flatten(),
+                                              ignore_index=vocab.pad, reduction="sum")
+            ntok = b.ntokens
             loss = nll / len(idx)
             if not torch.isfinite(loss):
                 raise RuntimeError(f"non-finite loss {loss.item()}")
@@ -202,7 +207,7 @@ class OurStep:
             loss.backward()
         with phase("clip_grad_norm"):
             nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-        with phase("sgd_step"):
+        with phase("optimizer_step"):
             opt.step()
         common.sync(self.device)
         nll.item()
@@ -244,7 +249,8 @@ class ReferenceStep:
             for p in self.model.parameters():
                 p.uniform_(-0.08, 0.08)
         self.model.to(device).train()
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=LR)
+        self.cfg = TrainConfig(lr=LR, clip_norm=CLIP)  # the paper's recipe
+        self.opt = make_optimizer(self.model, self.cfg)
         self.pairs, self.vocab, self.device = corpus.pairs, corpus.tgt_vocab, device
         self.equal = self.equal_length(corpus)
         self._cache: dict[tuple[int, ...], tuple] = {}
@@ -416,7 +422,7 @@ def profile_steps(row: Row, corpus: common.Corpus, device: torch.device, *, step
     def ms(key):
         return ev[key].cpu_time_total / 1e3 / steps if key in ev else 0.0
 
-    phases = ["forward+loss", "zero_grad", "backward", "clip_grad_norm", "sgd_step"]
+    phases = ["forward+loss", "zero_grad", "backward", "clip_grad_norm", "optimizer_step"]
     total = sum(ms(p) for p in phases)
     parts = {"forward+loss": [("LSTM layers (4)", "_LSTMLayer"),
                               ("softmax layer + loss", "_LinearCrossEntropy")],

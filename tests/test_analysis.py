@@ -13,14 +13,14 @@ import torch
 from s2s import checkpoint
 from s2s.analysis import measures, probes
 from s2s.stages import analyze as stage
-from s2s.config import ModelConfig
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
 from s2s.report import analysis as report
+from s2s.model.seq2seq import RNNConfig
 
 
 def tiny(cell="lstm", reverse=False, seed=3, layers=2, V=20, arch="seq2seq"):
-    cfg = ModelConfig(arch=arch, cell=cell, num_layers=layers, hidden_size=8, embed_size=6,
+    cfg = RNNConfig(arch=arch, cell=cell, num_layers=layers, hidden_size=8, embed_size=6,
                       reverse_source=reverse, init_range=0.5)
     model = build_model(cfg, src_vocab=V, tgt_vocab=V - 3, pad=0)
     model.init_weights(seed)
@@ -124,7 +124,7 @@ def test_boundaries_are_punctuation_and_the_encoders_first_step_is_neither():
                                        ("seq2seq", "gru"), ("attention", "lstm"), ("cho", "gru")])
 def test_gradient_reach_is_in_original_order_and_zero_at_padding(arch, cell):
     rev = tiny(cell, reverse=True, arch=arch)
-    fwd = build_model(ModelConfig(**{**vars(rev.cfg), "reverse_source": False}), src_vocab=20,
+    fwd = build_model(RNNConfig(**{**vars(rev.cfg), "reverse_source": False}), src_vocab=20,
                       tgt_vocab=17, pad=0).eval()
     fwd.load_state_dict(rev.state_dict())
     first = torch.tensor([5, 6, 7])
@@ -230,7 +230,7 @@ def _write_vocab(path, words):
     return Vocab.load(path)
 
 
-def _project(tmp_path, configs: dict[str, ModelConfig]):
+def _project(tmp_path, configs: dict[str, RNNConfig]):
     """Tiny test data, vocabularies and one checkpoint per config: (prepared, vocab, models)."""
     prepared, vocab_dir, models_dir = tmp_path / "prepared", tmp_path / "vocab", tmp_path / "models"
     for d in (prepared, vocab_dir):
@@ -253,7 +253,7 @@ def _project(tmp_path, configs: dict[str, ModelConfig]):
 
 def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     prepared, vocab_dir, models_dir = _project(tmp_path, {
-        name: ModelConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=reverse)
+        name: RNNConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=reverse)
         for name, reverse in (("fwd", False), ("rev", True))})
     out = tmp_path / "analysis"
     meta = stage.main(models=["fwd", "rev"],
@@ -322,8 +322,8 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
 
 def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path):
     prepared, vocab_dir, models_dir = _project(tmp_path, {
-        "gru": ModelConfig(cell="gru", num_layers=1, hidden_size=8, embed_size=6),
-        "att": ModelConfig(arch="attention", num_layers=1, hidden_size=8, embed_size=6,
+        "gru": RNNConfig(cell="gru", num_layers=1, hidden_size=8, embed_size=6),
+        "att": RNNConfig(arch="attention", num_layers=1, hidden_size=8, embed_size=6,
                            reverse_source=True)})
     out = tmp_path / "analysis"
     meta = stage.main(models={"gru": models_dir / "gru" / "model.pt",

@@ -3,9 +3,9 @@
 import torch
 
 from s2s.analysis.alignments import pick_examples, weights_for
-from s2s.config import ModelConfig
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
+from s2s.model.seq2seq import RNNConfig
 
 
 def test_examples_are_spread_over_the_sentences_that_fit():
@@ -20,7 +20,7 @@ def test_examples_are_spread_over_the_sentences_that_fit():
 def test_weights_are_one_distribution_per_target_word_over_the_source():
     src_vocab = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", "a", "dog", "runs", "."), "s" * 64)
     tgt_vocab = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", "un", "chien", "court"), "t" * 64)
-    cfg = ModelConfig(arch="attention", cell="gru", num_layers=1, hidden_size=8, embed_size=6,
+    cfg = RNNConfig(arch="attention", cell="gru", num_layers=1, hidden_size=8, embed_size=6,
                       init_range=1.0)
     model = build_model(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=0)
     model.init_weights(4)

@@ -17,9 +17,9 @@ import torch
 from torch import Tensor, nn
 
 from s2s.decode.beam import Hypothesis, beam_search, greedy_search, score_sequences
-from s2s.config import ModelConfig
 from s2s.decode.ensemble import Ensemble, EnsembleState
 from s2s.model import build_model
+from s2s.model.seq2seq import RNNConfig
 
 PAD, BOS, EOS, A, B, C = range(6)
 V = 6
@@ -293,7 +293,7 @@ class EosRamp:
     sees the model's own encode, step and State.select (attention memory included)."""
 
     def __init__(self, arch: str, cell: str, seed: int, eos_slope: float = 1.0) -> None:
-        cfg = ModelConfig(arch=arch, cell=cell, num_layers=2, hidden_size=8, embed_size=8,
+        cfg = RNNConfig(arch=arch, cell=cell, num_layers=2, hidden_size=8, embed_size=8,
                           init_range=0.7)  # wide: outputs depend on the source
         self.model = build_model(cfg, src_vocab=V, tgt_vocab=V, pad=PAD)
         self.model.init_weights(seed)

@@ -13,13 +13,13 @@ import pytest
 import torch
 
 from s2s import distributed, train
-from s2s.config import ModelConfig
 from s2s.data.vocab import Vocab
 from s2s.model.seq2seq import Seq2Seq
 from s2s.stages import train as train_stage
+from s2s.model.seq2seq import RNNConfig
 
 VOCAB = Vocab(words=tuple(f"w{i}" for i in range(40)), fingerprint="test")
-CFG = ModelConfig(cell="lstm", num_layers=2, hidden_size=16, embed_size=12, reverse_source=True)
+CFG = RNNConfig(cell="lstm", num_layers=2, hidden_size=16, embed_size=12, reverse_source=True)
 
 
 def tiny_batch(n: int, seed: int) -> list[tuple[list[int], list[int]]]:

@@ -58,12 +58,7 @@ from s2s.stages import prepare as prepare_stage
 from s2s.stages import train as train_stage
 from s2s.stages import translate as translate_stage
 from s2s.io import atomic_write_lines
-from s2s.model.seq2seq import Seq2Seq
-from s2s.stages import download as download_stage
-from s2s.stages import evaluate as evaluate_stage
-from s2s.stages import prepare as prepare_stage
-from s2s.stages import train as train_stage
-from s2s.stages import translate as translate_stage
+from s2s.model.seq2seq import RNNConfig, Seq2Seq
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -418,7 +413,7 @@ def test_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch)
 
 def test_a_full_disk_while_saving_a_checkpoint_leaves_no_file(tmp_path, monkeypatch):
     v = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", "a"), fingerprint="f" * 64)
-    model = Seq2Seq(config.ModelConfig(num_layers=1, hidden_size=64, embed_size=64),
+    model = Seq2Seq(RNNConfig(num_layers=1, hidden_size=64, embed_size=64),
                     src_vocab=5, tgt_vocab=5, pad=0)
     fill_disk(monkeypatch, room=50_000)
     path = tmp_path / "ckpt" / "last.pt"
@@ -832,9 +827,14 @@ TRAIN = ["train", "forward"]
     (_edit(["systems", "ensemble2", "members"], ["reversed_1", "reversed_9"]),
      ["translate", "ensemble2"], "'systems.ensemble2.members[1]' names model 'reversed_9'"),
     (None, ["train", "reversed_9"], "no model 'reversed_9' under 'models'"),
+    (_edit(["models", "attention", "arch"], "rnn"), TRAIN,
+     "'models.attention.arch' must be one of ['seq2seq', 'cho', 'attention', 'transformer'], "
+     "got str 'rnn'"),
+    # the attention entry names `cell` and `attention`, which the Transformer's config lacks
     (_edit(["models", "attention", "arch"], "transformer"), TRAIN,
-     "'models.attention.arch' must be one of ['seq2seq', 'cho', 'attention'], got str "
-     "'transformer'"),
+     "unknown key 'models.attention.cell' for arch 'transformer'"),
+    (_edit(["models", "forward", "train"], {"optimizer": "lbfgs"}), TRAIN,
+     "'models.forward.train.optimizer' must be one of ['sgd', 'adam'], got str 'lbfgs'"),
     (_edit(["models", "gru", "cell"], "peephole"), TRAIN,
      "'models.gru.cell' is 'peephole', which only the 'seq2seq' arch has"),
     (_edit(["analysis", "models"], ["forward", "reversed_9"]), TRAIN,

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from s2s.config import ModelConfig, TranslateConfig
+from s2s.config import TranslateConfig
 from s2s.data.vocab import SPECIALS, Vocab
 from s2s.decode.ensemble import Ensemble
 from s2s.decode.translate import translate
@@ -20,6 +20,7 @@ from s2s.losses import linear_cross_entropy
 from s2s.model.fused import lstm_stack, lstm_step
 from s2s.model.lstm import StandardLSTM
 from s2s.model.seq2seq import Seq2Seq
+from s2s.model.seq2seq import RNNConfig
 
 
 def _run(fn, lstm, x, state):
@@ -117,7 +118,7 @@ def test_linear_cross_entropy_equals_cross_entropy_with_gradients():
 def _models(k: int, *, scale: float = 0.0) -> list[Seq2Seq]:
     models = []
     for seed in range(k):
-        cfg = ModelConfig(cell="lstm", num_layers=2, hidden_size=16, embed_size=8,
+        cfg = RNNConfig(cell="lstm", num_layers=2, hidden_size=16, embed_size=8,
                           reverse_source=True, init_seed=seed)
         m = Seq2Seq(cfg, src_vocab=20, tgt_vocab=24, pad=0)
         m.init_weights(seed)

@@ -25,11 +25,11 @@ import torch
 from torch import nn
 
 from s2s import precision
-from s2s.config import ModelConfig
 from s2s.data.batching import collate
 from s2s.decode.beam import beam_search
 from s2s.model import build_model
 from s2s.train import shard_nll
+from s2s.model.seq2seq import RNNConfig
 
 CPU = torch.device("cpu")
 
@@ -67,7 +67,7 @@ def one_thread():
 
 def tiny_model(name: str):
     arch, cell, attention, reverse = ARCHS[name]
-    cfg = ModelConfig(arch=arch, cell=cell, attention=attention,
+    cfg = RNNConfig(arch=arch, cell=cell, attention=attention,
                       num_layers=2 if arch == "seq2seq" else 1, hidden_size=16, embed_size=12,
                       reverse_source=reverse, init_seed=3)
     model = build_model(cfg, src_vocab=30, tgt_vocab=31, pad=0)

@@ -9,11 +9,12 @@ import torch
 import yaml
 
 from s2s import checkpoint
-from s2s.config import ConfigError, ModelConfig, load
+from s2s.config import ConfigError, load
 from s2s.data.vocab import Vocab
 from s2s.model.lstm import PeepholeLSTM, PeepholeLSTMCell, StandardLSTM
 from s2s.model import build_model
 from s2s.model.seq2seq import Seq2Seq, reverse_padded
+from s2s.model.seq2seq import RNNConfig
 
 
 def sigmoid(x):
@@ -80,10 +81,10 @@ def test_reversal_is_exactly_the_word_order():
 
 
 def test_reversed_model_encodes_the_reversed_sentence():
-    cfg = ModelConfig(cell="lstm", num_layers=2, hidden_size=8, embed_size=6)
+    cfg = RNNConfig(cell="lstm", num_layers=2, hidden_size=8, embed_size=6)
     fwd = Seq2Seq(cfg, src_vocab=20, tgt_vocab=15, pad=0)
     fwd.init_weights(3)
-    rev = Seq2Seq(ModelConfig(**{**vars(cfg), "reverse_source": True}), src_vocab=20, tgt_vocab=15,
+    rev = Seq2Seq(RNNConfig(**{**vars(cfg), "reverse_source": True}), src_vocab=20, tgt_vocab=15,
                   pad=0)
     rev.load_state_dict(fwd.state_dict())
     src = torch.tensor([[4, 5, 6, 7], [8, 9, 0, 0]])
@@ -95,7 +96,7 @@ def test_reversed_model_encodes_the_reversed_sentence():
 
 
 def test_uniform_init_range_and_seed():
-    cfg = ModelConfig(num_layers=2, hidden_size=16, embed_size=8, init_range=0.08)
+    cfg = RNNConfig(num_layers=2, hidden_size=16, embed_size=8, init_range=0.08)
     m1 = Seq2Seq(cfg, src_vocab=30, tgt_vocab=25, pad=0)
     m2 = Seq2Seq(cfg, src_vocab=30, tgt_vocab=25, pad=0)
     m1.init_weights(7)
@@ -115,7 +116,7 @@ ARCHS = [("seq2seq", "lstm", "additive"), ("seq2seq", "peephole", "additive"),
 
 
 def tiny_model(arch, cell, attention, *, seed=5, init_range=0.08, reverse_source=True):
-    cfg = ModelConfig(arch=arch, cell=cell, attention=attention, num_layers=2, hidden_size=8,
+    cfg = RNNConfig(arch=arch, cell=cell, attention=attention, num_layers=2, hidden_size=8,
                       embed_size=6, reverse_source=reverse_source, init_range=init_range)
     model = build_model(cfg, src_vocab=20, tgt_vocab=15, pad=0)
     model.init_weights(seed)
@@ -200,7 +201,7 @@ def _vocab(words, tag):
 @pytest.mark.parametrize("arch", ["seq2seq", "attention"])
 def test_checkpoint_round_trip_and_vocab_mismatch(tmp_path, arch):
     src, tgt = _vocab("abcdef", "s" * 64), _vocab("uvwxyz", "t" * 64)
-    cfg = ModelConfig(arch=arch, num_layers=1, hidden_size=8, embed_size=4)
+    cfg = RNNConfig(arch=arch, num_layers=1, hidden_size=8, embed_size=4)
     model = build_model(cfg, src_vocab=len(src), tgt_vocab=len(tgt), pad=0)
     model.init_weights(1)
     path = tmp_path / "model.pt"

@@ -11,13 +11,14 @@ import torch
 from torch import nn
 
 from s2s import precision
-from s2s.config import ConfigError, ModelConfig, TranslateConfig
+from s2s.config import ConfigError, TranslateConfig
 from s2s.decode.beam import score_sequences
 from s2s.decode.translate import translate
 from s2s.losses import linear_cross_entropy
 from s2s.model import build_model
 from s2s.model.fused import lstm_stack
 from s2s.train import shard_nll
+from s2s.model.seq2seq import RNNConfig
 
 BF16 = torch.bfloat16
 CPU = torch.device("cpu")
@@ -32,7 +33,7 @@ ARCHS = [("seq2seq", "lstm"), ("seq2seq", "peephole"), ("seq2seq", "gru"), ("cho
 
 
 def tiny_model(arch: str, cell: str):
-    cfg = ModelConfig(arch=arch, cell=cell, num_layers=2 if arch == "seq2seq" else 1,
+    cfg = RNNConfig(arch=arch, cell=cell, num_layers=2 if arch == "seq2seq" else 1,
                       hidden_size=16, embed_size=12, reverse_source=True, init_seed=3)
     model = build_model(cfg, src_vocab=30, tgt_vocab=31, pad=0)
     model.init_weights(3)

@@ -21,8 +21,9 @@ import pytest
 import yaml
 
 from s2s import checkpoint, config, train
-from s2s.config import ModelConfig, TrainConfig
+from s2s.config import TrainConfig
 from s2s.stages import train as train_stage
+from s2s.model.seq2seq import RNNConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ("wall_seconds", "train_seconds", "tgt_words_per_sec")
@@ -127,6 +128,30 @@ def test_a_forced_rerun_of_a_finished_run_says_so_and_rewrites_the_same_outputs(
     assert outputs(again) == outputs(ref)
 
 
+def test_a_transformer_trained_with_adam_and_dropout_resumes_to_the_same_weights(data, caplog):
+    """Its recipe keeps state the paper's SGD does not (Adam's moments, dropout's random masks):
+    a rerun after a kill must still end with the weights of a run from scratch."""
+    tmp, work = data
+    raw = tiny(epochs=0.5, eval_every=0.25, amp=False)
+    raw["models"]["forward"] = {
+        "arch": "transformer", "d_model": 16, "heads": 2, "kv_heads": 1, "ff_size": 32,
+        "encoder_layers": 1, "decoder_layers": 1, "dropout": 0.1, "init_seed": 1,
+        "order_seed": 101, "train": {"warmup_steps": 8, "lr": 0.002}}
+    params = load(raw, work, "transformer")
+    cfg = params.train_config("forward")
+    assert (cfg.optimizer, cfg.schedule, cfg.label_smoothing, cfg.adam_betas) == (
+        "adam", "inverse_sqrt", 0.1, (0.9, 0.98))  # the architecture's own recipe
+    ref, killed = work / "tf-scratch", work / "tf-killed"
+    run(params, ref, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    with pytest.raises(train.Interrupted):
+        run(params, killed, prepared=tmp / "prepared", vocab=tmp / "vocab", stop_after=12)
+    as_dvc_rerun(killed)
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        run(params, killed, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    assert "resuming from" in caplog.text and "at step 12 of" in caplog.text
+    assert outputs(killed) == outputs(ref)
+
+
 # ---------------------------------------------------------------------------------------------
 # A change of every key the stage declares, and of each input
 
@@ -151,7 +176,7 @@ SHORT = dict(lr=0.7, epochs=0.25, eval_every=0.125)  # 24 steps, two evaluations
 
 
 def key_cases() -> list[tuple[str, str]]:
-    return ([("model", f.name) for f in dataclasses.fields(ModelConfig)]
+    return ([("model", f.name) for f in dataclasses.fields(RNNConfig)]
             + [("train", f.name) for f in dataclasses.fields(TrainConfig)])
 
 
@@ -170,7 +195,7 @@ def test_a_rerun_after_a_change_of_any_key_equals_a_run_from_scratch(data, short
     tmp, work = data
     base, ref = short
     raw = dict(base, model=dict(base["model"]), train=dict(base["train"]))
-    cls = ModelConfig if section == "model" else TrainConfig
+    cls = RNNConfig if section == "model" else TrainConfig
     params = load(base, work, "short")
     current = params.model_config("forward") if section == "model" else params.train
     value = changed(getattr(current, key), typing.get_type_hints(cls)[key], key)

@@ -111,3 +111,34 @@ def test_nan_loss_stops_with_the_step_and_keeps_the_last_checkpoint(data, monkey
     assert kept["step"] == 20
     assert all(torch.isfinite(v).all() for v in kept["model"].values())
     assert not (tmp / "nan" / "model" / "model.pt").exists()
+
+
+def test_inverse_sqrt_schedule_warms_up_linearly_then_decays_as_one_over_sqrt():
+    cfg = TrainConfig(schedule="inverse_sqrt", lr=1e-3, warmup_steps=100)
+    assert train.lr_at(0, 50, cfg) == pytest.approx(1e-5)  # update 1 of 100
+    assert train.lr_at(49, 50, cfg) == pytest.approx(5e-4)
+    assert train.lr_at(99, 50, cfg) == pytest.approx(1e-3)  # the peak, at the end of warmup
+    assert train.lr_at(399, 50, cfg) == pytest.approx(5e-4)  # sqrt(100 / 400)
+
+
+def test_a_models_recipe_is_train_then_its_architectures_then_its_own(tmp_path):
+    import yaml
+
+    from s2s.config import load
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles/smoke.yaml").read_text())
+    raw["models"]["tf"] = {"arch": "transformer", "d_model": 16, "heads": 2, "kv_heads": 1,
+                           "ff_size": 32,
+                           "encoder_layers": 1, "decoder_layers": 1,
+                           "train": {"warmup_steps": 50, "label_smoothing": 0.2}}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load(path)
+    assert params.train_config("forward") is params.train  # the paper's recipe: `train` itself
+    tf = params.train_config("tf")
+    assert (tf.optimizer, tf.schedule, tf.lr, tf.adam_eps) == ("adam", "inverse_sqrt", 5e-4, 1e-9)
+    assert (tf.warmup_steps, tf.label_smoothing) == (50, 0.2)  # its own keys win
+    assert (tf.batch_size, tf.epochs) == (params.train.batch_size, params.train.epochs)
+    cfg = params.model_config("tf")  # the Transformer's own config: `model`'s RNN keys unused
+    assert type(cfg).__name__ == "TransformerConfig" and (cfg.heads, cfg.kv_heads) == (2, 1)
+    assert not hasattr(cfg, "cell") and cfg.reverse_source is False

@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from s2s.config import PARAMS_FILE, ModelConfig, Params, TranslateConfig
+from s2s.config import PARAMS_FILE, Params, TranslateConfig, train_record
 from s2s.config import load as load_params
 from s2s.io import atomic_write_json
 
@@ -243,7 +243,9 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     src_vocab = Vocab.load(folder / f"{SRC_LANG}.tsv")
     tgt_vocab = Vocab.load(folder / f"{TGT_LANG}.tsv")
     try:
-        expect = {m: ModelConfig(**meta["models"][m]) for m in meta["members"]}
+        from s2s.model import config_from_dict
+
+        expect = {m: config_from_dict(meta["models"][m]) for m in meta["members"]}
     except (KeyError, TypeError) as e:
         raise ExportError(f"{meta_path}: 'models' does not describe every member in this "
                           f"version's terms: {e}") from None
@@ -264,7 +266,11 @@ def params_fingerprint(params: Params, members) -> str:
                 "prepare": dataclasses.asdict(params.prepare),
                 "vocab": dataclasses.asdict(params.vocab),
                 "models": {m: dataclasses.asdict(params.model_config(m)) for m in members},
-                "train": dataclasses.asdict(params.train)}
+                "train": train_record(params.train)}
+    recipes = {m: train_record(params.train_config(m)) for m in members
+               if params.train_config(m) != params.train}
+    if recipes:  # members trained by another recipe than `train` (a Transformer's)
+        relevant["recipes"] = recipes
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -26,10 +26,9 @@ from typing import Any
 
 import torch
 
-from s2s.config import ModelConfig
 from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_with
-from s2s.model import build_model
+from s2s.model import build_model, config_from_dict
 from s2s.model.seq2seq import EncoderDecoder
 
 FORMAT = "s2s-checkpoint/2"
@@ -143,7 +142,7 @@ def load_payload(path: Path) -> dict:
     return payload
 
 
-def check_identity(path: Path, payload: dict, *, expect: ModelConfig,
+def check_identity(path: Path, payload: dict, *, expect,
                    name: str | None = None) -> None:
     """Refuse a checkpoint that is not the model params describe: its config differs from
     `expect` (the first differing field is named) or it was trained under another name."""
@@ -171,7 +170,7 @@ def check_identity(path: Path, payload: dict, *, expect: ModelConfig,
 
 
 def load_model(path: Path, *, src_vocab: Vocab, tgt_vocab: Vocab,
-               device: torch.device | str = "cpu", expect: ModelConfig | None = None,
+               device: torch.device | str = "cpu", expect=None,
                name: str | None = None) -> EncoderDecoder:
     """Rebuild the model of a checkpoint; refuse one trained with other vocabularies, and, with
     `expect` (``params.model_config(name)``), one that is not the model params describe."""
@@ -186,8 +185,8 @@ def load_model(path: Path, *, src_vocab: Vocab, tgt_vocab: Vocab,
                 f"one given ({vocab.fingerprint[:12]}, size {len(vocab)}): retrain or use the "
                 f"matching data/vocab")
     try:
-        cfg = ModelConfig(**payload["config"])
-    except TypeError as e:
+        cfg = config_from_dict(payload["config"])
+    except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: model config does not match this version: {e}") from None
     model = build_model(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
     try:

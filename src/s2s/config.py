@@ -44,7 +44,7 @@ class ConfigError(ValueError):
 # Schema. `field(metadata={"min": ..})` gives a range; Literal gives a choice.
 
 
-def _rng(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> dict:
+def rng(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> dict:
     return {"min": lo, "max": hi, "lo_open": lo_open}
 
 
@@ -53,7 +53,7 @@ class CorpusRef:
     """One corpus of the source registry (``s2s.data.sources``), optionally cut to its head."""
 
     corpus: str
-    max_lines: int | None = field(default=None, metadata=_rng(1))
+    max_lines: int | None = field(default=None, metadata=rng(1))
 
 
 @dataclass(frozen=True)
@@ -68,57 +68,63 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    max_len: int = field(default=250, metadata=_rng(1))  # tokens per side, training pairs only
-    max_ratio: float = field(default=1.5, metadata=_rng(1.0))  # longer/shorter, training pairs only
-    ratio_min_len: int = field(default=1, metadata=_rng(1))  # the ratio filter ignores shorter pairs
+    max_len: int = field(default=250, metadata=rng(1))  # tokens per side, training pairs only
+    max_ratio: float = field(default=1.5, metadata=rng(1.0))  # longer/shorter, training pairs only
+    ratio_min_len: int = field(default=1, metadata=rng(1))  # the ratio filter ignores shorter pairs
     dedup: bool = True
     lowercase: bool = False
 
 
 @dataclass(frozen=True)
 class VocabConfig:
-    src_size: int = field(default=160_000, metadata=_rng(1))  # words, specials not counted
-    tgt_size: int = field(default=80_000, metadata=_rng(1))
-    min_count: int = field(default=1, metadata=_rng(1))
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Architecture of one model. `models.<name>` may override any field of `model`."""
-
-    # seq2seq: the paper's model; cho: Cho et al. 2014 (the summary feeds every decoder step);
-    # attention: Bahdanau et al. 2014 (bidirectional encoder, attention over its annotations).
-    arch: Literal["seq2seq", "cho", "attention"] = "seq2seq"
-    cell: Literal["lstm", "peephole", "gru"] = "lstm"  # peephole: seq2seq only
-    attention: Literal["additive", "dot", "general"] = "additive"  # the score, for `attention`
-    num_layers: int = field(default=4, metadata=_rng(1))
-    hidden_size: int = field(default=1000, metadata=_rng(1))
-    embed_size: int = field(default=1000, metadata=_rng(1))
-    init_range: float = field(default=0.08, metadata=_rng(0.0, lo_open=True))
-    reverse_source: bool = False
-    init_seed: int = field(default=1, metadata=_rng(0))
-    order_seed: int = field(default=1, metadata=_rng(0))
+    src_size: int = field(default=160_000, metadata=rng(1))  # words, specials not counted
+    tgt_size: int = field(default=80_000, metadata=rng(1))
+    min_count: int = field(default=1, metadata=rng(1))
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int = field(default=0, metadata=_rng(0))  # 0: torch's default
+    threads: int = field(default=0, metadata=rng(0))  # 0: torch's default
     # bf16 matmuls with fp32 weights, state and loss (s2s.precision): true, false (fp32, bit for
     # bit as before) or auto (bf16 where the hardware has a bf16 matrix engine: AMX/AVX512-BF16 on
     # CPUs, tensor cores on CUDA GPUs of compute capability >= 8)
     amp: bool | Literal["auto"] = False
-    batch_size: int = field(default=128, metadata=_rng(1))
-    lr: float = field(default=0.7, metadata=_rng(0.0, lo_open=True))
-    epochs: float = field(default=7.5, metadata=_rng(0.0, lo_open=True))
-    decay_start: float = field(default=5.0, metadata=_rng(0.0))  # epoch after which lr decays
-    decay_every: float = field(default=0.5, metadata=_rng(0.0, lo_open=True))  # epochs
-    decay_factor: float = field(default=0.5, metadata=_rng(0.0, 1.0, lo_open=True))
-    clip_norm: float = field(default=5.0, metadata=_rng(0.0, lo_open=True))
-    bucket_batches: int = field(default=100, metadata=_rng(1))  # batches sorted together by length
-    eval_every: float = field(default=0.5, metadata=_rng(0.0, lo_open=True))  # epochs
-    checkpoint_every: int = field(default=500, metadata=_rng(1))  # steps
-    log_every: int = field(default=50, metadata=_rng(1))  # steps
+    batch_size: int = field(default=128, metadata=rng(1))
+    lr: float = field(default=0.7, metadata=rng(0.0, lo_open=True))
+    epochs: float = field(default=7.5, metadata=rng(0.0, lo_open=True))
+    decay_start: float = field(default=5.0, metadata=rng(0.0))  # epoch after which lr decays
+    decay_every: float = field(default=0.5, metadata=rng(0.0, lo_open=True))  # epochs
+    decay_factor: float = field(default=0.5, metadata=rng(0.0, 1.0, lo_open=True))
+    clip_norm: float = field(default=5.0, metadata=rng(0.0, lo_open=True))
+    bucket_batches: int = field(default=100, metadata=rng(1))  # batches sorted together by length
+    eval_every: float = field(default=0.5, metadata=rng(0.0, lo_open=True))  # epochs
+    checkpoint_every: int = field(default=500, metadata=rng(1))  # steps
+    log_every: int = field(default=50, metadata=rng(1))  # steps
+    # The training recipe beyond the paper's (whose SGD and schedule are the defaults above).
+    # An architecture brings its own (s2s.model: the Transformer's is Adam with the inverse
+    # square-root warmup and label smoothing), and `models.<name>.train` overrides any key here.
+    optimizer: Literal["sgd", "adam"] = "sgd"  # sgd: plain SGD, no momentum (§3.4)
+    adam_betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = field(default=1e-9, metadata=rng(0.0, lo_open=True))
+    # paper: `lr` until `decay_start`, then halved every `decay_every` epochs; inverse_sqrt:
+    # linear warmup to `lr` over `warmup_steps`, then lr * sqrt(warmup_steps / step)
+    schedule: Literal["paper", "inverse_sqrt"] = "paper"
+    warmup_steps: int = field(default=4000, metadata=rng(1))
+    label_smoothing: float = field(default=0.0, metadata=rng(0.0, 1.0))  # 0: the plain NLL
+
+
+# The recipe keys beyond the paper's. A record of a `train` config (a fingerprint, an export)
+# leaves them out while they are the paper's, so it reads as it did before they existed.
+RECIPE_KEYS = ("optimizer", "adam_betas", "adam_eps", "schedule", "warmup_steps",
+               "label_smoothing")
+
+
+def train_record(cfg: TrainConfig) -> dict[str, Any]:
+    """`cfg` as a dict, without the recipe keys that hold the paper's recipe's values."""
+    default = TrainConfig()
+    return {k: v for k, v in dataclasses.asdict(cfg).items()
+            if not (k in RECIPE_KEYS and v == getattr(default, k))}
 
 
 @dataclass(frozen=True)
@@ -127,19 +133,19 @@ class SystemConfig:
 
     members: tuple[str, ...]
     beams: tuple[int, ...]
-    nbest: int = field(default=1, metadata=_rng(1))  # n-best entries written per sentence
+    nbest: int = field(default=1, metadata=rng(1))  # n-best entries written per sentence
 
 
 @dataclass(frozen=True)
 class TranslateConfig:
     # sentences per search batch at beam 12; narrower beams batch proportionally more sentences
-    batch_size: int = field(default=32, metadata=_rng(1))
-    max_len_a: float = field(default=1.5, metadata=_rng(0.0))  # max target len = a * src + b
-    max_len_b: int = field(default=10, metadata=_rng(1))
-    length_penalty: float = field(default=0.0, metadata=_rng(0.0))  # 0: the paper's raw log-prob
+    batch_size: int = field(default=32, metadata=rng(1))
+    max_len_a: float = field(default=1.5, metadata=rng(0.0))  # max target len = a * src + b
+    max_len_b: int = field(default=10, metadata=rng(1))
+    length_penalty: float = field(default=0.0, metadata=rng(0.0))  # 0: the paper's raw log-prob
     combine: Literal["mean_prob", "mean_logprob"] = "mean_prob"  # how an ensemble mixes members
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int = field(default=0, metadata=_rng(0))
+    threads: int = field(default=0, metadata=rng(0))
     # beam search with bf16 matmuls, as train.amp; the scores of n-best lists (nbest > 1) are
     # recomputed in fp32, so rescoring and Table 2 see the model's own scores
     amp: bool | Literal["auto"] = False
@@ -148,23 +154,23 @@ class TranslateConfig:
 @dataclass(frozen=True)
 class RescoreConfig:
     baseline: str  # a system of translate.systems whose n-best lists are rescored
-    weight: float = field(default=0.5, metadata=_rng(0.0, 1.0))  # LSTM share of the score
+    weight: float = field(default=0.5, metadata=rng(0.0, 1.0))  # LSTM share of the score
     rescorers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> members
-    batch_size: int = field(default=64, metadata=_rng(1))
+    batch_size: int = field(default=64, metadata=rng(1))
 
 
 @dataclass(frozen=True)
 class EvaluateConfig:
-    min_group: int = field(default=100, metadata=_rng(1))  # sentences per Figure 3 group
+    min_group: int = field(default=100, metadata=rng(1))  # sentences per Figure 3 group
     length_edges: tuple[int, ...] = (4, 7, 8, 12, 17, 22, 28, 35, 79)  # paper's x ticks
-    rarity_groups: int = field(default=8, metadata=_rng(1))
+    rarity_groups: int = field(default=8, metadata=rng(1))
 
 
 @dataclass(frozen=True)
 class ReportConfig:
     title: str = "Sequence to Sequence Learning with Neural Networks: a reproduction"
     figure3_system: str = "ensemble5"  # the "LSTM" curve of Figure 3
-    figure3_beam: int = field(default=12, metadata=_rng(1))
+    figure3_beam: int = field(default=12, metadata=rng(1))
 
 
 @dataclass(frozen=True)
@@ -174,10 +180,10 @@ class AnalysisConfig:
 
     models: tuple[str, ...] = ("forward", "reversed_1")  # the forward and the reversed model
     phrases: tuple[str, ...] = ()  # Figure 2's phrases, raw English
-    sentences: int = field(default=1000, metadata=_rng(1))  # test sentences for the statistics
-    max_position: int = field(default=20, metadata=_rng(1))  # source positions of gradient reach
+    sentences: int = field(default=1000, metadata=rng(1))  # test sentences for the statistics
+    max_position: int = field(default=20, metadata=rng(1))  # source positions of gradient reach
     attention_system: str | None = None  # whose attention weights the report draws
-    attention_examples: int = field(default=4, metadata=_rng(1))
+    attention_examples: int = field(default=4, metadata=rng(1))
 
 
 @dataclass(frozen=True)
@@ -185,10 +191,10 @@ class StageResources:
     """What one job of a stage asks a scheduler for (Snakemake, SLURM). No result depends on
     these, so no stage lists them in dvc.yaml. `gpus` > 1 for `train`: data-parallel training."""
 
-    threads: int = field(default=1, metadata=_rng(1))
-    mem_mb: int = field(default=4000, metadata=_rng(1))
-    runtime: int = field(default=60, metadata=_rng(1))  # minutes
-    gpus: int = field(default=0, metadata=_rng(0))
+    threads: int = field(default=1, metadata=rng(1))
+    mem_mb: int = field(default=4000, metadata=rng(1))
+    runtime: int = field(default=60, metadata=rng(1))  # minutes
+    gpus: int = field(default=0, metadata=rng(0))
 
 
 @dataclass(frozen=True)
@@ -197,8 +203,11 @@ class Params:
     data: DataConfig
     prepare: PrepareConfig
     vocab: VocabConfig
-    model: ModelConfig
-    models: dict[str, dict[str, Any]]  # name -> overrides of `model`; see model_config()
+    # Defaults shared by every model: any field of any architecture's config (s2s.model). A
+    # model takes those its architecture has; `models.<name>` overrides them, and its `train`
+    # mapping overrides `train` (its recipe); see model_config() and train_config().
+    model: dict[str, Any]
+    models: dict[str, dict[str, Any]]
     train: TrainConfig
     translate: TranslateConfig
     systems: dict[str, SystemConfig]
@@ -210,12 +219,25 @@ class Params:
     resources: dict[str, StageResources] = field(default_factory=dict)
     source: Path = Path(PARAMS_FILE)
 
-    def model_config(self, name: str) -> ModelConfig:
-        """The architecture of `models.<name>`: `model` with that entry's overrides."""
+    def model_config(self, name: str):
+        """The architecture of `models.<name>`: the config of its `arch` (s2s.model), from
+        `model` and that entry's overrides."""
         if name not in self.models:
             raise ConfigError(f"{self.source}: no model '{name}' under 'models' "
                               f"(known: {', '.join(self.models)})")
-        return dataclasses.replace(self.model, **self.models[name])
+        return model_config(self.model, self.models[name], source=self.source, name=name)
+
+    def train_config(self, name: str) -> TrainConfig:
+        """How `models.<name>` is trained: `train`, then its architecture's recipe, then its own
+        `train` overrides (`models.<name>.train`)."""
+        from s2s.model import ARCHITECTURES
+
+        recipe = dict(ARCHITECTURES[self.model_config(name).arch].recipe)
+        own = self.models[name].get("train") or {}
+        if not recipe and not own:
+            return self.train
+        raw = {**dataclasses.asdict(self.train), **recipe, **own}
+        return _build(TrainConfig, raw, self.source, f"models.{name}.train")
 
     def resources_for(self, kind: str) -> StageResources:
         """`resources.<kind>`, else `resources.default`, else the defaults of StageResources."""
@@ -310,15 +332,54 @@ class ParamsView:
     def get(self, key: str, default: Any = None) -> Any:
         return self[key] if key in self._declared() else default
 
-    def model_config(self, name: str) -> ModelConfig:
+    def model_config(self, name: str):
         """As Params.model_config, reading `model` and `models.<name>` through the view."""
         if name not in self._params.models:
             return self._params.model_config(name)  # the error naming the known models
         self.model, self.models[name]  # noqa: B018 -- both must be declared
         return self._params.model_config(name)
 
+    def train_config(self, name: str) -> TrainConfig:
+        """As Params.train_config, reading `train`, `model` and `models.<name>` through the
+        view."""
+        self.train, self.model_config(name)  # noqa: B018 -- all must be declared
+        return self._params.train_config(name)
+
     def resources_for(self, kind: str) -> StageResources:
         return self._params.resources_for(kind)
+
+
+def model_config(defaults: dict, overrides: dict, *, source: Path, name: str):
+    """The config of one model: the fields of its architecture's config class taken from
+    `defaults` (params `model`) and `overrides` (params `models.<name>`), each checked and named
+    by the key it came from. `overrides.train` is its training recipe (Params.train_config)."""
+    from s2s.model import ARCHITECTURES
+
+    arch = overrides.get("arch", defaults.get("arch", "seq2seq"))
+    where = f"models.{name}.arch" if "arch" in overrides else "model.arch"
+    if arch not in ARCHITECTURES:
+        raise ConfigError(f"{source}: '{where}' must be one of {list(ARCHITECTURES)}, got "
+                          f"{_show(arch)}")
+    cls = ARCHITECTURES[arch].config
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in overrides:
+        if key not in fields and key != "train":
+            raise ConfigError(f"{source}: unknown key 'models.{name}.{key}' for arch '{arch}' "
+                              f"(expected one of: {', '.join([*fields, 'train'])})")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for key, f in fields.items():
+        if key in overrides:
+            value, origin = overrides[key], f"models.{name}.{key}"
+        elif key in defaults:
+            value, origin = defaults[key], f"model.{key}"
+        else:
+            continue
+        kwargs[key] = _coerce(hints[key], value, source, origin, f.metadata)
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{source}: 'models.{name}': {e}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,8 +464,10 @@ def _coerce(tp: Any, value: Any, path: Path, key: str, meta: Any = None):
             raise ConfigError(f"{path}: '{key}' must be one of {list(args)}, got {_show(value)}")
         return value
     if origin is tuple:
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{path}: '{key}' must be a list, got {_show(value)}")
+        if Ellipsis not in args and len(value) != len(args):
+            raise ConfigError(f"{path}: '{key}' must be a list of {len(args)}, got {_show(value)}")
         return tuple(_coerce(args[0], v, path, f"{key}[{i}]", meta) for i, v in enumerate(value))
     if origin is dict:
         if not isinstance(value, dict):
@@ -480,8 +543,8 @@ def _check_range(value: float, path: Path, key: str, meta: dict) -> None:
 
 
 def _check_cross_refs(p: Params) -> None:
-    model_fields = {f.name for f in dataclasses.fields(ModelConfig)}
-    model_hints = typing.get_type_hints(ModelConfig)
+    from s2s.model import ARCHITECTURES
+
     if not p.models:
         raise ConfigError(f"{p.source}: 'models' must name at least one model")
     # Before anything else: these names are pasted into dvc.yaml's commands and paths.
@@ -490,20 +553,23 @@ def _check_cross_refs(p: Params) -> None:
         for name in names:
             check_name(name, p.source, f"{section}.{name}")
     check_name(p.rescore.baseline, p.source, "rescore.baseline")  # outputs/translate/<baseline>
+    known = sorted({f.name for a in ARCHITECTURES.values() for f in dataclasses.fields(a.config)})
+    for key in p.model:
+        if key not in known:
+            raise ConfigError(f"{p.source}: unknown key 'model.{key}' (expected a field of an "
+                              f"architecture's config: {', '.join(known)})")
     for name, overrides in p.models.items():
         if overrides is None:
             raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping (use {{}} for none)")
         if not isinstance(overrides, dict):
             raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping, got {_show(overrides)}")
-        for k, v in overrides.items():
-            if k not in model_fields:
-                raise ConfigError(f"{p.source}: unknown key 'models.{name}.{k}' "
-                                  f"(expected one of: {', '.join(sorted(model_fields))})")
-            meta = next(f.metadata for f in dataclasses.fields(ModelConfig) if f.name == k)
-            _coerce(model_hints[k], v, p.source, f"models.{name}.{k}", meta)
-    for name in p.models:
+        own = overrides.get("train")
+        if own is not None and not isinstance(own, dict):
+            raise ConfigError(f"{p.source}: 'models.{name}.train' must be a mapping, got "
+                              f"{_show(own)}")
         cfg = p.model_config(name)
-        if cfg.cell == "peephole" and cfg.arch != "seq2seq":
+        p.train_config(name)  # its recipe, checked
+        if getattr(cfg, "cell", None) == "peephole" and cfg.arch != "seq2seq":
             raise ConfigError(f"{p.source}: 'models.{name}.cell' is 'peephole', which only the "
                               f"'seq2seq' arch has (this model's arch is '{cfg.arch}'): use "
                               f"'lstm' or 'gru'")

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -19,12 +18,12 @@ import torch
 from torch import nn
 
 from s2s import checkpoint, distributed, precision, runguard
-from s2s.config import ModelConfig, Params, TrainConfig
+from s2s.config import Params, TrainConfig, train_record
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
 from s2s.device import pick_device
 from s2s.io import atomic_write_json, atomic_write_text, remove_temporaries
-from s2s.losses import linear_cross_entropy
+from s2s.losses import linear_cross_entropy, smoothed_cross_entropy
 from s2s.model import build_model
 from s2s.model.seq2seq import EncoderDecoder
 from s2s.progress import progress
@@ -41,7 +40,13 @@ class Interrupted(RuntimeError):
 
 
 def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
-    """§3.4: constant, then halved every `decay_every` epochs from epoch `decay_start` on."""
+    """The learning rate of update `step` (0-based). `schedule: paper` (§3.4): constant, then
+    halved every `decay_every` epochs from epoch `decay_start` on. `inverse_sqrt` (Vaswani et al.
+    2017, §5.3, with `lr` as the peak): lr * min(n / warmup, sqrt(warmup / n)) for update n =
+    step + 1, a linear warmup to `lr` over `warmup_steps`, then decay as 1/sqrt(n)."""
+    if cfg.schedule == "inverse_sqrt":
+        n, warmup = step + 1, cfg.warmup_steps
+        return cfg.lr * min(n / warmup, math.sqrt(warmup / n))
     epoch = step / steps_per_epoch
     if epoch < cfg.decay_start:
         return cfg.lr
@@ -54,13 +59,24 @@ def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
 BOOKKEEPING = ("device", "threads", "log_every", "checkpoint_every")
 
 
-def fingerprint(model_cfg: ModelConfig, cfg: TrainConfig, src: Vocab, tgt: Vocab,
+def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """The recipe's optimizer: plain SGD (§3.4: no momentum), or Adam with `adam_betas` and
+    `adam_eps` (Vaswani et al.); the learning rate is set every step from lr_at."""
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas),
+                                eps=cfg.adam_eps)
+    return torch.optim.SGD(model.parameters(), lr=cfg.lr)
+
+
+def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
                 prepared_dir: Path, *, mm_dtype: torch.dtype | None = None) -> str:
     """What the weights, the curves and best.pt depend on: the model config, every `train` key
     but BOOKKEEPING, the precision `amp` resolved to on this machine (`auto` is bf16 on one and
     fp32 on another), both vocabularies, the training and the dev files. A checkpoint with
     another fingerprint is never resumed. (The test set is read only after training.)"""
-    relevant = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in BOOKKEEPING}
+    # (train_record: the recipe keys only where they are not the paper's, so a run of the
+    # paper's recipe hashes as it did before they existed)
+    relevant = {k: v for k, v in train_record(cfg).items() if k not in BOOKKEEPING}
     if mm_dtype is not None:  # fp32 adds nothing: a run with amp false hashes as before amp
         relevant["matmul_dtype"] = str(mm_dtype)
     h = hashlib.sha256(json.dumps([dataclasses.asdict(model_cfg), relevant, src.fingerprint,
@@ -81,16 +97,64 @@ def shard_nll(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.devic
     a zero that needs no backward for an empty share. `autocast`: the precision context
     (``s2s.precision.autocast``); under bf16 the softmax layer's products are bf16 and the
     log-softmax and the loss fp32."""
+    loss, _, ntok = shard_loss(model, pairs, vocab=vocab, device=device, autocast=autocast)
+    return loss, ntok
+
+
+def shard_loss(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.device,
+               autocast, label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The training loss of `pairs`, their summed NLL (what perplexity reports) and their target
+    tokens. Without label smoothing the loss is the NLL itself; with it, the loss is
+    (1 - eps) NLL + eps * the mean over the vocabulary of -log p (s2s.losses)."""
     if not pairs:
-        return torch.zeros((), device=device), 0
+        zero = torch.zeros((), device=device)
+        return zero, zero, 0
     b = collate(pairs, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
     with autocast:
         feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
         # The softmax layer and the loss in one, over the real target positions only
         # (s2s.losses; the same value and gradients as cross_entropy(proj(feats)) up to rounding).
+        if label_smoothing:
+            loss, nll = smoothed_cross_entropy(
+                feats, model.proj.weight, model.proj.bias, b.tgt_out, ignore_index=vocab.pad,
+                epsilon=label_smoothing, mm_dtype=precision.matmul_dtype(feats))
+            return loss, nll, b.ntokens
         nll = linear_cross_entropy(feats, model.proj.weight, model.proj.bias, b.tgt_out,
                                    ignore_index=vocab.pad, mm_dtype=precision.matmul_dtype(feats))
-    return nll, b.ntokens
+    return nll, nll, b.ntokens
+
+
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, pairs, *, batch_size: int,
+               lr: float, cfg: TrainConfig, vocab: Vocab, device: torch.device, autocast,
+               world: distributed.World | None = None) -> tuple[float, int]:
+    """One update (§3.4) on a minibatch of `batch_size` sentences, of which `pairs` is this
+    process's share: the loss summed per sentence and averaged over the batch, its gradient
+    summed over processes, clipped to `clip_norm`, and one step of the recipe's optimizer at
+    `lr`. Returns the batch's summed NLL and target tokens over all processes; a non-finite
+    NLL is returned before any update (the caller stops). bench/train.py times this function."""
+    world = world or distributed.World()
+    for group in opt.param_groups:
+        group["lr"] = lr
+    with torch.profiler.record_function("forward+loss"):
+        total, nll, ntok = shard_loss(model, pairs, vocab=vocab, device=device, autocast=autocast,
+                                      label_smoothing=cfg.label_smoothing)
+        loss = total / batch_size  # summed per sentence, averaged over the batch (§3.4)
+        batch_nll, batch_tok = distributed.all_reduce_sum([nll.detach(), ntok], world, device)
+    if not math.isfinite(batch_nll):
+        return batch_nll, int(batch_tok)
+    with torch.profiler.record_function("zero_grad"):
+        opt.zero_grad(set_to_none=True)
+    with torch.profiler.record_function("backward"):
+        if pairs:
+            loss.backward()
+        distributed.all_reduce_gradients(model, world)  # summed: the whole batch's gradient
+    with torch.profiler.record_function("clip_grad_norm"):
+        nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+    with torch.profiler.record_function("optimizer_step"):
+        opt.step()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return batch_nll, int(batch_tok)
 
 
 @torch.no_grad()
@@ -111,7 +175,7 @@ def perplexity(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.devi
 def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
            ckpt_dir: Path, metrics_out: Path, curves_out: Path, stop_after: int | None,
            world: distributed.World, stop: runguard.StopSignals | None) -> dict:
-    cfg = params.train
+    cfg = params.train_config(name)  # `train`, with the model's recipe
     model_cfg = params.model_config(name)
     t_start = time.perf_counter()
     if cfg.threads:
@@ -132,7 +196,10 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
     log.info("%s: %s, %d parameters (the paper's 4x1000 model: 384M)", name, model_cfg, n_params)
     model.to(device).train()
     distributed.broadcast_parameters(model, world)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    opt = make_optimizer(model, cfg)
+    log.info("%s: recipe: %s, lr %g, schedule %s%s%s", name, cfg.optimizer, cfg.lr, cfg.schedule,
+             f" (warmup {cfg.warmup_steps} steps)" if cfg.schedule == "inverse_sqrt" else "",
+             f", label smoothing {cfg.label_smoothing:g}" if cfg.label_smoothing else "")
 
     def batches_of(epoch: int) -> list[list[int]]:
         return epoch_batches(len(train_pairs), lengths, batch_size=cfg.batch_size,
@@ -165,6 +232,8 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
     if payload is not None:
         if payload.get("fingerprint") == fp and payload.get("name") == name:
             model.load_state_dict(payload["model"])
+            if "optimizer" in payload:  # Adam's moments (SGD has no state beyond the rate)
+                opt.load_state_dict(payload["optimizer"])
             step, history, best = payload["step"], payload["history"], payload["best_dev_ppl"]
             train_seconds, train_tokens = payload["train_seconds"], payload["train_tokens"]
             window_nll, window_tok = payload["window_nll"], payload["window_tok"]
@@ -193,9 +262,11 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
                         best_step=best_step,
                         best_model=None if best_step == step else best_state,
                         train_seconds=train_seconds, train_tokens=train_tokens,
-                        window_nll=window_nll, window_tok=window_tok)
+                        window_nll=window_nll, window_tok=window_tok,
+                        **({"optimizer": opt.state_dict()} if opt.state_dict()["state"] else {}))
 
     autocast = precision.autocast(device, mm_dtype)
+    stochastic = getattr(model_cfg, "dropout", 0.0) > 0  # the RNNs here have no dropout
     log.info("%s: precision: %s; dev and test perplexity in fp32", name,
              precision.describe(cfg.amp, device))
     bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step",
@@ -207,26 +278,17 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
                 break
             t0 = time.perf_counter()
             lr = lr_at(step, steps_per_epoch, cfg)
-            for group in opt.param_groups:
-                group["lr"] = lr
             share = distributed.shard(idx, world)  # all of idx with one process
-            nll, ntok = shard_nll(model, [train_pairs[i] for i in share], vocab=tgt_vocab,
-                                  device=device, autocast=autocast)
-            loss = nll / len(idx)  # summed per sentence, averaged over the batch (§3.4)
-            batch_nll, batch_tok = distributed.all_reduce_sum([nll.detach(), ntok], world, device)
+            if stochastic:  # dropout masks a function of the step: a resumed run draws the same
+                torch.manual_seed(model_cfg.order_seed * 1_000_003 + step)
+            batch_nll, batch_tok = train_step(
+                model, opt, [train_pairs[i] for i in share], batch_size=len(idx), lr=lr,
+                cfg=cfg, vocab=tgt_vocab, device=device, autocast=autocast, world=world)
             if not math.isfinite(batch_nll):
                 raise TrainingError(
                     f"{name}: non-finite loss ({batch_nll / len(idx)}) at step {step + 1} (epoch "
                     f"{step / steps_per_epoch:.2f}, lr {lr:g}); the last good checkpoint "
                     f"{last} is kept" + ("" if last.exists() else " (none written yet)"))
-            opt.zero_grad(set_to_none=True)
-            if share:
-                loss.backward()
-            distributed.all_reduce_gradients(model, world)  # summed: the whole batch's gradient
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-            opt.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
             train_seconds += time.perf_counter() - t0
             train_tokens += int(batch_tok)
             window_nll += batch_nll
@@ -276,9 +338,8 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
                             tgt_vocab=tgt_vocab, name=name, state=best_state, step=best_step,
                             dev_ppl=best)
     metrics = {
-        "model": name, "reverse_source": model_cfg.reverse_source, "cell": model_cfg.cell,
-        "num_layers": model_cfg.num_layers, "hidden_size": model_cfg.hidden_size,
-        "embed_size": model_cfg.embed_size, "parameters": n_params, "device": str(device),
+        "model": name, "reverse_source": model_cfg.reverse_source, **model_cfg.shape(),
+        "parameters": n_params, "device": str(device),
         "precision": precision.name(mm_dtype),
         "threads": torch.get_num_threads(), "epochs": cfg.epochs, "steps": step,
         "train_pairs": len(train_pairs),

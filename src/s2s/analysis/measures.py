@@ -16,7 +16,6 @@ import torch
 
 from s2s import checkpoint
 from s2s.analysis import probes
-from s2s.config import ModelConfig
 from s2s.data.batching import collate, eval_batches, load_parallel
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab

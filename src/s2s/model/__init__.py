@@ -1,15 +1,60 @@
-"""The models: `build_model` turns a ModelConfig into the encoder-decoder its `arch` names."""
+"""The architectures: each is a config (beside its model, as nanoGPT keeps GPTConfig beside GPT),
+a model class and a training recipe; `build_model` turns a config into the model its `arch`
+names.
+
+Every model keeps the inference contract of ``s2s.model.seq2seq`` (encode / step / State.select),
+teacher forcing as ``proj(features(...))`` and ``init_weights(seed)`` (its own initialisation),
+so beam search, ensembles, rescoring and training take any of them unchanged. A new architecture
+is a module here and one entry in :data:`ARCHITECTURES`.
+"""
 
 from __future__ import annotations
 
-from s2s.config import ModelConfig
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
 from s2s.model.attention import AttentionEncoderDecoder
 from s2s.model.cho import ChoEncoderDecoder
-from s2s.model.seq2seq import EncoderDecoder, Seq2Seq
+from s2s.model.seq2seq import EncoderDecoder, RNNConfig, Seq2Seq
+from s2s.model.transformer import Transformer, TransformerConfig
 
-ARCHITECTURES = {"seq2seq": Seq2Seq, "cho": ChoEncoderDecoder, "attention": AttentionEncoderDecoder}
+
+@dataclass(frozen=True)
+class Architecture:
+    """config: its config dataclass; model: the nn.Module built from one; recipe: how its
+    papers train it, as overrides of params `train` (empty: the paper's SGD recipe, params
+    `train` itself); `models.<name>.train` overrides both."""
+
+    config: type
+    model: type
+    recipe: Mapping[str, Any] = field(default_factory=dict)
 
 
-def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad: int) -> EncoderDecoder:
-    """The untrained model of `cfg` (call init_weights(seed) for the paper's initialisation)."""
-    return ARCHITECTURES[cfg.arch](cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad)
+# Vaswani et al. 2017 (§5.3, §5.4): Adam (0.9, 0.98, 1e-9), linear warmup then inverse square
+# root decay, label smoothing 0.1 (dropout is the model's: TransformerConfig.dropout). The peak
+# learning rate and warmup are fairseq's transformer defaults; small runs set their own.
+TRANSFORMER_RECIPE = {"optimizer": "adam", "adam_betas": (0.9, 0.98), "adam_eps": 1e-9,
+                      "schedule": "inverse_sqrt", "lr": 5e-4, "warmup_steps": 4000,
+                      "label_smoothing": 0.1}
+
+ARCHITECTURES: dict[str, Architecture] = {
+    "seq2seq": Architecture(RNNConfig, Seq2Seq),  # the paper's
+    "cho": Architecture(RNNConfig, ChoEncoderDecoder),  # Cho et al. 2014
+    "attention": Architecture(RNNConfig, AttentionEncoderDecoder),  # Bahdanau et al. 2014
+    "transformer": Architecture(TransformerConfig, Transformer, TRANSFORMER_RECIPE),
+}
+
+
+def config_from_dict(values: Mapping[str, Any]):
+    """A config as a checkpoint records it (``dataclasses.asdict``), of the class its `arch`
+    names (configs written before `arch` existed are the paper's)."""
+    arch = values.get("arch", "seq2seq")
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown arch {arch!r} (known: {', '.join(ARCHITECTURES)})")
+    return ARCHITECTURES[arch].config(**values)
+
+
+def build_model(cfg, *, src_vocab: int, tgt_vocab: int, pad: int) -> EncoderDecoder | Transformer:
+    """The untrained model of `cfg` (call init_weights(seed) for its initialisation)."""
+    return ARCHITECTURES[cfg.arch].model(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad)

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from s2s.config import ModelConfig
 from s2s.model.lstm import run_padded
-from s2s.model.seq2seq import EncoderDecoder, start_from_summary
+from s2s.model.seq2seq import EncoderDecoder, RNNConfig, start_from_summary
 from s2s.model.stacks import make_stack
 from s2s.precision import full
 
@@ -58,7 +57,7 @@ class AttentionEncoderDecoder(EncoderDecoder):
     for `general`   init_proj: (M -> L*H)   out_proj: (H + M -> H); D = H
     """
 
-    def __init__(self, cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad: int):
+    def __init__(self, cfg: RNNConfig, *, src_vocab: int, tgt_vocab: int, pad: int):
         super().__init__(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad,
                          feature_size=cfg.hidden_size)
         E, H, L = cfg.embed_size, cfg.hidden_size, cfg.num_layers

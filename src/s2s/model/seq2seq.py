@@ -18,14 +18,49 @@ Dimension letters: see ``s2s.model.lstm``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
-from s2s.config import ModelConfig
+from s2s.config import rng
 from s2s.model.stacks import make_stack
 from s2s.precision import full
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    """Architecture of one recurrent encoder-decoder: the paper's (`seq2seq`), Cho et al.'s
+    (`cho`) or Bahdanau et al.'s (`attention`). Trained by the paper's recipe (params `train`)."""
+
+    # seq2seq: the paper's model; cho: Cho et al. 2014 (the summary feeds every decoder step);
+    # attention: Bahdanau et al. 2014 (bidirectional encoder, attention over its annotations).
+    arch: Literal["seq2seq", "cho", "attention"] = "seq2seq"
+    cell: Literal["lstm", "peephole", "gru"] = "lstm"  # peephole: seq2seq only
+    attention: Literal["additive", "dot", "general"] = "additive"  # the score, for `attention`
+    num_layers: int = field(default=4, metadata=rng(1))
+    hidden_size: int = field(default=1000, metadata=rng(1))
+    embed_size: int = field(default=1000, metadata=rng(1))
+    init_range: float = field(default=0.08, metadata=rng(0.0, lo_open=True))  # uniform init
+    reverse_source: bool = False
+    init_seed: int = field(default=1, metadata=rng(0))
+    order_seed: int = field(default=1, metadata=rng(0))
+
+    def describe(self) -> str:
+        """What the model is, in words: its cell, and for the cited systems their design."""
+        if self.arch == "cho":
+            return (f"Cho et al.'s encoder-decoder: the summary feeds every step; "
+                    f"{self.cell.upper()}")
+        if self.arch == "attention":
+            return (f"Bahdanau et al.'s attention: bidirectional {self.cell.upper()} encoder, "
+                    f"{self.attention} score")
+        return {"lstm": "LSTM", "peephole": "peephole LSTM", "gru": "GRU"}[self.cell]
+
+    def shape(self) -> dict:
+        """The numbers that size it, as the training metrics record them."""
+        return {"cell": self.cell, "num_layers": self.num_layers, "hidden_size": self.hidden_size,
+                "embed_size": self.embed_size}
 
 
 @dataclass(frozen=True)
@@ -53,7 +88,7 @@ def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:
     return src.gather(1, index)
 
 
-def start_from_summary(init_proj: nn.Linear, summary: Tensor, cfg: ModelConfig
+def start_from_summary(init_proj: nn.Linear, summary: Tensor, cfg: RNNConfig
                        ) -> tuple[Tensor, Tensor | None]:
     """The decoder's initial (h, c) from an encoder summary (N, D), as Cho et al. and Bahdanau et
     al. start theirs: h = tanh(init_proj(summary)) (D -> L*H) in every layer, c = 0 (None for
@@ -73,7 +108,7 @@ class EncoderDecoder(nn.Module):
     step_features(prev_tokens, state) -> ((N, D), state).
     """
 
-    def __init__(self, cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad: int,
+    def __init__(self, cfg: RNNConfig, *, src_vocab: int, tgt_vocab: int, pad: int,
                  feature_size: int):
         super().__init__()
         self.cfg = cfg
@@ -117,7 +152,7 @@ class Seq2Seq(EncoderDecoder):
     encoder, decoder: L-layer stacks of H cells (peephole, nn.LSTM or nn.GRU); D = H.
     """
 
-    def __init__(self, cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad: int):
+    def __init__(self, cfg: RNNConfig, *, src_vocab: int, tgt_vocab: int, pad: int):
         super().__init__(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad,
                          feature_size=cfg.hidden_size)
         self.encoder = make_stack(cfg.cell, cfg.embed_size, cfg.hidden_size, cfg.num_layers)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from s2s.config import ModelConfig, Params
+from s2s.config import Params
 
 NOT_RUN = "not run"
 
@@ -182,7 +182,7 @@ def _model_conditions(params: Params, members: tuple[str, ...], train: dict[str,
         f" ({architecture(cfg)})" if cfg and cfg.arch != "seq2seq" else "")
 
 
-def architecture(cfg: ModelConfig) -> str:
+def architecture(cfg) -> str:
     """What a model is, in words: cell, and for the cited systems their paper's design."""
     if cfg.arch == "cho":
         return f"Cho et al.'s encoder-decoder: the summary feeds every step; {cfg.cell.upper()}"
