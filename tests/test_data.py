@@ -11,7 +11,7 @@ import pytest
 
 from s2s import config
 from s2s.config import ConfigError, CorpusRef, DataConfig, PrepareConfig, VocabConfig
-from s2s.data import download, prepare, vocab
+from s2s.data import prepare, vocab
 from s2s.data.batching import epoch_batches
 from s2s.data.text import CorpusError, normalize, read_corpus
 from s2s.io import read_lines

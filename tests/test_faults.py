@@ -46,12 +46,11 @@ import torch
 import yaml
 
 from conftest import BIN, MIRROR, RangeServer, make_project, run, run_data_stages
-from s2s import checkpoint, config, train
+from s2s import checkpoint, config
 from s2s.config import CorpusRef, DataConfig, PrepareConfig
-from s2s.data import download, prepare
+from s2s.data import download
 from s2s.data.sources import CORPORA, NetworkSource, Remote
 from s2s.data.vocab import Vocab
-from s2s.decode import translate
 from s2s.stages import download as download_stage
 from s2s.stages import evaluate as evaluate_stage
 from s2s.stages import prepare as prepare_stage

@@ -9,7 +9,6 @@ import stat
 from conftest import MIRROR, need_mirror
 from s2s.stages import analyze as stage
 from s2s.config import CorpusRef, DataConfig
-from s2s.data import download
 from s2s.stages import download as download_stage
 from s2s.model.seq2seq import RNNConfig
 from test_analysis import _project

@@ -5,16 +5,11 @@ reading the weights (the library of :mod:`s2s.stages.attention`).
 from __future__ import annotations
 
 import logging
-import time
-from pathlib import Path
 
 import torch
 
-from s2s import checkpoint
-from s2s.config import Params
 from s2s.data.batching import collate
 from s2s.data.vocab import Vocab
-from s2s.io import atomic_write_json, read_lines
 
 log = logging.getLogger("s2s.attention")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -14,12 +13,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from s2s import checkpoint
 from s2s.analysis import probes
-from s2s.data.batching import collate, eval_batches, load_parallel
+from s2s.data.batching import collate, eval_batches
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab
-from s2s.io import atomic_write_json, atomic_write_text
+from s2s.io import atomic_write_text
 from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State
 from s2s.progress import progress
 

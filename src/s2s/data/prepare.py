@@ -5,16 +5,13 @@
 from __future__ import annotations
 
 import logging
-import os
-import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from s2s.config import CorpusRef, DataConfig, PrepareConfig
+from s2s.config import CorpusRef, PrepareConfig
 from s2s.data import sources
 from s2s.data.text import CorpusError, normalize, read_corpus, tokenize_many
-from s2s.io import atomic_write_json, atomic_write_lines
 
 log = logging.getLogger("s2s.prepare")
 

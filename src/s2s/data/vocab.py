@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from s2s.config import VocabConfig
-from s2s.io import atomic_write_json, atomic_write_lines, read_lines
 
 log = logging.getLogger("s2s.vocab")
 

@@ -5,7 +5,6 @@ hypotheses (the library of :mod:`s2s.stages.rescore`).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,13 +12,11 @@ import torch
 
 from s2s.config import Params
 from s2s.data.batching import collate
-from s2s.data.text import CorpusError, detokenize
+from s2s.data.text import CorpusError
 from s2s.data.vocab import Vocab
 from s2s.decode.beam import score_sequences
-from s2s.decode.translate import load_members
-from s2s.io import atomic_write_lines, read_lines
+from s2s.io import read_lines
 from s2s.progress import progress
-from s2s.device import pick_device
 
 log = logging.getLogger("s2s.rescore")
 

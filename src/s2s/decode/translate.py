@@ -5,7 +5,6 @@ lists' fp32 scores (the library of :mod:`s2s.stages.translate` and of `s2s trans
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import torch
@@ -14,13 +13,10 @@ from torch import Tensor
 from s2s import checkpoint, precision
 from s2s.config import Params, TranslateConfig
 from s2s.data.batching import collate
-from s2s.data.text import detokenize
 from s2s.data.vocab import Vocab
 from s2s.decode.beam import Hypothesis, beam_search, ranking_score, score_sequences
 from s2s.decode.ensemble import Ensemble
-from s2s.io import atomic_write_json, atomic_write_lines, read_lines
 from s2s.progress import progress
-from s2s.device import pick_device
 
 log = logging.getLogger("s2s.translate")
 
