@@ -14,7 +14,8 @@ the B best finish; the B best others form the next beam), the same stopping rule
 >= best open, B finished, or max_len = 1.5 x source length + 10 steps) and ban <pad>, so they do
 the same work and should return the same 1-best (ties aside): the agreement is printed.
 
-Models: default size (2 x 384, E 384, nn.LSTM unless --cell peephole, reversed source), randomly
+Models: default size (2 x 384, E 384, nn.LSTM unless --cell peephole, reversed source; or with
+--cell transformer the default profile's Transformer, decoding with its key/value cache), randomly
 initialised (uniform +-0.08, seeds 11..15), or loaded from `--models DIR/<member>/model.pt`
 (best.pt if there is no model.pt yet) with the vocabularies of `--data DIR/vocab`. Random weights
 give near-uniform next-word distributions: hypotheses rarely take <eos> and run to max_len, so
@@ -33,6 +34,7 @@ common.Clock); run with --threads 1 there.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -45,12 +47,13 @@ import common  # noqa: E402
 
 from s2s import checkpoint, precision  # noqa: E402
 from s2s.config import TranslateConfig  # noqa: E402
-from s2s.model.seq2seq import RNNConfig  # noqa: E402
 from s2s.decode.beam import Hypothesis  # noqa: E402
 from s2s.decode.ensemble import Ensemble  # noqa: E402
 from s2s.decode import translate as translate_stage  # noqa: E402
 from s2s.decode.translate import translate  # noqa: E402
-from s2s.model.seq2seq import Seq2Seq  # noqa: E402
+from s2s.model import build_model  # noqa: E402
+from s2s.model.seq2seq import RNNConfig  # noqa: E402
+from s2s.model.transformer import TransformerConfig  # noqa: E402
 
 # translate() draws a tqdm bar per call; a benchmark's table reads better without them.
 translate_stage.progress = lambda **kwargs: common.quiet_progress(**kwargs)
@@ -114,12 +117,23 @@ def naive_beam_search(model, src: list[int], *, beam: int, bos: int, eos: int, p
     return tuple(toks), score, done
 
 
+# The default profile's Transformer (params models.transformer): d_model 192, 4 heads, ff 768,
+# 3 + 3 layers.
+TRANSFORMER = TransformerConfig(d_model=192, heads=4, kv_heads=4, ff_size=768, encoder_layers=3,
+                                decoder_layers=3)
+
+
 def random_models(k: int, *, cell: str, src_vocab: int, tgt_vocab: int, pad: int) -> list:
+    """`k` randomly initialised models of the default profile's size: 2 x 384 LSTMs with a
+    reversed source, or (cell `transformer`) its Transformer, seeds 11..10+k."""
     models = []
     for seed in range(11, 11 + k):
-        cfg = RNNConfig(cell=cell, num_layers=2, hidden_size=384, embed_size=384,
-                          reverse_source=True, init_seed=seed)
-        m = Seq2Seq(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad)
+        if cell == "transformer":
+            cfg = dataclasses.replace(TRANSFORMER, init_seed=seed)
+        else:
+            cfg = RNNConfig(cell=cell, num_layers=2, hidden_size=384, embed_size=384,
+                            reverse_source=True, init_seed=seed)
+        m = build_model(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad)
         m.init_weights(seed)
         models.append(m.eval())
     return models
@@ -195,8 +209,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--members", default=",".join(MEMBERS),
                     help="checkpoints under --models for the ensembles, first = the single model")
     ap.add_argument("--data", type=Path, help="pipeline data dir: vocab and test sentences")
-    ap.add_argument("--cell", default="lstm", choices=["lstm", "peephole"],
-                    help="cell of the random models")
+    ap.add_argument("--cell", default="lstm", choices=["lstm", "peephole", "transformer"],
+                    help="the random models: 2 x 384 LSTMs of that cell, or the default "
+                         "profile's Transformer (its incremental decoder, keys and values cached)")
     ap.add_argument("--batch-size", type=int, default=TranslateConfig().batch_size,
                     help="sentences per search batch (translate.batch_size)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads; 0: torch's default")
@@ -227,8 +242,10 @@ def main(argv: list[str] | None = None) -> None:
         models = random_models(5, cell=args.cell, src_vocab=len(src_vocab),
                                tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
         models = [m.to(device) for m in models]
-        model_note = (f"random default-size models ({args.cell}, 2 x 384, E 384, vocab "
-                      f"{len(src_vocab)}/{len(tgt_vocab)}, seeds 11-15): hypotheses run to max_len")
+        size = (TRANSFORMER.describe() if args.cell == "transformer"
+                else f"{args.cell}, 2 x 384, E 384")
+        model_note = (f"random default-size models ({size}, vocab {len(src_vocab)}/"
+                      f"{len(tgt_vocab)}, seeds 11-15): hypotheses run to max_len")
     cfg = TranslateConfig(batch_size=args.batch_size)
 
     print(f"bench/decode.py {'--quick ' if args.quick else ''}on {common.machine_line(threads)}")

@@ -168,7 +168,9 @@ def changed(value, tp, name: str):
     if tp is int:
         return value + 1
     if tp is float:
-        return value * 0.5
+        return value * 0.5 if value else 0.1  # (label_smoothing is 0 in the paper's recipe)
+    if typing.get_origin(tp) is tuple:  # adam_betas
+        return tuple(v * 0.99 for v in value)
     raise AssertionError(f"no change for {name}: {tp}")
 
 
