@@ -175,12 +175,14 @@ def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
     names = [name for _, name in ranking]
     rank = names.index(att["system"]) + 1 if att["system"] in names else None
     return Section("Attention weights (Bahdanau et al.'s model, trained here)", [
-        P.attention_text(att["system"], score, tables.architecture(cfg), cfg.num_layers,
-                         cfg.hidden_size, att["beam"],
-                         ", ".join(f"{name} {bleu:.2f}" for bleu, name in ranking), rank,
-                         len(ranking)),
+        P.attention_text(system=att["system"], score=score,
+                         architecture=tables.architecture(cfg), layers=cfg.num_layers,
+                         hidden=cfg.hidden_size, beam=att["beam"],
+                         ranked=", ".join(f"{name} {bleu:.2f}" for bleu, name in ranking),
+                         rank=rank, systems=len(ranking)),
         Image("Attention weights", fig, "figures/attention.png",
-              P.attention_caption(len(att["examples"]), *att["source_words"])),
+              P.attention_caption(examples=len(att["examples"]), shortest=att["source_words"][0],
+                                  longest=att["source_words"][1])),
     ])
 
 

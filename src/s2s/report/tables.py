@@ -21,7 +21,7 @@ import pandas as pd
 
 from s2s.artifacts import Absent, Bleu, BleuEntry, Scored, Timing, TrainMetrics
 from s2s.config import ModelConfig, Params
-from s2s.evaluate.outputs import BASELINE, ORACLE, RESCORE_FIXED
+from s2s.evaluate.outputs import BASELINE, ORACLE, RESCORE_FIXED, rescore_system
 from s2s.report.paper import Ours, answer, paper
 
 NOT_RUN = "not run"
@@ -119,7 +119,8 @@ def _describe(params: Params, ours: Ours, *, is_baseline: bool = False) -> str:
     if ours.system == ORACLE:
         return "rescore/oracle: best n-best entry by sentence BLEU (needs the references)"
     members = params.rescore.rescorers.get(ours.system, ())
-    return f"rescore/{ours.system} ({', '.join(members)})" if members else f"rescore/{ours.system}"
+    name = rescore_system(ours.system)
+    return f"{name} ({', '.join(members)})" if members else name
 
 
 def _why_absent(params: Params, ours: Ours, entry: BleuEntry | None) -> str:
