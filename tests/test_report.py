@@ -19,7 +19,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from s2s.artifacts import Bleu, TrainMetrics
 from s2s.config import load
+from s2s.report import claims as claims_
 from s2s.report import tables
 from s2s.stages.report import main as report_main
 
@@ -44,7 +46,7 @@ def _dump(path: Path, obj) -> None:
 
 def _absent_target(params):
     """The first Table 1 translation of this profile: we mark it absent."""
-    for row in tables.PAPER_TABLE1:
+    for row in tables.rows(params, "table1"):
         o = row.ours
         if (o and o.kind == "translate" and o.system in params.systems
                 and o.beam in params.systems[o.system].beams):
@@ -58,8 +60,9 @@ def build_tree(tmp: Path) -> dict:
     absent = _absent_target(params)
     n = 300
     k = 0
-    bleu = {"test_sentences": n, "bleu_tok_signature": "nrefs:1|case:mixed|eff:no|tok:none|"
-            "smooth:exp|version:2.6.0", "translate": {}, "rescore": {}}
+    bleu = {"test_sentences": n, "bleu_tok_method": "multi-bleu.pl style",
+            "bleu_tok_signature": "nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:2.6.0",
+            "translate": {}, "rescore": {}}
     for system, scfg in params.systems.items():
         bleu["translate"][system] = {}
         beams = {}
@@ -76,7 +79,7 @@ def build_tree(tmp: Path) -> dict:
             beams[str(beam)] = {"sentences": n, "seconds": secs, "sents_per_sec": n / secs}
         _dump(translate / system / "timing.json",
               {"system": system, "members": list(scfg.members), "device": "cpu", "threads": 2,
-               "beams": beams})
+               "precision": "fp32", "beams": beams})
     for name in [*params.rescore.rescorers, "baseline", "oracle"]:
         k += 1
         bleu["rescore"][name] = {"bleu_tok": round(20 + 1.11 * k, 4),
@@ -89,10 +92,11 @@ def build_tree(tmp: Path) -> dict:
         _dump(metrics / "train" / f"{model}.json", {
             "model": model, "reverse_source": cfg.reverse_source, "cell": cfg.cell,
             "num_layers": cfg.num_layers, "hidden_size": cfg.hidden_size,
-            "embed_size": cfg.embed_size, "parameters": 123456, "device": "cpu", "epochs": 2.0,
-            "steps": 40, "train_pairs": 1987, "train_target_words": 50000,
-            "tgt_words_per_sec": 900.0, "wall_seconds": 55.0, "dev_ppl": 40.5 - 3.25 * i,
-            "test_ppl": 42.75 - 3.25 * i, "best_dev_ppl": 40.5 - 3.25 * i})
+            "embed_size": cfg.embed_size, "parameters": 123456, "device": "cpu",
+            "precision": "fp32", "threads": 2, "epochs": 2.0, "steps": 40, "train_pairs": 1987,
+            "train_target_words": 50000, "tgt_words_per_sec": 900.0, "train_seconds": 50.0,
+            "wall_seconds": 55.0, "dev_ppl": 40.5 - 3.25 * i, "test_ppl": 42.75 - 3.25 * i,
+            "best_dev_ppl": 40.5 - 3.25 * i})
         rows = ["step,epoch,lr,train_ppl,dev_ppl"]
         for s in range(1, 21):
             dev = f"{400 / s + 30 - i:.3f}" if s % 5 == 0 else ""
@@ -108,10 +112,15 @@ def build_tree(tmp: Path) -> dict:
                "unk_rate": {"train": 0.01, "dev": 0.03, "test": 0.031}}
         for lang, words in (("en", 4321), ("fr", 3210))})
     manifest = tmp / "data" / "raw" / "manifest.json"
-    _dump(manifest, {"mode": "mirror", "mirror": "/mirror", "corpora": {"wmt14.newstest2014": {
-        "mode": "mirror", "source": ["https://www.statmt.org/wmt14/test-full.tgz"],
+    url = "https://www.statmt.org/wmt14/test-full.tgz"
+    _dump(manifest, {"mode": "network", "mirror": None, "corpora": {"wmt14.newstest2014": {
+        "mode": "network", "source": [url], "format": "sgm", "pairs": 3003,
+        "whole_corpus": True, "max_lines": 300,
+        "downloads": {url: {"url": url, "sha256": "cd" * 32, "bytes": 5000, "verified": "md5"}},
         "files": {side: {"path": f"wmt14.newstest2014/{side}.sgm", "sha256": "ab" * 32,
-                         "bytes": 1000, "lines": 3003} for side in ("en", "fr")},
+                         "bytes": 1000, "lines": 3003,
+                         "source": f"{url}#test-full/newstest2014-fren-src.{side}.sgm"}
+                  for side in ("en", "fr")},
         "lines": {"en": 3003, "fr": 3003}}}})
 
     rows = []
@@ -127,7 +136,9 @@ def build_tree(tmp: Path) -> dict:
     groups.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(groups, index=False)
     attention = tmp / "outputs" / "attention" / "weights.json"
-    _dump(attention, {"system": "attention", "model": "attention", "beam": 12,
+    att_system = params.analysis.attention_system
+    _dump(attention, {"system": att_system, "model": params.systems[att_system].members[0],
+                      "beam": 12,
                       "source_words": [8, 14], "examples": [
                           {"index": 4, "source": ["a", "dog", "runs", "."],
                            "target": ["un", "chien", "court", ".", "<eos>"],
@@ -159,7 +170,7 @@ def test_outputs_exist(report):
 
 
 def _check_bleu_table(report, name: str, paper_rows) -> pd.DataFrame:
-    out, params, bleu = report["out"], report["params"], report["bleu"]
+    out, params, bleu = report["out"], report["params"], Bleu.from_json(report["bleu"])
     df = pd.read_csv(out / "tables" / f"{name}.csv", dtype=str, keep_default_na=False)
     md = (out / "tables" / f"{name}.md").read_text()
     # the paper's rows, in the paper's order, none dropped
@@ -175,9 +186,9 @@ def _check_bleu_table(report, name: str, paper_rows) -> pd.DataFrame:
         entry = tables.bleu_entry(bleu, ours.kind, ours.system, ours.beam)
         if tables.scored(entry):
             assert rec["status"] == "ours"
-            assert float(rec["ours_bleu_tok"]) == entry["bleu_tok"]
-            assert float(rec["ours_bleu_sacre"]) == entry["bleu_sacre"]
-            assert f"{entry['bleu_tok']:.2f}" in md and f"{entry['bleu_sacre']:.2f}" in md
+            assert float(rec["ours_bleu_tok"]) == entry.bleu_tok
+            assert float(rec["ours_bleu_sacre"]) == entry.bleu_sacre
+            assert f"{entry.bleu_tok:.2f}" in md and f"{entry.bleu_sacre:.2f}" in md
         else:
             assert rec["status"].startswith("not run: "), rec
     assert "not run" in md and "paper's method" in md and SIG in md
@@ -185,7 +196,7 @@ def _check_bleu_table(report, name: str, paper_rows) -> pd.DataFrame:
 
 
 def test_table1_has_paper_and_our_numbers_and_not_run_rows(report):
-    df = _check_bleu_table(report, "table1", tables.PAPER_TABLE1)
+    df = _check_bleu_table(report, "table1", tables.rows(report["params"], "table1"))
     # Bahdanau et al.: our attention model (the tree marks its output absent, see below)
     assert df.loc[0, "ours_system"].startswith("attention, beam 12")
     assert report["absent"] == ("attention", 12)
@@ -198,14 +209,14 @@ def test_table1_has_paper_and_our_numbers_and_not_run_rows(report):
         hit = df[df["ours_system"].str.startswith(f"{system}, beam {beam}")]
         assert len(hit) and hit["status"].str.contains(f"beam{beam}.tok.fr").all()
     params = report["params"]
-    for row, rec in zip(tables.PAPER_TABLE1, df.to_dict("records")):
+    for row, rec in zip(tables.rows(params, "table1"), df.to_dict("records")):
         o = row.ours
         if o and o.kind == "translate" and o.system not in params.systems:
             assert rec["status"] == f"not run: no system '{o.system}' in profile '{params.profile}'"
 
 
 def test_table2_has_paper_and_our_numbers(report):
-    df = _check_bleu_table(report, "table2", tables.PAPER_TABLE2)
+    df = _check_bleu_table(report, "table2", tables.rows(report["params"], "table2"))
     assert df.loc[1, "status"] == "ours"  # Cho et al.: our GRU encoder-decoder rescores
     assert df.loc[1, "ours_system"] == "rescore/gru (gru)"
     assert "Cho et al.'s encoder-decoder" in df.loc[1, "conditions"]
@@ -241,7 +252,7 @@ def test_perplexity_cost_and_claims_are_computed(report):
     out, params = report["out"], report["params"]
     ppl = pd.read_csv(out / "tables" / "perplexity.csv")
     assert ppl["paper's test ppl"].tolist() == [5.8, 4.7]
-    fwd, rev = tables.forward_and_reversed(params)
+    fwd, rev = tables.perplexity_models(params).values()
     train = {p.stem: json.loads(p.read_text()) for p in (report["metrics"] / "train").glob("*")}
     if fwd in train and rev in train:
         assert ppl["dev ppl"].tolist() == [train[fwd]["dev_ppl"], train[rev]["dev_ppl"]]
@@ -369,6 +380,23 @@ def _entry(x: float) -> dict:
     return {"bleu_tok": x, "bleu_sacre": x - 1, "sacre_signature": SIG, "sentences": 10}
 
 
+def _bleu(bleu: dict) -> Bleu:
+    """metrics/bleu.json of `bleu`'s translate and rescore entries."""
+    return Bleu.from_json({"test_sentences": 10, "bleu_tok_method": "multi-bleu.pl style",
+                           "bleu_tok_signature": SIG, "translate": {}, "rescore": {}, **bleu})
+
+
+def _train(train: dict[str, dict]) -> dict[str, TrainMetrics]:
+    """metrics/train/<model>.json with `train`'s perplexities (test_ppl: dev_ppl's if not given)."""
+    return {model: TrainMetrics.from_json({
+        "model": model, "reverse_source": False, "cell": "lstm", "num_layers": 1,
+        "hidden_size": 8, "embed_size": 8, "parameters": 100, "device": "cpu",
+        "precision": "fp32", "threads": 1, "epochs": 1.0, "steps": 1, "train_pairs": 10,
+        "train_target_words": 100, "tgt_words_per_sec": 1.0, "train_seconds": 1.0,
+        "wall_seconds": 1.0, "test_ppl": m["dev_ppl"], "best_dev_ppl": m["dev_ppl"], **m})
+        for model, m in train.items()}
+
+
 def test_claims_follow_the_numbers():
     params = load(FIXTURE)
     train = {"forward": {"dev_ppl": 9.0, "test_ppl": 9.5}, "reversed_1": {"dev_ppl": 7.0}}
@@ -378,7 +406,8 @@ def test_claims_follow_the_numbers():
             "rescore": {"baseline": _entry(13.0), "forward": _entry(13.2),
                         "reversed": _entry(12.9), "oracle": _entry(20.0)}}
     cost = tables.cost_table(params, {})
-    got = {c.claim.split(" (")[0]: c for c in tables.claims(params, bleu, train, cost)}
+    got = {c.claim.split(" (")[0]: c
+           for c in claims_.claims(params, _bleu(bleu), _train(train), cost)}
     assert got["Reversing the source lowers perplexity"].status == "holds"
     rev = got["Reversing the source raises BLEU"]
     assert rev.status == "holds" and "reversed 13.50 vs forward 11.00 (+2.50)" in rev.evidence
@@ -393,7 +422,8 @@ def test_claims_follow_the_numbers():
     train["reversed_1"]["dev_ppl"] = 9.5
     bleu["translate"]["reversed"]["12"] = _entry(10.5)
     bleu["rescore"]["reversed"] = _entry(13.1)
-    got = {c.claim.split(" (")[0]: c for c in tables.claims(params, bleu, train, cost)}
+    got = {c.claim.split(" (")[0]: c
+           for c in claims_.claims(params, _bleu(bleu), _train(train), cost)}
     assert got["Reversing the source lowers perplexity"].status == "does not hold"
     assert got["Reversing the source raises BLEU"].status == "does not hold"
     assert got["A wider beam helps"].status == "does not hold"  # reversed: 12.0 -> 10.5
@@ -415,21 +445,21 @@ def test_claims_use_the_bootstrap_intervals():
         return lambda a, b: Difference(0, 0, (lo + hi) / 2, lo, hi, 0.5, 0, 0, 0, 0, 1000, 1)
 
     got = {c.claim.split(" (")[0]: c
-           for c in tables.claims(params, bleu, {}, cost, diff=interval(-0.3, 0.4))}
+           for c in claims_.claims(params, _bleu(bleu), {}, cost, diff=interval(-0.3, 0.4))}
     rev = got["Reversing the source raises BLEU"]
-    assert rev.status == tables.NO_DIFFERENCE  # +2.50, but the interval contains 0
+    assert rev.status == claims_.NO_DIFFERENCE  # +2.50, but the interval contains 0
     assert "95% CI of the difference -0.30 to +0.40" in rev.evidence
-    assert got["A wider beam helps"].status == tables.NO_DIFFERENCE
+    assert got["A wider beam helps"].status == claims_.NO_DIFFERENCE
     assert "95% CI -0.30 to +0.40" in got["A wider beam helps"].evidence
     got = {c.claim.split(" (")[0]: c
-           for c in tables.claims(params, bleu, {}, cost, diff=interval(0.2, 0.9))}
-    assert got["Reversing the source raises BLEU"].status == tables.HOLDS
+           for c in claims_.claims(params, _bleu(bleu), {}, cost, diff=interval(0.2, 0.9))}
+    assert got["Reversing the source raises BLEU"].status == claims_.HOLDS
     assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status == \
-        tables.HOLDS
+        claims_.HOLDS
     got = {c.claim.split(" (")[0]: c
-           for c in tables.claims(params, bleu, {}, cost, diff=interval(-0.9, -0.2))}
-    assert got["Reversing the source raises BLEU"].status == tables.FAILS
-    shown = tables.claims_table(list(got.values()))
+           for c in claims_.claims(params, _bleu(bleu), {}, cost, diff=interval(-0.9, -0.2))}
+    assert got["Reversing the source raises BLEU"].status == claims_.FAILS
+    shown = claims_.claims_table(list(got.values()))
     assert "no significant difference" not in set(shown["here"])
 
 
@@ -448,7 +478,7 @@ def test_rescoring_claim_counts_only_lstm_rescorers():
                                          "reversed": _entry(12.9), "ensemble5": _entry(13.4),
                                          "gru": _entry(30.0)}}
     got = {c.claim.split(" (")[0]: c
-           for c in tables.claims(params, bleu, {}, tables.cost_table(params, {}))}
+           for c in claims_.claims(params, _bleu(bleu), {}, tables.cost_table(params, {}))}
     resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
     assert resc.status == "does not hold" and "higher for 2 of 3 rescorers" in resc.evidence
     assert "gru" not in resc.evidence  # a GRU model is not the paper's LSTM
@@ -459,14 +489,76 @@ def test_cost_claim_compares_time_per_sentence():
     costs = pd.DataFrame([
         {"system": "ensemble5", "beam": 2, "ms_per_sentence": 80.0},
         {"system": "reversed", "beam": 12, "ms_per_sentence": 100.0}])
-    c = tables.cost_claim(params, costs)
+    c = claims_.cost_claim(params, costs)
     assert c.status == "holds" and "80.0 ms/sentence vs reversed beam 12: 100.0" in c.evidence
     costs.loc[0, "ms_per_sentence"] = 120.0
-    assert tables.cost_claim(params, costs).status == "does not hold"
+    assert claims_.cost_claim(params, costs).status == "does not hold"
 
 
 def test_matplotlib_is_imported_only_by_the_report_figures():
     code = ("import sys; import s2s.cli, s2s.stages.evaluate, s2s.report.tables, "
-            "s2s.report.render; assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
+            "s2s.report.claims, s2s.report.render, s2s.report.inputs, s2s.artifacts; "
+            "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+# --- no system name is written in the report's code ----------------------------------------------
+
+
+def _renamed(params_file: Path, out: Path, prefix: str) -> Path:
+    """`params_file` with every model, system and rescorer renamed `prefix` + name."""
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    raw = yaml.load(params_file.read_text())
+    ren = lambda n: prefix + n  # noqa: E731
+    raw["models"] = {ren(m): v for m, v in raw["models"].items()}
+    raw["systems"] = {ren(s): {**v, "members": [ren(m) for m in v["members"]]}
+                      for s, v in raw["systems"].items()}
+    r = raw["rescore"]
+    r["baseline"] = ren(r["baseline"])
+    r["rescorers"] = {ren(k): [ren(m) for m in v] for k, v in r["rescorers"].items()}
+    rep = raw["report"]
+    rep["figure3_system"] = ren(rep["figure3_system"])
+    for table in ("table1", "table2"):
+        for a in rep[table].values():
+            if "system" in a:
+                a["system"] = ren(a["system"])
+            if a.get("rescore") not in (None, "baseline", "oracle"):  # the rescore stage's own
+                a["rescore"] = ren(a["rescore"])
+    an = raw["analysis"]
+    an["models"] = [ren(m) for m in an["models"]]
+    an["attention_system"] = ren(an["attention_system"])
+    out.write_text(json.dumps(raw, indent=1))  # JSON is YAML; it keeps every mapping's order
+    return out
+
+
+def test_the_report_names_our_systems_only_through_params(report, tmp_path):
+    """Rename every model, system and rescorer of the profile: the report is the same, with the
+    new names. No name of ours is written in the report's code (params report.table1/table2
+    say which of our outputs answers each of the paper's rows)."""
+    prefix = "zq"
+    tmp = tmp_path / "renamed"
+    tmp.mkdir()
+    params_file = _renamed(report["params"].source, tmp_path / "renamed.yaml", prefix)
+    global _params_file
+    original = _params_file
+    _params_file = lambda t: shutil.copy(params_file, t / "params.yaml")  # noqa: E731
+    try:
+        tree = build_tree(tmp)
+    finally:
+        _params_file = original
+    report_main(tree["params"], metrics_dir=tree["metrics"], translate_dir=tree["translate"],
+                groups_csv=tree["groups"], manifest=tree["manifest"], out_dir=tree["out"],
+                attention=tree["attention"])
+    for name in sorted(p.name for p in (report["out"] / "tables").iterdir()):
+        want = (report["out"] / "tables" / name).read_text()
+        got = (tree["out"] / "tables" / name).read_text()
+        assert prefix in got or name.startswith(("data", "vocab", "table1_other")), name
+        assert got.replace(prefix, "") == want, name
+    md = [line for line in (tree["out"] / "report.md").read_text().splitlines()
+          if not line.startswith("- parameter file:")]
+    want = [line for line in (report["out"] / "report.md").read_text().splitlines()
+            if not line.startswith("- parameter file:")]
+    assert [line.replace(prefix, "") for line in md] == want

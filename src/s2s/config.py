@@ -167,10 +167,27 @@ class EvaluateConfig:
 
 
 @dataclass(frozen=True)
+class PaperAnswer:
+    """Which of our outputs answers one row of the paper's Table 1 or Table 2 (the rows and the
+    paper's numbers: src/s2s/report/paper.yaml). Exactly one of: a system at a beam; a rescoring
+    output (a rescorer of rescore.rescorers, `baseline` or `oracle`); or `baseline: true`, our
+    stand-in for the paper's baseline (rescore.baseline's system at its widest beam, else the
+    rescore stage's 1-best). A system or rescorer the profile does not have is shown as not run."""
+
+    system: str | None = None
+    beam: int | None = field(default=None, metadata=rng(1))
+    rescore: str | None = None
+    baseline: bool = False
+
+
+@dataclass(frozen=True)
 class ReportConfig:
     title: str = "Sequence to Sequence Learning with Neural Networks: a reproduction"
     figure3_system: str = "ensemble5"  # the "LSTM" curve of Figure 3
     figure3_beam: int = field(default=12, metadata=rng(1))
+    # paper row id (src/s2s/report/paper.yaml) -> our output; a row with no entry is not run
+    table1: dict[str, PaperAnswer] = field(default_factory=dict)
+    table2: dict[str, PaperAnswer] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -611,6 +628,9 @@ def _check_cross_refs(p: Params) -> None:
     if p.report.figure3_beam not in p.systems[p.report.figure3_system].beams:
         raise ConfigError(f"{p.source}: 'report.figure3_beam' ({p.report.figure3_beam}) is not a "
                           f"beam of system '{p.report.figure3_system}'")
+    for table in ("table1", "table2"):
+        for row, answer in getattr(p.report, table).items():
+            _check_answer(p.source, f"report.{table}.{row}", answer)
     for i, m in enumerate(p.analysis.models):
         if m not in p.models:
             raise ConfigError(f"{p.source}: 'analysis.models[{i}]' names model '{m}', which is "
@@ -628,6 +648,18 @@ def _check_cross_refs(p: Params) -> None:
     edges = p.evaluate.length_edges
     if list(edges) != sorted(set(edges)):
         raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")
+
+
+def _check_answer(source: Path, key: str, a: PaperAnswer) -> None:
+    kinds = [k for k, given in (("system", a.system is not None),
+                                ("rescore", a.rescore is not None), ("baseline", a.baseline))
+             if given]
+    if len(kinds) != 1:
+        raise ConfigError(f"{source}: '{key}' must give exactly one of 'system' (with 'beam'), "
+                          f"'rescore' or 'baseline: true'"
+                          + (f", not {' and '.join(kinds)}" if kinds else ""))
+    if (a.system is None) != (a.beam is None):
+        raise ConfigError(f"{source}: '{key}' must give 'beam' with 'system' and only with it")
 
 
 def _describe(tp: Any) -> str:

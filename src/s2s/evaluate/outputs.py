@@ -1,22 +1,56 @@
-"""Where the translate and rescore stages' outputs are, and how the evaluate stage names them."""
+"""Where the translate and rescore stages' outputs are: named here once, for the stages that write
+them and those that read them (evaluate, summary, report).
+
+- ``<translate_dir>/<system>/beam<K>.{tok,detok}.fr`` and ``timing.json``;
+- ``<rescore_dir>/<rescorer>/<rescorer>.{tok,detok}.fr``: one folder per rescore stage, whose
+  ``--out`` is :func:`rescore_stage_dir`; the stage ``oracle`` writes the baseline's own 1-best and
+  the oracle's picks, ``<rescore_dir>/oracle/{baseline,oracle}.{tok,detok}.fr``.
+
+An output is named by its *stem*, the path without ``.tok.fr`` / ``.detok.fr``
+(:func:`hypothesis_files`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-RESCORE_FIXED = ("baseline", "oracle")  # written by the rescore stage besides the rescorers
+from s2s.artifacts import TIMING_FILE
+
+BASELINE, ORACLE = "baseline", "oracle"
+# Rescoring outputs the rescore stage `oracle` writes besides the rescorers' own.
+RESCORE_FIXED = (BASELINE, ORACLE)
+ORACLE_STAGE = "oracle"
+
+
+def hypothesis_files(stem: Path) -> tuple[Path, Path]:
+    """The tokenised (the paper's BLEU input) and detokenised (sacreBLEU's) files of an output."""
+    stem = Path(stem)
+    return stem.with_name(stem.name + ".tok.fr"), stem.with_name(stem.name + ".detok.fr")
+
+
+def translation(translate_dir: Path, system: str, beam: int) -> Path:
+    """The stem of system `system`'s translation of the test set at beam `beam`."""
+    return Path(translate_dir) / system / f"beam{beam}"
+
+
+def timing_file(translate_dir: Path, system: str) -> Path:
+    """System `system`'s timing.json (:class:`s2s.artifacts.Timing`)."""
+    return Path(translate_dir) / system / TIMING_FILE
+
+
+def rescore_stage_dir(rescore_dir: Path, rescorer: str) -> Path:
+    """The folder rescore stage `rescorer` (a rescorer, or ``oracle``) writes into."""
+    return Path(rescore_dir) / rescorer
+
+
+def rescore_output(rescore_dir: Path, name: str) -> Path:
+    """The stem of rescoring output `name`: a rescorer's, or ``baseline`` / ``oracle`` (both
+    written by the stage ``oracle``)."""
+    stage = ORACLE_STAGE if name in RESCORE_FIXED else name
+    return rescore_stage_dir(rescore_dir, stage) / name
 
 
 def rescore_system(name: str) -> str:
-    """The ``system`` value of a rescoring output in the groups table."""
+    """The ``system`` of rescoring output `name` in the evaluate stage's groups table
+    (figure3.csv), where translations have their system's name."""
     return f"rescore/{name}"
-
-
-def find_rescore_output(rescore_dir: Path, name: str) -> Path | None:
-    """The stem (without ``.tok.fr``) of rescoring output ``name``, flat or one folder down."""
-    candidates = [rescore_dir / name, rescore_dir / name / name, rescore_dir / "oracle" / name,
-                  *sorted(p.with_name(name) for p in rescore_dir.glob(f"*/{name}.tok.fr"))]
-    for stem in candidates:
-        if stem.with_name(stem.name + ".tok.fr").is_file():
-            return stem
-    return None

@@ -4,52 +4,33 @@ library of :mod:`s2s.stages.summary`.
 
 from __future__ import annotations
 
-import json
-import logging
-import time
-from pathlib import Path
-
 import pandas as pd
 
+from s2s.artifacts import Bleu, Scored, Timing, TrainMetrics
 from s2s.config import Params
-from s2s.io import atomic_write_json, atomic_write_text
-
-log = logging.getLogger("s2s.summary")
+from s2s.evaluate.outputs import BASELINE, rescore_system
 
 
-def _json(path: Path, read: list[str]) -> dict | None:
-    if not path.is_file():
-        log.warning("absent: %s", path)
-        return None
-    read.append(str(path))
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-
-
-def summarize(params: Params, bleu: dict, train: dict[str, dict],
-              timing: dict[str, dict]) -> dict:
+def summarize(params: Params, bleu: Bleu, train: dict[str, TrainMetrics],
+              timing: dict[str, Timing]) -> dict:
     """The numbers of :data:`summary.json <s2s.evaluate.summary>` (absent entries left out)."""
     def r(x):
         return None if x is None else round(float(x), 2)
 
     out = {"bleu": {}, "rescore": {}, "ppl": {}, "minutes": {}}
     for system, scfg in params.systems.items():
-        beams = bleu.get("translate", {}).get(system, {})
-        scores = {f"b{b}": r(beams[str(b)]["bleu_tok"]) for b in scfg.beams
-                  if "bleu_tok" in beams.get(str(b), {})}
+        scores = {f"b{b}": r(e.bleu_tok) for b in scfg.beams
+                  if isinstance(e := bleu.translation(system, b), Scored)}
         if scores:
             out["bleu"][system] = scores
-    for name, e in bleu.get("rescore", {}).items():
-        if "bleu_tok" in e:
-            out["rescore"][name] = r(e["bleu_tok"])
+    for name, e in bleu.rescore.items():
+        if isinstance(e, Scored):
+            out["rescore"][name] = r(e.bleu_tok)
     for model in params.models:
-        ppl = train.get(model, {}).get("test_ppl")
-        if ppl is not None:
-            out["ppl"][model] = r(ppl)
-    train_s = [m["wall_seconds"] for m in train.values() if m.get("wall_seconds") is not None]
-    decode_s = [b["seconds"] for t in timing.values() for b in (t.get("beams") or {}).values()]
+        if model in train:
+            out["ppl"][model] = r(train[model].test_ppl)
+    train_s = [m.wall_seconds for m in train.values()]
+    decode_s = [b.seconds for t in timing.values() for b in t.beams.values()]
     if train_s:
         out["minutes"]["train"] = r(sum(train_s) / 60)
     if decode_s:
@@ -62,7 +43,7 @@ def figure3_plots(params: Params, groups: pd.DataFrame) -> dict[str, pd.DataFram
     ``report.figure3_beam``, and the baseline's rescoring 1-best (else its own translation)."""
     lstm = (groups["system"] == params.report.figure3_system) & (
         groups["beam"] == str(params.report.figure3_beam))
-    base = groups["system"] == "rescore/baseline"
+    base = groups["system"] == rescore_system(BASELINE)
     if not base.any():
         b = params.rescore.baseline
         widest = str(max(params.systems[b].beams)) if b in params.systems else ""

@@ -57,6 +57,10 @@ class RNNConfig:
                     f"{self.attention} score")
         return {"lstm": "LSTM", "peephole": "peephole LSTM", "gru": "GRU"}[self.cell]
 
+    def size(self) -> str:
+        """Its size in a few characters: layers x cells."""
+        return f"{self.num_layers} x {self.hidden_size}"
+
     def shape(self) -> dict:
         """The numbers that size it, as the training metrics record them."""
         return {"cell": self.cell, "num_layers": self.num_layers, "hidden_size": self.hidden_size,

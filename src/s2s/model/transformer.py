@@ -99,11 +99,15 @@ class TransformerConfig:
             parts.append("reversed source")
         return ", ".join(parts)
 
+    def size(self) -> str:
+        """Its size in a few characters: encoder+decoder layers x d_model."""
+        return f"{self.encoder_layers}+{self.decoder_layers} x {self.d_model}"
+
     def shape(self) -> dict:
-        """The numbers that size it, as the training metrics record them."""
-        return {"arch": self.arch, "d_model": self.d_model, "heads": self.heads,
+        """The numbers that size it, as the training metrics record them (s2s.artifacts)."""
+        return {"architecture": {"arch": self.arch, "d_model": self.d_model, "heads": self.heads,
                 "kv_heads": self.kv_heads, "ff_size": self.ff_size,
-                "encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers}
+                "encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers}}
 
     def __post_init__(self):
         if self.arch != "transformer":

@@ -6,8 +6,11 @@
 * :func:`learning_curves`: small multiples of dev (solid) and train (dashed) perplexity per
   epoch, one panel per model; ensemble members share one panel as a band.
 * :func:`attention_weights`: heat maps of an attention model's weights on its own translations.
+* the analyses' (:mod:`s2s.report.analysis`): :func:`figure2` (the paper's Figure 2, PCA of the
+  phrases' encodings), :func:`forget_gates` and :func:`half_life` (forget-gate statistics),
+  :func:`gradient_reach`.
 
-matplotlib is imported here only, and only the report stage imports this module.
+Every matplotlib call of the project is here, and only the report stage imports this module.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
 from s2s.io import atomic_open
 
@@ -154,4 +158,125 @@ def attention_weights(examples: list[dict], path: Path, *, title: str) -> Path:
     if image is not None:
         fig.colorbar(image, ax=list(axes), shrink=0.6, label="attention weight")
     fig.suptitle(title, fontsize=11)
+    return save(fig, path)
+
+
+# --- the analyses (s2s.report.analysis) ------------------------------------------------------
+
+
+# --- figures -------------------------------------------------------------------------------------
+
+
+def figure2(points: pd.DataFrame, path: Path, *, titles: dict[str, str]) -> Path:
+    """One panel per model: the phrases' 2-D PCA coordinates, coloured by meaning group (as in the
+    paper's Figure 2), one marker per phrase of a group, and a legend that names every phrase
+    (labels written beside the points overlap where paraphrases land close together)."""
+    models = list(dict.fromkeys(points["model"]))
+    markers = "osD^vP*X"
+    fig = Figure(figsize=(5.2 * max(len(models), 1), 6.4))
+    axes = np.atleast_1d(fig.subplots(1, max(len(models), 1)))
+    handles = {}
+    for ax, model in zip(axes, models):
+        sel = points[points["model"] == model]
+        seen: dict[int, int] = {}
+        for _, row in sel.iterrows():
+            g = int(row["group"])
+            k = seen.get(g, 0)
+            seen[g] = k + 1
+            color = f"C{(g - 1) % 10}"
+            h = ax.scatter([row["x"]], [row["y"]], color=color, marker=markers[k % len(markers)],
+                           s=46, zorder=3, edgecolors="white", linewidths=0.5)
+            handles.setdefault(row["phrase"], h)
+        x0, x1 = sel["x"].min(), sel["x"].max()
+        y0, y1 = sel["y"].min(), sel["y"].max()
+        dx, dy = (x1 - x0) or 1.0, (y1 - y0) or 1.0
+        ax.set_xlim(x0 - 0.1 * dx, x1 + 0.1 * dx)
+        ax.set_ylim(y0 - 0.1 * dy, y1 + 0.1 * dy)
+        ax.set_title(titles.get(model, model), fontsize=11)
+        ax.set_xlabel("PC1", fontsize=9)
+        ax.set_ylabel("PC2", fontsize=9)
+        ax.grid(alpha=0.3)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", fontsize=8,
+               ncol=2 if len(handles) > 6 else 1, frameon=False,
+               title="phrase (colour: meaning group; marker: paraphrase)", title_fontsize=8)
+    rows = -(-len(handles) // (2 if len(handles) > 6 else 1))
+    fig.tight_layout(rect=(0, min(0.05 + 0.032 * rows, 0.5), 1, 1))
+    return save(fig, path)
+
+
+def forget_gates(hist: pd.DataFrame, path: Path) -> Path:
+    """Density of forget-gate values: rows encoder/decoder, one column per layer, one step line
+    per model."""
+    stacks = [s for s in ("encoder", "decoder") if s in set(hist["stack"])]
+    layers = sorted(set(hist["layer"]))
+    fig = Figure(figsize=(4.2 * len(layers), 3.2 * len(stacks)))
+    axes = np.atleast_2d(fig.subplots(len(stacks), len(layers), squeeze=False))
+    for r, stack in enumerate(stacks):
+        for c, layer in enumerate(layers):
+            ax = axes[r, c]
+            sel = hist[(hist["stack"] == stack) & (hist["layer"] == layer)]
+            for i, (model, df) in enumerate(sel.groupby("model", sort=False)):
+                ax.stairs(df["density"].to_numpy(), np.append(df["bin_lo"].to_numpy(),
+                          df["bin_hi"].iloc[-1]), color=f"C{i}", lw=1.4, label=model)
+            ax.set_title(f"{stack}, layer {layer}", fontsize=10)
+            ax.set_xlim(0, 1)
+            ax.set_xlabel("forget gate value", fontsize=8)
+            ax.set_ylabel("density", fontsize=8)
+            ax.grid(alpha=0.3)
+            if r == 0 and c == 0:
+                ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def half_life(units: pd.DataFrame, path: Path) -> Path:
+    """Per unit, the half-life its mean forget gate implies: cumulative share of units, log x."""
+    stacks = [s for s in ("encoder", "decoder") if s in set(units["stack"])]
+    fig = Figure(figsize=(5.2 * len(stacks), 3.8))
+    axes = np.atleast_1d(fig.subplots(1, len(stacks)))
+    styles = ["-", "--", ":", "-."]
+    models = list(dict.fromkeys(units["model"]))
+    for ax, stack in zip(axes, stacks):
+        for i, model in enumerate(models):
+            for layer in sorted(set(units["layer"])):
+                sel = units[(units["model"] == model) & (units["stack"] == stack)
+                            & (units["layer"] == layer)]
+                if sel.empty:
+                    continue
+                hl = np.sort(np.clip(sel["half_life"].to_numpy(dtype=float), 1e-2, 1e4))
+                ax.step(hl, np.arange(1, len(hl) + 1) / len(hl), where="post", color=f"C{i}",
+                        ls=styles[(layer - 1) % len(styles)], lw=1.3,
+                        label=f"{model}, layer {layer}")
+        ax.set_xscale("log")
+        ax.set_title(f"{stack}: half-life ln 0.5 / ln f of each unit", fontsize=10)
+        ax.set_xlabel("half-life (steps, log scale; clipped to [0.01, 10^4])", fontsize=8)
+        ax.set_ylabel("share of units with a shorter half-life", fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def gradient_reach(reach: pd.DataFrame, path: Path, *, labels: dict[str, str]) -> Path:
+    """Gradient norm (left) and share of the sentence's gradient (right) by source position."""
+    fig = Figure(figsize=(11, 4.2))
+    axes = fig.subplots(1, 2)
+    for i, (model, df) in enumerate(reach.groupby("model", sort=False)):
+        df = df[df["sentences"] > 0]
+        label = labels.get(model, model)
+        style = dict(color=f"C{i}", marker="o" if i % 2 == 0 else "s", ms=4, lw=1.6)
+        axes[0].plot(df["position"], df["mean_norm"], label=label, **style)
+        axes[1].plot(df["position"], df["mean_share"], label=label, **style)
+    axes[0].set_yscale("log")
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0].set_ylabel("mean ||d loss(y_1) / d embedding|| (log)", fontsize=9)
+    axes[1].set_ylabel("mean share of the sentence's gradient norm", fontsize=9)
+    for ax, title in zip(axes, ("Gradient of the first target word's loss",
+                                "The same, as a share of each sentence's total")):
+        ax.set_xlabel("source position in the original sentence (1 = first word)", fontsize=9)
+        ax.set_title(title, fontsize=11)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=9)
+    fig.tight_layout()
     return save(fig, path)

@@ -4,11 +4,11 @@ Reads
   ``<prepared_dir>/test.tok.fr`` (tokenized references), ``test.raw.fr`` (untokenized references,
   for sacreBLEU), ``test.tok.en`` (tokenized source, for the groups), ``<vocab_dir>/en.tsv``;
   ``<translate_dir>/<system>/beam<K>.{tok,detok}.fr`` for every system and beam of params
-  ``systems``; ``<name>.{tok,detok}.fr`` for each rescorer of params ``rescore.rescorers`` plus
-  ``baseline`` and ``oracle``, found directly in ``rescore_dir`` or one folder down (dvc.yaml gives
-  each rescore stage its own folder: ``forward/forward.tok.fr``, ``oracle/baseline.tok.fr``).
+  ``systems``; ``<rescore_dir>/<name>/<name>.{tok,detok}.fr`` for each rescorer of params
+  ``rescore.rescorers`` and ``<rescore_dir>/oracle/{baseline,oracle}.{tok,detok}.fr``
+  (:mod:`s2s.evaluate.outputs` names these paths).
 Writes
-  ``metrics_out`` (``metrics/bleu.json``)::
+  ``metrics_out`` (``metrics/bleu.json``, the record :class:`s2s.artifacts.Bleu`)::
 
       {"test_sentences": N, "bleu_tok_method": str, "bleu_tok_signature": str,
        "translate": {system: {"<beam>": ENTRY}}, "rescore": {name: ENTRY}}
@@ -25,19 +25,20 @@ count differs from the references is an error, never a score.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 
 import pandas as pd
 
+from s2s.artifacts import Absent, Bleu, BleuEntry, Scored
 from s2s.config import Params
 from s2s.dag import Out, Stage
 from s2s.evaluate import buckets
 from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok, sentence_stats_tok,
                                tok_signature)
-from s2s.evaluate.outputs import RESCORE_FIXED, find_rescore_output, rescore_system
+from s2s.evaluate.outputs import (RESCORE_FIXED, hypothesis_files, rescore_output,
+                                  rescore_system, translation)
 from s2s.io import atomic_write_text, read_lines
 
 log = logging.getLogger("s2s.evaluate.stage")
@@ -64,9 +65,11 @@ def cli(args, params) -> None:
          prepared_dir=args.prepared, vocab_dir=args.vocab, metrics_out=args.metrics,
          groups_out=args.groups)
 
+
 def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir: Path,
          vocab_dir: Path, metrics_out: Path, groups_out: Path) -> dict:
-    """Score every output; write ``metrics_out`` and ``groups_out``; return the metrics dict."""
+    """Score every output; write ``metrics_out`` and ``groups_out``; return the metrics as
+    written (the JSON object of :class:`s2s.artifacts.Bleu`)."""
     t0 = time.perf_counter()
     translate_dir, rescore_dir = Path(translate_dir), Path(rescore_dir)
     prepared_dir, vocab_dir = Path(prepared_dir), Path(vocab_dir)
@@ -88,12 +91,12 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
     groupings = buckets.figure3_groupings(src, ranks, edges=cfg.length_edges,
                                           rarity=cfg.rarity_groups, min_group=cfg.min_group)
 
-    def score(stem: Path) -> tuple[dict, pd.DataFrame | None]:
-        tok, detok = stem.with_name(stem.name + ".tok.fr"), stem.with_name(stem.name + ".detok.fr")
+    def score(stem: Path) -> tuple[BleuEntry, pd.DataFrame | None]:
+        tok, detok = hypothesis_files(stem)
         missing = [str(p) for p in (tok, detok) if not p.is_file()]
         if missing:
             log.warning("absent: %s", ", ".join(missing))
-            return {"absent": True, "reason": "missing " + ", ".join(missing)}, None
+            return Absent.because("missing " + ", ".join(missing)), None
         hyps_tok, hyps_detok = read_lines(tok), read_lines(detok)
         bt = corpus_bleu_tok(hyps_tok, refs_tok, hyp_name=str(tok), ref_name=str(ref_tok_path))
         bs = corpus_bleu_sacre(hyps_detok, refs_raw, hyp_name=str(detok),
@@ -103,44 +106,38 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
         groups = pd.concat([buckets.group_bleu_from_stats(g, stats) for g in groupings],
                            ignore_index=True)
         log.info("%s: BLEU tok %.2f, sacreBLEU %.2f", stem, bt.score, bs.score.score)
-        return {"bleu_tok": round(bt.score, 4), "bleu_sacre": round(bs.score.score, 4),
-                "sacre_signature": bs.signature, "sentences": len(hyps_tok)}, groups
+        return Scored(bleu_tok=round(bt.score, 4), bleu_sacre=round(bs.score.score, 4),
+                      sacre_signature=bs.signature, sentences=len(hyps_tok)), groups
 
     frames = []
-    translate: dict[str, dict[str, dict]] = {}
+    translate: dict[str, dict[int, BleuEntry]] = {}
     for system, scfg in params.systems.items():
         translate[system] = {}
         for beam in scfg.beams:
-            entry, groups = score(translate_dir / system / f"beam{beam}")
-            translate[system][str(beam)] = entry
+            entry, groups = score(translation(translate_dir, system, beam))
+            translate[system][beam] = entry
             if groups is not None:
                 frames.append(groups.assign(system=system, beam=str(beam)))
 
-    rescore: dict[str, dict] = {}
+    rescore: dict[str, BleuEntry] = {}
     if not rescore_dir.is_dir():
         log.warning("absent: rescore directory %s", rescore_dir)
     for name in [*params.rescore.rescorers, *RESCORE_FIXED]:
         if not rescore_dir.is_dir():
-            rescore[name] = {"absent": True, "reason": f"no rescore directory {rescore_dir}"}
+            rescore[name] = Absent.because(f"no rescore directory {rescore_dir}")
             continue
-        stem = find_rescore_output(rescore_dir, name)
-        if stem is None:
-            log.warning("absent: rescoring output %s.tok.fr under %s", name, rescore_dir)
-            rescore[name] = {"absent": True,
-                             "reason": f"no {name}.tok.fr under {rescore_dir} (or one folder down)"}
-            continue
-        entry, groups = score(stem)
+        entry, groups = score(rescore_output(rescore_dir, name))
         rescore[name] = entry
         if groups is not None:
             frames.append(groups.assign(system=rescore_system(name), beam=""))
 
-    metrics = {"test_sentences": n, "bleu_tok_method": TOK_METHOD,
-               "bleu_tok_signature": tok_signature(), "translate": translate, "rescore": rescore}
+    metrics = Bleu(test_sentences=n, bleu_tok_method=TOK_METHOD,
+                   bleu_tok_signature=tok_signature(), translate=translate, rescore=rescore)
     table = (pd.concat(frames, ignore_index=True) if frames
              else pd.DataFrame(columns=GROUP_COLUMNS))[GROUP_COLUMNS]
-    atomic_write_text(Path(metrics_out), json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    metrics.write(metrics_out)
     atomic_write_text(Path(groups_out), table.to_csv(index=False))
     log.info("wrote %s and %s (%d group rows) in %.1f s", metrics_out, groups_out, len(table),
              time.perf_counter() - t0)
-    return metrics
+    return metrics.to_json()
 

@@ -6,7 +6,9 @@ Reads
   ``<metrics_dir>/vocab.json``,
   ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (the evaluate stage's Figure 3 groups),
   ``manifest`` (the download stage's data manifest) and the parameter file itself (its sha256);
-  optional: the attention stage's ``weights.json`` and the analyze stage's folder.
+  optional: the attention stage's ``weights.json`` and the analyze stage's folder; and the
+  report's own data, :data:`DATA_FILES`: the paper's numbers (``src/s2s/report/paper.yaml``) and
+  the prose (``src/s2s/report/templates/``).
 Writes (under ``out_dir``, i.e. ``reports/``)
   ``report.md``, ``report.html``, ``tables/{table1,table1_other,table2,perplexity,models,cost,
   claims}.{csv,md}``,
@@ -31,7 +33,9 @@ log = logging.getLogger("s2s.report")
 HELP = "reports/report.md and .html"
 PATHS = ("--metrics", "--translate", "--groups", "--manifest", "--out")
 OPTIONAL_PATHS = ("--attention", "--analysis", "--prepared", "--rescore")
-TEMPLATES = ()  # data files the report reads besides its inputs (templates, the paper's numbers)
+# The files of s2s the report reads besides its code: the paper's numbers and the prose templates
+# (s2s.report.paper.PAPER_FILE, s2s.report.build.TEMPLATES_DIR), from the project root.
+DATA_FILES = ("src/s2s/report/paper.yaml", "src/s2s/report/templates")
 
 
 def stages(params: Params) -> list[Stage]:
@@ -47,7 +51,7 @@ def stages(params: Params) -> list[Stage]:
               "outputs/rescore", *(("outputs/attention/weights.json",) if attention else ()),
               "outputs/analysis", "metrics/bleu.json", "metrics/train", "metrics/curves",
               "metrics/prepare.json", "metrics/vocab.json", "outputs/evaluate/figure3.csv",
-              "outputs/translate", "data/raw/manifest.json", *TEMPLATES),
+              "outputs/translate", "data/raw/manifest.json", *DATA_FILES),
         outs=tuple(Out(p, cache=False) for p in ("reports/report.md", "reports/report.html",
                                                  "reports/tables", "reports/figures")),
         params=("profile", "data", "vocab", "model", "models", "systems", "rescore",
@@ -67,10 +71,13 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     """Write the report; return the paths written by name."""
     from s2s.io import atomic_write_text
     from s2s.report import analysis as analysis_sections
-    from s2s.report.build import build, load
+    from s2s.report.build import build
+    from s2s.report.inputs import load
+    from s2s.report.paper import check_answers
     from s2s.report.render import md_table, to_html, to_markdown
 
     t0 = time.perf_counter()
+    check_answers(params)  # params name rows of the paper's tables, before anything is read
     metrics_dir, translate_dir, out_dir = Path(metrics_dir), Path(translate_dir), Path(out_dir)
     art = load(params, metrics_dir=metrics_dir, translate_dir=translate_dir,
                groups_csv=Path(groups_csv), manifest=Path(manifest), attention=attention,

@@ -56,19 +56,22 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
          out: Path, plots_dir: Path) -> dict:
     import pandas as pd
 
-    from s2s.evaluate.summary import _json, figure3_plots, summarize
+    from s2s.artifacts import Bleu, Timing, TrainMetrics
+    from s2s.evaluate.outputs import timing_file
+    from s2s.evaluate.summary import figure3_plots, summarize
     from s2s.io import atomic_write_json, atomic_write_text
 
     t0 = time.perf_counter()
     read: list[str] = []
-    bleu = _json(Path(metrics_dir) / "bleu.json", read)
-    if bleu is None:
-        raise FileNotFoundError(f"{Path(metrics_dir) / 'bleu.json'}: no BLEU metrics; run the "
-                                f"evaluate stage first")
-    train = {m: t for m in params.models
-             if (t := _json(Path(metrics_dir) / "train" / f"{m}.json", read)) is not None}
-    timing = {s: t for s in params.systems
-              if (t := _json(Path(translate_dir) / s / "timing.json", read)) is not None}
+    bleu_path = Path(metrics_dir) / "bleu.json"
+    if not bleu_path.is_file():
+        raise FileNotFoundError(f"{bleu_path}: no BLEU metrics; run the evaluate stage first")
+    bleu = Bleu.read(bleu_path)
+    read.append(str(bleu_path))
+    train = {m: t for m in params.models if (t := TrainMetrics.read_if_present(
+        Path(metrics_dir) / "train" / f"{m}.json", read)) is not None}
+    timing = {s: t for s in params.systems if (t := Timing.read_if_present(
+        timing_file(translate_dir, s), read)) is not None}
     summary = summarize(params, bleu, train, timing)
     atomic_write_json(Path(out), summary)
     written = [str(out)]

@@ -5,7 +5,8 @@ Reads:  ``<models>/<member>/model.pt`` for each member of `systems.<system>`,
 Writes: ``<out>/beam<K>.tok.fr`` (Moses-tokenised, the paper's BLEU input),
         ``<out>/beam<K>.detok.fr`` (sacremoses-detokenised, sacreBLEU's input),
         ``<out>/beam<K>.nbest`` (Moses n-best format: ``id ||| hypothesis ||| lstm=<logprob> ||| score``),
-        ``<out>/timing.json``: seconds and sentences/s per beam width (the paper's cost claim).
+        ``<out>/timing.json`` (:class:`s2s.artifacts.Timing`): seconds and sentences/s per beam
+        width (the paper's cost claim).
 """
 
 from __future__ import annotations
@@ -53,11 +54,12 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     import torch
 
     from s2s import precision
+    from s2s.artifacts import TIMING_FILE, BeamTiming, Timing
     from s2s.data.text import detokenize
     from s2s.data.vocab import Vocab
     from s2s.decode.translate import load_members, translate
     from s2s.device import pick_device
-    from s2s.io import atomic_write_json, atomic_write_lines, read_lines
+    from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()
     if system not in params.systems:
@@ -77,9 +79,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
              len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
              precision.describe(cfg.amp, device))
 
-    timing = {"system": system, "members": list(sys_cfg.members), "device": str(device),
-              "threads": torch.get_num_threads(),
-              "precision": precision.name(mm_dtype), "beams": {}}
+    beams: dict[int, BeamTiming] = {}
     for beam in sys_cfg.beams:
         t0 = time.perf_counter()
         nbest = min(sys_cfg.nbest, beam)
@@ -95,11 +95,14 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
         atomic_write_lines(out_dir / f"beam{beam}.nbest", [
             f"{i} ||| {tgt_vocab.decode(h.tokens)} ||| lstm={h.score:.6f} ||| {h.score:.6f}"
             for i, hs in enumerate(hyps) for h in hs])
-        timing["beams"][str(beam)] = {"sentences": len(sources), "seconds": round(seconds, 3),
-                                      "sents_per_sec": round(len(sources) / seconds, 3)}
+        beams[beam] = BeamTiming(sentences=len(sources), seconds=round(seconds, 3),
+                                 sents_per_sec=round(len(sources) / seconds, 3))
         log.info("%s beam %d: %d sentences in %.1fs (%.1f sentences/s)", system, beam,
                  len(sources), seconds, len(sources) / seconds)
-    atomic_write_json(out_dir / "timing.json", timing)
+    timing = Timing(system=system, members=sys_cfg.members, device=str(device),
+                    threads=torch.get_num_threads(), precision=precision.name(mm_dtype),
+                    beams=beams)
+    timing.write(out_dir / TIMING_FILE)
     log.info("read %s, %s; wrote %s in %.1fs", models_dir, prepared_dir, out_dir,
              time.perf_counter() - t_start)
-    return timing
+    return timing.to_json()

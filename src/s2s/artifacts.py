@@ -1,0 +1,352 @@
+"""The pipeline's JSON artifacts as typed records: one schema for the stage that writes a file and
+for every stage that reads it.
+
+- ``metrics/bleu.json``: :class:`Bleu`, written by the evaluate stage;
+- ``outputs/translate/<system>/timing.json``: :class:`Timing`, by the translate stage;
+- ``metrics/train/<model>.json``: :class:`TrainMetrics`, by :mod:`s2s.train`;
+- ``data/raw/manifest.json``: :class:`Manifest`, by :mod:`s2s.data.download`.
+
+Each record is a frozen dataclass. ``Record.read(path)`` and ``Record.from_json(obj, source=path)``
+check the whole file against the record's fields and their types: a missing key, an unknown key or
+a value of the wrong type raises :class:`ArtifactError` naming the file and the key path
+(``metrics/bleu.json: 'translate.ensemble5.12.bleu_tok' must be a number, got str 'x'``).
+``to_json()`` is what the writer writes (``Record.write``). A mapping keyed by beam width holds int
+keys here and decimal strings (``"12"``) in the file, as JSON keys must be strings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+R = TypeVar("R", bound="Record")
+log = logging.getLogger("s2s.artifacts")
+
+# A field with this metadata is left out of the file when it is None (the writer writes the key
+# only sometimes: `processes` of a data-parallel run, `downloads` of a network download).
+OMIT_NONE = {"omit_none": True}
+
+
+class ArtifactError(ValueError):
+    """An artifact file that does not match its record: the message names the file and the key."""
+
+
+class Record:
+    """JSON <-> frozen dataclass, by the dataclass's type hints (see the module docstring)."""
+
+    @classmethod
+    def from_json(cls: type[R], obj: Any, *, source: str | Path = "<json>") -> R:
+        """The record of `obj` (a parsed JSON object); ArtifactError naming `source` and the key."""
+        return _decode(cls, obj, str(source), "")
+
+    @classmethod
+    def read(cls: type[R], path: str | Path) -> R:
+        """The record of the JSON file `path`; ArtifactError if it is missing, not JSON, or does not
+        match."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ArtifactError(f"{path}: not found") from None
+        except UnicodeDecodeError as e:
+            raise ArtifactError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ArtifactError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        return cls.from_json(obj, source=path)
+
+    @classmethod
+    def read_if_present(cls: type[R], path: str | Path, read: list[str]) -> R | None:
+        """The record of `path`, appended to `read`; None (logged) where there is no such file.
+        A file that is there and does not match is an error, as with :meth:`read`."""
+        if not Path(path).is_file():
+            log.warning("absent: %s", path)
+            return None
+        read.append(str(path))
+        return cls.read(path)
+
+    def to_json(self) -> dict:
+        """The JSON object of the file, keys in the order of the fields."""
+        return _encode(self)
+
+    def write(self, path: str | Path) -> None:
+        """Write the file atomically (s2s.io), as every stage writes JSON."""
+        from s2s.io import atomic_write_json
+
+        atomic_write_json(Path(path), self.to_json())
+
+
+# --- metrics/bleu.json ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scored(Record):
+    """The BLEU of one output: tokenised (the paper's method) and sacreBLEU 13a, with its
+    signature, over `sentences` test sentences."""
+
+    bleu_tok: float
+    bleu_sacre: float
+    sacre_signature: str
+    sentences: int
+
+
+@dataclass(frozen=True)
+class Absent(Record):
+    """An output that was not there to score (the report shows it as "not run": `reason`)."""
+
+    absent: Literal[True]
+    reason: str
+
+    @classmethod
+    def because(cls, reason: str) -> "Absent":
+        return cls(absent=True, reason=reason)
+
+
+BleuEntry = typing.Union[Scored, Absent]
+
+
+@dataclass(frozen=True)
+class Bleu(Record):
+    """``metrics/bleu.json``: every translation (system, beam) and rescoring output, scored."""
+
+    test_sentences: int
+    bleu_tok_method: str
+    bleu_tok_signature: str
+    translate: dict[str, dict[int, BleuEntry]]  # system -> beam -> entry
+    rescore: dict[str, BleuEntry]  # rescoring output (a rescorer, baseline, oracle) -> entry
+
+    def translation(self, system: str, beam: int) -> BleuEntry | None:
+        """The entry of system `system` at beam `beam`; None if the file has none."""
+        return self.translate.get(system, {}).get(beam)
+
+    def rescoring(self, name: str) -> BleuEntry | None:
+        """The entry of rescoring output `name`; None if the file has none."""
+        return self.rescore.get(name)
+
+
+# --- outputs/translate/<system>/timing.json ------------------------------------------------------
+
+
+TIMING_FILE = "timing.json"  # in each system's folder of translations
+
+
+@dataclass(frozen=True)
+class BeamTiming(Record):
+    sentences: int
+    seconds: float  # decoding only: no model loading
+    sents_per_sec: float
+
+
+@dataclass(frozen=True)
+class Timing(Record):
+    """``outputs/translate/<system>/timing.json``: the decoding time of each beam width."""
+
+    system: str
+    members: tuple[str, ...]
+    device: str
+    threads: int
+    precision: str  # s2s.precision.name: of the matmuls
+    beams: dict[int, BeamTiming]
+
+
+# --- metrics/train/<model>.json ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainMetrics(Record):
+    """``metrics/train/<model>.json``: what training one model gave and cost (s2s.train)."""
+
+    model: str
+    reverse_source: bool
+    # The recurrent models' size; another architecture's is `architecture` (its config's shape()).
+    cell: str | None = dataclasses.field(default=None, metadata=OMIT_NONE, kw_only=True)
+    num_layers: int | None = dataclasses.field(default=None, metadata=OMIT_NONE, kw_only=True)
+    hidden_size: int | None = dataclasses.field(default=None, metadata=OMIT_NONE, kw_only=True)
+    embed_size: int | None = dataclasses.field(default=None, metadata=OMIT_NONE, kw_only=True)
+    architecture: dict[str, int | str] | None = dataclasses.field(default=None, metadata=OMIT_NONE,
+                                                                   kw_only=True)
+    parameters: int
+    device: str
+    precision: str  # s2s.precision.name: of the matmuls
+    threads: int
+    epochs: float
+    steps: int
+    train_pairs: int
+    train_target_words: int  # <eos> included
+    tgt_words_per_sec: float
+    train_seconds: float
+    wall_seconds: float  # the whole stage: loading, training, evaluation
+    dev_ppl: float  # at the last evaluation
+    test_ppl: float
+    best_dev_ppl: float
+    processes: int | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # data-parallel
+
+
+# --- data/raw/manifest.json ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RawFile(Record):
+    path: str  # relative to the manifest's folder
+    source: str  # the mirror file, or the URL(s) and archive member(s) it was cut from
+    sha256: str
+    bytes: int
+    lines: int
+
+
+@dataclass(frozen=True)
+class Download(Record):
+    url: str
+    sha256: str
+    bytes: int
+    verified: Literal["sha256", "md5", "none"]  # the checksum checked against the registry
+
+
+@dataclass(frozen=True)
+class CorpusRecord(Record):
+    mode: Literal["mirror", "network"]
+    source: str | tuple[str, ...]  # the mirror folder, or the URLs downloaded
+    format: str
+    pairs: int
+    whole_corpus: bool  # false for a mirror's head of a corpus
+    max_lines: int | None  # as params asked (prepare applies it); None: all
+    lines: dict[str, int]  # side -> lines
+    files: dict[str, RawFile]  # side (en, fr) -> file
+    downloads: dict[str, Download] | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+
+@dataclass(frozen=True)
+class Manifest(Record):
+    """``data/raw/manifest.json``: every corpus fetched, where from, and its files' checksums."""
+
+    mode: Literal["mirror", "network"]
+    mirror: str | None
+    corpora: dict[str, CorpusRecord]
+
+
+# --- decoding and encoding -----------------------------------------------------------------------
+
+
+def _decode(tp: Any, value: Any, source: str, key: str) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        return _decode_record(tp, value, source, key)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        alternatives = [a for a in args if a is not type(None)]
+        errors = []
+        for alt in alternatives:
+            try:
+                return _decode(alt, value, source, key)
+            except ArtifactError as e:
+                errors.append((_overlap(alt, value), e))
+        if all(dataclasses.is_dataclass(a) for a in alternatives):
+            raise max(errors, key=lambda x: x[0])[1]  # the record the object looks most like
+        raise ArtifactError(f"{source}: '{key or '<top>'}' must be "
+                            f"{' or '.join(_describe(a) for a in args)}, got {_show(value)}")
+    if origin is Literal:
+        if not any(value == a and type(value) is type(a) for a in args):
+            raise ArtifactError(f"{source}: '{key}' must be one of "
+                                f"{', '.join(json.dumps(a) for a in args)}, got {_show(value)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ArtifactError(f"{source}: '{key}' must be a list, got {_show(value)}")
+        return tuple(_decode(args[0], v, source, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ArtifactError(f"{source}: '{key or '<top>'}' must be a mapping, got "
+                                f"{_show(value)}")
+        out = {}
+        for k, v in value.items():
+            sub = _join(key, k)
+            if args[0] is int:
+                if not (isinstance(k, str) and k.isdigit() and str(int(k)) == k):
+                    raise ArtifactError(f"{source}: '{sub}': the keys of '{key}' must be beam "
+                                        f"widths (decimal integers), got {k!r}")
+                k = int(k)
+            out[k] = _decode(args[1], v, source, sub)
+        return out
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ArtifactError(f"{source}: '{key}' must be true or false, got {_show(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ArtifactError(f"{source}: '{key}' must be an integer, got {_show(value)}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ArtifactError(f"{source}: '{key}' must be a number, got {_show(value)}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ArtifactError(f"{source}: '{key}' must be a string, got {_show(value)}")
+        return value
+    raise TypeError(f"unsupported record type {tp!r} at {key}")  # pragma: no cover - schema bug
+
+
+def _decode_record(cls: type, value: Any, source: str, key: str) -> Any:
+    if not isinstance(value, dict):
+        raise ArtifactError(f"{source}: '{key or '<top>'}' must be a mapping ({cls.__name__}), "
+                            f"got {_show(value)}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = [k for k in value if k not in fields]
+    if unknown:
+        raise ArtifactError(f"{source}: unknown key '{_join(key, unknown[0])}' ({cls.__name__} "
+                            f"has: {', '.join(fields)})")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in value:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ArtifactError(f"{source}: missing key '{_join(key, name)}' "
+                                    f"({cls.__name__})")
+            continue
+        kwargs[name] = _decode(hints[name], value[name], source, _join(key, name))
+    return cls(**kwargs)
+
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if not (f.metadata.get("omit_none") and getattr(value, f.name) is None)}
+    if isinstance(value, dict):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _overlap(tp: Any, value: Any) -> int:
+    if not (dataclasses.is_dataclass(tp) and isinstance(value, dict)):
+        return 0
+    return len({f.name for f in dataclasses.fields(tp)} & set(value))
+
+
+def _describe(tp: Any) -> str:
+    if tp is type(None):
+        return "null"
+    if typing.get_origin(tp) is tuple:
+        return "a list"
+    return {bool: "true or false", int: "an integer", float: "a number",
+            str: "a string"}.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def _join(key: str, name: Any) -> str:
+    return f"{key}.{name}" if key else str(name)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float {value}"
+    return f"{type(value).__name__} {repr(value)[:60]}"

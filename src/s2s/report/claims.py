@@ -1,0 +1,214 @@
+"""The paper's claims (``paper.yaml`` ``claims``), each checked against our numbers, never assumed.
+
+A claim compares the outputs of ours that answer the paper's rows it rests on (params
+``report.table1``): its verdict is :data:`HOLDS`, :data:`FAILS`, :data:`NO_DIFFERENCE` (the 95%
+interval of the paired-bootstrap difference contains 0) or :data:`UNKNOWN` (the numbers are not
+there). No I/O, no plotting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pandas as pd
+
+from s2s.artifacts import Bleu, Scored, TrainMetrics
+from s2s.config import Params
+from s2s.evaluate.outputs import BASELINE
+from s2s.report.paper import Ours, answer, paper
+from s2s.report.tables import bleu_entry, perplexity_models
+
+
+@dataclass(frozen=True)
+class Claim:
+    claim: str
+    status: str  # HOLDS | FAILS | NO_DIFFERENCE | UNKNOWN
+    evidence: str
+
+
+HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "cannot tell"
+NO_DIFFERENCE = "no significant difference"  # the 95% interval of the difference contains 0
+# (baseline, system) -> the paired-bootstrap Difference of their tokenised BLEU, or None when
+# either output is not there; the report stage builds it from the hypothesis files.
+DiffFn = Callable[[Ours, Ours], Any]
+
+
+def claims(params: Params, bleu: Bleu, train: dict[str, TrainMetrics], costs: pd.DataFrame,
+           diff: DiffFn | None = None) -> list[Claim]:
+    """Each of the paper's main claims, checked against our numbers. With ``diff``, every BLEU
+    difference a claim rests on carries its paired-bootstrap 95% interval (tokenised BLEU), and a
+    difference whose interval contains 0 is no significant difference."""
+    spec = paper().claims
+    return [
+        reversal_perplexity(params, train, spec["reversal_perplexity"].text),
+        _compare_rows(params, bleu, "reversal_bleu", diff),
+        _compare_rows(params, bleu, "ensemble", diff),
+        wider_beam(params, bleu, spec["wider_beam"].text, diff),
+        rescoring(params, bleu, spec["rescoring"].text, diff),
+        cost_claim(params, costs),
+    ]
+
+
+def claims_table(items: list[Claim]) -> pd.DataFrame:
+    return pd.DataFrame([{"claim": c.claim, "here": c.status + ("" if c.status in (
+                              UNKNOWN, NO_DIFFERENCE) else " at this scale"),
+                          "numbers": c.evidence} for c in items])
+
+
+# --- the claims ----------------------------------------------------------------------------------
+
+
+def reversal_perplexity(params: Params, train: dict[str, TrainMetrics], text: str) -> Claim:
+    """The reversed model's dev perplexity is below the forward model's (§3.3)."""
+    models = perplexity_models(params)
+    fwd, rev = models.get("forward"), models.get("reversed")
+    f, r = train.get(fwd or ""), train.get(rev or "")
+    if f is None or r is None:
+        return Claim(text, UNKNOWN, f"training metrics of '{fwd}' or '{rev}' missing")
+    ev = (f"dev ppl: {fwd} {f.dev_ppl:.2f} vs {rev} {r.dev_ppl:.2f}; "
+          f"test ppl: {f.test_ppl:.2f} vs {r.test_ppl:.2f}")
+    return Claim(text, _verdict(r.dev_ppl < f.dev_ppl), ev)
+
+
+def wider_beam(params: Params, bleu: Bleu, text: str, diff: DiffFn | None = None) -> Claim:
+    """Every system of ours decoded at two beam widths or more: the widest against the narrowest."""
+    pairs = []
+    for system, scfg in params.systems.items():
+        beams = sorted(k for k in scfg.beams if _tok(bleu, system, k) is not None)
+        if len(beams) >= 2:
+            pairs.append((system, beams[0], _tok(bleu, system, beams[0]),
+                          beams[-1], _tok(bleu, system, beams[-1])))
+    if not pairs:
+        return Claim(text, UNKNOWN, "no system scored at two beam widths")
+    better = [p for p in pairs if p[4] > p[2]]
+    ds = [diff(Ours("translate", s, b0), Ours("translate", s, b1)) if diff else None
+          for s, b0, _, b1, _ in pairs]
+    ev = "; ".join(f"{s}: beam {b0} {x0:.2f} -> beam {b1} {x1:.2f}"
+                   + (f" ({x1 - x0:+.2f}, 95% CI {d.lo:+.2f} to {d.hi:+.2f})" if d else "")
+                   for (s, b0, x0, b1, x1), d in zip(pairs, ds))
+    return Claim(text, _verdict_of(ds, [p[4] - p[2] for p in pairs]),
+                 f"higher for {len(better)} of {len(pairs)} systems ({ev})")
+
+
+def rescoring(params: Params, bleu: Bleu, text: str, diff: DiffFn | None = None) -> Claim:
+    """Every rescorer of ours made of LSTMs (the paper's claim is about LSTMs) against the
+    baseline's own 1-best."""
+    base = bleu.rescoring(BASELINE)
+    rescored = [(name, bleu.rescoring(name)) for name, members in params.rescore.rescorers.items()
+                if all(_is_lstm(params, m) for m in members)]
+    rescored = [(n, e.bleu_tok) for n, e in rescored if isinstance(e, Scored)]
+    if not (isinstance(base, Scored) and rescored):
+        return Claim(text, UNKNOWN, "no rescoring output or no baseline 1-best was scored")
+    b = base.bleu_tok
+    better = [n for n, x in rescored if x > b]
+    ds = [diff(Ours("rescore", BASELINE), Ours("rescore", n)) if diff else None
+          for n, _ in rescored]
+    ev = f"baseline 1-best {b:.2f}; " + "; ".join(
+        f"{n} {x:.2f} ({x - b:+.2f}" + (f", 95% CI {d.lo:+.2f} to {d.hi:+.2f}" if d else "")
+        + ")" for (n, x), d in zip(rescored, ds))
+    return Claim(text, _verdict_of(ds, [x - b for _, x in rescored]),
+                 f"higher for {len(better)} of {len(rescored)} rescorers ({ev})")
+
+
+def cost_claim(params: Params, costs: pd.DataFrame) -> Claim:
+    """Table 1's caption: the ensemble at a narrow beam costs less per sentence than a single
+    model at the widest (paper.yaml ``claims.cost.rows``: the ensemble's row, then the single
+    models' rows; the first single model that was timed counts)."""
+    spec = paper().claims["cost"]
+    ensemble, *singles = (answer(params, "table1", r) for r in spec.rows)
+
+    def per_sentence(ours: Ours | None) -> float | None:
+        if ours is None or ours.kind != "translate":
+            return None
+        sel = costs[(costs["system"] == ours.system) & (costs["beam"] == ours.beam)]
+        v = sel["ms_per_sentence"].iloc[0] if len(sel) else None
+        return None if v is None or v != v else float(v)
+
+    e = per_sentence(ensemble)
+    single, timed = next(((per_sentence(o), o) for o in singles if per_sentence(o) is not None),
+                         (None, None))
+    if e is None or single is None:
+        missing = [w for w, v in ((_name(ensemble), e),
+                                  (_single_name(singles), single)) if v is None]
+        return Claim(spec.text, UNKNOWN, f"no timing for {' and '.join(missing)}")
+    return Claim(spec.text, _verdict(e < single),
+                 f"{_name(ensemble)}: {e:.1f} ms/sentence vs {_name(timed)}: "
+                 f"{single:.1f} ms/sentence")
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _compare_rows(params: Params, bleu: Bleu, claim: str, diff: DiffFn | None) -> Claim:
+    """Claim `claim` of paper.yaml: the system answering its second row beats the first's, at the
+    widest beam at which both were scored (12 in the paper)."""
+    spec = paper().claims[claim]
+    worse, better = (answer(params, "table1", r) for r in spec.rows)
+    if not all(o is not None and o.kind == "translate" for o in (worse, better)):
+        return Claim(spec.text, UNKNOWN, "no system of ours answers the paper's rows "
+                     + " and ".join(f"'{r}'" for r in spec.rows) + " (params report.table1)")
+    return _compare_systems(params, bleu, spec.text, worse.system, better.system, diff)
+
+
+def _compare_systems(params: Params, bleu: Bleu, claim: str, worse: str, better: str,
+                     diff: DiffFn | None = None) -> Claim:
+    beam = _common_beam(params, bleu, worse, better)
+    if beam is None:
+        return Claim(claim, UNKNOWN, f"no beam at which both '{worse}' and '{better}' were scored")
+    lo, hi = _tok(bleu, worse, beam), _tok(bleu, better, beam)
+    d = diff(Ours("translate", worse, beam), Ours("translate", better, beam)) if diff else None
+    return Claim(claim, _verdict_of([d], [hi - lo]),
+                 f"tokenized BLEU at beam {beam}: {better} {hi:.2f} vs {worse} {lo:.2f} "
+                 f"({hi - lo:+.2f}" + (f"; {_interval(d)}" if d is not None else "") + ")")
+
+
+def _tok(bleu: Bleu, system: str, beam: int) -> float | None:
+    e = bleu_entry(bleu, "translate", system, beam)
+    return e.bleu_tok if isinstance(e, Scored) else None
+
+
+def _common_beam(params: Params, bleu: Bleu, a: str, b: str) -> int | None:
+    """The widest beam at which both systems were scored."""
+    if a not in params.systems or b not in params.systems:
+        return None
+    beams = set(params.systems[a].beams) & set(params.systems[b].beams)
+    beams = [k for k in beams if _tok(bleu, a, k) is not None and _tok(bleu, b, k) is not None]
+    return max(beams) if beams else None
+
+
+def _name(ours: Ours | None) -> str:
+    return f"{ours.system} beam {ours.beam}" if ours else "an unanswered row"
+
+
+def _single_name(singles: list[Ours | None]) -> str:
+    beams = sorted({o.beam for o in singles if o is not None})
+    return f"a single model at beam {' or '.join(map(str, beams))}" if beams else "a single model"
+
+
+def _interval(d) -> str:
+    return (f"paired-bootstrap 95% CI of the difference {d.lo:+.2f} to {d.hi:+.2f}"
+            if d is not None else "")
+
+
+def _verdict(ok: bool) -> str:
+    return HOLDS if ok else FAILS
+
+
+def _verdict_of(differences: list, deltas: list[float]) -> str:
+    """Every difference positive and significant: holds; any significantly negative (or, without
+    intervals, not positive): does not hold; else no significant difference."""
+    if differences and all(d is not None for d in differences):
+        if all(d.significant and d.delta > 0 for d in differences):
+            return HOLDS
+        if any(d.significant and d.delta < 0 for d in differences):
+            return FAILS
+        if not any(d.significant for d in differences):
+            return NO_DIFFERENCE
+        return FAILS  # some significant gains, some not: the claim is not general here
+    return _verdict(all(x > 0 for x in deltas))
+
+
+def _is_lstm(params: Params, model: str) -> bool:
+    cfg = params.model_config(model)
+    return cfg.arch == "seq2seq" and cfg.cell in ("lstm", "peephole")

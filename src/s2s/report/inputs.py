@@ -1,0 +1,183 @@
+"""Everything the report reads, loaded once (:func:`load`), as the records of :mod:`s2s.artifacts`
+where the pipeline has one; and the hypothesis files behind the claims' bootstrap intervals.
+
+A required input that is missing (``metrics/bleu.json``) is an error; an optional one is logged as
+absent and shows in the report as "not run". A file that is there but does not match its record is
+an error naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from s2s.artifacts import Bleu, Manifest, Timing, TrainMetrics
+from s2s.config import Params
+from s2s.evaluate.outputs import (hypothesis_files, rescore_output, timing_file,
+                                  translation)
+from s2s.report.paper import Ours
+
+log = logging.getLogger("s2s.report")
+
+GROUP_COLUMNS = ["system", "beam", "axis", "label", "lo", "hi", "sentences", "mean", "bleu"]
+
+
+@dataclass
+class Artifacts:
+    """Everything the report reads."""
+
+    bleu: Bleu
+    train: dict[str, TrainMetrics]  # by model
+    curves: dict[str, pd.DataFrame]  # by model: metrics/curves/<model>.csv
+    timing: dict[str, Timing]  # by system
+    groups: pd.DataFrame  # the evaluate stage's Figure 3 groups
+    prepare: dict | None  # metrics/prepare.json
+    vocab: dict | None  # metrics/vocab.json
+    manifest: Manifest | None
+    attention: dict | None  # the attention stage's weights.json
+    analysis_dir: Path | None  # the analyze stage's folder, when there is one
+    read: list[str]
+    diff: Any = None  # claims.DiffFn over the hypothesis files, when references are given
+    examples: list[dict] | None = None  # a few test sentences with every system's output
+
+
+def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
+         manifest: Path, attention: Path | None = None,
+         analysis: Path | None = None, prepared_dir: Path | None = None,
+         rescore_dir: Path | None = None) -> Artifacts:
+    read: list[str] = []
+    bleu_path = metrics_dir / "bleu.json"
+    if not bleu_path.is_file():
+        raise FileNotFoundError(f"{bleu_path}: no BLEU metrics; run the evaluate stage first")
+    bleu = Bleu.read(bleu_path)
+    read.append(str(bleu_path))
+    train = {}
+    for p in sorted((metrics_dir / "train").glob("*.json")):
+        m = TrainMetrics.read_if_present(p, read)
+        train[m.model] = m
+    curves = {}
+    for p in sorted((metrics_dir / "curves").glob("*.csv")):
+        read.append(str(p))
+        curves[p.stem] = pd.read_csv(p)
+    timing = {}
+    for system in params.systems:
+        t = Timing.read_if_present(timing_file(translate_dir, system), read)
+        if t is not None:
+            timing[system] = t
+    if groups_csv.is_file():
+        read.append(str(groups_csv))
+        groups = pd.read_csv(groups_csv, dtype={"system": str, "beam": str, "label": str},
+                             keep_default_na=False)
+    else:
+        log.warning("absent: %s", groups_csv)
+        groups = pd.DataFrame(columns=GROUP_COLUMNS)
+    diff = examples = None
+    if prepared_dir is not None:
+        diff = BootstrapDiffs(Path(prepared_dir), Path(translate_dir),
+                              None if rescore_dir is None else Path(rescore_dir), read)
+        examples = load_examples(params, Path(prepared_dir), Path(translate_dir), read)
+    return Artifacts(bleu=bleu, train=train, curves=curves, timing=timing, groups=groups,
+                     prepare=_json(metrics_dir / "prepare.json", read),
+                     vocab=_json(metrics_dir / "vocab.json", read),
+                     manifest=Manifest.read_if_present(manifest, read),
+                     attention=_json(attention, read) if attention else None,
+                     analysis_dir=_folder(analysis, read), read=read, diff=diff,
+                     examples=examples)
+
+
+class BootstrapDiffs:
+    """``claims.DiffFn``: the paired bootstrap (sacreBLEU's, tokenised BLEU) of two outputs, read
+    from the translate and rescore folders against ``test.tok.fr``; None when one is missing."""
+
+    def __init__(self, prepared_dir: Path, translate_dir: Path, rescore_dir: Path | None,
+                 read: list[str]):
+        self.refs_path = prepared_dir / "test.tok.fr"
+        self.translate_dir, self.rescore_dir, self.read = translate_dir, rescore_dir, read
+        self._refs: list[str] | None = None
+        self._cache: dict = {}
+
+    def _path(self, o: Ours) -> Path | None:
+        if o.kind == "translate":
+            stem = translation(self.translate_dir, o.system, o.beam)
+        elif self.rescore_dir is not None:
+            stem = rescore_output(self.rescore_dir, o.system)
+        else:
+            return None
+        tok, _ = hypothesis_files(stem)
+        return tok if tok.is_file() else None
+
+    def __call__(self, baseline: Ours, system: Ours):
+        from s2s.evaluate.bleu import read_lines
+        from s2s.evaluate.significance import paired_bootstrap
+
+        key = (baseline, system)
+        if key not in self._cache:
+            a, b = self._path(baseline), self._path(system)
+            if a is None or b is None or not self.refs_path.is_file():
+                self._cache[key] = None
+            else:
+                if self._refs is None:
+                    self._refs = read_lines(self.refs_path)
+                    self.read.append(str(self.refs_path))
+                self._cache[key] = paired_bootstrap(read_lines(a), read_lines(b), self._refs)
+                log.info("paired bootstrap %s vs %s: %s", b, a, self._cache[key].describe())
+        return self._cache[key]
+
+
+# Example sentences: at these quantiles of the source length, shortest first.
+EXAMPLE_QUANTILES = (0.1, 0.4, 0.7, 0.95)
+
+
+def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
+                  read: list[str]) -> list[dict] | None:
+    """A few test sentences of different lengths: source, reference and every system's output
+    (its widest beam, detokenised). None without the raw test files."""
+    from s2s.evaluate.bleu import read_lines
+
+    src_p, ref_p = prepared_dir / "test.raw.en", prepared_dir / "test.raw.fr"
+    if not (src_p.is_file() and ref_p.is_file()):
+        log.warning("absent: %s or %s (no example translations)", src_p, ref_p)
+        return None
+    src, ref = read_lines(src_p), read_lines(ref_p)
+    read += [str(src_p), str(ref_p)]
+    outputs = {}
+    for system, cfg in params.systems.items():
+        beam = max(cfg.beams)
+        _, p = hypothesis_files(translation(translate_dir, system, beam))
+        if p.is_file():
+            lines = read_lines(p)
+            if len(lines) == len(src):
+                outputs[f"{system} (beam {beam})"] = lines
+    order = sorted((len(s.split()), i) for i, s in enumerate(src) if s.strip())
+    if not order:
+        return []
+    picks = sorted({order[min(int(q * len(order)), len(order) - 1)][1]
+                    for q in EXAMPLE_QUANTILES}, key=lambda i: (len(src[i].split()), i))
+    return [{"line": i + 1, "words": len(src[i].split()), "source": src[i],
+             "reference": ref[i], "outputs": {k: v[i] for k, v in outputs.items()}}
+            for i in picks]
+
+
+def _json(path: Path, read: list[str]) -> Any | None:
+    """A JSON input the pipeline has no record for (metrics/prepare.json, vocab.json, the
+    attention stage's weights.json)."""
+    if not path.is_file():
+        log.warning("absent: %s", path)
+        return None
+    read.append(str(path))
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _folder(path: Path | None, read: list[str]) -> Path | None:
+    if path is None:
+        return None
+    if not Path(path).is_dir():
+        log.warning("absent: %s", path)
+        return None
+    read.append(f"{path}/")
+    return Path(path)

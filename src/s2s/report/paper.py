@@ -1,0 +1,213 @@
+"""The paper's numbers and claims (``paper.yaml``, beside this file), and which of our outputs
+answers each of the paper's rows (params ``report.table1`` / ``report.table2``).
+
+No number of the paper and no name of one of our systems is written in the report's code: the
+paper's are in ``paper.yaml``, ours in the parameter file. ``paper.yaml`` is read once
+(:func:`paper`) and checked as params are: an unknown or missing key is an error naming the file
+and the key.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from s2s.config import ConfigError, Params, read_yaml
+
+PAPER_FILE = Path(__file__).with_name("paper.yaml")
+TABLES = ("table1", "table2")
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    """One row of the paper's Table 1 or 2."""
+
+    id: str
+    method: str
+    paper_bleu: float  # the value: 45.0 for "~45"
+    paper_text: str  # as the paper prints it ("~45", "33.30")
+    ours_never: str = ""  # why no output of ours answers it (a system we do not train)
+
+
+@dataclass(frozen=True)
+class PerplexityRow:
+    source_order: str  # forward | reversed
+    test_ppl: float
+    row: str  # the Table 1 row whose system's model is ours
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    text: str  # rendered: the paper's numbers filled in
+    rows: tuple[str, ...] = ()  # Table 1 row ids
+
+
+@dataclass(frozen=True)
+class Paper:
+    conditions: str
+    table1: tuple[PaperRow, ...]
+    table2: tuple[PaperRow, ...]
+    perplexity: tuple[PerplexityRow, ...]
+    figure3: dict[str, str]  # curve -> BLEU as printed in the legend
+    claims: dict[str, ClaimSpec]
+
+    def rows(self, table: str) -> tuple[PaperRow, ...]:
+        return {"table1": self.table1, "table2": self.table2}[table]
+
+    def row(self, table: str, row_id: str) -> PaperRow:
+        for r in self.rows(table):
+            if r.id == row_id:
+                return r
+        raise KeyError(f"{PAPER_FILE}: no row '{row_id}' in '{table}'")
+
+    def test_ppl(self) -> dict[str, float]:
+        return {p.source_order: p.test_ppl for p in self.perplexity}
+
+
+@functools.cache
+def paper() -> Paper:
+    """The paper's numbers and claims, from :data:`PAPER_FILE`."""
+    return load(PAPER_FILE)
+
+
+def load(path: Path) -> Paper:
+    raw = read_yaml(path)
+    _keys(raw, path, "", {"conditions", "table1", "table2", "perplexity", "figure3", "claims"})
+    tables = {}
+    for table in TABLES:
+        rows = []
+        for i, r in enumerate(_list(raw[table], path, table)):
+            key = f"{table}[{i}]"
+            _keys(r, path, key, {"id", "method", "bleu"}, optional={"ours_never"})
+            text = _str(r["bleu"], path, f"{key}.bleu")
+            try:
+                value = float(text.lstrip("~"))
+            except ValueError:
+                raise ConfigError(f"{path}: '{key}.bleu' must be a BLEU score as printed "
+                                  f"('33.30', '~45'), got {text!r}") from None
+            rows.append(PaperRow(id=_str(r["id"], path, f"{key}.id"),
+                                 method=_str(r["method"], path, f"{key}.method"),
+                                 paper_bleu=value, paper_text=text,
+                                 ours_never=_str(r.get("ours_never", ""), path,
+                                                 f"{key}.ours_never", empty=True)))
+        ids = [r.id for r in rows]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"{path}: '{table}' names a row id twice")
+        tables[table] = tuple(rows)
+    table1_ids = {r.id for r in tables["table1"]}
+    perplexity = []
+    for i, r in enumerate(_list(raw["perplexity"], path, "perplexity")):
+        key = f"perplexity[{i}]"
+        _keys(r, path, key, {"source_order", "test_ppl", "row"})
+        perplexity.append(PerplexityRow(_str(r["source_order"], path, f"{key}.source_order"),
+                                        _num(r["test_ppl"], path, f"{key}.test_ppl"),
+                                        _row(r["row"], table1_ids, path, f"{key}.row")))
+    figure3 = raw["figure3"]
+    _keys(figure3, path, "figure3", {"lstm", "baseline"})
+    numbers = {"table1": {r.id: r.paper_text for r in tables["table1"]},
+               "table2": {r.id: r.paper_text for r in tables["table2"]},
+               "ppl": {p.source_order: p.test_ppl for p in perplexity}}
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    claims = {}
+    for name, c in raw["claims"].items():
+        key = f"claims.{name}"
+        _keys(c, path, key, {"text"}, optional={"rows"})
+        try:
+            text = env.from_string(_str(c["text"], path, f"{key}.text")).render(**numbers)
+        except jinja2.TemplateError as e:
+            raise ConfigError(f"{path}: '{key}.text': {e}") from None
+        rows = tuple(_row(r, table1_ids, path, f"{key}.rows[{i}]")
+                     for i, r in enumerate(_list(c.get("rows", []), path, f"{key}.rows")))
+        claims[name] = ClaimSpec(text, rows)
+    return Paper(conditions=_str(raw["conditions"], path, "conditions"), table1=tables["table1"],
+                 table2=tables["table2"], perplexity=tuple(perplexity),
+                 figure3={k: _str(v, path, f"figure3.{k}") for k, v in figure3.items()},
+                 claims=claims)
+
+
+# --- which of our outputs answers a row ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ours:
+    """What of ours answers a paper row: a translation (system, beam), a rescoring output, or the
+    pipeline's baseline (resolved from params by :func:`s2s.report.tables.baseline_ref`)."""
+
+    kind: str  # "translate" | "rescore" | "baseline"
+    system: str = ""
+    beam: int = 0
+
+
+def answer(params: Params, table: str, row_id: str) -> Ours | None:
+    """Our output answering row `row_id` of the paper's `table` (params ``report.<table>``), or
+    None where the profile names none."""
+    answers = getattr(params.report, table)
+    check_answers(params)
+    a = answers.get(row_id)
+    if a is None:
+        return None
+    if a.baseline:
+        return Ours("baseline")
+    if a.rescore is not None:
+        return Ours("rescore", a.rescore)
+    return Ours("translate", a.system, a.beam)
+
+
+def check_answers(params: Params) -> None:
+    """Every row params ``report.table1`` / ``report.table2`` answers is a row of the paper's."""
+    for table in TABLES:
+        ids = [r.id for r in paper().rows(table)]
+        for row_id in getattr(params.report, table):
+            if row_id not in ids:
+                raise ConfigError(f"{params.source}: 'report.{table}.{row_id}' is not a row of "
+                                  f"the paper's {table} in {PAPER_FILE.name} (rows: "
+                                  f"{', '.join(ids)})")
+
+
+# --- checking paper.yaml ------------------------------------------------------------------------
+
+
+def _keys(raw: Any, path: Path, key: str, required: set[str],
+          optional: frozenset | set = frozenset()) -> None:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: '{key or '<top>'}' must be a mapping")
+    unknown = sorted(set(raw) - required - set(optional), key=str)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key '{_join(key, unknown[0])}' (expected: "
+                          f"{', '.join(sorted(required | set(optional)))})")
+    missing = sorted(required - set(raw))
+    if missing:
+        raise ConfigError(f"{path}: missing key '{_join(key, missing[0])}'")
+
+
+def _list(raw: Any, path: Path, key: str) -> list:
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: '{key}' must be a list")
+    return raw
+
+
+def _str(raw: Any, path: Path, key: str, *, empty: bool = False) -> str:
+    if not isinstance(raw, str) or not (raw or empty):
+        raise ConfigError(f"{path}: '{key}' must be a non-empty string, got {raw!r}")
+    return raw
+
+
+def _num(raw: Any, path: Path, key: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ConfigError(f"{path}: '{key}' must be a number, got {raw!r}")
+    return float(raw)
+
+
+def _row(raw: Any, ids: set[str], path: Path, key: str) -> str:
+    if raw not in ids:
+        raise ConfigError(f"{path}: '{key}' must name a row of table1 ({', '.join(sorted(ids))}), "
+                          f"got {raw!r}")
+    return raw
+
+
+def _join(key: str, name: str) -> str:
+    return f"{key}.{name}" if key else name

@@ -1,0 +1,347 @@
+"""The artifact records (s2s.artifacts): the files the stages write round-trip through them, a bad
+file is an error naming the file and the key, and writers and readers agree on the paths
+(s2s.evaluate.outputs) and on the report's data files (paper.yaml, the templates, params
+`report.table1`/`table2`)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from s2s import artifacts
+from s2s.artifacts import (Absent, ArtifactError, Bleu, Manifest, Scored, Timing,
+                           TrainMetrics)
+from s2s.config import ConfigError, load
+from s2s.evaluate import outputs
+from s2s.report import paper
+from s2s.stages import report as report_stage
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = sorted((ROOT / "profiles").glob("*.yaml"))
+SIG = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+
+BLEU = {"test_sentences": 60, "bleu_tok_method": "multi-bleu.pl style",
+        "bleu_tok_signature": "nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:2.6.0",
+        "translate": {"forward": {"12": {"bleu_tok": 0.0612, "bleu_sacre": 0.0311,
+                                         "sacre_signature": SIG, "sentences": 60}},
+                      "ensemble5": {"1": {"absent": True, "reason": "missing a, b"},
+                                    "12": {"bleu_tok": 1.5, "bleu_sacre": 1.25,
+                                           "sacre_signature": SIG, "sentences": 60}}},
+        "rescore": {"forward": {"absent": True, "reason": "no rescore directory x"},
+                    "oracle": {"bleu_tok": 0.0301, "bleu_sacre": 0.08, "sacre_signature": SIG,
+                               "sentences": 60}}}
+TIMING = {"system": "ensemble5", "members": ["reversed_1", "reversed_2"], "device": "cpu",
+          "threads": 1, "precision": "bf16",
+          "beams": {"1": {"sentences": 60, "seconds": 0.154, "sents_per_sec": 389.494},
+                    "12": {"sentences": 60, "seconds": 0.8, "sents_per_sec": 75.02}}}
+# exactly the keys s2s.train writes (test_train_metrics_record_has_the_keys_train_writes)
+TRAIN = {"model": "forward", "reverse_source": False, "cell": "lstm", "num_layers": 2,
+         "hidden_size": 32, "embed_size": 32, "parameters": 287794, "device": "cpu",
+         "precision": "bf16", "threads": 1, "epochs": 1.0, "steps": 24, "train_pairs": 3045,
+         "train_target_words": 63948, "tgt_words_per_sec": 37620.3, "train_seconds": 1.7,
+         "wall_seconds": 2.9, "dev_ppl": 150.1612, "test_ppl": 120.9634,
+         "best_dev_ppl": 150.1612}
+URL = "https://www.statmt.org/wmt14/test-full.tgz"
+MANIFEST = {"mode": "mirror", "mirror": "/mirror", "corpora": {
+    "wmt14.giga_fren": {
+        "mode": "mirror", "source": "/mirror/giga", "format": "plain", "pairs": 30000,
+        "whole_corpus": False, "max_lines": 3000, "lines": {"en": 30000, "fr": 30000},
+        "files": {s: {"path": f"wmt14.giga_fren/{s}.txt", "source": f"/mirror/giga/g.{s}",
+                      "sha256": "ab" * 32, "bytes": 100, "lines": 30000} for s in ("en", "fr")}},
+    "wmt14.newstest2014": {
+        "mode": "network", "source": [URL], "format": "sgm", "pairs": 3003,
+        "whole_corpus": True, "max_lines": None, "lines": {"en": 3003, "fr": 3003},
+        "downloads": {URL: {"url": URL, "sha256": "cd" * 32, "bytes": 5000, "verified": "md5"}},
+        "files": {s: {"path": f"wmt14.newstest2014/{s}.sgm", "source": f"{URL}#x.{s}.sgm",
+                      "sha256": "ef" * 32, "bytes": 1000, "lines": 3003} for s in ("en", "fr")}}}}
+
+
+# --- round trips ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("record, obj", [(Bleu, BLEU), (Timing, TIMING), (TrainMetrics, TRAIN),
+                                         (TrainMetrics, {**TRAIN, "processes": 2}),
+                                         (Manifest, MANIFEST)],
+                         ids=["bleu", "timing", "train", "train-ddp", "manifest"])
+def test_records_round_trip(record, obj, tmp_path):
+    rec = record.from_json(obj)
+    assert rec.to_json() == obj
+    # the writer's key order (s2s.data.download sorts the manifest's keys, as json does here)
+    sort = record is Manifest
+    assert json.dumps(rec.to_json(), sort_keys=sort) == json.dumps(obj, sort_keys=sort)
+    path = tmp_path / "a.json"
+    rec.write(path)
+    assert record.read(path) == rec
+    assert json.loads(path.read_text()) == obj
+
+
+def test_bleu_record_holds_typed_entries_by_int_beam():
+    bleu = Bleu.from_json(BLEU)
+    assert bleu.translation("ensemble5", 12) == Scored(1.5, 1.25, SIG, 60)
+    assert bleu.translation("ensemble5", 1) == Absent.because("missing a, b")
+    assert bleu.translation("ensemble5", 2) is None and bleu.translation("gru", 12) is None
+    assert isinstance(bleu.rescoring("oracle"), Scored) and bleu.rescoring("gru") is None
+    assert Timing.from_json(TIMING).beams[12].seconds == 0.8
+    assert TrainMetrics.from_json(TRAIN).processes is None  # one process: the key is not written
+    assert "processes" not in TrainMetrics.from_json(TRAIN).to_json()
+
+
+def test_smoke_run_artifacts_round_trip():
+    """The files of a real run, where there is one (the smoke run of test_pipeline or a checkout
+    that ran `dvc repro`)."""
+    found = {Bleu: [ROOT / "metrics/bleu.json"], Manifest: [ROOT / "data/raw/manifest.json"],
+             TrainMetrics: sorted((ROOT / "metrics/train").glob("*.json")),
+             Timing: sorted((ROOT / "outputs/translate").glob("*/timing.json"))}
+    paths = [(r, p) for r, ps in found.items() for p in ps if p.is_file()]
+    if not paths:
+        pytest.skip("no pipeline outputs in this checkout")
+    for record, path in paths:
+        assert record.read(path).to_json() == json.loads(path.read_text()), path
+
+
+# --- bad files -----------------------------------------------------------------------------------
+
+
+def _bad(obj, **change):
+    """`obj` deep-copied, with dotted keys set (a value of ...: the key removed)."""
+    obj = json.loads(json.dumps(obj))
+    for dotted, value in change.items():
+        *parents, last = dotted.split("__")
+        d = obj
+        for k in parents:
+            d = d[k]
+        if value is ...:
+            del d[last]
+        else:
+            d[last] = value
+    return obj
+
+
+@pytest.mark.parametrize("record, obj, message", [
+    (Bleu, _bad(BLEU, translate__ensemble5__12__bleu_tok="34.8"),
+     "'translate.ensemble5.12.bleu_tok' must be a number, got str '34.8'"),
+    (Bleu, _bad(BLEU, test_sentences=...), "missing key 'test_sentences' (Bleu)"),
+    (Bleu, _bad(BLEU, translate__forward__12__sentences=...),
+     "missing key 'translate.forward.12.sentences' (Scored)"),
+    (Bleu, _bad(BLEU, translate__forward__b12={"absent": True, "reason": "x"}),
+     "'translate.forward.b12': the keys of 'translate.forward' must be beam widths"),
+    (Bleu, _bad(BLEU, rescore__oracle__absent=False), "unknown key 'rescore.oracle.absent'"),
+    (Bleu, _bad(BLEU, rescore__forward__absent=False),
+     "'rescore.forward.absent' must be one of true, got bool False"),
+    (Timing, _bad(TIMING, beams__12__seconds=True), "'beams.12.seconds' must be a number"),
+    (Timing, _bad(TIMING, precision=...), "missing key 'precision' (Timing)"),
+    (Timing, _bad(TIMING, members="reversed_1"), "'members' must be a list"),
+    (TrainMetrics, _bad(TRAIN, steps=24.0), "'steps' must be an integer, got float 24.0"),
+    (TrainMetrics, _bad(TRAIN, lr=0.7), "unknown key 'lr' (TrainMetrics has: model, "),
+    (TrainMetrics, [TRAIN], "'<top>' must be a mapping (TrainMetrics), got list"),
+    (Manifest, _bad(MANIFEST, **{"corpora__wmt14.newstest2014__downloads": ...}), None),
+    (Manifest, _bad(MANIFEST, **{"corpora__wmt14.giga_fren__files__en__sha256": None}),
+     "'corpora.wmt14.giga_fren.files.en.sha256' must be a string, got NoneType None"),
+])
+def test_a_bad_artifact_names_the_file_and_the_key(record, obj, message, tmp_path):
+    path = tmp_path / "metrics" / "a.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(obj))
+    if message is None:  # a valid variant: the key is optional
+        record.read(path)
+        return
+    with pytest.raises(ArtifactError) as e:
+        record.read(path)
+    assert str(e.value).startswith(f"{path}: ") and message in str(e.value), str(e.value)
+
+
+def test_a_file_that_is_not_json_or_not_there_is_named(tmp_path):
+    path = tmp_path / "bleu.json"
+    with pytest.raises(ArtifactError, match=re.escape(f"{path}: not found")):
+        Bleu.read(path)
+    path.write_text('{"test_sentences": 60,\n  "translate": }\n')
+    with pytest.raises(ArtifactError, match=re.escape(f"{path}:2: not valid JSON")):
+        Bleu.read(path)
+    assert Bleu.read_if_present(tmp_path / "none.json", []) is None
+
+
+def test_the_report_and_summary_stages_name_a_bad_artifact(tmp_path):
+    """A reader of the pipeline's files fails on a bad field with the file and the key, and
+    tolerates no guessing (the report's old .get(...) chains)."""
+    from s2s.stages import summary as summary_stage
+
+    params = load(ROOT / "profiles" / "smoke.yaml")
+    metrics, translate = tmp_path / "metrics", tmp_path / "translate"
+    (metrics / "train").mkdir(parents=True)
+    (metrics / "bleu.json").write_text(json.dumps(BLEU))
+    (metrics / "train" / "forward.json").write_text(json.dumps(_bad(TRAIN, test_ppl=...)))
+    groups = tmp_path / "figure3.csv"
+    pd.DataFrame(columns=["system", "beam", "axis", "label", "lo", "hi", "sentences", "mean",
+                          "bleu"]).to_csv(groups, index=False)
+    with pytest.raises(ArtifactError, match=re.escape(
+            f"{metrics / 'train' / 'forward.json'}: missing key 'test_ppl' (TrainMetrics)")):
+        summary_stage.main(params, metrics_dir=metrics, translate_dir=translate,
+                           groups_csv=groups, out=tmp_path / "summary.json",
+                           plots_dir=tmp_path / "plots")
+    with pytest.raises(ArtifactError, match=re.escape(
+            f"{metrics / 'train' / 'forward.json'}: missing key 'test_ppl'")):
+        report_stage.main(params, metrics_dir=metrics, translate_dir=translate,
+                          groups_csv=groups, manifest=tmp_path / "none.json",
+                          out_dir=tmp_path / "reports")
+
+
+# --- the writers' keys ---------------------------------------------------------------------------
+
+
+def _dict_keys(source: Path, target: str) -> list[str] | None:
+    """The literal keys of the dict assigned to `target` in `source`, or None if there is none."""
+    for node in ast.walk(ast.parse(source.read_text())):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict)
+                and any(isinstance(t, ast.Name) and t.id == target for t in node.targets)):
+            keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+            # ** spreads (optional keys): their literal keys
+            keys += [k.value for v in node.value.values if isinstance(v, ast.IfExp)
+                     and isinstance(v.body, ast.Dict) for k in v.body.keys]
+            return keys
+    return None
+
+
+def test_train_metrics_record_has_the_keys_train_writes():
+    """s2s.train writes metrics/train/<model>.json as a dict literal today; the record has exactly
+    its keys (the optional `processes` last), so that switching the writer to the record changes
+    no file."""
+    keys = _dict_keys(ROOT / "src" / "s2s" / "train.py", "metrics")
+    if keys is None:
+        pytest.skip("s2s.train no longer writes a dict literal (it writes TrainMetrics)")
+    fields = [f.name for f in TrainMetrics.__dataclass_fields__.values()]
+    assert keys == fields
+    assert list(TRAIN) == fields[:-1]
+
+
+def test_download_manifest_is_read_through_its_record(tmp_path):
+    """The manifest the download stage writes (mirror mode, the smoke profile's mirror) is a
+    Manifest."""
+    from conftest import need_mirror
+    from s2s.config import CorpusRef, DataConfig
+    from s2s.data import download
+
+    mirror = need_mirror()
+    manifest = download.fetch_all(DataConfig(train=(), dev=(), test=CorpusRef("wmt.newstest2013")),
+                                  out_dir=tmp_path / "raw", mirror=mirror,
+                                  cache_dir=tmp_path / "cache")
+    rec = Manifest.read(tmp_path / "raw" / download.MANIFEST)
+    assert rec.to_json() == json.loads(json.dumps(manifest))
+    assert rec.corpora["wmt.newstest2013"].files["en"].lines == \
+        rec.corpora["wmt.newstest2013"].lines["en"]
+
+
+# --- paths: one function each, for the writer and the readers -----------------------------------
+
+
+def test_rescore_outputs_are_where_the_rescore_stages_write_them():
+    from s2s.stages import rescore as rescore_stage
+
+    params = load(ROOT / "params.yaml")
+    root = Path("outputs/rescore")
+    for st in rescore_stage.stages(params):
+        rescorer = st.name.removeprefix("rescore-")
+        out = Path(st.cmd.split("--out ")[1].split()[0])
+        assert out == outputs.rescore_stage_dir(root, rescorer)
+        assert st.outs[0].path == str(out)
+        names = outputs.RESCORE_FIXED if rescorer == outputs.ORACLE_STAGE else (rescorer,)
+        for name in names:  # the stage writes <out>/<name>.{tok,detok}.fr
+            assert outputs.rescore_output(root, name) == out / name
+            assert outputs.hypothesis_files(out / name) == (out / f"{name}.tok.fr",
+                                                            out / f"{name}.detok.fr")
+    assert outputs.translation(Path("t"), "ensemble5", 12) == Path("t/ensemble5/beam12")
+    assert outputs.timing_file(Path("t"), "ensemble5") == Path("t/ensemble5") / \
+        artifacts.TIMING_FILE
+    assert outputs.rescore_system("baseline") == "rescore/baseline"
+
+
+# --- the report's data files ---------------------------------------------------------------------
+
+
+def test_the_report_stage_depends_on_its_data_files():
+    from s2s.report.build import TEMPLATES_DIR
+
+    assert {ROOT / p for p in report_stage.DATA_FILES} == {paper.PAPER_FILE, TEMPLATES_DIR}
+    assert all((ROOT / p).exists() for p in report_stage.DATA_FILES)
+    deps = report_stage.stages(load(ROOT / "params.yaml"))[0].deps
+    assert set(report_stage.DATA_FILES) <= set(deps)
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_every_profile_answers_the_paper_rows_as_today(profile):
+    """Every row id of params report.table1/table2 is a row of paper.yaml, and every profile maps
+    the same systems to the paper's rows (the report's tables before the mapping was data)."""
+    params = load(profile)
+    paper.check_answers(params)
+    got = {(t, r.id): paper.answer(params, t, r.id)
+           for t in paper.TABLES for r in paper.paper().rows(t)}
+    want = {("table1", "bahdanau"): ("translate", "attention", 12),
+            ("table1", "baseline"): ("baseline", "", 0),
+            ("table1", "forward_beam12"): ("translate", "forward", 12),
+            ("table1", "reversed_beam12"): ("translate", "reversed", 12),
+            ("table1", "ensemble5_beam1"): ("translate", "ensemble5", 1),
+            ("table1", "ensemble2_beam12"): ("translate", "ensemble2", 12),
+            ("table1", "ensemble5_beam2"): ("translate", "ensemble5", 2),
+            ("table1", "ensemble5_beam12"): ("translate", "ensemble5", 12),
+            ("table2", "baseline"): ("rescore", "baseline", 0),
+            ("table2", "cho"): ("rescore", "gru", 0),
+            ("table2", "best_wmt14"): None,
+            ("table2", "forward"): ("rescore", "forward", 0),
+            ("table2", "reversed"): ("rescore", "reversed", 0),
+            ("table2", "ensemble5"): ("rescore", "ensemble5", 0),
+            ("table2", "oracle"): ("rescore", "oracle", 0)}
+    assert {k: v and (v.kind, v.system, v.beam) for k, v in got.items()} == want
+
+
+def test_a_bad_answer_in_params_names_the_key(tmp_path):
+    text = (ROOT / "profiles" / "smoke.yaml").read_text()
+    bad = tmp_path / "params.yaml"
+    bad.write_text(text.replace("    bahdanau: {system: attention, beam: 12}",
+                                "    bahdanau: {system: attention}"))
+    with pytest.raises(ConfigError, match=r"'report.table1.bahdanau' must give 'beam' with"):
+        load(bad)
+    bad.write_text(text.replace("    cho: {rescore: gru}",
+                                "    cho: {rescore: gru, baseline: true}"))
+    with pytest.raises(ConfigError, match=r"'report.table2.cho' must give exactly one of .* "
+                                          r"not rescore and baseline"):
+        load(bad)
+    bad.write_text(text.replace("    cho: {rescore: gru}", "    chooo: {rescore: gru}"))
+    with pytest.raises(ConfigError, match=r"'report.table2.chooo' is not a row of the paper's "
+                                          r"table2 in paper.yaml \(rows: baseline, cho, "):
+        paper.check_answers(load(bad))
+
+
+def test_paper_yaml_gives_the_papers_numbers():
+    p = paper.paper()
+    assert [(r.paper_text, r.paper_bleu) for r in p.table1] == [
+        ("28.45", 28.45), ("33.30", 33.3), ("26.17", 26.17), ("30.59", 30.59),
+        ("33.00", 33.0), ("33.27", 33.27), ("34.50", 34.5), ("34.81", 34.81)]
+    assert [r.paper_text for r in p.table2] == ["33.30", "34.54", "37.0", "35.61", "35.85",
+                                                "36.5", "~45"]
+    assert p.row("table2", "oracle").paper_bleu == 45.0
+    assert p.test_ppl() == {"forward": 5.8, "reversed": 4.7}
+    assert p.claims["reversal_bleu"].text == ("Reversing the source raises BLEU (paper: 26.17 "
+                                              "-> 30.59 at beam 12)")
+    # every number has its citation
+    for line in paper.PAPER_FILE.read_text().splitlines():
+        if re.search(r"(bleu|test_ppl|lstm|baseline): \"?~?\d", line):
+            assert re.search(r"# (Table [12]|§3\.3|Figure 3)", line), line
+
+
+def test_a_bad_paper_file_names_the_key(tmp_path):
+    text = paper.PAPER_FILE.read_text()
+    bad = tmp_path / "paper.yaml"
+    bad.write_text(text.replace('bleu: "34.54"', 'bleu: "thirty"'))
+    with pytest.raises(ConfigError, match=r"'table2\[1\].bleu' must be a BLEU score as printed"):
+        paper.load(bad)
+    bad.write_text(text.replace("rows: [forward_beam12, reversed_beam12]",
+                                "rows: [forward_beam12, reversed]"))
+    with pytest.raises(ConfigError, match=r"'claims.reversal_bleu.rows\[1\]' must name a row"):
+        paper.load(bad)
+    bad.write_text(text.replace("{{ table1.forward_beam12 }}", "{{ table1.forward }}"))
+    with pytest.raises(ConfigError, match=r"'claims.reversal_bleu.text': .*forward"):
+        paper.load(bad)
