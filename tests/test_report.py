@@ -244,7 +244,7 @@ def test_models_table_lists_every_model_with_its_metrics(report):
         assert rec["minutes"] == pytest.approx(m["wall_seconds"] / 60)
     att = df.set_index("model").loc["attention"]
     assert att["architecture"].startswith("Bahdanau et al.'s attention")
-    assert att["layers x cells"] == f"1 x {params.model.hidden_size}"
+    assert att["layers x cells"] == f"1 x {params.model['hidden_size']}"
     assert df.set_index("model").loc["reversed_1", "source"] == "reversed"
 
 

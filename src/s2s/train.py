@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from s2s import checkpoint, distributed, precision, runguard
+from s2s.artifacts import TrainMetrics
 from s2s.config import Params, TrainConfig, train_record
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
@@ -337,19 +338,18 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
             checkpoint.save(model_dir / "best.pt", model, src_vocab=src_vocab,
                             tgt_vocab=tgt_vocab, name=name, state=best_state, step=best_step,
                             dev_ppl=best)
-    metrics = {
-        "model": name, "reverse_source": model_cfg.reverse_source, **model_cfg.shape(),
-        "parameters": n_params, "device": str(device),
-        "precision": precision.name(mm_dtype),
-        "threads": torch.get_num_threads(), "epochs": cfg.epochs, "steps": step,
-        "train_pairs": len(train_pairs),
-        "train_target_words": sum(len(t) + 1 for _, t in train_pairs),
-        "tgt_words_per_sec": round(train_tokens / max(train_seconds, 1e-9), 1),
-        "train_seconds": round(train_seconds, 1),
-        "wall_seconds": round(time.perf_counter() - t_start, 1),
-        "dev_ppl": dev_ppl, "test_ppl": round(test_ppl, 4), "best_dev_ppl": round(best, 4),
-        **({"processes": world.size} if world.size > 1 else {}),
-    }
+    metrics = TrainMetrics(  # the record the report and the summary read (s2s.artifacts)
+        model=name, reverse_source=model_cfg.reverse_source, **model_cfg.shape(),
+        parameters=n_params, device=str(device), precision=precision.name(mm_dtype),
+        threads=torch.get_num_threads(), epochs=cfg.epochs, steps=step,
+        train_pairs=len(train_pairs),
+        train_target_words=sum(len(t) + 1 for _, t in train_pairs),
+        tgt_words_per_sec=round(train_tokens / max(train_seconds, 1e-9), 1),
+        train_seconds=round(train_seconds, 1),
+        wall_seconds=round(time.perf_counter() - t_start, 1),
+        dev_ppl=dev_ppl, test_ppl=round(test_ppl, 4), best_dev_ppl=round(best, 4),
+        processes=world.size if world.size > 1 else None,
+    ).to_json()
     if not world.is_main:
         return metrics
     atomic_write_json(metrics_out, metrics)
