@@ -296,3 +296,29 @@ def test_evaluate_stage_writes_bleu_json_and_groups(corpus, tmp_path):
     write(translate / "forward" / "beam1.tok.fr", hyps["forward", 1][:-1])
     with pytest.raises(LineCountError, match=r"forward/beam1\.tok\.fr has 299 lines"):
         evaluate_main(params, **kw)
+
+
+def test_length_drop_is_short_minus_long_group_bleu_with_a_paired_interval():
+    import numpy as np
+
+    from s2s.evaluate import buckets
+    from s2s.evaluate.bleu import bleu_from_stats, sentence_stats_tok
+
+    rng = np.random.default_rng(0)
+    vocab = [f"w{i}" for i in range(30)]
+    refs = [" ".join(rng.choice(vocab, n)) for n in [3, 4, 3, 5, 20, 25, 22, 30]]
+    good = list(refs)  # perfect everywhere
+    fading = refs[:4] + [" ".join(r.split()[: len(r.split()) // 2]) for r in refs[4:]]
+    lengths = np.array([len(r.split()) for r in refs])
+    g = buckets.length_groups(lengths, edges=[5], min_group=1)
+    stats = {(s, "12"): sentence_stats_tok(h, refs) for s, h in (("good", good),
+                                                                  ("fading", fading))}
+    d = buckets.length_drop(g, stats, ("good", "12"), samples=200).set_index("system")
+    short, long_ = g.members[0], g.members[-1]
+    want = (bleu_from_stats(stats[("fading", "12")][short]).score
+            - bleu_from_stats(stats[("fading", "12")][long_]).score)
+    assert d.loc["fading", "drop"] == pytest.approx(want) and want > 10
+    assert d.loc["good", "drop"] == pytest.approx(0.0)
+    assert d.loc["fading", "drop_minus_reference"] == pytest.approx(want)
+    assert d.loc["fading", "diff_lo"] <= want <= d.loc["fading", "diff_hi"]
+    assert d.loc["good", "diff_lo"] == d.loc["good", "diff_hi"] == 0.0  # paired: no spread

@@ -107,3 +107,30 @@ def test_adding_a_system_to_params_runs_exactly_its_new_stages(smoke_repo, tmp_p
     assert set(bleu["translate"]["pair34"]) == {"3"}
     report = (repo / "reports/report.md").read_text()
     assert "pair34" in report
+
+
+def test_the_transformer_row_cross_attention_and_length_drop(smoke_repo):
+    # Table 1's modern reference: our number beside "not in the paper"
+    t1 = (smoke_repo / "reports/tables/table1.csv").read_text()
+    row = next(line for line in t1.splitlines() if line.startswith('"Transformer (Vaswani'))
+    assert "not in the paper" in row and ",transformer beam 12," in row.replace('"', "")
+    # its cross-attention on the attention model's example sentences, rows distributions
+    weights = json.loads((smoke_repo / "outputs/attention/weights.json").read_text())
+    cross = weights["cross_attention"]
+    assert cross["system"] == "transformer" and cross["examples"]
+    assert {e["index"] for e in cross["examples"]} <= {e["index"] for e in weights["examples"]}
+    for ex in cross["examples"]:
+        assert len(ex["weights"]) == len(ex["target"])
+        for r in ex["weights"]:
+            assert len(r) == len(ex["source"]) and abs(sum(r) - 1) < 1e-3
+    # the length drop of every translation, the LSTM ensemble's own difference 0
+    import pandas as pd
+
+    drop = pd.read_csv(smoke_repo / "outputs/evaluate/length_drop.csv", dtype={"beam": str})
+    e5 = drop[(drop.system == "ensemble5") & (drop.beam == "12")].iloc[0]
+    assert e5.drop == pytest.approx(e5.short_bleu - e5.long_bleu)
+    assert e5.drop_minus_reference == 0 and e5.diff_lo == 0 and e5.diff_hi == 0
+    assert e5.drop_lo <= e5.drop <= e5.drop_hi
+    assert {"attention", "transformer"} <= set(drop.system)
+    assert (smoke_repo / "reports/tables/length.md").exists()
+    assert (smoke_repo / "reports/figures/cross_attention.png").exists()

@@ -184,6 +184,9 @@ class PaperAnswer:
 class ReportConfig:
     title: str = "Sequence to Sequence Learning with Neural Networks: a reproduction"
     figure3_system: str = "ensemble5"  # the "LSTM" curve of Figure 3
+    # systems drawn beside it (at figure3_beam, else their widest beam): the models that look
+    # back at the source (attention, Transformer), to see whether the fixed vector is what fades
+    figure3_compare: tuple[str, ...] = ()
     figure3_beam: int = field(default=12, metadata=rng(1))
     # paper row id (src/s2s/report/paper.yaml) -> our output; a row with no entry is not run
     table1: dict[str, PaperAnswer] = field(default_factory=dict)
@@ -200,6 +203,8 @@ class AnalysisConfig:
     sentences: int = field(default=1000, metadata=rng(1))  # test sentences for the statistics
     max_position: int = field(default=20, metadata=rng(1))  # source positions of gradient reach
     attention_system: str | None = None  # whose attention weights the report draws
+    # a Transformer system whose cross-attention the report draws beside them (same sentences)
+    cross_attention_system: str | None = None
     attention_examples: int = field(default=4, metadata=rng(1))
 
 
@@ -644,6 +649,24 @@ def _check_cross_refs(p: Params) -> None:
         if len(members) != 1 or p.model_config(members[0]).arch != "attention":
             raise ConfigError(f"{p.source}: 'analysis.attention_system' must name a system of "
                               f"one model whose arch is 'attention'; '{attn}' has members "
+                              f"{list(members)}")
+    for i, name in enumerate(p.report.figure3_compare):
+        if name not in p.systems:
+            raise ConfigError(f"{p.source}: 'report.figure3_compare[{i}]' names system '{name}', "
+                              f"which is not under 'systems' (known: {', '.join(p.systems)})")
+    cross = p.analysis.cross_attention_system
+    if cross is not None:
+        if attn is None:
+            raise ConfigError(f"{p.source}: 'analysis.cross_attention_system' is drawn beside "
+                              f"'analysis.attention_system', which is null")
+        if cross not in p.systems:
+            raise ConfigError(f"{p.source}: 'analysis.cross_attention_system' names system "
+                              f"'{cross}', which is not under 'systems' (known: "
+                              f"{', '.join(p.systems)})")
+        members = p.systems[cross].members
+        if len(members) != 1 or p.model_config(members[0]).arch != "transformer":
+            raise ConfigError(f"{p.source}: 'analysis.cross_attention_system' must name a system "
+                              f"of one model whose arch is 'transformer'; '{cross}' has members "
                               f"{list(members)}")
     edges = p.evaluate.length_edges
     if list(edges) != sorted(set(edges)):

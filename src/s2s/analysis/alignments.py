@@ -32,8 +32,13 @@ def pick_examples(sources: list[list[str]], hypotheses: list[list[str]], count: 
 @torch.no_grad()
 def weights_for(model, src_vocab: Vocab, tgt_vocab: Vocab, source: list[str],
                 target: list[str]) -> list[list[float]]:
-    """(T + 1) x S attention weights of `model` fed `target` (then <eos> is predicted)."""
+    """(T + 1) x S attention weights of `model` fed `target` (then <eos> is predicted): an
+    attention model's, or a Transformer's cross-attention in its last decoder layer, averaged
+    over the heads (each head's row is a distribution over the source, so is their mean)."""
     b = collate([(src_vocab.encode(" ".join(source)), tgt_vocab.encode(" ".join(target)))],
                 pad=src_vocab.pad, bos=tgt_vocab.bos, eos=tgt_vocab.eos)
-    _, weights = model.teacher_forced(b.src, b.src_lengths, b.tgt_in)  # (1, T + 1, S)
+    if hasattr(model, "cross_attention"):
+        weights = model.cross_attention(b.src, b.src_lengths, b.tgt_in)[:, -1].mean(1)
+    else:
+        _, weights = model.teacher_forced(b.src, b.src_lengths, b.tgt_in)  # (1, T + 1, S)
     return [[round(w, 5) for w in row] for row in weights[0].tolist()]

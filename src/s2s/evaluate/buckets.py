@@ -180,3 +180,49 @@ def group_bleu_from_stats(grouping: Grouping, stats: np.ndarray) -> pd.DataFrame
     table = grouping.table()
     table["bleu"] = [bleu_from_stats(stats[idx]).score for idx in grouping.members]
     return table
+
+
+DROP_COLUMNS = ["system", "beam", "short_label", "long_label", "short_bleu", "long_bleu", "drop",
+                "drop_lo", "drop_hi", "reference", "drop_minus_reference", "diff_lo", "diff_hi"]
+
+
+def length_drop(grouping: Grouping, stats: dict[tuple[str, str], np.ndarray],
+                reference: tuple[str, str], *, samples: int = 1000,
+                seed: int = 12345) -> pd.DataFrame:
+    """How much BLEU each output loses from the shortest group of sentences to the longest (the
+    first and last groups of the length `grouping`, Figure 3's end points), with 95% intervals
+    from a paired bootstrap: each resample draws sentences with replacement within each of the
+    two groups, the same sentences for every output, so `drop_minus_reference` (this output's
+    drop minus the `reference` output's) has an interval that accounts for the pairing.
+    ``stats``: (system, beam) -> per-sentence statistics (:func:`sentence_stats_tok`)."""
+    if grouping.axis != "length" or len(grouping.members) < 2:
+        return pd.DataFrame(columns=DROP_COLUMNS)
+    short, long_ = grouping.members[0], grouping.members[-1]
+    labels = grouping.table()["label"]
+    rng = np.random.default_rng(seed)
+    draws = [(rng.choice(short, len(short)), rng.choice(long_, len(long_)))
+             for _ in range(samples)]
+
+    def drops(st: np.ndarray) -> tuple[float, np.ndarray]:
+        point = bleu_from_stats(st[short]).score - bleu_from_stats(st[long_]).score
+        boot = np.array([bleu_from_stats(st[a]).score - bleu_from_stats(st[b]).score
+                         for a, b in draws])
+        return point, boot
+
+    ref_point, ref_boot = drops(stats[reference]) if reference in stats else (None, None)
+    rows = []
+    for (system, beam), st in stats.items():
+        point, boot = drops(st)
+        row = {"system": system, "beam": beam, "short_label": labels.iloc[0],
+               "long_label": labels.iloc[-1], "short_bleu": bleu_from_stats(st[short]).score,
+               "long_bleu": bleu_from_stats(st[long_]).score, "drop": point,
+               "drop_lo": float(np.percentile(boot, 2.5)),
+               "drop_hi": float(np.percentile(boot, 97.5)),
+               "reference": f"{reference[0]} beam {reference[1]}"}
+        if ref_boot is not None:
+            diff = boot - ref_boot
+            row.update(drop_minus_reference=point - ref_point,
+                       diff_lo=float(np.percentile(diff, 2.5)),
+                       diff_hi=float(np.percentile(diff, 97.5)))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=DROP_COLUMNS)

@@ -107,9 +107,14 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     doc.sections.append(Section("Source reversal and perplexity", [T["perplexity"]]))
     doc.sections.append(Section("The models", [T["models"]]))
     doc.sections.append(Section("Decoding cost", [T["cost"]]))
-    doc.sections.append(Section("Figure 3: BLEU by sentence length and word rarity", [
-        Image("Figure 3 (ours)", fig3, "figures/figure3.png",
-              P.figure3_caption(params.evaluate.min_group))]))
+    fig3_parts = [Image("Figure 3 (ours)", fig3, "figures/figure3.png",
+                        P.figure3_caption(params.evaluate.min_group))]
+    drop = length_drop_table(params, art)
+    if drop is not None and params.report.figure3_compare:
+        T["length"] = Table(P.length_drop_title(), drop, (P.length_drop_note(),), "length")
+        raw["length"] = drop
+        fig3_parts.append(T["length"])
+    doc.sections.append(Section("Figure 3: BLEU by sentence length and word rarity", fig3_parts))
     doc.sections.append(Section("Learning curves", [
         Image("Learning curves", lc, "figures/learning_curves.png",
               P.learning_curves_caption())]))
@@ -174,7 +179,7 @@ def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
                      reverse=True)
     names = [name for _, name in ranking]
     rank = names.index(att["system"]) + 1 if att["system"] in names else None
-    return Section("Attention weights (Bahdanau et al.'s model, trained here)", [
+    parts = [
         P.attention_text(system=att["system"], score=score,
                          architecture=tables.architecture(cfg), layers=cfg.num_layers,
                          hidden=cfg.hidden_size, beam=att["beam"],
@@ -183,7 +188,25 @@ def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
         Image("Attention weights", fig, "figures/attention.png",
               P.attention_caption(examples=len(att["examples"]), shortest=att["source_words"][0],
                                   longest=att["source_words"][1])),
-    ])
+    ]
+    cross = att.get("cross_attention")
+    if cross is not None:  # a Transformer's cross-attention on the same sentences
+        e = tables.bleu_entry(art.bleu, "translate", cross["system"], cross["beam"])
+        fig = figures.attention_weights(cross["examples"], fig_dir / "cross_attention.png",
+                                        title=P.cross_attention_title(cross["model"],
+                                                                      cross["beam"]))
+        parts += [
+            P.cross_attention_text(
+                system=cross["system"], model=cross["model"], layer=cross["layer"],
+                architecture=tables.architecture(params.model_config(cross["model"])),
+                score=f" (tokenized BLEU {e.bleu_tok:.2f})" if tables.scored(e) else ""),
+            Image("Cross-attention weights", fig, "figures/cross_attention.png",
+                  P.attention_caption(examples=len(cross["examples"]),
+                                      shortest=att["source_words"][0],
+                                      longest=att["source_words"][1]))]
+    title = ("Attention weights (Bahdanau et al.'s model and the Transformer, trained here)"
+             if cross is not None else "Attention weights (Bahdanau et al.'s model, trained here)")
+    return Section(title, parts)
 
 
 def curve_groups(params: Params) -> dict[str, list[str]]:
@@ -220,7 +243,44 @@ def _figure3_curves(params: Params, art: Artifacts) -> list[tuple[str, str, str]
                        + (f" ({e.bleu_tok:.1f})" if tables.scored(e) else ""),
                        ref.system if ref.kind == "translate" else rescore_system(ref.system),
                        str(ref.beam) if ref.kind == "translate" else ""))
+    for name in params.report.figure3_compare:  # the models that look back at the source
+        b = compare_beam(params, name)
+        e = tables.bleu_entry(art.bleu, "translate", name, b)
+        curves.append((f"{name} beam {b}" + (f" ({e.bleu_tok:.1f})" if tables.scored(e) else ""),
+                       name, str(b)))
     return curves
+
+
+def compare_beam(params: Params, system: str) -> int:
+    """The beam a Figure 3 comparison system is drawn at: figure3_beam, else its widest."""
+    beams = params.systems[system].beams
+    return params.report.figure3_beam if params.report.figure3_beam in beams else max(beams)
+
+
+def length_drop_table(params: Params, art: Artifacts) -> pd.DataFrame | None:
+    """Figure 3's left panel in numbers, for the drawn systems: BLEU of the shortest and of the
+    longest group, the drop, and the drop minus the LSTM's, each with its 95% interval."""
+    if art.length_drop is None or not len(art.length_drop):
+        return None
+    want = [(params.report.figure3_system, str(params.report.figure3_beam))] + [
+        (s, str(compare_beam(params, s))) for s in params.report.figure3_compare]
+    d = art.length_drop.set_index(["system", "beam"])
+    rows = []
+    for system, beam in want:
+        if (system, beam) not in d.index:
+            continue
+        r = d.loc[(system, beam)]
+        model = params.model_config(params.systems[system].members[0])
+        rows.append({
+            "system": f"{system} beam {beam}", "model": model.describe(),
+            f"BLEU, {r.short_label} words": round(r.short_bleu, 2),
+            f"BLEU, {r.long_label} words": round(r.long_bleu, 2),
+            "drop (95% CI)": f"{r.drop:.2f} ({r.drop_lo:.2f} to {r.drop_hi:.2f})",
+            f"drop minus {want[0][0]}'s (95% CI)":
+                "" if system == want[0][0] or r.drop_minus_reference == "" else
+                f"{float(r.drop_minus_reference):+.2f} ({float(r.diff_lo):+.2f} to "
+                f"{float(r.diff_hi):+.2f})"})
+    return pd.DataFrame(rows) if rows else None
 
 
 def _fmt_frame(df: pd.DataFrame, nd: dict[str, int]) -> pd.DataFrame:

@@ -51,7 +51,9 @@ def figure3(groups: pd.DataFrame, curves: list[tuple[str, str, str]], path: Path
                          "point at the group's mean"),
               "rarity": ("BLEU by average word-frequency rank",
                          "average frequency rank of the source words; point at the group's mean")}
-    styles = [dict(color="tab:red", marker="o"), dict(color="tab:blue", marker="s", ls="--")]
+    styles = [dict(color="tab:red", marker="o"), dict(color="tab:blue", marker="s", ls="--"),
+              dict(color="tab:green", marker="^", ls="-."), dict(color="tab:purple", marker="D",
+                                                                  ls=":")]
     beam = groups["beam"].fillna("").astype(str) if len(groups) else groups.get("beam")
     for ax, axis in zip(axes, ("length", "rarity")):
         absent = []

@@ -44,6 +44,7 @@ class Artifacts:
     read: list[str]
     diff: Any = None  # claims.DiffFn over the hypothesis files, when references are given
     examples: list[dict] | None = None  # a few test sentences with every system's output
+    length_drop: pd.DataFrame | None = None  # the evaluate stage's length_drop.csv
 
 
 def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
@@ -76,6 +77,12 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     else:
         log.warning("absent: %s", groups_csv)
         groups = pd.DataFrame(columns=GROUP_COLUMNS)
+    drop_csv = groups_csv.with_name("length_drop.csv")
+    length_drop = None
+    if drop_csv.is_file():
+        read.append(str(drop_csv))
+        length_drop = pd.read_csv(drop_csv, dtype={"system": str, "beam": str},
+                                  keep_default_na=False)
     diff = examples = None
     if prepared_dir is not None:
         diff = BootstrapDiffs(Path(prepared_dir), Path(translate_dir),
@@ -87,7 +94,7 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                      manifest=Manifest.read_if_present(manifest, read),
                      attention=_json(attention, read) if attention else None,
                      analysis_dir=_folder(analysis, read), read=read, diff=diff,
-                     examples=examples)
+                     examples=examples, length_drop=length_drop)
 
 
 class BootstrapDiffs:

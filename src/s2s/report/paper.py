@@ -10,6 +10,7 @@ and the key.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,12 +84,16 @@ def load(path: Path) -> Paper:
         for i, r in enumerate(_list(raw[table], path, table)):
             key = f"{table}[{i}]"
             _keys(r, path, key, {"id", "method", "bleu"}, optional={"ours_never"})
-            text = _str(r["bleu"], path, f"{key}.bleu")
-            try:
-                value = float(text.lstrip("~"))
-            except ValueError:
-                raise ConfigError(f"{path}: '{key}.bleu' must be a BLEU score as printed "
-                                  f"('33.30', '~45'), got {text!r}") from None
+            if r["bleu"] is None:  # a row of ours beside the paper's (a modern reference)
+                text, value = "not in the paper", math.nan
+            else:
+                text = _str(r["bleu"], path, f"{key}.bleu")
+                try:
+                    value = float(text.lstrip("~"))
+                except ValueError:
+                    raise ConfigError(f"{path}: '{key}.bleu' must be a BLEU score as printed "
+                                      f"('33.30', '~45') or null (not in the paper), got "
+                                      f"{text!r}") from None
             rows.append(PaperRow(id=_str(r["id"], path, f"{key}.id"),
                                  method=_str(r["method"], path, f"{key}.method"),
                                  paper_bleu=value, paper_text=text,

@@ -30,18 +30,20 @@ def stages(params: Params) -> list[Stage]:
     system = params.analysis.attention_system
     if system is None:
         return []
-    members = params.systems[system].members
+    drawn = [system] + ([cross] if (cross := params.analysis.cross_attention_system) else [])
+    members = [m for s in drawn for m in params.systems[s].members]
     return [Stage(
         name="attention",
         cmd="s2s attention --prepared data/prepared --vocab data/vocab --models models "
             "--translate outputs/translate --out outputs/attention/weights.json",
         deps=("data/prepared/test.tok.en", "data/vocab", *(f"models/{m}" for m in members),
-              f"outputs/translate/{system}"),
+              *(f"outputs/translate/{s}" for s in drawn)),
         outs=(Out("outputs/attention/weights.json"),),
-        params=("analysis.attention_system", "analysis.attention_examples",
-                f"systems.{system}", "model", *(f"models.{m}" for m in members)),
+        params=("analysis.attention_system", "analysis.cross_attention_system",
+                "analysis.attention_examples", *(f"systems.{s}" for s in drawn), "model",
+                *(f"models.{m}" for m in members)),
         doc="The alignment figure: the weights of analysis.attention_system on its own "
-            "translations.")]
+            "translations (and a Transformer's cross-attention on the same sentences).")]
 
 
 def cli(args, params) -> None:
@@ -61,26 +63,44 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
 
     t0 = time.perf_counter()
     cfg = params.analysis
-    system = params.systems[cfg.attention_system]
-    (member,) = system.members  # the config allows one attention model here
-    beam = max(system.beams)
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
-    model = checkpoint.load_model(models_dir / member / "model.pt", src_vocab=src_vocab,
-                                  tgt_vocab=tgt_vocab, expect=params.model_config(member),
-                                  name=member)
     sources = [s.split() for s in read_lines(prepared_dir / "test.tok.en")]
-    hyp_path = translate_dir / cfg.attention_system / f"beam{beam}.tok.fr"
-    hypotheses = [h.split() for h in read_lines(hyp_path)]
-    if len(hypotheses) != len(sources):
-        raise ValueError(f"{hyp_path}: {len(hypotheses)} lines for {len(sources)} test sources")
-    records = []
-    for i in pick_examples(sources, hypotheses, cfg.attention_examples):
-        records.append({"index": i, "source": sources[i], "target": hypotheses[i] + ["<eos>"],
-                        "weights": weights_for(model, src_vocab, tgt_vocab, sources[i],
-                                               hypotheses[i])})
-    atomic_write_json(out, {"system": cfg.attention_system, "model": member, "beam": beam,
-                            "source_words": [MIN_WORDS, MAX_WORDS], "examples": records})
-    log.info("read %s, %s, %s; wrote %s (%d examples) in %.1fs", models_dir / member, hyp_path,
-             prepared_dir / "test.tok.en", out, len(records), time.perf_counter() - t0)
-    return records
+    read = [str(prepared_dir / "test.tok.en")]
+
+    def system_of(name: str):
+        """Its (one) model and its widest beam's tokenised translations."""
+        system = params.systems[name]
+        (member,) = system.members  # the config allows one model here
+        beam = max(system.beams)
+        model = checkpoint.load_model(models_dir / member / "model.pt", src_vocab=src_vocab,
+                                      tgt_vocab=tgt_vocab, expect=params.model_config(member),
+                                      name=member)
+        hyp_path = translate_dir / name / f"beam{beam}.tok.fr"
+        hypotheses = [h.split() for h in read_lines(hyp_path)]
+        if len(hypotheses) != len(sources):
+            raise ValueError(f"{hyp_path}: {len(hypotheses)} lines for {len(sources)} test "
+                             f"sources")
+        read.extend([str(models_dir / member), str(hyp_path)])
+        return member, beam, model, hypotheses
+
+    def record(i: int, model, hypotheses) -> dict:
+        return {"index": i, "source": sources[i], "target": hypotheses[i] + ["<eos>"],
+                "weights": weights_for(model, src_vocab, tgt_vocab, sources[i], hypotheses[i])}
+
+    member, beam, model, hypotheses = system_of(cfg.attention_system)
+    picked = pick_examples(sources, hypotheses, cfg.attention_examples)
+    result = {"system": cfg.attention_system, "model": member, "beam": beam,
+              "source_words": [MIN_WORDS, MAX_WORDS],
+              "examples": [record(i, model, hypotheses) for i in picked]}
+    if cfg.cross_attention_system is not None:
+        # the same test sentences, each with the Transformer's own translation
+        member, beam, model, hypotheses = system_of(cfg.cross_attention_system)
+        result["cross_attention"] = {
+            "system": cfg.cross_attention_system, "model": member, "beam": beam,
+            "layer": "last decoder layer, mean over heads",
+            "examples": [record(i, model, hypotheses) for i in picked if hypotheses[i]]}
+    atomic_write_json(out, result)
+    log.info("read %s; wrote %s (%d examples) in %.1fs", ", ".join(read), out,
+             len(result["examples"]), time.perf_counter() - t0)
+    return result["examples"]

@@ -18,6 +18,10 @@ Writes
   ``groups_out`` (``outputs/evaluate/figure3.csv``): columns system, beam, axis (length|rarity),
   label, lo, hi, sentences, mean, bleu (tokenized), one row per group for every translation
   (system, beam) and every rescoring output (system ``rescore/<name>``, beam empty).
+  ``length_drop.csv`` beside it: for every translation, tokenised BLEU of the shortest and of the
+  longest length group and the drop between them, with 95% intervals from a paired bootstrap over
+  sentences, and the drop minus that of params ``report.figure3_system`` at ``figure3_beam`` (does
+  the fixed-vector model lose more on long sentences than the ones that look back at the source?).
 
 A missing output is reported as absent (the report shows it as "not run"); an output whose line
 count differs from the references is an error, never a score.
@@ -56,8 +60,10 @@ def stages(params: Params) -> list[Stage]:
             "--prepared data/prepared --vocab data/vocab --metrics metrics/bleu.json "
             "--groups outputs/evaluate/figure3.csv",
         deps=("data/prepared", "data/vocab", "outputs/translate", "outputs/rescore"),
-        outs=(Out("outputs/evaluate/figure3.csv"), Out("metrics/bleu.json")),
-        params=("systems", "evaluate", "rescore.rescorers"))]
+        outs=(Out("outputs/evaluate/figure3.csv"), Out("outputs/evaluate/length_drop.csv"),
+              Out("metrics/bleu.json")),
+        params=("systems", "evaluate", "rescore.rescorers", "report.figure3_system",
+                "report.figure3_beam"))]
 
 
 def cli(args, params) -> None:
@@ -96,7 +102,7 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
         missing = [str(p) for p in (tok, detok) if not p.is_file()]
         if missing:
             log.warning("absent: %s", ", ".join(missing))
-            return Absent.because("missing " + ", ".join(missing)), None
+            return Absent.because("missing " + ", ".join(missing)), None, None
         hyps_tok, hyps_detok = read_lines(tok), read_lines(detok)
         bt = corpus_bleu_tok(hyps_tok, refs_tok, hyp_name=str(tok), ref_name=str(ref_tok_path))
         bs = corpus_bleu_sacre(hyps_detok, refs_raw, hyp_name=str(detok),
@@ -107,17 +113,20 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
                            ignore_index=True)
         log.info("%s: BLEU tok %.2f, sacreBLEU %.2f", stem, bt.score, bs.score.score)
         return Scored(bleu_tok=round(bt.score, 4), bleu_sacre=round(bs.score.score, 4),
-                      sacre_signature=bs.signature, sentences=len(hyps_tok)), groups
+                      sacre_signature=bs.signature, sentences=len(hyps_tok)), groups, stats
+
+    system_stats = {}  # (system, beam) -> per-sentence statistics, for the length drop
 
     frames = []
     translate: dict[str, dict[int, BleuEntry]] = {}
     for system, scfg in params.systems.items():
         translate[system] = {}
         for beam in scfg.beams:
-            entry, groups = score(translation(translate_dir, system, beam))
+            entry, groups, stats = score(translation(translate_dir, system, beam))
             translate[system][beam] = entry
             if groups is not None:
                 frames.append(groups.assign(system=system, beam=str(beam)))
+                system_stats[(system, str(beam))] = stats
 
     rescore: dict[str, BleuEntry] = {}
     if not rescore_dir.is_dir():
@@ -126,7 +135,7 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
         if not rescore_dir.is_dir():
             rescore[name] = Absent.because(f"no rescore directory {rescore_dir}")
             continue
-        entry, groups = score(rescore_output(rescore_dir, name))
+        entry, groups, _ = score(rescore_output(rescore_dir, name))
         rescore[name] = entry
         if groups is not None:
             frames.append(groups.assign(system=rescore_system(name), beam=""))
@@ -135,9 +144,13 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
                    bleu_tok_signature=tok_signature(), translate=translate, rescore=rescore)
     table = (pd.concat(frames, ignore_index=True) if frames
              else pd.DataFrame(columns=GROUP_COLUMNS))[GROUP_COLUMNS]
+    reference = (params.report.figure3_system, str(params.report.figure3_beam))
+    drop = buckets.length_drop(groupings[0], system_stats, reference)
+    drop_out = Path(groups_out).with_name("length_drop.csv")
     metrics.write(metrics_out)
     atomic_write_text(Path(groups_out), table.to_csv(index=False))
-    log.info("wrote %s and %s (%d group rows) in %.1f s", metrics_out, groups_out, len(table),
-             time.perf_counter() - t0)
+    atomic_write_text(drop_out, drop.to_csv(index=False))
+    log.info("wrote %s, %s (%d group rows) and %s in %.1f s", metrics_out, groups_out, len(table),
+             drop_out, time.perf_counter() - t0)
     return metrics.to_json()
 

@@ -51,6 +51,7 @@ def stages(params: Params) -> list[Stage]:
               "outputs/rescore", *(("outputs/attention/weights.json",) if attention else ()),
               "outputs/analysis", "metrics/bleu.json", "metrics/train", "metrics/curves",
               "metrics/prepare.json", "metrics/vocab.json", "outputs/evaluate/figure3.csv",
+              "outputs/evaluate/length_drop.csv",
               "outputs/translate", "data/raw/manifest.json", *DATA_FILES),
         outs=tuple(Out(p, cache=False) for p in ("reports/report.md", "reports/report.html",
                                                  "reports/tables", "reports/figures")),
@@ -89,6 +90,8 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                "learning_curves": fig_dir / "learning_curves.png"}
     if art.attention is not None:
         written["attention"] = fig_dir / "attention.png"
+        if art.attention.get("cross_attention") is not None:
+            written["cross_attention"] = fig_dir / "cross_attention.png"
     if art.analysis_dir is not None:
         written.update({name: fig_dir / file for name, file in analysis_sections.FIGURES.items()
                         if (fig_dir / file).is_file()})
