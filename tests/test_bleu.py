@@ -1,7 +1,14 @@
-"""BLEU, Figure 3 groups and the evaluate stage, refereed by sacreBLEU's own command line.
+"""BLEU, Figure 3 groups and the evaluate stage, refereed by sacreBLEU's own command line and by
+multi-bleu.perl's own output.
 
 Real lines of newstest2014 (the paper's test set) are the references; hypotheses are perturbed
 copies (words dropped, swapped, replaced), so every n-gram order has partial matches.
+
+The tokenized BLEU is multi-bleu.perl's number (no smoothing). multi-bleu.perl itself is not in
+this repository (its licence keeps it out of our commits); its printed outputs on real files are
+stored below as golden values (MULTI_BLEU_GOLDEN), a plain-Python transcription of its counts is
+compared on random corpora, and with ``S2S_MULTI_BLEU=/path/to/multi-bleu.perl`` (Moses'
+scripts/generic/multi-bleu.perl; needs perl) the script is also run live on the same files.
 """
 
 from __future__ import annotations
@@ -10,6 +17,8 @@ import json
 import math
 import os
 import random
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +40,8 @@ MIRROR = Path(os.environ.get("S2S_MIRROR", "/work/shared/data"))
 TEST_DIR = MIRROR / "wmt14-newstest2014-fren"
 SACREBLEU = Path(sys.executable).with_name("sacrebleu")
 PARAMS = Path(__file__).parent / "fixtures" / "report" / "params.yaml"
+BLEU_FIXTURES = Path(__file__).parent / "fixtures" / "bleu"
+MULTI_BLEU = os.environ.get("S2S_MULTI_BLEU", "")  # path to multi-bleu.perl, for the live test
 N = 300  # test sentences used (the CLI comparisons take about a second each)
 
 needs_data = pytest.mark.skipif(not (TEST_DIR / "newstest2014-fren.fr").is_file(),
@@ -95,7 +106,11 @@ def test_tokenized_bleu_equals_sacrebleu_cli_tokenize_none(corpus):
     cli = cli_score(corpus["ref_tok_path"], corpus["hyp_tok_path"], "--tokenize", "none",
                     "--force")
     assert 30 < ours < 90  # a real partial match, not a degenerate 0 or 100
-    assert ours == pytest.approx(cli, abs=5e-5)
+    assert ours == pytest.approx(cli, abs=5e-5)  # every order matches: smoothing changes nothing
+    # the exact referee: sacreBLEU unsmoothed, as multi-bleu.perl
+    unsmoothed = cli_score(corpus["ref_tok_path"], corpus["hyp_tok_path"], "--tokenize", "none",
+                           "--smooth-method", "none", "--force")
+    assert ours == pytest.approx(unsmoothed, abs=5e-5)
     assert score_files_tok(corpus["hyp_tok_path"], corpus["ref_tok_path"]).score == ours
 
 
@@ -150,6 +165,263 @@ def test_per_sentence_statistics_reproduce_corpus_bleu_of_any_subset(corpus):
     idx = np.random.default_rng(0).choice(N, size=37, replace=False)
     assert bleu_from_stats(stats[idx]).score == pytest.approx(
         corpus_bleu_tok([hyps[i] for i in idx], [refs[i] for i in idx]).score, abs=1e-9)
+
+
+# --- multi-bleu.perl: the paper's scorer, unsmoothed ---------------------------------------------
+#
+# The references are the first 500 lines of newstest2014's French side, normalised and
+# Moses-tokenized as `prepare` does (s2s.data.text.normalize then tokenize), stored in
+# tests/fixtures/bleu/ with the English side (see the README there). The hypotheses are derived
+# from them below, deterministically.
+
+FILLER = "@@@"  # a token in no reference line
+
+
+def _drop_every_3rd(words: list[str], rng: random.Random) -> list[str]:
+    return [w for i, w in enumerate(words) if i % 3 != 2]
+
+
+def _drop_one(words: list[str], rng: random.Random) -> list[str]:
+    # a realistic partial match: every n-gram order matches, as in a real translation
+    if len(words) < 2:
+        return words
+    i = int(rng.random() * len(words))
+    return words[:i] + words[i + 1:]
+
+
+def _shuffle(words: list[str], rng: random.Random) -> list[str]:
+    # sorted by random() keys: Random.random()'s sequence for a seed is guaranteed across
+    # Python versions, Random.shuffle's is not
+    keys = [rng.random() for _ in words]
+    return [w for _, w in sorted(zip(keys, words))]
+
+
+def _filler_between(words: list[str], rng: random.Random) -> list[str]:
+    # every unigram of the reference, no 2-gram of it
+    return [x for w in words for x in (w, FILLER)][:-1]
+
+
+def _filler_every_4th(words: list[str], rng: random.Random) -> list[str]:
+    # 1-, 2- and 3-grams of the reference, no 4-gram: every 4 consecutive tokens hold a filler
+    return [x for i, w in enumerate(words) for x in ((w, FILLER) if i % 3 == 2 else (w,))]
+
+
+def _first_half(words: list[str], rng: random.Random) -> list[str]:
+    return words[:(len(words) + 1) // 2]
+
+
+DERIVED = {"identity": lambda w, rng: w, "drop3": _drop_every_3rd, "drop1": _drop_one,
+           "shuffle": _shuffle,
+           "no2gram": _filler_between, "no4gram": _filler_every_4th, "half": _first_half}
+
+
+def multi_bleu_files() -> dict[str, list[str]]:
+    """name -> lines: the reference ("ref") and every hypothesis scored by MULTI_BLEU_GOLDEN."""
+    ref = read_lines(BLEU_FIXTURES / "newstest2014.head500.tok.fr")
+    files = {"ref": ref}
+    for name, derive in DERIVED.items():
+        rng = random.Random(2014)
+        files[name] = [" ".join(derive(line.split(), rng)) for line in ref]
+    files["blank4"] = ["" if i % 4 == 3 else line for i, line in enumerate(ref)]  # empty lines
+    files["english"] = read_lines(BLEU_FIXTURES / "newstest2014.head500.tok.en")  # wrong language
+    return files
+
+
+# multi-bleu.perl's output on those files, verbatim. To reproduce (perl 5.36, Moses'
+# scripts/generic/multi-bleu.perl saved outside the repository at /tmp/multi-bleu.perl):
+#   python -c "import sys; sys.path.insert(0, 'tests'); import test_bleu as t; import pathlib
+#   [pathlib.Path(f'/tmp/mb/{k}.tok.fr').write_text(''.join(x + '\n' for x in v))
+#    for k, v in t.multi_bleu_files().items()]"     (after mkdir /tmp/mb)
+#   for h in identity drop3 drop1 shuffle no2gram no4gram half blank4 english; do
+#     perl /tmp/multi-bleu.perl /tmp/mb/ref.tok.fr < /tmp/mb/$h.tok.fr; done
+# or run this file with S2S_MULTI_BLEU=/tmp/multi-bleu.perl (test_multi_bleu_perl_live).
+MULTI_BLEU_GOLDEN = {
+    "identity":
+        "BLEU = 100.00, 100.0/100.0/100.0/100.0 (BP=1.000, ratio=1.000, hyp_len=12795, ref_len=12795)",
+    "drop3":
+        "BLEU = 0.00, 100.0/52.1/0.0/0.0 (BP=0.625, ratio=0.680, hyp_len=8700, ref_len=12795)",
+    "drop1":
+        "BLEU = 90.62, 100.0/96.2/92.6/89.1 (BP=0.960, ratio=0.961, hyp_len=12295, ref_len=12795)",
+    "shuffle":
+        "BLEU = 1.63, 100.0/5.7/0.3/0.0 (BP=1.000, ratio=1.000, hyp_len=12795, ref_len=12795)",
+    "no2gram":
+        "BLEU = 0.00, 51.0/0.0/0.0/0.0 (BP=1.000, ratio=1.961, hyp_len=25090, ref_len=12795)",
+    "no4gram":
+        "BLEU = 0.00, 75.8/51.0/25.8/0.0 (BP=1.000, ratio=1.320, hyp_len=16890, ref_len=12795)",
+    "half":
+        "BLEU = 38.29, 100.0/100.0/100.0/100.0 (BP=0.383, ratio=0.510, hyp_len=6528, ref_len=12795)",
+    "blank4":
+        "BLEU = 72.27, 100.0/100.0/100.0/100.0 (BP=0.723, ratio=0.755, hyp_len=9658, ref_len=12795)",
+    "english":
+        "BLEU = 2.18, 18.3/3.6/1.3/0.5 (BP=0.868, ratio=0.876, hyp_len=11211, ref_len=12795)",
+}
+
+
+def multi_bleu_line(score) -> str:
+    """A BLEUScore printed the way multi-bleu.perl prints its result."""
+    p = score.precisions
+    return (f"BLEU = {score.score:.2f}, {p[0]:.1f}/{p[1]:.1f}/{p[2]:.1f}/{p[3]:.1f} "
+            f"(BP={score.bp:.3f}, ratio={score.sys_len / score.ref_len:.3f}, "
+            f"hyp_len={score.sys_len}, ref_len={score.ref_len})")
+
+
+def multi_bleu_counts(hyps: list[str], refs: list[str]) -> tuple[float, list[float], float, int,
+                                                                   int]:
+    """multi-bleu.perl transcribed statement by statement, one reference per line, no sacreBLEU:
+    (BLEU 0-100, precisions 0-100, BP, hyp_len, ref_len)."""
+    def split(line: str) -> list[str]:  # perl's split: ASCII whitespace runs, no empty fields
+        return re.findall(r"[^ \t\n\r\f\v]+", line)
+
+    def ngrams(words: list[str], n: int) -> dict[tuple, int]:  # perl's "$n w1 w2 ..." keys
+        out: dict[tuple, int] = {}
+        for start in range(len(words) - n + 1):
+            key = (n, *words[start:start + n])
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    correct, total = [0] * 5, [0] * 5
+    length_translation = length_reference = 0
+    for hyp, ref in zip(hyps, refs):
+        words, ref_words = split(hyp), split(ref)
+        ref_ngram: dict[tuple, int] = {}
+        for n in range(1, 5):  # max count over references, of which there is one
+            for key, c in ngrams(ref_words, n).items():
+                if ref_ngram.get(key, 0) < c:
+                    ref_ngram[key] = c
+        length_translation += len(words)
+        length_reference += len(ref_words)  # the closest reference's length
+        for n in range(1, 5):
+            for key, c in ngrams(words, n).items():
+                total[n] += c
+                if key in ref_ngram:
+                    correct[n] += min(c, ref_ngram[key])
+    bleu_n = [correct[n] / total[n] if total[n] else 0.0 for n in range(1, 5)]
+    if length_reference == 0:
+        # perl prints "BLEU = 0, 0/0/0/0 (BP=0, ratio=0, hyp_len=0, ref_len=0)" and exits 1
+        return 0.0, [0.0] * 4, 0.0, length_translation, 0
+    bp = 1.0
+    if length_translation < length_reference:  # (perl dies dividing by 0 when it is 0)
+        bp = math.exp(1 - length_reference / length_translation) if length_translation else 0.0
+
+    def my_log(x: float) -> float:
+        return math.log(x) if x else -9999999999
+
+    bleu = bp * math.exp(sum(my_log(p) for p in bleu_n) / 4)
+    return 100 * bleu, [100 * p for p in bleu_n], bp, length_translation, length_reference
+
+
+@pytest.mark.parametrize("name", list(MULTI_BLEU_GOLDEN))
+def test_tokenized_bleu_prints_multi_bleu_perl_output(name):
+    files = multi_bleu_files()
+    ours = corpus_bleu_tok(files[name], files["ref"])
+    assert multi_bleu_line(ours) == MULTI_BLEU_GOLDEN[name]
+    score, precisions, bp, hyp_len, ref_len = multi_bleu_counts(files[name], files["ref"])
+    assert ours.score == pytest.approx(score, abs=1e-9)
+    assert ours.precisions == pytest.approx(precisions, abs=1e-9)
+    assert (ours.bp, ours.sys_len, ours.ref_len) == (pytest.approx(bp, abs=1e-12), hyp_len,
+                                                     ref_len)
+    # per-sentence statistics (Figure 3 groups) give the same unsmoothed number
+    assert bleu_from_stats(sentence_stats_tok(files[name], files["ref"])).score == pytest.approx(
+        ours.score, abs=1e-9)
+
+
+@needs_data
+def test_bleu_fixtures_are_the_pipelines_tokenization():
+    from s2s.data.text import normalize, tokenize
+
+    for lang in ("fr", "en"):
+        raw = read_lines(TEST_DIR / f"newstest2014-fren.{lang}")[:500]
+        assert read_lines(BLEU_FIXTURES / f"newstest2014.head500.tok.{lang}") == [
+            tokenize(normalize(x), lang) for x in raw]
+
+
+def test_multi_bleu_golden_cases_cover_what_they_claim():
+    files = multi_bleu_files()
+    assert len(files["ref"]) == 500 and all(len(v) == 500 for v in files.values())
+    assert FILLER not in {w for line in files["ref"] for w in line.split()}
+    assert MULTI_BLEU_GOLDEN["identity"].startswith("BLEU = 100.00,")
+    for name in ("no2gram", "no4gram"):  # multi-bleu prints 0.00 although unigrams match
+        assert MULTI_BLEU_GOLDEN[name].startswith("BLEU = 0.00, ")
+        assert corpus_bleu_tok(files[name], files["ref"]).score == 0.0
+        # ... where sacreBLEU's default exp smoothing would have given a positive score
+        assert BLEU(tokenize="none", force=True).corpus_score(files[name],
+                                                              [files["ref"]]).score > 0
+    assert "/0.0 (BP=" in MULTI_BLEU_GOLDEN["no4gram"]  # 4-gram precision 0, the others not
+    assert "BP=1.000" not in MULTI_BLEU_GOLDEN["half"] + MULTI_BLEU_GOLDEN["blank4"]
+    assert sum(not h for h in files["blank4"]) == 125
+
+
+def test_multi_bleu_counts_equal_corpus_bleu_tok_on_random_corpora():
+    rng = random.Random(16)
+    zero_with_matches = positive = short = 0
+    for trial in range(300):
+        vocab = [f"w{i}" for i in range(rng.choice((2, 4, 8, 30)))]
+        n_lines = rng.randint(1, 25)
+        refs = [" ".join(rng.choices(vocab, k=rng.randint(0, 12))) for _ in range(n_lines)]
+        hyps = []
+        for ref in refs:
+            words = ref.split() if rng.random() < 0.5 else rng.choices(vocab, k=rng.randint(0, 12))
+            words = [w for w in words if rng.random() < 0.85]  # drop some words
+            if words and rng.random() < 0.3:
+                words[rng.randrange(len(words))] = rng.choice(vocab)
+            hyps.append(" ".join(words))
+        if not any(h.split() for h in hyps):
+            continue  # multi-bleu.perl divides by zero there (tested apart: we return 0)
+        ours = corpus_bleu_tok(hyps, refs)
+        score, precisions, bp, hyp_len, ref_len = multi_bleu_counts(hyps, refs)
+        assert ours.score == pytest.approx(score, abs=1e-9), (trial, hyps, refs)
+        assert (ours.sys_len, ours.ref_len) == (hyp_len, ref_len)
+        if ref_len:
+            assert ours.precisions == pytest.approx(precisions, abs=1e-9)
+            assert ours.bp == pytest.approx(bp, abs=1e-12)
+        zero_with_matches += score == 0 and precisions[0] > 0
+        positive += score > 0
+        short += hyp_len < ref_len and score > 0
+    assert min(zero_with_matches, positive, short) >= 20, (zero_with_matches, positive, short)
+
+
+def test_unsmoothed_edge_cases():
+    # no 4-gram match: 0 (multi-bleu.perl prints 0.00), sacreBLEU's exp smoothing would not
+    assert corpus_bleu_tok(["a b c x d"], ["a b c d"]).score == 0.0
+    assert BLEU(tokenize="none", force=True).corpus_score(["a b c x d"], [["a b c d"]]).score > 0
+    # no 4-gram at all (every line shorter than 4 words): 0 as well
+    assert corpus_bleu_tok(["a b c", "d e"], ["a b c", "d e"]).score == 0.0
+    # empty hypothesis lines count their reference's length, and nothing else
+    score = corpus_bleu_tok(["", "a b c d"], ["a b", "a b c d"])
+    assert score.score == pytest.approx(100 * math.exp(1 - 6 / 4), abs=1e-9)
+    assert score.precisions == [100.0] * 4
+    # where multi-bleu.perl cannot score: all hypotheses empty (it divides by zero), no
+    # reference words (it prints "BLEU = 0" and exits 1)
+    assert corpus_bleu_tok(["", ""], ["a b c d", "e"]).score == 0.0
+    assert corpus_bleu_tok(["a b c d"], [""]).score == 0.0
+    for hyps, refs in ((["", "a b c d"], ["a b", "a b c d"]), (["a b c x d"], ["a b c d"])):
+        assert corpus_bleu_tok(hyps, refs).score == pytest.approx(
+            multi_bleu_counts(hyps, refs)[0], abs=1e-9)
+
+
+@pytest.mark.skipif(not MULTI_BLEU, reason="set S2S_MULTI_BLEU to multi-bleu.perl to run it live")
+@pytest.mark.skipif(shutil.which("perl") is None, reason="no perl")
+def test_multi_bleu_perl_live(tmp_path):
+    """multi-bleu.perl run now (``perl $S2S_MULTI_BLEU REF < HYP``) on the golden files and on a
+    few random corpora: it prints what corpus_bleu_tok gives and what MULTI_BLEU_GOLDEN says."""
+    def perl(hyps: list[str], refs: list[str]) -> str:
+        ref = write(tmp_path / "ref", refs)
+        hyp = write(tmp_path / "hyp", hyps)
+        with hyp.open("rb") as stdin:
+            out = subprocess.run(["perl", MULTI_BLEU, str(ref)], stdin=stdin,
+                                 capture_output=True, check=True)
+        return out.stdout.decode("utf-8").strip()
+
+    files = multi_bleu_files()
+    for name, golden in MULTI_BLEU_GOLDEN.items():
+        printed = perl(files[name], files["ref"])
+        assert printed == golden, name
+        assert printed == multi_bleu_line(corpus_bleu_tok(files[name], files["ref"])), name
+    rng = random.Random(5)
+    for _ in range(20):
+        refs = [" ".join(rng.choices("abcdef", k=rng.randint(1, 15))) for _ in range(30)]
+        hyps = [" ".join(rng.choices("abcdef", k=rng.randint(1, 15))) for _ in range(30)]
+        assert perl(hyps, refs) == multi_bleu_line(corpus_bleu_tok(hyps, refs))
 
 
 # --- refusing to score a truncated output --------------------------------------------------------
