@@ -26,7 +26,8 @@ import numpy as np
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.significance import PairedTest, _bootstrap_resample
 
-from s2s.evaluate.bleu import check_same_length, corpus_bleu_sacre, corpus_bleu_tok
+from s2s.evaluate.bleu import (CORPUS_SMOOTHING, check_same_length, corpus_bleu_sacre,
+                               corpus_bleu_tok)
 
 SEED = 12345  # sacreBLEU's default SACREBLEU_SEED: our intervals equal its CLI's
 N_SAMPLES = 1000  # sacreBLEU's default number of bootstrap resamples
@@ -138,12 +139,13 @@ def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Seque
     baseline, system, refs = list(baseline), list(system), list(refs)
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-step INFO lines
     with _seed(seed):
-        metric = BLEU(tokenize="none", force=True)
+        # unsmoothed, as the tokenised BLEU column (multi-bleu.perl's method: s2s.evaluate.bleu)
+        metric = BLEU(tokenize="none", force=True, smooth_method=CORPUS_SMOOTHING)
         _, results = PairedTest([("baseline", baseline), ("system", system)], {"BLEU": metric},
                                 [refs], test_type="bs", n_samples=n_samples)()
         bl, sy = results["BLEU"]
         # The same resamples again (same seed, same indices) for the difference's interval.
-        m = BLEU(tokenize="none", force=True)
+        m = BLEU(tokenize="none", force=True, smooth_method=CORPUS_SMOOTHING)
         _, bl_scores = _bootstrap_resample(m._extract_corpus_statistics(baseline, [refs]), m,
                                            n_samples)
         _, sy_scores = _bootstrap_resample(m._extract_corpus_statistics(system, [refs]), m,

@@ -269,17 +269,18 @@ def length_drop_table(params: Params, art: Artifacts) -> pd.DataFrame | None:
     for system, beam in want:
         if (system, beam) not in d.index:
             continue
-        r = d.loc[(system, beam)]
+        r = d.loc[(system, beam)]  # (a Series: its fields by name, `drop` is also a method)
         model = params.model_config(params.systems[system].members[0])
+        diff = r["drop_minus_reference"]
         rows.append({
             "system": f"{system} beam {beam}", "model": model.describe(),
-            f"BLEU, {r.short_label} words": round(r.short_bleu, 2),
-            f"BLEU, {r.long_label} words": round(r.long_bleu, 2),
-            "drop (95% CI)": f"{r.drop:.2f} ({r.drop_lo:.2f} to {r.drop_hi:.2f})",
+            f"BLEU, {r['short_label']} words": round(float(r["short_bleu"]), 2),
+            f"BLEU, {r['long_label']} words": round(float(r["long_bleu"]), 2),
+            "drop (95% CI)": f"{float(r['drop']):.2f} ({float(r['drop_lo']):.2f} to "
+                             f"{float(r['drop_hi']):.2f})",
             f"drop minus {want[0][0]}'s (95% CI)":
-                "" if system == want[0][0] or r.drop_minus_reference == "" else
-                f"{float(r.drop_minus_reference):+.2f} ({float(r.diff_lo):+.2f} to "
-                f"{float(r.diff_hi):+.2f})"})
+                "" if system == want[0][0] or diff == "" else
+                f"{float(diff):+.2f} ({float(r['diff_lo']):+.2f} to {float(r['diff_hi']):+.2f})"})
     return pd.DataFrame(rows) if rows else None
 
 
