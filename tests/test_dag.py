@@ -69,10 +69,13 @@ def test_learning_curve_plots_cover_every_model(profile):
 def test_attention_stage_reads_the_profiles_attention_system(profile):
     params = load(profile)
     system = params.analysis.attention_system
+    cross = params.analysis.cross_attention_system  # the Transformer's, beside it
     stage = dag_of(profile)["attention"]
     assert system is not None, "every profile draws its attention system's alignments"
-    assert model_deps(stage) == set(params.systems[system].members)
+    assert model_deps(stage) == set(params.systems[system].members) | (
+        set(params.systems[cross].members) if cross else set())
     assert f"outputs/translate/{system}" in stage.deps
+    assert cross is None or f"outputs/translate/{cross}" in stage.deps
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
