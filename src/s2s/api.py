@@ -262,10 +262,12 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
 def params_fingerprint(params: Params, members) -> str:
     """sha256 of every parameter the members' weights depend on (data, prepare, vocab, their
     model configs, train)."""
+    from s2s.model import config_record
+
     relevant = {"data": dataclasses.asdict(params.data),
                 "prepare": dataclasses.asdict(params.prepare),
                 "vocab": dataclasses.asdict(params.vocab),
-                "models": {m: dataclasses.asdict(params.model_config(m)) for m in members},
+                "models": {m: config_record(params.model_config(m)) for m in members},
                 "train": train_record(params.train)}
     recipes = {m: train_record(params.train_config(m)) for m in members
                if params.train_config(m) != params.train}
@@ -277,6 +279,8 @@ def params_fingerprint(params: Params, members) -> str:
 def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
            prepared_dir: Path, out_dir: Path) -> dict:
     """Write system ``system`` as one self-contained folder ``out_dir`` (see the module doc)."""
+    from s2s.model import config_record
+
     if system not in params.systems:
         raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
                        f"(known: {', '.join(params.systems)})")
@@ -302,7 +306,7 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
                  "sacremoses": _version("sacremoses")},
         "translate": dataclasses.asdict(params.translate),
         # each member's config, checked against its checkpoint when loaded
-        "models": {m: dataclasses.asdict(params.model_config(m)) for m in sys_cfg.members},
+        "models": {m: config_record(params.model_config(m)) for m in sys_cfg.members},
         "fingerprints": {"training_data_sha256": data,
                          "params_sha256": params_fingerprint(params, sys_cfg.members)},
         "files": files,

@@ -17,7 +17,6 @@ one line naming the file and the mismatch.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 from pathlib import Path
@@ -27,7 +26,7 @@ import torch
 
 from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_with
-from s2s.model import build_model, config_from_dict
+from s2s.model import build_model, config_from_dict, config_record
 from s2s.model.seq2seq import EncoderDecoder
 
 FORMAT = "s2s-checkpoint/2"
@@ -89,7 +88,7 @@ def save(path: Path, model: EncoderDecoder, *, src_vocab: Vocab, tgt_vocab: Voca
     payload = {
         "format": FORMAT,
         "name": name,
-        "config": dataclasses.asdict(model.cfg),
+        "config": config_record(model.cfg),
         "vocab": {"src": src_vocab.fingerprint, "tgt": tgt_vocab.fingerprint,
                   "src_size": len(src_vocab), "tgt_size": len(tgt_vocab)},
         "model": weights,
@@ -148,7 +147,7 @@ def check_identity(path: Path, payload: dict, *, expect,
     recorded = payload.get("config")
     if not isinstance(recorded, dict):
         raise CheckpointError(f"{path}: no model config in the checkpoint")
-    want = dataclasses.asdict(expect)
+    want = config_record(expect)
     source = f"params 'models.{name}'" if name else "params"
     for key, value in want.items():
         if key not in recorded:
@@ -159,6 +158,11 @@ def check_identity(path: Path, payload: dict, *, expect,
                                   f"{value!r} in {source}: it is another model; retrain it"
                                   + (f" (dvc repro train-{name})" if name else ""))
     extra = sorted(set(recorded) - set(want))
+    for key in extra:  # a later field params hold at its default (config_record leaves it out)
+        if key in getattr(type(expect), "LATER_FIELDS", ()):
+            raise CheckpointError(f"{path}: '{key}' is {recorded[key]!r} in the checkpoint but "
+                                  f"{getattr(expect, key)!r} in {source}: it is another model; "
+                                  f"retrain it" + (f" (dvc repro train-{name})" if name else ""))
     if extra:
         raise CheckpointError(f"{path}: the checkpoint's config has '{extra[0]}', which "
                               f"{source} do not have: it is another model")

@@ -10,6 +10,7 @@ is a module here and one entry in :data:`ARCHITECTURES`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,9 +47,20 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 
+def config_record(cfg) -> dict[str, Any]:
+    """`cfg` as checkpoints, fingerprints and exports record it: ``dataclasses.asdict`` without
+    the fields added after records existed (its class's LATER_FIELDS) while they hold their
+    defaults, so a config that does not use them records as it did before they existed."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
+    later = getattr(type(cfg), "LATER_FIELDS", ())
+    return {k: v for k, v in dataclasses.asdict(cfg).items()
+            if not (k in later and v == defaults[k])}
+
+
 def config_from_dict(values: Mapping[str, Any]):
-    """A config as a checkpoint records it (``dataclasses.asdict``), of the class its `arch`
-    names (configs written before `arch` existed are the paper's)."""
+    """A config as a checkpoint records it (:func:`config_record`), of the class its `arch`
+    names (configs written before `arch` existed are the paper's); a field the record leaves out
+    takes its default."""
     arch = values.get("arch", "seq2seq")
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown arch {arch!r} (known: {', '.join(ARCHITECTURES)})")

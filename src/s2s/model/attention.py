@@ -1,9 +1,10 @@
 """An attention encoder-decoder after Bahdanau, Cho and Bengio (2014), "Neural machine translation
 by jointly learning to align and translate", with Luong et al.'s (2015) scores as options.
 
-A bidirectional encoder (`model.cell`: lstm or gru, L layers of H units each way) gives one
-annotation m_j = [h_j(fwd); h_j(bwd)] per source word (D_m = 2H). At each target step the previous
-decoder state's top layer s (the query) scores every annotation through keys k_j = W_k m_j (H):
+A bidirectional encoder (`model.cell`: lstm, gru or cho_gru, L layers of H units each way) gives
+one annotation m_j = [h_j(fwd); h_j(bwd)] per source word (D_m = 2H). At each target step the
+previous decoder state's top layer s (the query) scores every annotation through keys
+k_j = W_k m_j (H):
     additive (Bahdanau):  e_j = v^T tanh(W_s s + k_j)
     dot (Luong):          e_j = s . k_j
     general (Luong):      e_j = s^T W_a k_j
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from s2s.model.gru import ChoGRU
 from s2s.model.lstm import run_padded
 from s2s.model.seq2seq import EncoderDecoder, RNNConfig, start_from_summary
 from s2s.model.stacks import make_stack
@@ -52,7 +54,8 @@ class AttentionState:
 
 class AttentionEncoderDecoder(EncoderDecoder):
     """Attributes besides EncoderDecoder's:
-    encoder: bidirectional nn.LSTM/nn.GRU, L layers, H each way    decoder: stack over E + M inputs
+    encoder: bidirectional nn.LSTM/nn.GRU/ChoGRU, L layers, H each way
+    decoder: stack over E + M inputs
     key_proj: (M -> H)   query_proj: (H -> H) and v: (H -> 1) for `additive`, bilinear: (H -> H)
     for `general`   init_proj: (M -> L*H)   out_proj: (H + M -> H); D = H
     """
@@ -61,8 +64,11 @@ class AttentionEncoderDecoder(EncoderDecoder):
         super().__init__(cfg, src_vocab=src_vocab, tgt_vocab=tgt_vocab, pad=pad,
                          feature_size=cfg.hidden_size)
         E, H, L = cfg.embed_size, cfg.hidden_size, cfg.num_layers
-        rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cfg.cell]  # config refuses `peephole` here
-        self.encoder = rnn(E, H, L, batch_first=True, bidirectional=True)
+        if cfg.cell == "cho_gru":
+            self.encoder = ChoGRU(E, H, L, bidirectional=True)
+        else:  # config refuses `peephole` here
+            rnn = {"lstm": nn.LSTM, "gru": nn.GRU}[cfg.cell]
+            self.encoder = rnn(E, H, L, batch_first=True, bidirectional=True)
         self.decoder = make_stack(cfg.cell, E + 2 * H, H, L)
         self.key_proj = nn.Linear(2 * H, H, bias=cfg.attention == "additive")
         if cfg.attention == "additive":
@@ -76,7 +82,10 @@ class AttentionEncoderDecoder(EncoderDecoder):
     def encode(self, src: Tensor, lengths: Tensor) -> AttentionState:
         x = self.source(src, lengths)  # (N, S, E)
         S = x.shape[1]
-        memory, final = run_padded(self.encoder, x, lengths=lengths)  # (N, S, M)
+        if isinstance(self.encoder, ChoGRU):  # it takes lengths itself
+            memory, final = self.encoder(x, lengths=lengths)  # (N, S, M)
+        else:
+            memory, final = run_padded(self.encoder, x, lengths=lengths)  # (N, S, M)
         h_n = final[0] if isinstance(final, tuple) else final  # (2L, N, H): per layer fwd, bwd
         # the top layer's fwd state after the last word and bwd state after the first: (N, M)
         h, c = start_from_summary(self.init_proj, torch.cat([h_n[-2], h_n[-1]], dim=-1),

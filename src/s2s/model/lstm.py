@@ -152,3 +152,22 @@ class StandardLSTM(nn.Module):
         out, (h, c) = run_padded(self.lstm, x, state, lengths)
         return out, (h, c)  # (N, T, H), (L, N, H) x 2
 
+
+
+@torch.no_grad()
+def set_forget_bias(module: nn.Module, value: float) -> None:
+    """Set the forget gates' bias of every LSTM layer in `module` (both directions of a
+    bidirectional nn.LSTM) to `value`: nn.LSTM adds two biases, so b_ih's forget chunk (gate
+    order i, f, g, o) becomes `value` and b_hh's 0; a PeepholeLSTMCell's one bias gets `value`.
+    Other parameters, and GRUs, are left as they are."""
+    for m in module.modules():
+        if isinstance(m, nn.LSTM):
+            H = m.hidden_size
+            for name, p in m.named_parameters(recurse=False):
+                if name.startswith("bias_ih"):
+                    p[H : 2 * H] = value
+                elif name.startswith("bias_hh"):
+                    p[H : 2 * H] = 0.0
+        elif isinstance(m, PeepholeLSTMCell):
+            H = m.hidden_size
+            m.bias[H : 2 * H] = value

@@ -4,7 +4,8 @@ decoders of this package share.
 Two separate stacked RNNs: the encoder reads the (optionally reversed) source; its final state of
 every layer is the decoder's initial state. The decoder is a conditional language model whose
 first input is <bos>; every target ends in <eos>. A full softmax over the target vocabulary.
-`model.cell: gru` puts GRUs in both stacks (the state is then h alone).
+`model.cell: gru` (torch's nn.GRU) or `cho_gru` (Cho et al.'s, ``s2s.model.gru``) puts GRUs in
+both stacks (the state is then h alone).
 
 Inference contract (used by beam search, ensembles and rescoring; no state is kept on modules):
     encode(src, lengths) -> State
@@ -19,14 +20,20 @@ Dimension letters: see ``s2s.model.lstm``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
 from s2s.config import rng
-from s2s.model.stacks import make_stack
+from s2s.model.lstm import set_forget_bias
+from s2s.model.stacks import GRU_CELLS, make_stack
 from s2s.precision import full
+
+
+# The cells in words (the models table).
+CELL_WORDS = {"lstm": "LSTM", "peephole": "peephole LSTM", "gru": "GRU",
+              "cho_gru": "GRU (Cho et al.'s reset gate)"}
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,9 @@ class RNNConfig:
     # seq2seq: the paper's model; cho: Cho et al. 2014 (the summary feeds every decoder step);
     # attention: Bahdanau et al. 2014 (bidirectional encoder, attention over its annotations).
     arch: Literal["seq2seq", "cho", "attention"] = "seq2seq"
-    cell: Literal["lstm", "peephole", "gru"] = "lstm"  # peephole: seq2seq only
+    # peephole: seq2seq only; gru: torch's nn.GRU (reset gate after the recurrent product);
+    # cho_gru: Cho et al.'s eqs. 5-8 (reset gate before it)
+    cell: Literal["lstm", "peephole", "gru", "cho_gru"] = "lstm"
     attention: Literal["additive", "dot", "general"] = "additive"  # the score, for `attention`
     num_layers: int = field(default=4, metadata=rng(1))
     hidden_size: int = field(default=1000, metadata=rng(1))
@@ -46,16 +55,30 @@ class RNNConfig:
     reverse_source: bool = False
     init_seed: int = field(default=1, metadata=rng(0))
     order_seed: int = field(default=1, metadata=rng(0))
+    # The LSTM forget gates' bias after the uniform init, in every LSTM layer (nn.LSTM: b_ih's
+    # forget chunk, b_hh's forget chunk 0); 0.0 leaves the paper's uniform init untouched.
+    forget_bias: float = 0.0
+
+    # Fields added after checkpoints existed: a config record leaves each out while it holds its
+    # default (s2s.model.config_record), so old checkpoints and fingerprints stay what they were.
+    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("forget_bias",)
+
+    def __post_init__(self):
+        if self.forget_bias != 0.0 and self.cell not in ("lstm", "peephole"):
+            raise ValueError(f"forget_bias {self.forget_bias} is for LSTM cells; cell "
+                             f"'{self.cell}' has no forget gate")
 
     def describe(self) -> str:
         """What the model is, in words: its cell, and for the cited systems their design."""
+        cell = CELL_WORDS[self.cell]
+        if self.forget_bias:
+            cell += f" (forget-gate bias {self.forget_bias:g})"
         if self.arch == "cho":
-            return (f"Cho et al.'s encoder-decoder: the summary feeds every step; "
-                    f"{self.cell.upper()}")
+            return f"Cho et al.'s encoder-decoder: the summary feeds every step; {cell}"
         if self.arch == "attention":
-            return (f"Bahdanau et al.'s attention: bidirectional {self.cell.upper()} encoder, "
+            return (f"Bahdanau et al.'s attention: bidirectional {cell} encoder, "
                     f"{self.attention} score")
-        return {"lstm": "LSTM", "peephole": "peephole LSTM", "gru": "GRU"}[self.cell]
+        return cell
 
     def size(self) -> str:
         """Its size in a few characters: layers x cells."""
@@ -100,7 +123,7 @@ def start_from_summary(init_proj: nn.Linear, summary: Tensor, cfg: RNNConfig
     N, L, H = summary.shape[0], cfg.num_layers, cfg.hidden_size
     # (.float(): the state is fp32 also under bf16 autocast)
     h = torch.tanh(full(init_proj(summary))).view(N, L, H).transpose(0, 1).contiguous()
-    return h, None if cfg.cell == "gru" else torch.zeros_like(h)
+    return h, None if cfg.cell in GRU_CELLS else torch.zeros_like(h)
 
 
 class EncoderDecoder(nn.Module):
@@ -122,7 +145,8 @@ class EncoderDecoder(nn.Module):
         self.proj = nn.Linear(feature_size, tgt_vocab)
 
     def init_weights(self, seed: int) -> None:
-        """Uniform in [-init_range, init_range] (§3.4), from its own generator: the init seed."""
+        """Uniform in [-init_range, init_range] (§3.4), from its own generator: the init seed;
+        then, if `forget_bias` is set, the forget gates' biases of every LSTM layer."""
         gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for p in self.parameters():
@@ -130,6 +154,8 @@ class EncoderDecoder(nn.Module):
                     -self.cfg.init_range, self.cfg.init_range, generator=gen))
             self.src_embed.weight[self.pad].zero_()
             self.tgt_embed.weight[self.pad].zero_()
+        if self.cfg.forget_bias:
+            set_forget_bias(self, self.cfg.forget_bias)
 
     def source(self, src: Tensor, lengths: Tensor) -> Tensor:
         """The embedded source as the encoder reads it, reversed if `reverse_source`: (N, S, E)."""
@@ -153,7 +179,7 @@ class EncoderDecoder(nn.Module):
 
 class Seq2Seq(EncoderDecoder):
     """The paper's encoder-decoder. Attributes besides EncoderDecoder's:
-    encoder, decoder: L-layer stacks of H cells (peephole, nn.LSTM or nn.GRU); D = H.
+    encoder, decoder: L-layer stacks of H cells (peephole, nn.LSTM, nn.GRU or ChoGRU); D = H.
     """
 
     def __init__(self, cfg: RNNConfig, *, src_vocab: int, tgt_vocab: int, pad: int):

@@ -1,14 +1,19 @@
 """One constructor for the recurrent stacks every model uses: `cell` picks the paper's peephole
-LSTM, nn.LSTM or nn.GRU. Every stack takes and returns the state as a pair (h, c) of (L, N, H)
-tensors; a GRU has no cell, so its c is None."""
+LSTM, nn.LSTM, nn.GRU (`gru`) or Cho et al.'s GRU (`cho_gru`, ``s2s.model.gru``). Every stack
+takes and returns the state as a pair (h, c) of (L, N, H) tensors; a GRU has no cell, so its c is
+None."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 
+from s2s.model.gru import ChoGRU
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM, run_padded
 from s2s.precision import full, matmul_dtype
+
+CELLS = ("lstm", "peephole", "gru", "cho_gru")
+GRU_CELLS = ("gru", "cho_gru")  # their state is h alone: c is None
 
 
 class StandardGRU(nn.Module):
@@ -64,4 +69,6 @@ def make_stack(cell: str, input_size: int, hidden_size: int, num_layers: int) ->
         return StandardLSTM(input_size, hidden_size, num_layers)
     if cell == "gru":
         return StandardGRU(input_size, hidden_size, num_layers)
-    raise ValueError(f"unknown cell '{cell}' (expected 'lstm', 'peephole' or 'gru')")
+    if cell == "cho_gru":
+        return ChoGRU(input_size, hidden_size, num_layers)
+    raise ValueError(f"unknown cell '{cell}' (expected one of {', '.join(CELLS)})")
