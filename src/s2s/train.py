@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import io
 import json
@@ -25,7 +24,7 @@ from s2s.data.vocab import Vocab
 from s2s.device import pick_device
 from s2s.io import atomic_write_json, atomic_write_text, remove_temporaries
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy
-from s2s.model import build_model
+from s2s.model import build_model, config_record
 from s2s.model.seq2seq import EncoderDecoder
 from s2s.progress import progress
 
@@ -80,7 +79,7 @@ def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
     relevant = {k: v for k, v in train_record(cfg).items() if k not in BOOKKEEPING}
     if mm_dtype is not None:  # fp32 adds nothing: a run with amp false hashes as before amp
         relevant["matmul_dtype"] = str(mm_dtype)
-    h = hashlib.sha256(json.dumps([dataclasses.asdict(model_cfg), relevant, src.fingerprint,
+    h = hashlib.sha256(json.dumps([config_record(model_cfg), relevant, src.fingerprint,
                                    tgt.fingerprint], sort_keys=True).encode())
     for split in ("train", "dev"):
         for lang in ("en", "fr"):

@@ -32,8 +32,9 @@ from s2s.precision import full
 
 
 # The cells in words (the models table).
-CELL_WORDS = {"lstm": "LSTM", "peephole": "peephole LSTM", "gru": "GRU",
-              "cho_gru": "GRU (Cho et al.'s reset gate)"}
+CELL_WORDS = {"lstm": "LSTM", "peephole": "peephole LSTM",
+              "gru": "GRU (PyTorch's form: reset gate after the recurrent product)",
+              "cho_gru": "GRU (Cho et al.'s form: reset gate before the recurrent product)"}
 
 
 @dataclass(frozen=True)

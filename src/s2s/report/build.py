@@ -17,7 +17,7 @@ from s2s.config import Params
 from s2s.evaluate.outputs import BASELINE, rescore_system
 from s2s.report import analysis as analysis_sections
 from s2s.report import claims as claims_
-from s2s.report import figures, tables
+from s2s.report import figures, forget_bias, tables
 from s2s.report.inputs import Artifacts
 from s2s.report.paper import paper
 from s2s.report.provenance import provenance
@@ -122,6 +122,12 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
         doc.sections.append(attention_section(params, art, fig_dir))
     if art.analysis_dir is not None:
         doc.sections.extend(analysis_sections.sections(art.analysis_dir, fig_dir))
+    fb = forget_bias.section(params, art, fig_dir, P)
+    if fb is not None:
+        doc.sections.append(fb)
+        for block in fb.blocks:  # its tables are written to reports/tables/ as the others
+            if isinstance(block, Table) and block.anchor:
+                T[block.anchor], raw[block.anchor] = block, block.frame
     data_blocks: list = []
     if art.prepare:
         T["data"] = Table(P.data_title(), tables.prepare_table(art.prepare), (P.data_note(),),

@@ -166,6 +166,24 @@ def attention_weights(examples: list[dict], path: Path, *, title: str) -> Path:
 # --- the analyses (s2s.report.analysis) ------------------------------------------------------
 
 
+def init_reach(df: pd.DataFrame, path: Path) -> Path:
+    """The gradient reaching each input at initialisation, relative to the last one's, by how
+    many steps back it is (log scale): one line per cell (vanilla RNN, LSTM per forget bias)."""
+    fig = Figure(figsize=(7.5, 4.2))
+    ax = fig.subplots()
+    for (cell, bias), sel in df.groupby(["cell", "forget_bias"], dropna=False, sort=False):
+        label = "vanilla RNN (tanh)" if cell == "rnn" else f"LSTM, forget bias {bias:g}"
+        sel = sel.sort_values("steps_back")
+        ax.plot(sel["steps_back"], sel["relative"], label=label, lw=1.6)
+    ax.set_yscale("log")
+    ax.set_xlabel("steps back from the last output", fontsize=9)
+    ax.set_ylabel("gradient norm / the last input's (mean over seeds)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save(fig, path)
+
+
 # --- figures -------------------------------------------------------------------------------------
 
 

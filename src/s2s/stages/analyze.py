@@ -14,6 +14,9 @@ Writes (under ``out_dir``):
                            with a half-life above 10 steps
   ``gradient_reach.csv``   model, reverse_source, position (1-based, original order), sentences,
                            mean_norm, mean_share
+  ``init_reach.csv``       cell, forget_bias, step, steps_back, mean_norm, std_norm, relative: the
+                           gradient reaching each of 60 inputs at initialisation, 20 seeds
+                           (s2s.analysis.init_reach; no trained model)
   ``analysis.json``        what was measured and on what: models, counts, definitions, phrases
                            and their <unk> tokens, timings
 """
@@ -156,6 +159,10 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
         _csv(out_dir / file, pd.concat(frames) if frames else pd.DataFrame(columns=columns),
              written)
     _csv(out_dir / "gradient_reach.csv", pd.concat(reach), written)
+    # at initialisation, no trained model: how far back a gradient reaches, RNN vs LSTM by bias
+    from s2s.analysis.init_reach import init_reach
+
+    _csv(out_dir / "init_reach.csv", init_reach(forget_biases=(0.0, 1.0, 3.0)), written)
     meta = {
         "models": meta_models,
         "test": {"pairs": len(test), "gate_sentences": len(gate_pairs),

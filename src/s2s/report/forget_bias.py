@@ -1,0 +1,100 @@
+"""The report's forget-gate-bias section: the gradient at initialisation by forget bias (the
+analyze stage's init_reach.csv) and each model trained with an opened forget gate beside the
+model of the paper's init it was cloned from (same everything but `forget_bias`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+
+from s2s.config import Params
+from s2s.report import figures, tables
+from s2s.report.inputs import Artifacts
+from s2s.report.paper import Ours
+from s2s.report.render import Image, Section, Table
+
+
+def pairs(params: Params) -> list[tuple[str, str]]:
+    """(model of the paper's init, the same model with a forget bias) for every model with one."""
+    out = []
+    for name in params.models:
+        cfg = params.model_config(name)
+        if not getattr(cfg, "forget_bias", 0.0):
+            continue
+        plain = dataclasses.replace(cfg, forget_bias=0.0)
+        twin = next((m for m in params.models if m != name and dataclasses.replace(
+            params.model_config(m), init_seed=plain.init_seed, order_seed=plain.order_seed)
+                     == plain), None)
+        if twin is not None:
+            out.append((twin, name))
+    return out
+
+
+def _system_of(params: Params, model: str) -> tuple[str, int] | None:
+    for system, cfg in params.systems.items():
+        if cfg.members == (model,):
+            return system, max(cfg.beams)
+    return None
+
+
+def section(params: Params, art: Artifacts, fig_dir: Path, prose) -> Section | None:
+    reach_csv = art.analysis_dir / "init_reach.csv" if art.analysis_dir else None
+    found = pairs(params)
+    if not found and (reach_csv is None or not reach_csv.is_file()):
+        return None
+    parts: list = []
+    forget = None
+    if art.analysis_dir is not None and (art.analysis_dir / "forget_summary.csv").is_file():
+        forget = pd.read_csv(art.analysis_dir / "forget_summary.csv")
+    rows, verdicts = [], []
+    for plain, opened in found:
+        for model in (plain, opened):
+            m = art.train.get(model)
+            sys_beam = _system_of(params, model)
+            e = (tables.bleu_entry(art.bleu, "translate", *sys_beam) if sys_beam else None)
+            f = (forget[(forget["model"] == model) & (forget["stack"] == "encoder")]
+                 if forget is not None else None)
+            rows.append({
+                "model": model, "forget bias": params.model_config(model).forget_bias,
+                "dev ppl": m.dev_ppl if m else None, "test ppl": m.test_ppl if m else None,
+                "BLEU (tokenized, beam 12)": e.bleu_tok if e is not None and tables.scored(e)
+                else None,
+                "encoder mean forget gate": (round(float(f["mean_f"].mean()), 3)
+                                             if f is not None and len(f) else None)})
+        a, b = _system_of(params, plain), _system_of(params, opened)
+        d = art.diff(Ours("translate", *a), Ours("translate", *b)) if (
+            art.diff is not None and a and b) else None
+        ma, mb = art.train.get(plain), art.train.get(opened)
+        if ma and mb:
+            ppl = (f"dev perplexity {mb.dev_ppl:.2f} with the gate opened against {ma.dev_ppl:.2f}"
+                   f" with the paper's init")
+            bleu = (f"; BLEU {d.delta:+.2f} (95% CI {d.lo:+.2f} to {d.hi:+.2f}, paired bootstrap)"
+                    if d is not None else "")
+            helps = mb.dev_ppl < ma.dev_ppl and (d is None or d.lo > 0)
+            hurts = mb.dev_ppl > ma.dev_ppl and (d is None or d.hi < 0)
+            word = ("helps here" if helps else "does not help here" if hurts else
+                    "makes no clear difference here (one seed each)")
+            verdicts.append(f"{opened} vs {plain}: {ppl}{bleu}: opening the gate {word}.")
+    if rows:
+        parts.append(Table(prose.forget_bias_title(), pd.DataFrame(rows), (), "forget_bias"))
+    text = prose.forget_bias_text(rows=", ".join(f"{p} (bias 0) and {o}" for p, o in found)
+                                  or "no model with a forget bias in this profile",
+                                  verdict=" ".join(verdicts))
+    parts.insert(0, text)
+    if reach_csv is not None and reach_csv.is_file():
+        df = pd.read_csv(reach_csv)
+        fig = figures.init_reach(df, fig_dir / "init_reach.png")
+
+        def at(cell: str, bias: float | None, back: int = 10) -> str:
+            sel = df[(df["cell"] == cell) & (df["steps_back"] == back)]
+            if bias is not None:
+                sel = sel[sel["forget_bias"] == bias]
+            return f"{float(sel['relative'].iloc[0]):.1e}" if len(sel) else "n/a"
+
+        parts.append(Image("Gradient at initialisation", fig, "figures/init_reach.png",
+                           prose.init_reach_caption(rnn10=at("rnn", None),
+                                                    lstm10=at("lstm", 0.0),
+                                                    open10=at("lstm", 3.0))))
+    return Section(prose.forget_bias_title(), parts)
