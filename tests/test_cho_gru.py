@@ -223,7 +223,9 @@ def test_checkpoint_round_trip(tmp_path, arch):
 
 def test_the_cell_in_words_and_refusals():
     assert RNNConfig(arch="cho", cell="cho_gru").describe().endswith(CELL_WORDS["cho_gru"])
-    assert RNNConfig(arch="cho", cell="gru").describe().endswith("; GRU")  # as before
+    # PyTorch's form says so: the report names which GRU each model uses
+    assert RNNConfig(arch="cho", cell="gru").describe().endswith(
+        "; GRU (PyTorch's form: reset gate after the recurrent product)")
     with pytest.raises(ValueError, match="unknown cell 'gruu'"):
         make_stack("gruu", 2, 2, 1)
     with pytest.raises(ValueError, match="forget_bias 1.0 is for LSTM cells"):
