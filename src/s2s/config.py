@@ -193,7 +193,8 @@ class ReportConfig:
 @dataclass(frozen=True)
 class AnalysisConfig:
     """The report's analyses beyond the paper's tables: Figure 2, forget gates, gradient reach
-    (of a forward and a reversed model), and the alignments of an attention system."""
+    (of a forward and a reversed model, also over training), memory of a one-word change, and
+    the alignments of an attention system."""
 
     models: tuple[str, ...] = ("forward", "reversed_1")  # the forward and the reversed model
     phrases: tuple[str, ...] = ()  # Figure 2's phrases, raw English
@@ -201,6 +202,14 @@ class AnalysisConfig:
     max_position: int = field(default=20, metadata=rng(1))  # source positions of gradient reach
     attention_system: str | None = None  # whose attention weights the report draws
     attention_examples: int = field(default=4, metadata=rng(1))
+    # Epochs at which the train stages of `models` keep a snapshot (s2s.snapshots): the gradient
+    # reach over training time. 0: before the first update; the end is the final model.
+    snapshots: tuple[float, ...] = field(default=(0.0, 0.25, 0.5, 1.0, 2.0), metadata=rng(0))
+    # Memory (s2s.analysis.memory): the models whose encoder's response to a one-word change is
+    # traced (empty: `models`), steps after the change, candidate words per context.
+    memory_models: tuple[str, ...] = ()
+    memory_steps: int = field(default=12, metadata=rng(1))
+    memory_candidates: int = field(default=20, metadata=rng(2))
 
 
 @dataclass(frozen=True)
