@@ -4,10 +4,11 @@ Reads:  ``<prepared>/{train,dev,test}.tok.{en,fr}``, ``<vocab>/{en,fr}.tsv``, pa
         `models.<name>`, `train`; for the models of `analysis.models`, `analysis.snapshots`.
 Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model_dir>/best.pt``
         (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
-        `checkpoint_every` steps), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``; for the models of
-        `analysis.models`, ``<snapshots>/epoch<E>.pt`` (the weights at each epoch E of
-        `analysis.snapshots` before the last step) and ``<snapshots>/snapshots.json``, their
-        index (``s2s.train.Snapshots``, which says how a resumed run writes the same files).
+        `checkpoint_every` steps), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``;
+        for the models of `analysis.models`, ``<snapshots>/epoch<E>.pt`` (the weights at each
+        epoch E of `analysis.snapshots` before the last step) and ``<snapshots>/snapshots.json``,
+        their index (``s2s.train.Snapshots``, which says how a resumed run writes the same
+        files).
 
 Plain SGD without momentum at `lr`; after `decay_start` epochs the rate is halved every
 `decay_every` epochs. The loss is summed over each sentence's target tokens and divided by the
