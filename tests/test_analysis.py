@@ -350,6 +350,10 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
                "gru": RNNConfig(arch="cho", cell="gru", num_layers=1, hidden_size=8,
                                 embed_size=6)}
     prepared, vocab_dir, models_dir = _project(tmp_path, configs)
+    with open(prepared / "test.tok.en", "a") as f:  # "a man", "a woman" twice: substitutable
+        f.write("A woman is watching a dog .\nA man , a woman .\n")
+    with open(prepared / "test.tok.fr", "a") as f:
+        f.write("Une femme regarde un chien .\nUn homme , une femme .\n")
     src_vocab, tgt_vocab = Vocab.load(vocab_dir / "en.tsv"), Vocab.load(vocab_dir / "fr.tsv")
     snaps = tmp_path / "snapshots"
     for seed, name in enumerate(("fwd", "rev")):
@@ -364,7 +368,7 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
             "snapshots": [{"epoch": 0.0, "step": 0, "file": "epoch0.pt"},
                           {"epoch": 0.5, "step": 3, "file": "epoch0.5.pt"}]}))
     out = tmp_path / "analysis"
-    meta = stage.main(models=["fwd", "rev"], phrases=(), sentences=4, max_position=8,
+    meta = stage.main(models=["fwd", "rev"], phrases=(), sentences=6, max_position=8,
                       prepared_dir=prepared, vocab_dir=vocab_dir, models_dir=models_dir,
                       out_dir=out, min_length=3, batch_size=2, bins=10, snapshots_dir=snaps,
                       memory_models=["fwd", "rev", "gru"], memory_steps=5, memory_candidates=5,

@@ -133,9 +133,9 @@ def test_substitutions_keep_the_context_and_change_the_word():
     word[29] = False  # punctuation
     # context 5 ("a") is followed by 10, 11, 12; context 6 by 13 only
     sources = [[5, 10, 6, 13, 29], [5, 11, 7], [5, 12, 6, 13], [8, 9]]
-    subs = memory.substitutions(sources, word=word, candidates=5, seed=0)
+    subs = memory.substitutions(sources, word=word, candidates=5, seed=0, min_count=1)
     by = {s.sentence: s for s in subs}
-    # sentence 3: 8 starts two sentences? no: the sentence start is followed by 5 x3 and 8 x1
+    # sentence 3: the sentence start is followed by 5 (x3) and 8: 8 -> 5
     assert set(by) >= {0, 1, 2}
     for s in subs:
         src = sources[s.sentence]
@@ -145,5 +145,12 @@ def test_substitutions_keep_the_context_and_change_the_word():
             assert any(o[p] == s.new and p and o[p - 1] == ctx for o in sources
                        for p in range(len(o)))
         assert s.position != 3 or s.sentence not in (0, 2)  # 13 is its context's only word
-    assert memory.substitutions(sources, word=word, candidates=5, seed=0) == subs  # seeded
-    assert memory.substitutions(sources, word=word, candidates=1, seed=0) == []
+    assert memory.substitutions(sources, word=word, candidates=5, seed=0, min_count=1) == subs
+    assert memory.substitutions(sources, word=word, candidates=1, seed=0, min_count=1) == []
+    # by default a candidate follows its context at least twice: here only 5 after the start
+    # and 13 after 6, each alone
+    assert memory.substitutions(sources, word=word, candidates=5, seed=0) == []
+    twice = sources + [[5, 10, 7], [5, 11]]  # 10 and 11 now follow 5 twice
+    subs = memory.substitutions(twice, word=word, candidates=5, seed=0)
+    assert subs and all(s.position == 1 and {s.old, s.new} == {10, 11} for s in subs)
+    assert {s.sentence for s in subs} == {0, 1, 4, 5}

@@ -100,15 +100,21 @@ def test_snapshots_are_the_weights_before_that_steps_update_and_a_rerun_writes_t
     assert digests(lost / "snapshots") == digests(fresh / "snapshots")
 
 
-def test_only_the_analysed_models_train_stages_take_snapshots():
-    params = config.load(ROOT / "profiles" / "smoke.yaml")
+def test_only_the_analysed_models_train_stages_take_snapshots(setup):
+    params = config.load(ROOT / "profiles" / "smoke.yaml")  # no analysis.snapshots: the default
     by_name = {s.name: s for s in train_stage.stages(params)}
     fwd, rev5 = by_name["train-forward"], by_name["train-reversed_5"]
     assert "--snapshots snapshots/forward" in fwd.cmd
     assert "snapshots/forward" in [o.path for o in fwd.outs]
-    assert fwd.params[-2:] == ("analysis.snapshots", "analysis.models")
+    # DVC refuses a params key the file lacks: declared only where written
+    assert fwd.params == ("model", "models.forward", "train", "analysis.models")
+    assert config.AnalysisConfig.read(config.only(params, fwd.params, stage=fwd.name),
+                                      "snapshots") == (0.0, 0.25, 0.5, 1.0, 2.0)
     assert "--snapshots" not in rev5.cmd and rev5.params == ("model", "models.reversed_5", "train")
     assert len(rev5.outs) == 4
+    _, _, written = setup  # a file that writes analysis.snapshots
+    fwd = {s.name: s for s in train_stage.stages(written)}["train-forward"]
+    assert fwd.params[-2:] == ("analysis.snapshots", "analysis.models")
 
 
 def _vocab(data: Path, lang: str):

@@ -211,6 +211,26 @@ class AnalysisConfig:
     memory_steps: int = field(default=12, metadata=rng(1))
     memory_candidates: int = field(default=20, metadata=rng(2))
 
+    @staticmethod
+    def written(source: Path, key: str) -> bool:
+        """Whether `analysis.<key>` is written in the parameter file `source`. DVC refuses to
+        track a params key the file lacks, so a stage declares these keys only where they are
+        written; where not, the default above holds (a source dependency of the stage)."""
+        try:
+            raw = read_yaml(source)
+        except ConfigError:
+            return False
+        section = raw.get("analysis") if isinstance(raw, dict) else None
+        return isinstance(section, dict) and key in section
+
+    @staticmethod
+    def read(params, key: str):
+        """`analysis.<key>` through a stage's view of params where the file writes it (and the
+        stage declared it), else its default."""
+        if AnalysisConfig.written(params.source, key):
+            return getattr(params.analysis, key)
+        return getattr(AnalysisConfig(), key)
+
 
 @dataclass(frozen=True)
 class StageResources:

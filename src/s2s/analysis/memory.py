@@ -9,8 +9,8 @@ record every step's gates and state.
   in the same context, a practical stand-in for "the same role" without a tagger. The context of
   position p is the word before it (or the sentence start); its candidates are the `candidates`
   most frequent ordinary words (s2s.analysis.probes.word_table; not <unk>) that follow that
-  context in the given sources (ties by id). A position is eligible if its word is one of its
-  context's candidates and there is another; per sentence, one eligible position is drawn and
+  context at least MIN_COUNT times in the given sources (ties by id). A position is eligible if
+  its word is one of its context's candidates and there is another; per sentence, one eligible position is drawn and
   its word replaced by another candidate of its context, both drawn from a generator seeded
   with `seed` (so "a man" becomes "a woman", "the dog" "the child"). Sentences without an
   eligible position are left out.
@@ -45,11 +45,12 @@ from s2s.data.vocab import Vocab
 from s2s.model.seq2seq import EncoderDecoder
 
 START = -1  # the context of a sentence's first word
+MIN_COUNT = 2  # a word seen once after a context says little about the role it plays there
 
 SUBSTITUTION_RULE = (
     "one word per sentence replaced by another word used in the same context: the context of a "
     "position is the word before it (or the sentence start); its candidates are the {n} most "
-    "frequent ordinary words following it in the test sources; a position is eligible if its "
+    "frequent ordinary words following it at least twice in the test sources; a position is eligible if its "
     "word is a candidate of its context and another candidate exists; the position and the new "
     "word are drawn uniformly (seeded)")
 
@@ -63,7 +64,7 @@ class Substitution:
 
 
 def substitutions(sources: Sequence[Sequence[int]], *, word: Tensor, candidates: int,
-                  seed: int = 0) -> list[Substitution]:
+                  seed: int = 0, min_count: int = MIN_COUNT) -> list[Substitution]:
     """One substitution per sentence that has an eligible position (the rule of the module
     docstring); word: (V,) bool, the ordinary words (probes.word_table)."""
     ok = word.tolist()
@@ -72,8 +73,8 @@ def substitutions(sources: Sequence[Sequence[int]], *, word: Tensor, candidates:
         for p, w in enumerate(s):
             if ok[w] and w != Vocab.unk:
                 follow.setdefault(s[p - 1] if p else START, Counter())[w] += 1
-    top = {a: [w for w, _ in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:candidates]]
-           for a, c in follow.items()}
+    top = {a: [w for w, k in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:candidates]
+               if k >= min_count] for a, c in follow.items()}
     rng = np.random.default_rng(seed)
     out = []
     for n, s in enumerate(sources):

@@ -265,7 +265,7 @@ def _training_section(training, diff, meta, figures_dir: Path, rel_dir: str) -> 
     for epoch, df in first.groupby("epoch", sort=True):
         row = {"epoch": f"{epoch:g}"}
         for _, r in df.iterrows():
-            row[f"norm {r['model']}"] = _f(r["norm"], 4)
+            row[f"norm {r['model']}"] = f"{r['norm']:.3g}"
         for _, r in df.iterrows():
             row[f"share {r['model']}"] = _f(r["share"], 3)
         if len(share):
@@ -281,7 +281,7 @@ def _training_section(training, diff, meta, figures_dir: Path, rel_dir: str) -> 
     blocks.append(Image("Gradient reach by position over training", fig_p,
                         f"{rel_dir}/{FIGURES['reach_positions']}",
                         "Share of the gradient by original source position, one line per "
-                        "snapshot (darker: later)"))
+                        "snapshot (yellow: early, purple: late)"))
     return Section("Gradient reach over training", blocks)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
@@ -305,11 +306,14 @@ def reach_over_training(first: pd.DataFrame, diff: pd.DataFrame, path: Path, *,
                          label="reversed - forward (95% bootstrap interval)")
     axes[2].axhline(0, color="0.4", lw=0.8)
     axes[2].set_ylabel(f"difference of the share at positions 1-{upto}", fontsize=9)
+    epochs = sorted(set(first["epoch"]))
     for ax, title in zip(axes, ("Gradient of -log p(y_1) at the first source words",
                                 "The same, as a share of the sentence's total",
                                 "Reversed minus forward")):
-        ax.set_xlabel("training epoch (0: initialisation)", fontsize=9)
+        ax.set_xlabel("training epoch (0: initialisation; symlog axis)", fontsize=9)
         ax.set_xscale("symlog", linthresh=0.25)
+        ax.set_xticks(epochs, [f"{e:g}" for e in epochs], fontsize=8)
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(title, fontsize=11)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
@@ -320,7 +324,7 @@ def reach_over_training(first: pd.DataFrame, diff: pd.DataFrame, path: Path, *,
 def reach_positions_over_training(training: pd.DataFrame, path: Path, *,
                                   labels: dict[str, str]) -> Path:
     """One panel per model: the mean share of the gradient by original source position, one
-    line per epoch (light: early, dark: late)."""
+    line per epoch (yellow: early, purple: late)."""
     models = list(dict.fromkeys(training["model"]))
     fig = Figure(figsize=(5.5 * len(models), 4.0))
     axes = np.atleast_1d(fig.subplots(1, len(models), sharey=True))
@@ -331,9 +335,8 @@ def reach_positions_over_training(training: pd.DataFrame, path: Path, *,
                           & (training["sentences"] > 0)]
             if df.empty:
                 continue
-            shade = 0.25 + 0.75 * j / max(len(epochs) - 1, 1)
-            ax.plot(df["position"], df["mean_share"], color=(0.1, 0.3 * shade, shade),
-                    alpha=0.35 + 0.65 * shade, lw=1.5, label=f"epoch {epoch:g}")
+            ax.plot(df["position"], df["mean_share"], lw=1.5, label=f"epoch {epoch:g}",
+                    color=colormaps["viridis"](0.9 * (1 - j / max(len(epochs) - 1, 1))))
         ax.set_title(labels.get(model, model), fontsize=11)
         ax.set_xlabel("source position in the original sentence (1 = first word)", fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

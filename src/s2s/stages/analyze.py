@@ -39,7 +39,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from s2s.config import Params
+from s2s.config import AnalysisConfig, Params
 from s2s.dag import Out, Stage
 
 log = logging.getLogger("s2s.analysis")
@@ -50,9 +50,12 @@ HELP = "Figure 2, forget gates, gradient reach (also over training) and memory o
 PATHS = ("--prepared", "--vocab", "--models", "--snapshots", "--out")
 
 
+MEMORY_KEYS = ("memory_models", "memory_steps", "memory_candidates")  # each with a default
+
+
 def memory_models(params: Params) -> tuple[str, ...]:
-    """`analysis.memory_models`, or `analysis.models` where it is empty."""
-    return tuple(params.analysis.memory_models) or tuple(params.analysis.models)
+    """`analysis.memory_models`, or `analysis.models` where it is empty or not written."""
+    return tuple(AnalysisConfig.read(params, "memory_models")) or tuple(params.analysis.models)
 
 
 def stages(params: Params) -> list[Stage]:
@@ -66,8 +69,10 @@ def stages(params: Params) -> list[Stage]:
               *(f"models/{m}" for m in both), *(f"snapshots/{m}" for m in models)),
         outs=(Out("outputs/analysis"),),
         params=("analysis.models", "analysis.phrases", "analysis.sentences",
-                "analysis.max_position", "analysis.memory_models", "analysis.memory_steps",
-                "analysis.memory_candidates", "prepare.lowercase", "model",
+                "analysis.max_position",
+                *(f"analysis.{k}" for k in MEMORY_KEYS
+                  if AnalysisConfig.written(params.source, k)),
+                "prepare.lowercase", "model",
                 *(f"models.{m}" for m in both)),
         doc="Figure 2, the forget gates and the gradient reach (at the end and at the "
             "snapshots of training)\nof the models analysis.models names; the memory of a "
@@ -80,8 +85,9 @@ def cli(args, params) -> None:
     main(models=cfg.models, phrases=cfg.phrases, sentences=cfg.sentences,
          max_position=cfg.max_position, prepared_dir=args.prepared, vocab_dir=args.vocab,
          models_dir=args.models, out_dir=args.out, lowercase=params.prepare.lowercase,
-         snapshots_dir=args.snapshots, memory_models=mem, memory_steps=cfg.memory_steps,
-         memory_candidates=cfg.memory_candidates,
+         snapshots_dir=args.snapshots, memory_models=mem,
+         memory_steps=AnalysisConfig.read(params, "memory_steps"),
+         memory_candidates=AnalysisConfig.read(params, "memory_candidates"),
          expect={m: params.model_config(m) for m in dict.fromkeys((*cfg.models, *mem))})
 
 

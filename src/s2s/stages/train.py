@@ -39,7 +39,7 @@ import contextlib
 import json
 from pathlib import Path
 
-from s2s.config import Params
+from s2s.config import AnalysisConfig, Params
 from s2s.dag import Out, Stage
 
 HELP = "train one model of params `models`"
@@ -49,6 +49,7 @@ OPTIONAL_PATHS = ("--snapshots",)  # the models of `analysis.models` only
 
 def stages(params: Params) -> list[Stage]:
     analysed = set(params.analysis.models)
+    snapshot_keys = ("analysis.snapshots",) * AnalysisConfig.written(params.source, "snapshots")
     return [Stage(
         name=f"train-{name}",
         cmd=f"s2s train {name} --prepared data/prepared --vocab data/vocab "
@@ -60,7 +61,7 @@ def stages(params: Params) -> list[Stage]:
               Out(f"metrics/curves/{name}.csv"), Out(f"metrics/train/{name}.json"),
               *((Out(f"snapshots/{name}"),) if name in analysed else ())),
         params=("model", f"models.{name}", "train",
-                *(("analysis.snapshots", "analysis.models") if name in analysed else ())),
+                *((*snapshot_keys, "analysis.models") if name in analysed else ())),
         doc="" if i else "One stage per model of params `models`. checkpoints/<model> is the "
                          "resume point: it survives\na killed run (persist) and is resumed only "
                          "if its fingerprint (params, vocabulary, data)\nmatches, so a stale one "
@@ -86,7 +87,7 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
 
     cfg = params.train
     params.model_config(name)  # an unknown model fails before any work
-    epochs = tuple(params.analysis.snapshots) if snapshot_dir is not None else ()
+    epochs = tuple(AnalysisConfig.read(params, "snapshots")) if snapshot_dir is not None else ()
     world = distributed.World.from_env()
     if world.size == 1:
         nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
