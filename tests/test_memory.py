@@ -154,3 +154,10 @@ def test_substitutions_keep_the_context_and_change_the_word():
     subs = memory.substitutions(twice, word=word, candidates=5, seed=0)
     assert subs and all(s.position == 1 and {s.old, s.new} == {10, 11} for s in subs)
     assert {s.sentence for s in subs} == {0, 1, 4, 5}
+
+
+def test_unk_is_no_context():
+    word = torch.ones(30, dtype=torch.bool)
+    word[:4] = False
+    sources = [[1, 10], [1, 11], [1, 10], [1, 11]]  # only <unk> before 10 and 11
+    assert memory.substitutions(sources, word=word, candidates=5) == []

@@ -9,11 +9,12 @@ record every step's gates and state.
   in the same context, a practical stand-in for "the same role" without a tagger. The context of
   position p is the word before it (or the sentence start); its candidates are the `candidates`
   most frequent ordinary words (s2s.analysis.probes.word_table; not <unk>) that follow that
-  context at least MIN_COUNT times in the given sources (ties by id). A position is eligible if
-  its word is one of its context's candidates and there is another; per sentence, one eligible position is drawn and
-  its word replaced by another candidate of its context, both drawn from a generator seeded
-  with `seed` (so "a man" becomes "a woman", "the dog" "the child"). Sentences without an
-  eligible position are left out.
+  context at least MIN_COUNT times in the given sources (ties by id; <unk> is no context). A
+  position is eligible if its word is one of its context's candidates and there is another;
+  per sentence, one eligible position is drawn and its word replaced by another candidate of
+  its context, both drawn from a generator seeded with `seed` (so "a man" becomes "a woman",
+  "the dog" "the child"; function words swap with function words: "in" -> "on"). Sentences
+  without an eligible position are left out.
 * Decay (:func:`decay_sums`): at k = 0, 1, ... steps after the step that reads the changed word
   (in the model's reading order), the mean over units of |c' - c| and |h' - h| per layer. Beside
   it, the difference rolled forward through the forget gates alone: d_0 = c'_r - c_r,
@@ -49,7 +50,7 @@ MIN_COUNT = 2  # a word seen once after a context says little about the role it 
 
 SUBSTITUTION_RULE = (
     "one word per sentence replaced by another word used in the same context: the context of a "
-    "position is the word before it (or the sentence start); its candidates are the {n} most "
+    "position is the word before it (or the sentence start; <unk> is none); its candidates are the {n} most "
     "frequent ordinary words following it at least twice in the test sources; a position is eligible if its "
     "word is a candidate of its context and another candidate exists; the position and the new "
     "word are drawn uniformly (seeded)")
@@ -71,8 +72,9 @@ def substitutions(sources: Sequence[Sequence[int]], *, word: Tensor, candidates:
     follow: dict[int, Counter] = {}
     for s in sources:
         for p, w in enumerate(s):
-            if ok[w] and w != Vocab.unk:
-                follow.setdefault(s[p - 1] if p else START, Counter())[w] += 1
+            ctx = s[p - 1] if p else START
+            if ok[w] and w != Vocab.unk and ctx != Vocab.unk:
+                follow.setdefault(ctx, Counter())[w] += 1
     top = {a: [w for w, k in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:candidates]
                if k >= min_count] for a, c in follow.items()}
     rng = np.random.default_rng(seed)
