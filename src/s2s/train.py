@@ -391,6 +391,7 @@ def write_curves(path: Path, history: list[dict]) -> None:
     writer.writerows(history)
     atomic_write_text(path, buf.getvalue())
 
+
 # --- Snapshots (issue 16) ---------------------------------------------------------------------
 # Snapshots of a model during training, for the analyses over training time.
 #
