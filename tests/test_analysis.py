@@ -294,7 +294,8 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
 
     figures = tmp_path / "report" / "figures"
     md = report.markdown(out, figures)
-    for name in report.FIGURES.values():
+    for key in ("figure2", "forget", "half_life", "reach"):  # no snapshots: no reach over training
+        name = report.FIGURES[key]
         png = figures / name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
         assert f"](figures/{name})" in md
@@ -304,7 +305,8 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     nf, _ = report.first_positions(reach, "fwd")
     nr, _ = report.first_positions(reach, "rev")
     assert f"forward (fwd) {nf:.3g} vs reversed (rev) {nr:.3g}" in md
-    assert len(report.sections(out, figures)) == 3
+    assert len(report.sections(out, figures)) == 5
+    assert "No snapshots of training were measured" in md
 
     # the claims table's verdicts follow the artifacts, and flip with them
     reach_claim, fig2_claim = report.claims(out)
@@ -338,3 +340,97 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
     md = report.markdown(out, tmp_path / "figures")
     assert "No forget gates" in md and "forward (gru)" in md and "reversed (att)" in md
     assert not (tmp_path / "figures" / report.FIGURES["forget"]).exists()
+
+
+def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
+    """Snapshots (as the train stage writes them) give gradient_reach_training*.csv, whose
+    early rows decide the reversal claim; memory rows for LSTM and GRU encoders."""
+    configs = {"fwd": RNNConfig(num_layers=2, hidden_size=8, embed_size=6),
+               "rev": RNNConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=True),
+               "gru": RNNConfig(arch="cho", cell="gru", num_layers=1, hidden_size=8,
+                                embed_size=6)}
+    prepared, vocab_dir, models_dir = _project(tmp_path, configs)
+    with open(prepared / "test.tok.en", "a") as f:  # "a man", "a woman" twice: substitutable
+        f.write("A woman is watching a dog .\nA man , a woman .\n")
+    with open(prepared / "test.tok.fr", "a") as f:
+        f.write("Une femme regarde un chien .\nUn homme , une femme .\n")
+    src_vocab, tgt_vocab = Vocab.load(vocab_dir / "en.tsv"), Vocab.load(vocab_dir / "fr.tsv")
+    snaps = tmp_path / "snapshots"
+    for seed, name in enumerate(("fwd", "rev")):
+        for epoch, step in ((0.0, 0), (0.5, 3)):
+            m = build_model(configs[name], src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab),
+                            pad=0)
+            m.init_weights(seed + 10 * step)
+            checkpoint.save(snaps / name / f"epoch{epoch:g}.pt", m, src_vocab=src_vocab,
+                            tgt_vocab=tgt_vocab, step=step, epoch=epoch)
+        (snaps / name / "snapshots.json").write_text(json.dumps({
+            "steps_per_epoch": 6, "total_steps": 12, "final_epoch": 2.0,
+            "snapshots": [{"epoch": 0.0, "step": 0, "file": "epoch0.pt"},
+                          {"epoch": 0.5, "step": 3, "file": "epoch0.5.pt"}]}))
+    out = tmp_path / "analysis"
+    meta = stage.main(models=["fwd", "rev"], phrases=(), sentences=6, max_position=8,
+                      prepared_dir=prepared, vocab_dir=vocab_dir, models_dir=models_dir,
+                      out_dir=out, min_length=3, batch_size=2, bins=10, snapshots_dir=snaps,
+                      memory_models=["fwd", "rev", "gru"], memory_steps=5, memory_candidates=5,
+                      bootstrap=200)
+    assert meta["gradient_reach_training"]["epochs"] == {"fwd": [0.0, 0.5, 2.0],
+                                                         "rev": [0.0, 0.5, 2.0]}
+    training = pd.read_csv(out / "gradient_reach_training.csv")
+    assert list(training.columns) == measures.TRAINING_COLUMNS
+    assert len(training) == 2 * 3 * 8
+    # the end is the final model's own gradient_reach rows
+    reach = pd.read_csv(out / "gradient_reach.csv")
+    end = training[training["epoch"] == 2.0].drop(columns=["epoch", "step"])
+    pd.testing.assert_frame_equal(end.reset_index(drop=True), reach)
+    diff = pd.read_csv(out / "gradient_reach_training_diff.csv")
+    assert list(diff.columns) == measures.TRAINING_DIFF_COLUMNS
+    assert diff["epoch"].tolist() == [0.0, 0.0, 0.5, 0.5, 2.0, 2.0]
+    share = diff[diff["statistic"] == "first_share"].set_index("epoch")
+    first = report.first_over_training(training).set_index(["model", "epoch"])
+    for e in (0.0, 0.5, 2.0):  # the per-sentence means are those of the position table
+        assert share.loc[e, "forward_mean"] == pytest.approx(first.loc[("fwd", e), "share"],
+                                                             rel=1e-4)
+        assert share.loc[e, "lo"] <= share.loc[e, "diff"] <= share.loc[e, "hi"]
+        assert share.loc[e, "diff"] == pytest.approx(
+            share.loc[e, "reversed_mean"] - share.loc[e, "forward_mean"], abs=1e-5)
+
+    decay = pd.read_csv(out / "memory_decay.csv")
+    assert list(decay.columns) == measures.DECAY_COLUMNS
+    assert sorted(set(zip(decay["model"], decay["layer"]))) == [
+        ("fwd", 1), ("fwd", 2), ("gru", 1), ("rev", 1), ("rev", 2)]
+    g = decay[decay["model"] == "gru"]
+    assert g["mean_abs_dc"].isna().all() and g["update_only_dh"].iloc[0] > 0
+    lstm = decay[decay["model"] == "fwd"]
+    assert lstm["update_only_dh"].isna().all()
+    assert (lstm[lstm["steps_after"] == 0]["forget_only_dc"]
+            == lstm[lstm["steps_after"] == 0]["mean_abs_dc"]).all()  # the same start
+    assert meta["memory"]["substituted"] > 0
+    half = pd.read_csv(out / "memory_half_life.csv")
+    assert list(half.columns) == measures.HALF_LIFE_COLUMNS and len(half) == 5
+
+    figures = tmp_path / "report" / "figures"
+    md = report.markdown(out, figures)
+    for key in ("reach_training", "reach_positions", "memory"):
+        png = figures / report.FIGURES[key]
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+        assert f"](figures/{report.FIGURES[key]})" in md
+    assert "## Gradient reach over training" in md and "## Memory of a one-word change" in md
+    assert "| epoch | norm fwd | norm rev |" in md and "| model | layer | half-life c |" in md
+
+    # the reversal claim rests on the early snapshots (epochs 0 and 0.5), says what comes later
+    claim = report.claims(out)[0]
+    early = share[share.index <= 0.5]
+    want = ("holds" if (early["lo"] > 0).any() and not (early["hi"] < 0).any() else
+            "does not hold" if (early["hi"] < 0).any() else "no significant difference")
+    assert claim.status == want
+    assert "early epoch 0 " in claim.evidence and "; later epoch 2 " in claim.evidence
+    diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] <= 0.5),
+             ["diff", "lo", "hi"]] = [0.2, 0.1, 0.3]
+    diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)
+    assert report.claims(out)[0].status == "holds"
+    diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] == 0.5),
+             ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
+    diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] == 0.0),
+             ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
+    diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)
+    assert report.claims(out)[0].status == "no significant difference"

@@ -196,7 +196,8 @@ class ReportConfig:
 @dataclass(frozen=True)
 class AnalysisConfig:
     """The report's analyses beyond the paper's tables: Figure 2, forget gates, gradient reach
-    (of a forward and a reversed model), and the alignments of an attention system."""
+    (of a forward and a reversed model, also over training), memory of a one-word change, and
+    the alignments of an attention system."""
 
     models: tuple[str, ...] = ("forward", "reversed_1")  # the forward and the reversed model
     phrases: tuple[str, ...] = ()  # Figure 2's phrases, raw English
@@ -206,6 +207,34 @@ class AnalysisConfig:
     # a Transformer system whose cross-attention the report draws beside them (same sentences)
     cross_attention_system: str | None = None
     attention_examples: int = field(default=4, metadata=rng(1))
+    # Epochs at which the train stages of `models` keep a snapshot (s2s.snapshots): the gradient
+    # reach over training time. 0: before the first update; the end is the final model.
+    snapshots: tuple[float, ...] = field(default=(0.0, 0.25, 0.5, 1.0, 2.0), metadata=rng(0))
+    # Memory (s2s.analysis.memory): the models whose encoder's response to a one-word change is
+    # traced (empty: `models`), steps after the change, candidate words per context.
+    memory_models: tuple[str, ...] = ()
+    memory_steps: int = field(default=12, metadata=rng(1))
+    memory_candidates: int = field(default=20, metadata=rng(2))
+
+    @staticmethod
+    def written(source: Path, key: str) -> bool:
+        """Whether `analysis.<key>` is written in the parameter file `source`. DVC refuses to
+        track a params key the file lacks, so a stage declares these keys only where they are
+        written; where not, the default above holds (a source dependency of the stage)."""
+        try:
+            raw = read_yaml(source)
+        except ConfigError:
+            return False
+        section = raw.get("analysis") if isinstance(raw, dict) else None
+        return isinstance(section, dict) and key in section
+
+    @staticmethod
+    def read(params, key: str):
+        """`analysis.<key>` through a stage's view of params where the file writes it (and the
+        stage declared it), else its default."""
+        if AnalysisConfig.written(params.source, key):
+            return getattr(params.analysis, key)
+        return getattr(AnalysisConfig(), key)
 
 
 @dataclass(frozen=True)

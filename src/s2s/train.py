@@ -10,7 +10,9 @@ import io
 import json
 import logging
 import math
+import shutil
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -22,7 +24,7 @@ from s2s.config import Params, TrainConfig, train_record
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
 from s2s.device import pick_device
-from s2s.io import atomic_write_json, atomic_write_text, remove_temporaries
+from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy
 from s2s.model import build_model, config_record
 from s2s.model.seq2seq import EncoderDecoder
@@ -174,7 +176,8 @@ def perplexity(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.devi
 
 def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
            ckpt_dir: Path, metrics_out: Path, curves_out: Path, stop_after: int | None,
-           world: distributed.World, stop: runguard.StopSignals | None) -> dict:
+           world: distributed.World, stop: runguard.StopSignals | None,
+           snapshot_dir: Path | None = None, snapshot_epochs: tuple[float, ...] = ()) -> dict:
     cfg = params.train_config(name)  # `train`, with the model's recipe
     model_cfg = params.model_config(name)
     t_start = time.perf_counter()
@@ -229,6 +232,16 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
             payload = checkpoint.load_payload(last)
         except checkpoint.CheckpointError as e:  # a resume point is only a cache: recompute
             log.warning("%s; starting afresh", e)
+    snaps = None if snapshot_dir is None else Snapshots(
+        snapshot_epochs, steps_per_epoch=steps_per_epoch, total_steps=total_steps,
+        ckpt_dir=ckpt_dir, out_dir=snapshot_dir, fingerprint=fp, writer=world.is_main,
+        save=lambda path, **kw: checkpoint.save(path, model, src_vocab=src_vocab,
+                                                tgt_vocab=tgt_vocab, name=name, **kw))
+    if snaps is not None and payload is not None and payload.get("fingerprint") == fp \
+            and not snaps.complete_before(payload["step"]):
+        log.warning("%s: a snapshot before step %d is missing; starting afresh", name,
+                    payload["step"])
+        payload = None
     if payload is not None:
         if payload.get("fingerprint") == fp and payload.get("name") == name:
             model.load_state_dict(payload["model"])
@@ -249,6 +262,8 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
                 log.info("%s: resuming from %s at step %d of %d", name, last, step, total_steps)
         else:
             log.info("%s: %s belongs to other params or data; starting afresh", name, last)
+    if snaps is not None and step == 0:
+        snaps.clear()
     if world.is_main:
         model_dir.mkdir(parents=True, exist_ok=True)
 
@@ -276,6 +291,8 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
         for idx in batches_of(epoch)[offset:]:
             if step >= total_steps:
                 break
+            if snaps is not None:
+                snaps.at(step)  # the weights before this step's update
             t0 = time.perf_counter()
             lr = lr_at(step, steps_per_epoch, cfg)
             share = distributed.shard(idx, world)  # all of idx with one process
@@ -337,6 +354,8 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
             checkpoint.save(model_dir / "best.pt", model, src_vocab=src_vocab,
                             tgt_vocab=tgt_vocab, name=name, state=best_state, step=best_step,
                             dev_ppl=best)
+        if snaps is not None:
+            snaps.publish()
     metrics = TrainMetrics(  # the record the report and the summary read (s2s.artifacts)
         model=name, reverse_source=model_cfg.reverse_source, **model_cfg.shape(),
         parameters=n_params, device=str(device), precision=precision.name(mm_dtype),
@@ -370,3 +389,104 @@ def write_curves(path: Path, history: list[dict]) -> None:
     writer.writeheader()
     writer.writerows(history)
     atomic_write_text(path, buf.getvalue())
+
+
+# --- Snapshots (issue 16) ---------------------------------------------------------------------
+# Snapshots of a model during training, for the analyses over training time.
+#
+# Params `analysis.snapshots` lists epochs (e.g. 0, 0.25, 0.5, 1, 2); the snapshot of epoch E is
+# the weights when ``step == round(E * steps_per_epoch)`` (E = 0: before the first update). A
+# snapshot at or past the last step is not written: ``models/<m>/model.pt`` is the end.
+#
+# DVC deletes a stage's outputs before it reruns it, but keeps the checkpoint folder (persist), so
+# the snapshots are written into ``<ckpt_dir>/snapshots/`` as training passes them, and copied into
+# the output folder (``snapshots/<m>/``, with ``snapshots.json``, the index) once training ends. A
+# run resumes from ``last.pt`` only if every snapshot before its step is there, of the same
+# fingerprint; otherwise it starts afresh. So a resumed run writes the same snapshot files as a run
+# from scratch.
+
+SNAPSHOT_INDEX = "snapshots.json"
+
+
+def snapshot_file(epoch: float) -> str:
+    return f"epoch{epoch:g}.pt"
+
+
+def snapshots_due(epochs: Sequence[float], *, steps_per_epoch: int,
+                  total_steps: int) -> dict[float, int]:
+    """epoch -> the step its snapshot is taken at (before that step's update), for the epochs
+    whose step comes before the last one, in epoch order."""
+    steps = {float(e): round(e * steps_per_epoch) for e in sorted(set(epochs))}
+    return {e: s for e, s in steps.items() if s < total_steps}
+
+
+class Snapshots:
+    """The snapshots of one training run. `save(path, **extra)` writes the model's checkpoint
+    (s2s.checkpoint.save with the run's vocabularies and name); `writer`: this process writes
+    files (rank 0)."""
+
+    def __init__(self, epochs: Sequence[float], *, steps_per_epoch: int, total_steps: int,
+                 ckpt_dir: Path, out_dir: Path, fingerprint: str,
+                 save: Callable[..., None], writer: bool = True):
+        self.due = snapshots_due(epochs, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
+        self.steps_per_epoch, self.total_steps = steps_per_epoch, total_steps
+        self.work = Path(ckpt_dir) / "snapshots"
+        self.out = Path(out_dir)
+        self.fingerprint, self._save, self.writer = fingerprint, save, writer
+        if writer and self.work.exists():
+            remove_temporaries(self.work)
+
+    def complete_before(self, step: int) -> bool:
+        """Every snapshot of a step before `step` is in the checkpoint folder, of this run's
+        fingerprint (a resume point at `step` can be used)."""
+        for epoch, s in self.due.items():
+            if s >= step:
+                continue
+            path = self.work / snapshot_file(epoch)
+            try:
+                payload = checkpoint.load_payload(path)
+            except checkpoint.CheckpointError as e:
+                log.warning("snapshot of epoch %g missing or unreadable (%s)", epoch, e)
+                return False
+            if payload.get("fingerprint") != self.fingerprint or payload.get("step") != s:
+                log.warning("%s belongs to another run", path)
+                return False
+        return True
+
+    def clear(self) -> None:
+        """A run from scratch: drop the snapshots of any earlier run."""
+        if self.writer and self.work.exists():
+            shutil.rmtree(self.work)
+
+    def at(self, step: int) -> None:
+        """Write the snapshots due at `step` (call before that step's update)."""
+        if not self.writer:
+            return
+        for epoch, s in self.due.items():
+            if s == step:
+                self._save(self.work / snapshot_file(epoch), step=step, epoch=epoch,
+                           fingerprint=self.fingerprint)
+
+    def publish(self) -> list[Path]:
+        """Copy the snapshots into the output folder beside their index; returns the files."""
+        if not self.writer:
+            return []
+        self.out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for epoch in self.due:
+            src, dst = self.work / snapshot_file(epoch), self.out / snapshot_file(epoch)
+            with open(src, "rb") as f, atomic_open(dst, "wb") as g:
+                shutil.copyfileobj(f, g, 1 << 20)
+            written.append(dst)
+        atomic_write_json(self.out / SNAPSHOT_INDEX, {
+            "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
+            "final_epoch": round(self.total_steps / self.steps_per_epoch, 6),
+            "snapshots": [{"epoch": e, "step": s, "file": snapshot_file(e)}
+                          for e, s in self.due.items()]})
+        written.append(self.out / SNAPSHOT_INDEX)
+        return written
+
+
+def read_snapshot_index(folder: Path) -> dict:
+    """A snapshot folder's index (what :meth:`Snapshots.publish` wrote)."""
+    return json.loads((Path(folder) / SNAPSHOT_INDEX).read_text(encoding="utf-8"))

@@ -1,5 +1,7 @@
-"""The analyses of a trained model as tables: Figure 2, forget-gate statistics and gradient
-reach (computed by :mod:`s2s.analysis.probes`; written by :mod:`s2s.stages.analyze`).
+"""The analyses of a trained model as tables: Figure 2, forget-gate statistics, gradient
+reach (also over training, with a paired bootstrap of forward vs reversed) and the memory of a
+one-word change (computed by :mod:`s2s.analysis.probes` and :mod:`s2s.analysis.memory`; written
+by :mod:`s2s.stages.analyze`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from s2s.analysis import probes
+from s2s.analysis import memory, probes
 from s2s.data.batching import collate, eval_batches
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab
@@ -39,6 +41,21 @@ REACH_DEFINITION = ("L2 norm of the gradient of -log p(y_1 | source) with respec
                     "of each source word, by the word's position in the original (unreversed) "
                     "sentence; mean_share: the mean over sentences of that position's share of "
                     "the sentence's total gradient norm")
+
+
+REACH_COLUMNS = ["model", "reverse_source", "position", "sentences", "mean_norm", "mean_share"]
+TRAINING_COLUMNS = ["model", "reverse_source", "epoch", "step", "position", "sentences",
+                    "mean_norm", "mean_share"]
+TRAINING_DIFF_COLUMNS = ["epoch", "forward", "reversed", "statistic", "sentences",
+                         "forward_mean", "reversed_mean", "diff", "lo", "hi"]
+FIRST = 3  # "the first source words": original positions 1..FIRST
+FIRST_STATISTICS = {
+    "first_share": f"each sentence's share of its gradient norm at source positions 1-{FIRST}",
+    "first_norm": f"each sentence's mean gradient norm at source positions 1-{FIRST}"}
+DECAY_COLUMNS = ["model", "stack", "layer", "steps_after", "sentences", "mean_abs_dc",
+                 "mean_abs_dh", "forget_only_dc", "update_only_dh"]
+HALF_LIFE_COLUMNS = ["model", "layer", "half_life_c", "half_life_forget_only", "half_life_h",
+                     "half_life_update_only"]
 
 
 def _csv(path: Path, df: pd.DataFrame, written: list[str]) -> None:
@@ -99,20 +116,106 @@ def forget_gates(model: Seq2Seq, name: str, pairs, *, src_vocab: Vocab, tgt_voca
 
 def gradient_reach(model: EncoderDecoder, name: str, pairs, *, vocab: Vocab, batch_size: int,
                    positions: int) -> probes.ReachSums:
+    return sentence_reach(model, name, pairs, vocab=vocab, batch_size=batch_size,
+                          positions=positions)[0]
+
+
+def sentence_reach(model: EncoderDecoder, name: str, pairs, *, vocab: Vocab, batch_size: int,
+                   positions: int) -> tuple[probes.ReachSums, dict[str, np.ndarray]]:
+    """ReachSums over `pairs` and, per sentence in the order of `pairs`, the statistics of
+    FIRST_STATISTICS."""
     total = None
+    per = {k: np.full(len(pairs), np.nan) for k in FIRST_STATISTICS}
     bar = progress(total=len(pairs), desc=f"{name} gradients", unit="sent")
     for idx in eval_batches(pairs, batch_size):
         b = collate([pairs[i] for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
         norms = probes.first_word_gradients(model, b.src, b.src_lengths, b.tgt_out[:, 0],
-                                            bos=vocab.bos)
+                                            bos=vocab.bos)  # (N, S), 0 at padding
         s = probes.reach_sums(norms, b.src_lengths, positions=positions)
         total = s if total is None else total + s
+        n = norms.double()
+        head = n[:, :FIRST]  # (N, <=FIRST)
+        first = torch.minimum(b.src_lengths, torch.tensor(FIRST)).double()  # (N,)
+        whole = n.sum(1)
+        per["first_share"][idx] = torch.where(whole > 0, head.sum(1) / whole.clamp_min(1e-300),
+                                              torch.zeros_like(whole)).numpy()
+        per["first_norm"][idx] = (head.sum(1) / first).numpy()
         bar.update(len(idx))
     bar.close()
     if total is None:
         zeros = torch.zeros(positions, dtype=torch.float64)
         total = probes.ReachSums(zeros, zeros, zeros.long())
-    return total
+    return total, per
+
+
+def reach_frame(name: str, reverse: bool, r: probes.ReachSums, positions: int,
+                **extra) -> pd.DataFrame:
+    """The rows of gradient_reach.csv (with `extra` columns after reverse_source)."""
+    count = r.count.numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return pd.DataFrame({
+            "model": name, "reverse_source": reverse, **extra,
+            "position": np.arange(1, positions + 1), "sentences": count,
+            "mean_norm": np.where(count > 0, r.norm_sum.numpy() / count, np.nan),
+            "mean_share": np.where(count > 0, r.share_sum.numpy() / count, np.nan)})
+
+
+def paired_bootstrap(x: np.ndarray, y: np.ndarray, *, samples: int = 1000,
+                     seed: int = 0) -> tuple[float, float, float]:
+    """mean(y - x) and the 95% percentile interval of its bootstrap over the pairs (sentences
+    resampled with replacement, `samples` times, from a generator seeded with `seed`)."""
+    d = np.asarray(y, dtype=float) - np.asarray(x, dtype=float)
+    d = d[np.isfinite(d)]
+    if not len(d):
+        return math.nan, math.nan, math.nan
+    idx = np.random.default_rng(seed).integers(0, len(d), size=(samples, len(d)))
+    means = d[idx].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return float(d.mean()), float(lo), float(hi)
+
+
+def training_diff(per: dict[tuple[str, float], dict[str, np.ndarray]], *, forward: str,
+                  reversed_: str, samples: int = 1000) -> pd.DataFrame:
+    """Forward vs reversed at every epoch both were measured at: per statistic of
+    FIRST_STATISTICS, the means and the paired bootstrap of reversed - forward. per:
+    (model, epoch) -> sentence statistics (sentence_reach), over the same sentences."""
+    rows = []
+    epochs = sorted({e for m, e in per if m == forward} & {e for m, e in per if m == reversed_})
+    for e in epochs:
+        for stat in FIRST_STATISTICS:
+            x, y = per[forward, e][stat], per[reversed_, e][stat]
+            diff, lo, hi = paired_bootstrap(x, y, samples=samples)
+            rows.append({"epoch": e, "forward": forward, "reversed": reversed_,
+                         "statistic": stat, "sentences": int(np.isfinite(y - x).sum()),
+                         "forward_mean": float(np.nanmean(x)) if len(x) else math.nan,
+                         "reversed_mean": float(np.nanmean(y)) if len(y) else math.nan,
+                         "diff": diff, "lo": lo, "hi": hi})
+    return pd.DataFrame(rows, columns=TRAINING_DIFF_COLUMNS)
+
+
+def memory_frames(name: str, sums: memory.DecaySums, *, lstm: bool
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows of memory_decay.csv and memory_half_life.csv for one model's encoder."""
+    L, K1 = sums.dh.shape
+    count = sums.count.numpy()
+    decay, half = [], []
+    nan = np.full(K1, np.nan)
+    for k in range(L):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dh = np.where(count > 0, sums.dh[k].numpy() / count, np.nan)
+            dc = np.where(count > 0, sums.dc[k].numpy() / count, np.nan) if lstm else nan
+            gate = np.where(count > 0, sums.gate_only[k].numpy() / count, np.nan)
+        decay.append(pd.DataFrame({
+            "model": name, "stack": "encoder", "layer": k + 1, "steps_after": np.arange(K1),
+            "sentences": count, "mean_abs_dc": dc, "mean_abs_dh": dh,
+            "forget_only_dc": gate if lstm else nan, "update_only_dh": nan if lstm else gate}))
+        half.append({"model": name, "layer": k + 1,
+                     "half_life_c": memory.half_life(dc) if lstm else math.nan,
+                     "half_life_forget_only": memory.half_life(gate) if lstm else math.nan,
+                     "half_life_h": memory.half_life(dh),
+                     "half_life_update_only": math.nan if lstm else memory.half_life(gate)})
+    return (pd.concat(decay)[DECAY_COLUMNS],
+            pd.DataFrame(half, columns=HALF_LIFE_COLUMNS))
 
 
 def _forget_frames(name: str, stats, bins: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

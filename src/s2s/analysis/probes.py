@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from s2s.data.vocab import SPECIALS, Vocab
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM
 from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State, reverse_padded
+from s2s.model.stacks import StandardGRU
 
 # --- Phrases -------------------------------------------------------------------------------------
 
@@ -192,18 +193,23 @@ def phrase_distances(vectors: np.ndarray, phrases: Sequence[Phrase]) -> dict[str
 
 @dataclass(frozen=True)
 class GateTrace:
-    """An instrumented pass over one LSTM stack. Attributes:
-    forget: (L, N, T, H) forget-gate values, 0 at padded steps
+    """An instrumented pass over one LSTM stack (or GRU stack: see :func:`trace_stack`).
+    Attributes:
+    forget: (L, N, T, H) forget-gate values, 0 at padded steps (a GRU's update gate z)
     mask:   (N, T) true at real steps
     out:    (N, T, H) the top layer's outputs h_t (held at the last real value past the end)
-    h, c:   (L, N, H) the final state, each sequence's at its own end
+    h, c:   (L, N, H) the final state, each sequence's at its own end (c None for a GRU)
+    hiddens, cells: (L, N, T, H) h_t and c_t of every layer and step, held past the end; only
+                    with ``states=True`` (else None; cells None for a GRU)
     """
 
     forget: Tensor
     mask: Tensor
     out: Tensor
     h: Tensor
-    c: Tensor
+    c: Tensor | None
+    hiddens: Tensor | None = None
+    cells: Tensor | None = None
 
 
 def _layer_weights(stack: nn.Module, k: int) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
@@ -221,10 +227,13 @@ def _layer_weights(stack: nn.Module, k: int) -> tuple[Tensor, Tensor, Tensor, Te
 
 @torch.no_grad()
 def trace_stack(stack: nn.Module, x: Tensor, lengths: Tensor,
-                state: tuple[Tensor, Tensor] | None = None) -> GateTrace:
+                state: tuple[Tensor, Tensor] | None = None, *, states: bool = False) -> GateTrace:
     """Run `stack` (StandardLSTM or PeepholeLSTM) over x (N, T, E) one step at a time with its own
-    weights, recording the forget gates. Computes what the stack's forward computes (a test holds
-    the final state to it), padding included: past a sequence's end its state stops changing."""
+    weights, recording the forget gates (and with `states`, h_t and c_t). Computes what the
+    stack's forward computes (a test holds the final state to it), padding included: past a
+    sequence's end its state stops changing. A StandardGRU is traced by :func:`trace_gru`."""
+    if isinstance(stack, StandardGRU):
+        return trace_gru(stack, x, lengths, None if state is None else state[0], states=states)
     N, T, _ = x.shape
     L, H = stack.num_layers, stack.hidden_size
     mask = torch.arange(T, device=x.device)[None, :] < lengths.to(x.device)[:, None]  # (N, T)
@@ -232,13 +241,13 @@ def trace_stack(stack: nn.Module, x: Tensor, lengths: Tensor,
         zeros = x.new_zeros(L, N, H)
         state = (zeros, zeros)
     forget = x.new_zeros(L, N, T, H)
-    hs, cs = [], []
+    hs, cs, all_h, all_c = [], [], [], []
     layer_in = x
     for k in range(L):
         w_ih, w_hh, bias, peep = _layer_weights(stack, k)
         gates_x = layer_in @ w_ih.t() + bias  # (N, T, 4H)
         h, c = state[0][k], state[1][k]  # (N, H)
-        outs = []
+        outs, cells = [], []
         for t in range(T):
             gi, gf, gg, go = (gates_x[:, t] + h @ w_hh.t()).chunk(4, dim=1)  # each (N, H)
             if peep is not None:
@@ -252,10 +261,53 @@ def trace_stack(stack: nn.Module, x: Tensor, lengths: Tensor,
             h, c = torch.where(m, h_new, h), torch.where(m, c_new, c)
             forget[k, :, t] = f * m
             outs.append(h)
+            cells.append(c)
         layer_in = torch.stack(outs, dim=1)  # (N, T, H)
         hs.append(h)
         cs.append(c)
-    return GateTrace(forget, mask, layer_in, torch.stack(hs), torch.stack(cs))
+        if states:
+            all_h.append(layer_in)
+            all_c.append(torch.stack(cells, dim=1))  # (N, T, H)
+    return GateTrace(forget, mask, layer_in, torch.stack(hs), torch.stack(cs),
+                     torch.stack(all_h) if states else None,
+                     torch.stack(all_c) if states else None)
+
+
+@torch.no_grad()
+def trace_gru(stack: StandardGRU, x: Tensor, lengths: Tensor, h0: Tensor | None = None, *,
+              states: bool = False) -> GateTrace:
+    """A StandardGRU over x (N, T, E) one step at a time with nn.GRU's weights and maths
+    (s2s.model.stacks.gru_step): h_t = (1 - z_t) * n_t + z_t * h_{t-1}. The update gate z, the
+    share of h_{t-1} kept, is recorded as `forget`; `c` and `cells` are None."""
+    gru = stack.gru
+    N, T, _ = x.shape
+    L, H = gru.num_layers, gru.hidden_size
+    mask = torch.arange(T, device=x.device)[None, :] < lengths.to(x.device)[:, None]  # (N, T)
+    h0 = x.new_zeros(L, N, H) if h0 is None else h0
+    update = x.new_zeros(L, N, T, H)
+    hs, all_h = [], []
+    layer_in = x
+    for k in range(L):
+        gx = layer_in @ getattr(gru, f"weight_ih_l{k}").t() + getattr(gru, f"bias_ih_l{k}")
+        w_hh, b_hh = getattr(gru, f"weight_hh_l{k}"), getattr(gru, f"bias_hh_l{k}")
+        xr, xz, xn = gx.chunk(3, dim=2)  # each (N, T, H)
+        h = h0[k]
+        outs = []
+        for t in range(T):
+            hr, hz, hn = (h @ w_hh.t() + b_hh).chunk(3, dim=1)  # each (N, H)
+            r = torch.sigmoid(xr[:, t] + hr)
+            z = torch.sigmoid(xz[:, t] + hz)
+            n = torch.tanh(xn[:, t] + r * hn)
+            m = mask[:, t, None]  # (N, 1)
+            h = torch.where(m, (1 - z) * n + z * h, h)
+            update[k, :, t] = z * m
+            outs.append(h)
+        layer_in = torch.stack(outs, dim=1)  # (N, T, H)
+        hs.append(h)
+        if states:
+            all_h.append(layer_in)
+    return GateTrace(update, mask, layer_in, torch.stack(hs), None,
+                     torch.stack(all_h) if states else None, None)
 
 
 def traceable(model: EncoderDecoder) -> bool:
@@ -265,11 +317,18 @@ def traceable(model: EncoderDecoder) -> bool:
 
 
 @torch.no_grad()
-def trace_encoder(model: Seq2Seq, src: Tensor, lengths: Tensor) -> tuple[GateTrace, Tensor]:
+def trace_encoder(model: Seq2Seq, src: Tensor, lengths: Tensor, *,
+                  states: bool = False) -> tuple[GateTrace, Tensor]:
     """The encoder's gates over src (N, S) in the model's reading order; also returns the ids it
-    read, (N, S) (the source reversed for a reversed model, as `model.encode` does)."""
+    read, (N, S) (the source reversed for a reversed model, as `model.encode` does). Any model
+    whose `encoder` is an LSTM or GRU stack over `src_embed` (seq2seq, cho)."""
     fed = reverse_padded(src, lengths) if model.cfg.reverse_source else src
-    return trace_stack(model.encoder, model.src_embed(fed), lengths), fed
+    return trace_stack(model.encoder, model.src_embed(fed), lengths, states=states), fed
+
+
+def recurrent_encoder(model: EncoderDecoder) -> bool:
+    """The model's encoder is a stack :func:`trace_encoder` can trace (LSTM or GRU)."""
+    return isinstance(getattr(model, "encoder", None), (StandardLSTM, PeepholeLSTM, StandardGRU))
 
 
 @torch.no_grad()

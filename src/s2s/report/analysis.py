@@ -1,5 +1,6 @@
 """The report's analysis sections, from the `analysis` stage's artifacts (see
-:mod:`s2s.analysis.stage`): the paper's Figure 2, forget-gate statistics, gradient reach.
+:mod:`s2s.stages.analyze`): the paper's Figure 2, forget-gate statistics, gradient reach (at the
+end and over training), and the memory of a one-word change.
 
 * :func:`sections` returns report sections (:class:`~s2s.report.render.Section`) with tables,
   figures and text whose every number is read from the artifacts; :func:`markdown` renders them
@@ -17,12 +18,16 @@ from pathlib import Path
 import pandas as pd
 
 from s2s.report import figures
-from s2s.report.claims import FAILS, HOLDS, UNKNOWN, Claim
+from s2s.report.claims import FAILS, HOLDS, NO_DIFFERENCE, UNKNOWN, Claim
 from s2s.report.render import Document, Image, Section, Table, to_markdown
 
 FIGURES = {"figure2": "analysis_figure2.png", "forget": "analysis_forget_gates.png",
-           "half_life": "analysis_half_life.png", "reach": "analysis_gradient_reach.png"}
-FIRST = 3  # "the first source words": positions 1..FIRST
+           "half_life": "analysis_half_life.png", "reach": "analysis_gradient_reach.png",
+           "reach_training": "analysis_gradient_reach_training.png",
+           "reach_positions": "analysis_gradient_reach_positions.png",
+           "memory": "analysis_memory.png"}
+FIRST = 3  # "the first source words": positions 1..FIRST (measures.FIRST)
+EARLY = 0.5  # the paper's argument is about what SGD finds from the start: epochs <= EARLY
 
 
 def _label(model: str, reverse: bool) -> str:
@@ -201,24 +206,192 @@ def _reach_section(reach, meta, figures_dir: Path, rel_dir: str) -> Section:
     return Section("Gradient reach by source position", blocks)
 
 
+def first_over_training(training: pd.DataFrame, upto: int = FIRST) -> pd.DataFrame:
+    """Per model and epoch: the mean gradient norm over (sentence, position) at positions
+    1..upto (as first_positions) and the mean over sentences of the share of the sentence's
+    gradient that reaches positions 1..upto (together); columns model, reverse_source, epoch,
+    norm, share."""
+    rows = []
+    for (model, epoch), df in training.groupby(["model", "epoch"], sort=False):
+        norm, _ = first_positions(df, model, upto)
+        sel = df[(df["position"] <= upto) & (df["sentences"] > 0)]
+        n = int(df.loc[df["position"] == 1, "sentences"].sum())
+        share = float((sel["mean_share"] * sel["sentences"]).sum() / n) if n else math.nan
+        rows.append({"model": model, "reverse_source": bool(df["reverse_source"].iloc[0]),
+                     "epoch": float(epoch), "norm": norm, "share": share})
+    return pd.DataFrame(rows, columns=["model", "reverse_source", "epoch", "norm", "share"]
+                        ).sort_values(["model", "epoch"], kind="stable")
+
+
+def _interval(r) -> str:
+    return f"{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
+
+
+def _training_section(training, diff, meta, figures_dir: Path, rel_dir: str) -> Section:
+    info = meta.get("gradient_reach_training", {})
+    if training.empty:
+        return Section("Gradient reach over training", [
+            "No snapshots of training were measured (the train stages of analysis.models keep "
+            "them at analysis.snapshots)."])
+    labels = {m: _label(m, bool(df["reverse_source"].iloc[0]))
+              for m, df in training.groupby("model", sort=False)}
+    first = first_over_training(training)
+    share = diff[diff["statistic"] == "first_share"] if len(diff) else diff
+    fig = figures.reach_over_training(first, share, figures_dir / FIGURES["reach_training"],
+                                      labels=labels, upto=FIRST)
+    fig_p = figures.reach_positions_over_training(
+        training, figures_dir / FIGURES["reach_positions"], labels=labels)
+    boot = info.get("bootstrap", {})
+    blocks: list = [
+        "The gradient reach of the section above, measured on the same sentences at snapshots "
+        "taken during training (epoch 0: the initialisation, before any update) and at the end. "
+        "The paper's argument (§3.3) is about what makes the problem easier for SGD from the "
+        f"start, so the verdict rests on the early snapshots (epochs <= {EARLY:g}); later the "
+        "model has learned where to look, whichever order it reads. The difference is reversed "
+        f"minus forward of each sentence's share of its gradient at source positions 1-{FIRST}, "
+        f"with a 95% interval from {boot.get('samples', '?')} bootstrap resamples of the "
+        "sentences (paired: the same sentences for both models).",
+    ]
+    if len(share):
+        early = share[share["epoch"] <= EARLY]
+        late = share[share["epoch"] > EARLY]
+        for part, rows in (("Early", early), ("Later", late)):
+            if len(rows):
+                blocks.append(f"{part}: " + "; ".join(
+                    f"epoch {r['epoch']:g}: {r['reversed_mean']:.3f} reversed vs "
+                    f"{r['forward_mean']:.3f} forward, {_interval(r)}"
+                    for _, r in rows.iterrows()) + ".")
+    rows = []
+    for epoch, df in first.groupby("epoch", sort=True):
+        row = {"epoch": f"{epoch:g}"}
+        for _, r in df.iterrows():
+            row[f"norm {r['model']}"] = f"{r['norm']:.3g}"
+        for _, r in df.iterrows():
+            row[f"share {r['model']}"] = _f(r["share"], 3)
+        if len(share):
+            d = share[share["epoch"] == epoch]
+            row["share: reversed - forward [95%]"] = _interval(d.iloc[0]) if len(d) else "-"
+        rows.append(row)
+    blocks.append(Table(f"Gradient reach at source positions 1-{FIRST} over training",
+                        pd.DataFrame(rows)))
+    blocks.append(Image("Gradient reach over training", fig,
+                        f"{rel_dir}/{FIGURES['reach_training']}",
+                        f"Gradient of -log p(y_1 | source) at source positions 1-{FIRST} by "
+                        "training epoch (symlog axis), and reversed minus forward"))
+    blocks.append(Image("Gradient reach by position over training", fig_p,
+                        f"{rel_dir}/{FIGURES['reach_positions']}",
+                        "Share of the gradient by original source position, one line per "
+                        "snapshot (yellow: early, purple: late)"))
+    return Section("Gradient reach over training", blocks)
+
+
+def explained(decay: pd.DataFrame, model: str, layer: int) -> float:
+    """The share of the measured difference after the change (steps 1..K, summed) that the
+    gate alone carries: sum of the rolled difference / sum of the measured one (c for an LSTM,
+    h for a GRU); above 1, the input path cancels part of what the gate keeps."""
+    df = decay[(decay["model"] == model) & (decay["layer"] == layer)
+               & (decay["steps_after"] >= 1) & (decay["sentences"] > 0)]
+    lstm = df["mean_abs_dc"].notna().any()
+    measured = df["mean_abs_dc" if lstm else "mean_abs_dh"].sum()
+    rolled = df["forget_only_dc" if lstm else "update_only_dh"].sum()
+    return float(rolled / measured) if measured > 0 else math.nan
+
+
+def _memory_section(decay, half, meta, figures_dir: Path, rel_dir: str) -> Section:
+    info = meta.get("memory", {})
+    models = info.get("models", {})
+    if decay.empty:
+        return Section("Memory of a one-word change", [
+            "No memory rows: none of analysis.memory_models has an LSTM or GRU encoder."])
+    labels = {m: _label(m, bool(v.get("reverse_source"))) for m, v in models.items()}
+    fig = figures.memory_decay(decay, figures_dir / FIGURES["memory"], labels=labels)
+    ex = info.get("examples", [])
+    blocks: list = [
+        f"One source word of each of {info.get('substituted', '?')} test sentences (of "
+        f"{info.get('sentences', '?')}) is substituted: {info.get('rule', '')}"
+        + (" (e.g. " + "; ".join(f"'{e['old']}' -> '{e['new']}' at word {e['position']}"
+                                 for e in ex[:3]) + ")" if ex else "")
+        + ". Both versions are encoded, and at each step after the changed word (in the "
+        "model's reading order) the mean over units of |c' - c| and |h' - h| is taken, averaged "
+        "over the sentences that have that step. Beside it, the first difference rolled forward "
+        "through the forget gates alone (d_k = f_k * d_{k-1}, the unchanged run's gates, nothing "
+        "fed back): what the forget gate alone would keep. The measured difference fades slower "
+        "than the rolled one where the change comes back through the input path (the changed h "
+        "feeding the gates and the candidate), faster where that path cancels it. For a GRU "
+        "encoder the same is done for h through its update gate z. Half-life: the steps after "
+        "which the mean difference first falls under half its value at the changed word "
+        "(interpolated; inf: not within "
+        f"{info.get('steps', '?')} steps).",
+    ]
+    rows = []
+    for _, r in half.iterrows():
+        lstm = models.get(r["model"], {}).get("cell") != "gru"
+        share = explained(decay, r["model"], int(r["layer"]))
+        rows.append({"model": labels.get(r["model"], r["model"]), "layer": int(r["layer"]),
+                     "half-life c": _f(r["half_life_c"], 2),
+                     "through f alone": _f(r["half_life_forget_only"], 2),
+                     "half-life h": _f(r["half_life_h"], 2),
+                     "h through z alone": _f(r["half_life_update_only"], 2),
+                     "gate alone / measured": _f(share, 2)})
+        what = "c" if lstm else "h"
+        gate = "forget gate" if what == "c" else "update gate"
+        mine = r["half_life_c"] if what == "c" else r["half_life_h"]
+        alone = r["half_life_forget_only"] if what == "c" else r["half_life_update_only"]
+        blocks.append(
+            f"{labels.get(r['model'], r['model'])}, layer {int(r['layer'])}: the change in "
+            f"{what} has a half-life of {_f(mine, 2)} steps, {_f(alone, 2)} through the {gate} "
+            f"alone; summed over the steps after it, the {gate} alone carries "
+            f"{_f(share, 2)} of the measured difference"
+            + (" (the rest comes back through the input path)." if share < 1 else
+               " (the input path cancels part of what it keeps)." if share > 1 else "."))
+    blocks.append(Table("Half-lives of a one-word change in the encoder (steps)",
+                        pd.DataFrame(rows)))
+    blocks.append(Image("Memory of a one-word change", fig, f"{rel_dir}/{FIGURES['memory']}",
+                        "Mean |difference| of the encoder's state by steps after a substituted "
+                        "word: measured, and rolled through the gate alone"))
+    return Section("Memory of a one-word change", blocks)
+
+
+def reach_claim(reach: pd.DataFrame, diff: pd.DataFrame) -> Claim:
+    """The reversal argument's verdict: from the early snapshots (epochs <= EARLY) where the
+    over-training measurement is there, with what happens later; else from the end of
+    training."""
+    claim = ("Reversal brings the first source words within reach of the first target word "
+             "(§3.3: 'short term dependencies')")
+    share = diff[diff["statistic"] == "first_share"] if len(diff) else diff
+    early = share[share["epoch"] <= EARLY] if len(share) else share
+    if len(early):
+        above = int((early["lo"] > 0).sum())
+        below = int((early["hi"] < 0).sum())
+        status = (HOLDS if above and not below else FAILS if below else NO_DIFFERENCE)
+        late = share[share["epoch"] > EARLY]
+        r = early.iloc[0]
+        evidence = (f"share of -log p(y_1)'s gradient at source positions 1-{FIRST}, "
+                    f"{r['reversed']} - {r['forward']} with 95% bootstrap interval: early "
+                    + "; ".join(f"epoch {x['epoch']:g} {_interval(x)}"
+                                for _, x in early.iterrows()))
+        if len(late):
+            evidence += "; later " + "; ".join(f"epoch {x['epoch']:g} {_interval(x)}"
+                                               for _, x in late.iterrows())
+        return Claim(claim, status, evidence)
+    reverse = reach.groupby("model", sort=False)["reverse_source"].first()
+    fwd = [m for m, r in reverse.items() if not r]
+    rev = [m for m, r in reverse.items() if r]
+    if fwd and rev:
+        (nf, _), (nr, _) = first_positions(reach, fwd[0]), first_positions(reach, rev[0])
+        return Claim(claim, HOLDS if nr > nf else FAILS,
+                     f"mean gradient norm of -log p(y_1) at source positions 1-{FIRST} at the "
+                     f"end of training (no snapshots): {rev[0]} {nr:.3g} vs {fwd[0]} {nf:.3g} "
+                     f"({nr / nf:.2f}x)")
+    return Claim(claim, UNKNOWN, "needs a forward and a reversed model in analysis.models")
+
+
 def claims(analysis_dir: Path) -> list[Claim]:
     """The analyses' verdicts for the report's claims table: the reversal argument (gradient
     reach) and Figure 2 (paraphrases together, word-order swaps apart), from the artifacts."""
     a = load(analysis_dir)
-    reach, fig2 = a["reach"], a["figure2"]
-    out = []
-    reverse = reach.groupby("model", sort=False)["reverse_source"].first()
-    fwd = [m for m, r in reverse.items() if not r]
-    rev = [m for m, r in reverse.items() if r]
-    claim = ("Reversal brings the first source words within reach of the first target word "
-             "(§3.3: 'short term dependencies')")
-    if fwd and rev:
-        (nf, _), (nr, _) = first_positions(reach, fwd[0]), first_positions(reach, rev[0])
-        out.append(Claim(claim, HOLDS if nr > nf else FAILS,
-                         f"mean gradient norm of -log p(y_1) at source positions 1-{FIRST}: "
-                         f"{rev[0]} {nr:.3g} vs {fwd[0]} {nf:.3g} ({nr / nf:.2f}x)"))
-    else:
-        out.append(Claim(claim, UNKNOWN, "needs a forward and a reversed model in analysis.models"))
+    fig2 = a["figure2"]
+    out = [reach_claim(a["reach"], a["training_diff"])]
     claim = ("Figure 2: phrases of one meaning (active/passive) land together, word-order swaps "
              "apart")
     rows = [r for r in fig2.to_dict("records")
@@ -242,17 +415,26 @@ def load(analysis_dir: Path) -> dict:
             "hist": pd.read_csv(d / "forget_hist.csv"),
             "units": pd.read_csv(d / "forget_units.csv"),
             "forget": pd.read_csv(d / "forget_summary.csv"),
-            "reach": pd.read_csv(d / "gradient_reach.csv")}
+            "reach": pd.read_csv(d / "gradient_reach.csv"),
+            # (absent from the artifacts of a stage run before they existed: empty)
+            **{key: pd.read_csv(d / file) if (d / file).is_file() else pd.DataFrame()
+               for key, file in (("training", "gradient_reach_training.csv"),
+                                 ("training_diff", "gradient_reach_training_diff.csv"),
+                                 ("decay", "memory_decay.csv"),
+                                 ("half_life", "memory_half_life.csv"))}}
 
 
 def sections(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures") -> list[Section]:
-    """The three analysis sections; figures written into figures_dir, linked as rel_dir/<name>
+    """The analysis sections; figures written into figures_dir, linked as rel_dir/<name>
     (rel_dir: figures_dir relative to the Markdown file)."""
     a = load(analysis_dir)
     figures_dir = Path(figures_dir)
     return [_figure2_section(a["points"], a["figure2"], a["meta"], figures_dir, rel_dir),
             _forget_section(a["hist"], a["units"], a["forget"], a["meta"], figures_dir, rel_dir),
-            _reach_section(a["reach"], a["meta"], figures_dir, rel_dir)]
+            _reach_section(a["reach"], a["meta"], figures_dir, rel_dir),
+            _training_section(a["training"], a["training_diff"], a["meta"], figures_dir,
+                              rel_dir),
+            _memory_section(a["decay"], a["half_life"], a["meta"], figures_dir, rel_dir)]
 
 
 def markdown(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures") -> str:

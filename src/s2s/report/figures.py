@@ -8,7 +8,8 @@
 * :func:`attention_weights`: heat maps of an attention model's weights on its own translations.
 * the analyses' (:mod:`s2s.report.analysis`): :func:`figure2` (the paper's Figure 2, PCA of the
   phrases' encodings), :func:`forget_gates` and :func:`half_life` (forget-gate statistics),
-  :func:`gradient_reach`.
+  :func:`gradient_reach`, :func:`reach_over_training` and :func:`reach_positions_over_training`
+  (the same at the snapshots of training), :func:`memory_decay` (a one-word change's fade).
 
 Every matplotlib call of the project is here, and only the report stage imports this module.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
@@ -298,5 +300,103 @@ def gradient_reach(reach: pd.DataFrame, path: Path, *, labels: dict[str, str]) -
         ax.set_title(title, fontsize=11)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=9)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def reach_over_training(first: pd.DataFrame, diff: pd.DataFrame, path: Path, *,
+                        labels: dict[str, str], upto: int) -> Path:
+    """Over training epochs: the mean gradient norm (left, log) and the mean share (middle) at
+    source positions 1..upto per model (first: model, epoch, norm, share), and reversed -
+    forward of the share with its bootstrap interval (right; diff: epoch, diff, lo, hi)."""
+    fig = Figure(figsize=(14, 4.2))
+    axes = fig.subplots(1, 3)
+    for i, (model, df) in enumerate(first.groupby("model", sort=False)):
+        style = dict(color=f"C{i}", marker="o" if i % 2 == 0 else "s", ms=4, lw=1.6,
+                     label=labels.get(model, model))
+        axes[0].plot(df["epoch"], df["norm"], **style)
+        axes[1].plot(df["epoch"], df["share"], **style)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel(f"mean gradient norm at positions 1-{upto} (log)", fontsize=9)
+    axes[1].set_ylabel(f"mean share of the gradient at positions 1-{upto}", fontsize=9)
+    if len(diff):
+        axes[2].errorbar(diff["epoch"], diff["diff"],
+                         yerr=[diff["diff"] - diff["lo"], diff["hi"] - diff["diff"]],
+                         color="C2", marker="o", ms=4, capsize=3, lw=1.4,
+                         label="reversed - forward (95% bootstrap interval)")
+    axes[2].axhline(0, color="0.4", lw=0.8)
+    axes[2].set_ylabel(f"difference of the share at positions 1-{upto}", fontsize=9)
+    epochs = sorted(set(first["epoch"]))
+    for ax, title in zip(axes, ("Gradient of -log p(y_1) at the first source words",
+                                "The same, as a share of the sentence's total",
+                                "Reversed minus forward")):
+        ax.set_xlabel("training epoch (0: initialisation; symlog axis)", fontsize=9)
+        ax.set_xscale("symlog", linthresh=0.25)
+        ax.set_xticks(epochs, [f"{e:g}" for e in epochs], fontsize=8)
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_title(title, fontsize=11)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def reach_positions_over_training(training: pd.DataFrame, path: Path, *,
+                                  labels: dict[str, str]) -> Path:
+    """One panel per model: the mean share of the gradient by original source position, one
+    line per epoch (yellow: early, purple: late)."""
+    models = list(dict.fromkeys(training["model"]))
+    fig = Figure(figsize=(5.5 * len(models), 4.0))
+    axes = np.atleast_1d(fig.subplots(1, len(models), sharey=True))
+    epochs = sorted(set(training["epoch"]))
+    for ax, model in zip(axes, models):
+        for j, epoch in enumerate(epochs):
+            df = training[(training["model"] == model) & (training["epoch"] == epoch)
+                          & (training["sentences"] > 0)]
+            if df.empty:
+                continue
+            ax.plot(df["position"], df["mean_share"], lw=1.5, label=f"epoch {epoch:g}",
+                    color=colormaps["viridis"](0.9 * (1 - j / max(len(epochs) - 1, 1))))
+        ax.set_title(labels.get(model, model), fontsize=11)
+        ax.set_xlabel("source position in the original sentence (1 = first word)", fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("mean share of the sentence's gradient norm", fontsize=9)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def memory_decay(decay: pd.DataFrame, path: Path, *, labels: dict[str, str]) -> Path:
+    """One panel per (model, layer): the mean |difference| of the encoder's state after a
+    one-word change, by steps after it (log y): c measured (solid), c rolled through the forget
+    gates alone (dashed), h measured (dotted); for a GRU, h measured and rolled through its
+    update gate."""
+    panels = list(dict.fromkeys(zip(decay["model"], decay["layer"])))
+    cols = min(len(panels), 4)
+    rows = -(-len(panels) // cols)
+    fig = Figure(figsize=(4.2 * cols, 3.4 * rows))
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    for ax, (model, layer) in zip(axes, panels):
+        df = decay[(decay["model"] == model) & (decay["layer"] == layer)
+                   & (decay["sentences"] > 0)]
+        k = df["steps_after"]
+        lines = (("mean_abs_dc", "|c' - c|", "-", "C0"),
+                 ("forget_only_dc", "through f alone", "--", "C0"),
+                 ("mean_abs_dh", "|h' - h|", ":", "C3"),
+                 ("update_only_dh", "h through z alone", "--", "C3"))
+        for col, label, ls, color in lines:
+            y = df[col].to_numpy(dtype=float)
+            if np.isfinite(y).any():
+                ax.plot(k, y, ls=ls, color=color, lw=1.5, label=label)
+        ax.set_yscale("log")
+        ax.set_title(f"{labels.get(model, model)}, layer {int(layer)}", fontsize=10)
+        ax.set_xlabel("steps after the changed word", fontsize=8)
+        ax.set_ylabel("mean |difference| per unit (log)", fontsize=8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
     fig.tight_layout()
     return save(fig, path)

@@ -1,10 +1,14 @@
 """Stage `train-<model>`: the training procedure of §3.4.
 
 Reads:  ``<prepared>/{train,dev,test}.tok.{en,fr}``, ``<vocab>/{en,fr}.tsv``, params `model`,
-        `models.<name>`, `train`.
+        `models.<name>`, `train`; for the models of `analysis.models`, `analysis.snapshots`.
 Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model_dir>/best.pt``
         (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
-        `checkpoint_every` steps), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``.
+        `checkpoint_every` steps), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``;
+        for the models of `analysis.models`, ``<snapshots>/epoch<E>.pt`` (the weights at each
+        epoch E of `analysis.snapshots` before the last step) and ``<snapshots>/snapshots.json``,
+        their index (``s2s.train.Snapshots``, which says how a resumed run writes the same
+        files).
 
 Plain SGD without momentum at `lr`; after `decay_start` epochs the rate is halved every
 `decay_every` epochs. The loss is summed over each sentence's target tokens and divided by the
@@ -35,23 +39,29 @@ import contextlib
 import json
 from pathlib import Path
 
-from s2s.config import Params
+from s2s.config import AnalysisConfig, Params
 from s2s.dag import Out, Stage
 
 HELP = "train one model of params `models`"
 PATHS = ("--prepared", "--vocab", "--model-dir", "--ckpt-dir", "--metrics", "--curves")
+OPTIONAL_PATHS = ("--snapshots",)  # the models of `analysis.models` only
 
 
 def stages(params: Params) -> list[Stage]:
+    analysed = set(params.analysis.models)
+    snapshot_keys = ("analysis.snapshots",) * AnalysisConfig.written(params.source, "snapshots")
     return [Stage(
         name=f"train-{name}",
         cmd=f"s2s train {name} --prepared data/prepared --vocab data/vocab "
             f"--model-dir models/{name} --ckpt-dir checkpoints/{name} "
-            f"--metrics metrics/train/{name}.json --curves metrics/curves/{name}.csv",
+            f"--metrics metrics/train/{name}.json --curves metrics/curves/{name}.csv"
+            + (f" --snapshots snapshots/{name}" if name in analysed else ""),
         deps=("metrics/params.json", "data/prepared", "data/vocab"),
         outs=(Out(f"models/{name}"), Out(f"checkpoints/{name}", cache=False, persist=True),
-              Out(f"metrics/curves/{name}.csv"), Out(f"metrics/train/{name}.json")),
-        params=("model", f"models.{name}", "train"),
+              Out(f"metrics/curves/{name}.csv"), Out(f"metrics/train/{name}.json"),
+              *((Out(f"snapshots/{name}"),) if name in analysed else ())),
+        params=("model", f"models.{name}", "train",
+                *((*snapshot_keys, "analysis.models") if name in analysed else ())),
         doc="" if i else "One stage per model of params `models`. checkpoints/<model> is the "
                          "resume point: it survives\na killed run (persist) and is resumed only "
                          "if its fingerprint (params, vocabulary, data)\nmatches, so a stale one "
@@ -67,23 +77,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cli(args, params) -> None:
     main(params, args.name, prepared_dir=args.prepared, vocab_dir=args.vocab,
          model_dir=args.model_dir, ckpt_dir=args.ckpt_dir, metrics_out=args.metrics,
-         curves_out=args.curves, stop_after=args.stop_after)
+         curves_out=args.curves, stop_after=args.stop_after, snapshot_dir=args.snapshots)
 
 
 def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
          ckpt_dir: Path, metrics_out: Path, curves_out: Path,
-         stop_after: int | None = None) -> dict:
+         stop_after: int | None = None, snapshot_dir: Path | None = None) -> dict:
     from s2s import distributed, runguard, train
 
     cfg = params.train
     params.model_config(name)  # an unknown model fails before any work
+    epochs = tuple(AnalysisConfig.read(params, "snapshots")) if snapshot_dir is not None else ()
     world = distributed.World.from_env()
     if world.size == 1:
         nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
         if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
             distributed.spawn(main, nprocs, params, name, prepared_dir=prepared_dir,
                               vocab_dir=vocab_dir, model_dir=model_dir, ckpt_dir=ckpt_dir,
-                              metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after)
+                              metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after,
+                              snapshot_dir=snapshot_dir)
             return json.loads(Path(metrics_out).read_text(encoding="utf-8"))
     # One writer per checkpoint folder; stopped by a signal (or by its dvc dying) between steps,
     # with a final resumable checkpoint (s2s.runguard).
@@ -93,4 +105,5 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
             runguard.tie_to_pipeline()
         return train.run(params, name, prepared_dir=prepared_dir, vocab_dir=vocab_dir,
                       model_dir=model_dir, ckpt_dir=ckpt_dir, metrics_out=metrics_out,
-                      curves_out=curves_out, stop_after=stop_after, world=world, stop=stop)
+                      curves_out=curves_out, stop_after=stop_after, world=world, stop=stop,
+                      snapshot_dir=snapshot_dir, snapshot_epochs=epochs)

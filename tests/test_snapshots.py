@@ -1,0 +1,122 @@
+"""The train stage's snapshots (issue 16, s2s.train.Snapshots): taken at round(E * steps_per_epoch)
+before that step's update, the final model excluded, and the same files after a kill and a rerun
+(DVC deletes snapshots/<m> and keeps checkpoints/<m>) as from a run from scratch."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from s2s import checkpoint, config, train
+from s2s.model import build_model
+from s2s.stages import train as train_stage
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny() -> dict:
+    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text(encoding="utf-8"))
+    raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
+    raw["train"].update(device="cpu", threads=1, checkpoint_every=4, log_every=8, epochs=1.0,
+                        eval_every=0.5, amp=False)
+    raw.setdefault("analysis", {})["snapshots"] = [0, 0.25, 0.5, 1, 2]
+    return raw
+
+
+@pytest.fixture(scope="module")
+def setup(smoke_data, tmp_path_factory):
+    tmp, _ = smoke_data
+    work = tmp_path_factory.mktemp("snapshots")
+    path = work / "params.yaml"
+    path.write_text(yaml.safe_dump(tiny(), sort_keys=False), encoding="utf-8")
+    return tmp, work, config.load(path)
+
+
+def run(params, run_dir: Path, data: Path, **kw) -> None:
+    train_stage.main(params, "forward", prepared_dir=data / "prepared", vocab_dir=data / "vocab",
+                     model_dir=run_dir / "models", ckpt_dir=run_dir / "checkpoints",
+                     metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv",
+                     snapshot_dir=run_dir / "snapshots", **kw)
+
+
+def digests(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_due_steps_round_and_leave_out_the_end():
+    assert train.snapshots_due([2, 0, 0.25, 0.5, 1], steps_per_epoch=10, total_steps=15) == {
+        0.0: 0, 0.25: 2, 0.5: 5, 1.0: 10}  # round(2.5) = 2; epoch 2 is past the end
+    assert train.snapshot_file(0.25) == "epoch0.25.pt" and train.snapshot_file(1.0) == "epoch1.pt"
+
+
+def test_snapshots_are_the_weights_before_that_steps_update_and_a_rerun_writes_the_same(
+        setup, caplog):
+    data, work, params = setup
+    fresh = work / "fresh"
+    run(params, fresh, data)
+    index = train.read_snapshot_index(fresh / "snapshots")
+    spe, total = index["steps_per_epoch"], index["total_steps"]
+    assert total == spe and index["final_epoch"] == 1.0
+    assert [(s["epoch"], s["step"]) for s in index["snapshots"]] == [
+        (0.0, 0), (0.25, round(0.25 * spe)), (0.5, round(0.5 * spe))]  # 1 and 2: the end, past it
+    # epoch 0 is the initialisation
+    first = checkpoint.load_model(fresh / "snapshots" / "epoch0.pt",
+                                  src_vocab=_vocab(data, "en"), tgt_vocab=_vocab(data, "fr"))
+    init = build_model(params.model_config("forward"), src_vocab=len(_vocab(data, "en")),
+                             tgt_vocab=len(_vocab(data, "fr")), pad=0)
+    init.init_weights(params.model_config("forward").init_seed)
+    for (k, a), b in zip(first.state_dict().items(), init.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=k)
+    payload = checkpoint.load_payload(fresh / "snapshots" / "epoch0.5.pt")
+    assert payload["step"] == round(0.5 * spe) and payload["name"] == "forward"
+
+    # killed after the 0.25 snapshot and before the 0.5 one; DVC deletes snapshots/ and models/
+    killed = work / "killed"
+    stop = round(0.25 * spe) + 2
+    with pytest.raises(train.Interrupted):
+        run(params, killed, data, stop_after=stop)
+    assert not (killed / "snapshots").exists()
+    shutil.rmtree(killed / "models")
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        run(params, killed, data)
+    assert f"resuming from {killed / 'checkpoints' / 'last.pt'} at step {stop}" in caplog.text
+    assert digests(killed / "snapshots") == digests(fresh / "snapshots")
+
+    # a snapshot lost from the checkpoint folder: the resume point is not used
+    lost = work / "lost"
+    with pytest.raises(train.Interrupted):
+        run(params, lost, data, stop_after=stop)
+    (lost / "checkpoints" / "snapshots" / "epoch0.25.pt").unlink()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        run(params, lost, data)
+    assert "a snapshot before step" in caplog.text and "starting afresh" in caplog.text
+    assert digests(lost / "snapshots") == digests(fresh / "snapshots")
+
+
+def test_only_the_analysed_models_train_stages_take_snapshots(setup):
+    params = config.load(ROOT / "profiles" / "smoke.yaml")  # no analysis.snapshots: the default
+    by_name = {s.name: s for s in train_stage.stages(params)}
+    fwd, rev5 = by_name["train-forward"], by_name["train-reversed_5"]
+    assert "--snapshots snapshots/forward" in fwd.cmd
+    assert "snapshots/forward" in [o.path for o in fwd.outs]
+    # DVC refuses a params key the file lacks: declared only where written
+    assert fwd.params == ("model", "models.forward", "train", "analysis.models")
+    assert config.AnalysisConfig.read(config.only(params, fwd.params, stage=fwd.name),
+                                      "snapshots") == (0.0, 0.25, 0.5, 1.0, 2.0)
+    assert "--snapshots" not in rev5.cmd and rev5.params == ("model", "models.reversed_5", "train")
+    assert len(rev5.outs) == 4
+    _, _, written = setup  # a file that writes analysis.snapshots
+    fwd = {s.name: s for s in train_stage.stages(written)}["train-forward"]
+    assert fwd.params[-2:] == ("analysis.snapshots", "analysis.models")
+
+
+def _vocab(data: Path, lang: str):
+    from s2s.data.vocab import Vocab
+    return Vocab.load(data / "vocab" / f"{lang}.tsv")
