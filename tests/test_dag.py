@@ -80,7 +80,9 @@ def test_attention_stage_reads_the_profiles_attention_system(profile):
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
 def test_analyze_stage_reads_the_profiles_analysis_models(profile):
-    assert model_deps(dag_of(profile)["analyze"]) == set(load(profile).analysis.models)
+    analysis = load(profile).analysis  # its models, and those whose memory it measures
+    assert model_deps(dag_of(profile)["analyze"]) == set(analysis.models) | set(
+        analysis.memory_models or ())
 
 
 def test_every_stage_depends_on_the_code_it_runs_and_no_other():

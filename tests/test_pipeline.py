@@ -113,7 +113,7 @@ def test_the_transformer_row_cross_attention_and_length_drop(smoke_repo):
     # Table 1's modern reference: our number beside "not in the paper"
     t1 = (smoke_repo / "reports/tables/table1.csv").read_text()
     row = next(line for line in t1.splitlines() if line.startswith('"Transformer (Vaswani'))
-    assert "not in the paper" in row and ",transformer beam 12," in row.replace('"', "")
+    assert "not in the paper" in row and ",transformer, beam 12 (1 model)" in row.replace('"', "")
     # its cross-attention on the attention model's example sentences, rows distributions
     weights = json.loads((smoke_repo / "outputs/attention/weights.json").read_text())
     cross = weights["cross_attention"]

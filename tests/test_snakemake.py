@@ -137,9 +137,9 @@ def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     assert jobs.pop("all") == 1
     assert set(jobs.values()) == {1}
     assert set(jobs) == {rule_name(s) for s in stages}
-    # params, 3 data stages, 9 train, 7 translate, 5 rescore, analyze, attention, evaluate,
+    # params, 3 data stages, 11 train, 9 translate, 5 rescore, analyze, attention, evaluate,
     # summary, export, report
-    assert len(stages) == 31
+    assert len(stages) == 35
 
 
 def test_a_new_model_in_params_is_a_new_job(plan_repo):

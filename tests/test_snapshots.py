@@ -100,8 +100,14 @@ def test_snapshots_are_the_weights_before_that_steps_update_and_a_rerun_writes_t
     assert digests(lost / "snapshots") == digests(fresh / "snapshots")
 
 
-def test_only_the_analysed_models_train_stages_take_snapshots(setup):
-    params = config.load(ROOT / "profiles" / "smoke.yaml")  # no analysis.snapshots: the default
+def test_only_the_analysed_models_train_stages_take_snapshots(setup, tmp_path):
+    import re
+
+    text = (ROOT / "profiles" / "smoke.yaml").read_text()  # without analysis.snapshots: the default
+    (tmp_path / "params.yaml").write_text(re.sub(r"^  snapshots: .*\n(  +#.*\n)?", "", text,
+                                                 flags=re.M))
+    params = config.load(tmp_path / "params.yaml")
+    assert "snapshots" not in (tmp_path / "params.yaml").read_text().split("analysis:")[1]
     by_name = {s.name: s for s in train_stage.stages(params)}
     fwd, rev5 = by_name["train-forward"], by_name["train-reversed_5"]
     assert "--snapshots snapshots/forward" in fwd.cmd

@@ -50,7 +50,8 @@ log = logging.getLogger("s2s.analysis")
 SNAPSHOT_INDEX = "snapshots.json"  # written by the train stage (s2s.train.Snapshots.publish)
 
 HELP = "Figure 2, forget gates, gradient reach (also over training) and memory of `analysis`"
-PATHS = ("--prepared", "--vocab", "--models", "--snapshots", "--out")
+PATHS = ("--prepared", "--vocab", "--models", "--out")
+OPTIONAL_PATHS = ("--snapshots",)  # without it (or its folders), no gradient reach over training
 
 
 MEMORY_KEYS = ("memory_models", "memory_steps", "memory_candidates")  # each with a default
