@@ -31,7 +31,8 @@ def tiny(cell="lstm", reverse=False, arch="seq2seq", layers=2, seed=3):
 
 
 @pytest.mark.parametrize("cell,arch", [("lstm", "seq2seq"), ("peephole", "seq2seq"),
-                                       ("gru", "seq2seq"), ("gru", "cho")])
+                                       ("gru", "seq2seq"), ("gru", "cho"),
+                                       ("cho_gru", "seq2seq"), ("cho_gru", "cho")])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_the_instrumented_states_are_the_encoders_own(cell, arch, reverse):
     model = tiny(cell, reverse, arch)
@@ -45,7 +46,7 @@ def test_the_instrumented_states_are_the_encoders_own(cell, arch, reverse):
     L = model.cfg.num_layers
     last = LENGTHS - 1
     torch.testing.assert_close(trace.hiddens[:, torch.arange(3), last], h, atol=1e-5, rtol=0)
-    if cell == "gru":
+    if cell in ("gru", "cho_gru"):
         assert trace.c is None and trace.cells is None
         assert ((trace.forget > 0) == mask[None, :, :, None].expand(L, -1, -1, 8)).all()
     else:
@@ -66,6 +67,15 @@ def test_the_recorded_update_gate_is_nn_grus():
     with torch.no_grad():
         out, _ = run_padded(gru, model.source(SRC, LENGTHS), None, LENGTHS)
     torch.testing.assert_close(trace.out[trace.mask], out[trace.mask], atol=1e-5, rtol=0)
+
+
+def test_the_recorded_update_gate_is_cho_et_als():
+    model = tiny("cho_gru", layers=1)
+    trace = probes.trace_encoder(model, SRC, LENGTHS, states=True)[0]
+    cell = model.encoder.cells[0]
+    x = model.source(SRC, LENGTHS)[:, 0]  # (N, E), the first step from h = 0: z = sigma(W_z x + b_z)
+    z = torch.sigmoid(x @ cell.weight_ih[8:16].t() + cell.bias[8:16])
+    torch.testing.assert_close(trace.forget[0, :, 0], z.detach(), atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from s2s.data.vocab import SPECIALS, Vocab
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM
 from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State, reverse_padded
+from s2s.model.gru import ChoGRU
 from s2s.model.stacks import StandardGRU
 
 # --- Phrases -------------------------------------------------------------------------------------
@@ -234,6 +235,9 @@ def trace_stack(stack: nn.Module, x: Tensor, lengths: Tensor,
     sequence's end its state stops changing. A StandardGRU is traced by :func:`trace_gru`."""
     if isinstance(stack, StandardGRU):
         return trace_gru(stack, x, lengths, None if state is None else state[0], states=states)
+    if isinstance(stack, ChoGRU):
+        return trace_cho_gru(stack, x, lengths, None if state is None else state[0],
+                             states=states)
     N, T, _ = x.shape
     L, H = stack.num_layers, stack.hidden_size
     mask = torch.arange(T, device=x.device)[None, :] < lengths.to(x.device)[:, None]  # (N, T)
@@ -310,6 +314,43 @@ def trace_gru(stack: StandardGRU, x: Tensor, lengths: Tensor, h0: Tensor | None 
                      torch.stack(all_h) if states else None, None)
 
 
+def trace_cho_gru(stack: ChoGRU, x: Tensor, lengths: Tensor, h0: Tensor | None = None, *,
+                  states: bool = False) -> GateTrace:
+    """A (unidirectional) ChoGRU over x (N, T, E) one step at a time with Cho et al.'s maths
+    (s2s.model.gru, their eq. 5-8): r, z = sigma(W x + U h + b), n = tanh(W x + U (r * h) + b),
+    h_t = z_t * h_{t-1} + (1 - z_t) * n_t. The update gate z, the share of h_{t-1} kept, is
+    recorded as `forget`; `c` and `cells` are None."""
+    if stack.directions != 1:
+        raise ValueError("trace_cho_gru traces a unidirectional ChoGRU")
+    N, T, _ = x.shape
+    L, H = stack.num_layers, stack.hidden_size
+    mask = torch.arange(T, device=x.device)[None, :] < lengths.to(x.device)[:, None]  # (N, T)
+    h0 = x.new_zeros(L, N, H) if h0 is None else h0
+    update = x.new_zeros(L, N, T, H)
+    hs, all_h = [], []
+    layer_in = x
+    for k, cell in enumerate(stack.cells):
+        gx = layer_in @ cell.weight_ih.t() + cell.bias  # (N, T, 3H)
+        xr, xz, xn = gx.chunk(3, dim=2)  # each (N, T, H)
+        ur, uz = cell.weight_hh_rz.chunk(2, dim=0)  # (H, H) each
+        h = h0[k]
+        outs = []
+        for t in range(T):
+            r = torch.sigmoid(xr[:, t] + h @ ur.t())
+            z = torch.sigmoid(xz[:, t] + h @ uz.t())
+            n = torch.tanh(xn[:, t] + (r * h) @ cell.weight_hh_n.t())
+            m = mask[:, t, None]  # (N, 1)
+            h = torch.where(m, z * h + (1 - z) * n, h)
+            update[k, :, t] = z * m
+            outs.append(h)
+        layer_in = torch.stack(outs, dim=1)  # (N, T, H)
+        hs.append(h)
+        if states:
+            all_h.append(layer_in)
+    return GateTrace(update, mask, layer_in, torch.stack(hs), None,
+                     torch.stack(all_h) if states else None, None)
+
+
 def traceable(model: EncoderDecoder) -> bool:
     """The instrumented pass knows the paper's model with LSTM cells (nn.LSTM or peephole)."""
     return isinstance(model, Seq2Seq) and all(
@@ -328,7 +369,9 @@ def trace_encoder(model: Seq2Seq, src: Tensor, lengths: Tensor, *,
 
 def recurrent_encoder(model: EncoderDecoder) -> bool:
     """The model's encoder is a stack :func:`trace_encoder` can trace (LSTM or GRU)."""
-    return isinstance(getattr(model, "encoder", None), (StandardLSTM, PeepholeLSTM, StandardGRU))
+    enc = getattr(model, "encoder", None)
+    return isinstance(enc, (StandardLSTM, PeepholeLSTM, StandardGRU)) or (
+        isinstance(enc, ChoGRU) and enc.directions == 1)
 
 
 @torch.no_grad()

@@ -325,7 +325,7 @@ def _memory_section(decay, half, meta, figures_dir: Path, rel_dir: str) -> Secti
     ]
     rows = []
     for _, r in half.iterrows():
-        lstm = models.get(r["model"], {}).get("cell") != "gru"
+        lstm = models.get(r["model"], {}).get("cell") not in ("gru", "cho_gru")
         share = explained(decay, r["model"], int(r["layer"]))
         rows.append({"model": labels.get(r["model"], r["model"]), "layer": int(r["layer"]),
                      "half-life c": _f(r["half_life_c"], 2),
@@ -339,7 +339,9 @@ def _memory_section(decay, half, meta, figures_dir: Path, rel_dir: str) -> Secti
         alone = r["half_life_forget_only"] if what == "c" else r["half_life_update_only"]
         blocks.append(
             f"{labels.get(r['model'], r['model'])}, layer {int(r['layer'])}: the change in "
-            f"{what} has a half-life of {_f(mine, 2)} steps, {_f(alone, 2)} through the {gate} "
+            + (f"{what} does not fall to half within {info.get('steps', '?')} steps, "
+               if mine == math.inf else f"{what} has a half-life of {_f(mine, 2)} steps, ")
+            + f"{_f(alone, 2)} through the {gate} "
             f"alone; summed over the steps after it, the {gate} alone carries "
             f"{_f(share, 2)} of the measured difference"
             + (" (the rest comes back through the input path)." if share < 1 else

@@ -221,7 +221,7 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
             continue
         sums = memory.memory_decay(model, sources, subs, pad=src_vocab.pad, steps=memory_steps,
                                    batch_size=batch_size)
-        lstm = model.cfg.cell != "gru"
+        lstm = model.cfg.cell not in ("gru", "cho_gru")
         d, h = memory_frames(name, sums, lstm=lstm)
         decays.append(d)
         halves.append(h)
