@@ -278,67 +278,25 @@ def trace_stack(stack: nn.Module, x: Tensor, lengths: Tensor,
 
 
 @torch.no_grad()
-def trace_gru(stack: StandardGRU, x: Tensor, lengths: Tensor, h0: Tensor | None = None, *,
-              states: bool = False) -> GateTrace:
-    """A StandardGRU over x (N, T, E) one step at a time with nn.GRU's weights and maths
-    (s2s.model.stacks.gru_step): h_t = (1 - z_t) * n_t + z_t * h_{t-1}. The update gate z, the
-    share of h_{t-1} kept, is recorded as `forget`; `c` and `cells` are None."""
-    gru = stack.gru
+def _trace_gated(layers, x: Tensor, lengths: Tensor, h0: Tensor | None, hidden: int, *,
+                 states: bool) -> GateTrace:
+    """Run GRU-like layers over x (N, T, E) one step at a time. `layers`: one function per layer,
+    which takes the layer's input (N, T, E_k) and returns step(t, h) -> (candidate n, update z),
+    each (N, H); h_t = z_t * h_{t-1} + (1 - z_t) * n_t at real steps, held at padded ones. The
+    update gate z, the share of h_{t-1} kept, is recorded as `forget`; `c`, `cells` are None."""
     N, T, _ = x.shape
-    L, H = gru.num_layers, gru.hidden_size
+    L, H = len(layers), hidden
     mask = torch.arange(T, device=x.device)[None, :] < lengths.to(x.device)[:, None]  # (N, T)
     h0 = x.new_zeros(L, N, H) if h0 is None else h0
     update = x.new_zeros(L, N, T, H)
     hs, all_h = [], []
     layer_in = x
-    for k in range(L):
-        gx = layer_in @ getattr(gru, f"weight_ih_l{k}").t() + getattr(gru, f"bias_ih_l{k}")
-        w_hh, b_hh = getattr(gru, f"weight_hh_l{k}"), getattr(gru, f"bias_hh_l{k}")
-        xr, xz, xn = gx.chunk(3, dim=2)  # each (N, T, H)
+    for k, layer in enumerate(layers):
+        step = layer(layer_in)
         h = h0[k]
         outs = []
         for t in range(T):
-            hr, hz, hn = (h @ w_hh.t() + b_hh).chunk(3, dim=1)  # each (N, H)
-            r = torch.sigmoid(xr[:, t] + hr)
-            z = torch.sigmoid(xz[:, t] + hz)
-            n = torch.tanh(xn[:, t] + r * hn)
-            m = mask[:, t, None]  # (N, 1)
-            h = torch.where(m, (1 - z) * n + z * h, h)
-            update[k, :, t] = z * m
-            outs.append(h)
-        layer_in = torch.stack(outs, dim=1)  # (N, T, H)
-        hs.append(h)
-        if states:
-            all_h.append(layer_in)
-    return GateTrace(update, mask, layer_in, torch.stack(hs), None,
-                     torch.stack(all_h) if states else None, None)
-
-
-def trace_cho_gru(stack: ChoGRU, x: Tensor, lengths: Tensor, h0: Tensor | None = None, *,
-                  states: bool = False) -> GateTrace:
-    """A (unidirectional) ChoGRU over x (N, T, E) one step at a time with Cho et al.'s maths
-    (s2s.model.gru, their eq. 5-8): r, z = sigma(W x + U h + b), n = tanh(W x + U (r * h) + b),
-    h_t = z_t * h_{t-1} + (1 - z_t) * n_t. The update gate z, the share of h_{t-1} kept, is
-    recorded as `forget`; `c` and `cells` are None."""
-    if stack.directions != 1:
-        raise ValueError("trace_cho_gru traces a unidirectional ChoGRU")
-    N, T, _ = x.shape
-    L, H = stack.num_layers, stack.hidden_size
-    mask = torch.arange(T, device=x.device)[None, :] < lengths.to(x.device)[:, None]  # (N, T)
-    h0 = x.new_zeros(L, N, H) if h0 is None else h0
-    update = x.new_zeros(L, N, T, H)
-    hs, all_h = [], []
-    layer_in = x
-    for k, cell in enumerate(stack.cells):
-        gx = layer_in @ cell.weight_ih.t() + cell.bias  # (N, T, 3H)
-        xr, xz, xn = gx.chunk(3, dim=2)  # each (N, T, H)
-        ur, uz = cell.weight_hh_rz.chunk(2, dim=0)  # (H, H) each
-        h = h0[k]
-        outs = []
-        for t in range(T):
-            r = torch.sigmoid(xr[:, t] + h @ ur.t())
-            z = torch.sigmoid(xz[:, t] + h @ uz.t())
-            n = torch.tanh(xn[:, t] + (r * h) @ cell.weight_hh_n.t())
+            n, z = step(t, h)
             m = mask[:, t, None]  # (N, 1)
             h = torch.where(m, z * h + (1 - z) * n, h)
             update[k, :, t] = z * m
@@ -349,6 +307,56 @@ def trace_cho_gru(stack: ChoGRU, x: Tensor, lengths: Tensor, h0: Tensor | None =
             all_h.append(layer_in)
     return GateTrace(update, mask, layer_in, torch.stack(hs), None,
                      torch.stack(all_h) if states else None, None)
+
+
+def trace_gru(stack: StandardGRU, x: Tensor, lengths: Tensor, h0: Tensor | None = None, *,
+              states: bool = False) -> GateTrace:
+    """A StandardGRU over x (N, T, E) one step at a time with nn.GRU's weights and maths
+    (s2s.model.stacks.gru_step): n = tanh(W_n x + b_in + r * (W_hn h + b_hn)), h_t = (1 - z_t) *
+    n_t + z_t * h_{t-1}. See _trace_gated for what is recorded."""
+    gru = stack.gru
+
+    def layer(k: int):
+        def start(layer_in: Tensor):
+            gx = layer_in @ getattr(gru, f"weight_ih_l{k}").t() + getattr(gru, f"bias_ih_l{k}")
+            w_hh, b_hh = getattr(gru, f"weight_hh_l{k}"), getattr(gru, f"bias_hh_l{k}")
+            xr, xz, xn = gx.chunk(3, dim=2)  # each (N, T, H)
+
+            def step(t: int, h: Tensor):
+                hr, hz, hn = (h @ w_hh.t() + b_hh).chunk(3, dim=1)  # each (N, H)
+                r = torch.sigmoid(xr[:, t] + hr)
+                z = torch.sigmoid(xz[:, t] + hz)
+                return torch.tanh(xn[:, t] + r * hn), z
+            return step
+        return start
+
+    return _trace_gated([layer(k) for k in range(gru.num_layers)], x, lengths, h0,
+                        gru.hidden_size, states=states)
+
+
+def trace_cho_gru(stack: ChoGRU, x: Tensor, lengths: Tensor, h0: Tensor | None = None, *,
+                  states: bool = False) -> GateTrace:
+    """A (unidirectional) ChoGRU over x (N, T, E) one step at a time with Cho et al.'s maths
+    (s2s.model.gru, their eq. 5-8): r, z = sigma(W x + U h + b), n = tanh(W x + U (r * h) + b),
+    h_t = z_t * h_{t-1} + (1 - z_t) * n_t. See _trace_gated for what is recorded."""
+    if stack.directions != 1:
+        raise ValueError("trace_cho_gru traces a unidirectional ChoGRU")
+
+    def layer(cell):
+        def start(layer_in: Tensor):
+            gx = layer_in @ cell.weight_ih.t() + cell.bias  # (N, T, 3H)
+            xr, xz, xn = gx.chunk(3, dim=2)  # each (N, T, H)
+            ur, uz = cell.weight_hh_rz.chunk(2, dim=0)  # (H, H) each
+
+            def step(t: int, h: Tensor):
+                r = torch.sigmoid(xr[:, t] + h @ ur.t())
+                z = torch.sigmoid(xz[:, t] + h @ uz.t())
+                return torch.tanh(xn[:, t] + (r * h) @ cell.weight_hh_n.t()), z
+            return step
+        return start
+
+    return _trace_gated([layer(c) for c in stack.cells], x, lengths, h0, stack.hidden_size,
+                        states=states)
 
 
 def traceable(model: EncoderDecoder) -> bool:
