@@ -3,8 +3,8 @@
 
 dvc.yaml, generated from params by `s2s dag write`, calls the stage subcommands and passes every
 path; a path flag left out defaults to what dvc.yaml passes. Each stage sees only the params keys
-its dvc.yaml entry declares. Stage modules import torch inside their `main`: `s2s profile` or
-`s2s download` never pay for importing it.
+its dvc.yaml entry declares. Validating a parameter file builds each model's config through
+the architecture registry (s2s.model), which imports torch; `--help` does not.
 """
 
 from __future__ import annotations
