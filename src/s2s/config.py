@@ -671,14 +671,7 @@ def _check_cross_refs(p: Params) -> None:
                               f"not under 'models' (known: {', '.join(p.models)})")
     attn = p.analysis.attention_system
     if attn is not None:
-        if attn not in p.systems:
-            raise ConfigError(f"{p.source}: 'analysis.attention_system' names system '{attn}', "
-                              f"which is not under 'systems' (known: {', '.join(p.systems)})")
-        members = p.systems[attn].members
-        if len(members) != 1 or p.model_config(members[0]).arch != "attention":
-            raise ConfigError(f"{p.source}: 'analysis.attention_system' must name a system of "
-                              f"one model whose arch is 'attention'; '{attn}' has members "
-                              f"{list(members)}")
+        _check_one_model_system(p, "analysis.attention_system", attn, arch="attention")
     for i, name in enumerate(p.report.figure3_compare):
         if name not in p.systems:
             raise ConfigError(f"{p.source}: 'report.figure3_compare[{i}]' names system '{name}', "
@@ -688,15 +681,7 @@ def _check_cross_refs(p: Params) -> None:
         if attn is None:
             raise ConfigError(f"{p.source}: 'analysis.cross_attention_system' is drawn beside "
                               f"'analysis.attention_system', which is null")
-        if cross not in p.systems:
-            raise ConfigError(f"{p.source}: 'analysis.cross_attention_system' names system "
-                              f"'{cross}', which is not under 'systems' (known: "
-                              f"{', '.join(p.systems)})")
-        members = p.systems[cross].members
-        if len(members) != 1 or p.model_config(members[0]).arch != "transformer":
-            raise ConfigError(f"{p.source}: 'analysis.cross_attention_system' must name a system "
-                              f"of one model whose arch is 'transformer'; '{cross}' has members "
-                              f"{list(members)}")
+        _check_one_model_system(p, "analysis.cross_attention_system", cross, arch="transformer")
     edges = p.evaluate.length_edges
     if list(edges) != sorted(set(edges)):
         raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")
@@ -712,6 +697,18 @@ def _check_answer(source: Path, key: str, a: PaperAnswer) -> None:
                           + (f", not {' and '.join(kinds)}" if kinds else ""))
     if (a.system is None) != (a.beam is None):
         raise ConfigError(f"{source}: '{key}' must give 'beam' with 'system' and only with it")
+
+
+def _check_one_model_system(p: Params, key: str, name: str, *, arch: str) -> None:
+    """`key` (an analysis key naming a system whose weights are drawn) names a system of params
+    `systems` with one model, of architecture `arch`."""
+    if name not in p.systems:
+        raise ConfigError(f"{p.source}: '{key}' names system '{name}', which is not under "
+                          f"'systems' (known: {', '.join(p.systems)})")
+    members = p.systems[name].members
+    if len(members) != 1 or p.model_config(members[0]).arch != arch:
+        raise ConfigError(f"{p.source}: '{key}' must name a system of one model whose arch is "
+                          f"'{arch}'; '{name}' has members {list(members)}")
 
 
 def _describe(tp: Any) -> str:
