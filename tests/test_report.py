@@ -572,3 +572,59 @@ def test_the_report_names_our_systems_only_through_params(report, tmp_path):
     want = [line for line in (report["out"] / "report.md").read_text().splitlines()
             if not line.startswith("- parameter file:")]
     assert [line.replace(prefix, "") for line in md] == want
+
+
+def _setting_params(tmp_path: Path):
+    """The fixture with `forward` as the rescored baseline and `ensemble2` answering the
+    ensemble-of-5 row: the three systems Table 2's setting compares."""
+    text = FIXTURE.read_text(encoding="utf-8")
+    for old, new in (("  baseline: reversed\n", "  baseline: forward\n"),
+                     ("ensemble5_beam12: {system: ensemble5, beam: 12}",
+                      "ensemble5_beam12: {system: ensemble2, beam: 12}")):
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "params.yaml"
+    path.write_text(text, encoding="utf-8")
+    return load(path)
+
+
+def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
+    params = _setting_params(tmp_path)
+
+    def bleu(base: float):
+        return _bleu({"translate": {"forward": {"1": _entry(9.0), "12": _entry(base)},
+                                    "reversed": {"12": _entry(11.0)},
+                                    "ensemble2": {"12": _entry(13.0)}}})
+
+    got = claims_.baseline_strength(params, bleu(12.0))
+    assert got.claim.endswith("(paper: 30.59 < 33.30 < 34.81)")
+    assert got.status == claims_.HOLDS
+    assert got.evidence == ("forward beam 12 12.00: +1.00 against reversed beam 12 (11.00), "
+                            "-1.00 against ensemble2 beam 12 (13.00)")
+    assert claims_.baseline_strength(params, bleu(13.5)).status == claims_.FAILS
+    assert claims_.baseline_strength(params, bleu(10.5)).status == claims_.FAILS
+
+    from s2s.evaluate.significance import Difference
+
+    def diff(intervals):  # (a, b) -> b - a with the interval given for that pair
+        def f(a, b):
+            lo, hi = intervals[(a.system, b.system)]
+            return Difference(0, 0, (lo + hi) / 2, lo, hi, 0.5, 0, 0, 0, 0, 1000, 1)
+        return f
+
+    sure = {("reversed", "forward"): (0.2, 1.8), ("forward", "ensemble2"): (0.4, 1.6)}
+    got = claims_.baseline_strength(params, bleu(12.0), diff(sure))
+    assert got.status == claims_.HOLDS
+    # the second interval is of ensemble2 - forward; the evidence gives it as forward - ensemble2
+    assert "(11.00; 95% CI +0.20 to +1.80)" in got.evidence
+    assert "(13.00; 95% CI -1.60 to -0.40)" in got.evidence
+    unsure = {**sure, ("forward", "ensemble2"): (-0.3, 2.3)}
+    assert claims_.baseline_strength(params, bleu(12.0), diff(unsure)).status == \
+        claims_.NO_DIFFERENCE
+    wrong = {**sure, ("reversed", "forward"): (-1.9, -0.1)}
+    assert claims_.baseline_strength(params, bleu(12.0), diff(wrong)).status == claims_.FAILS
+
+    missing = _bleu({"translate": {"forward": {"12": _entry(12.0)}}})
+    got = claims_.baseline_strength(params, missing)
+    assert got.status == claims_.UNKNOWN
+    assert got.evidence == "not scored: reversed beam 12, ensemble2 beam 12"

@@ -17,7 +17,7 @@ from s2s.artifacts import Bleu, Scored, TrainMetrics
 from s2s.config import Params
 from s2s.evaluate.outputs import BASELINE
 from s2s.report.paper import Ours, answer, paper
-from s2s.report.tables import bleu_entry, perplexity_models
+from s2s.report.tables import baseline_ref, bleu_entry, perplexity_models
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,46 @@ def rescoring(params: Params, bleu: Bleu, text: str, diff: DiffFn | None = None)
         + ")" for (n, x), d in zip(rescored, ds))
     return Claim(text, _verdict_of(ds, [x - b for _, x in rescored]),
                  f"higher for {len(better)} of {len(rescored)} rescorers ({ev})")
+
+
+def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
+    """Table 2's setting (paper.yaml ``claims.baseline_strength``): the baseline whose n-best lists
+    are rescored is stronger than the system of its first row (a single reversed LSTM) and weaker
+    than that of its last (the ensemble of 5), each difference with its paired-bootstrap
+    interval. Holds when both differences are positive and significant, does not hold when one is
+    significantly negative, and is no significant difference otherwise."""
+    spec = paper().claims["baseline_strength"]
+    ours = [answer(params, "table1", r) for r in spec.rows]
+    if any(o is None for o in ours):
+        return Claim(spec.text, UNKNOWN, "no output of ours answers the paper's rows "
+                     + " and ".join(f"'{r}'" for r in spec.rows) + " (params report.table1)")
+    weaker, base, stronger = (baseline_ref(params) if o.kind == "baseline" else o for o in ours)
+    scores = [_score(bleu, o) for o in (weaker, base, stronger)]
+    if any(s is None for s in scores):
+        missing = [_label(o) for o, s in zip((weaker, base, stronger), scores) if s is None]
+        return Claim(spec.text, UNKNOWN, f"not scored: {', '.join(missing)}")
+    lo, b, hi = scores
+    ds = [diff(weaker, base), diff(base, stronger)] if diff else [None, None]
+    ev = (f"{_label(base)} {b:.2f}: {b - lo:+.2f} against {_label(weaker)} ({lo:.2f}"
+          + (f"; 95% CI {ds[0].lo:+.2f} to {ds[0].hi:+.2f}" if ds[0] else "")
+          + f"), {b - hi:+.2f} against {_label(stronger)} ({hi:.2f}"
+          + (f"; 95% CI {-ds[1].hi:+.2f} to {-ds[1].lo:+.2f}" if ds[1] else "") + ")")
+    if not diff:
+        return Claim(spec.text, _verdict(lo < b < hi), ev)
+    gaps = [ds[0], ds[1]]  # both must be above 0: base - weaker, stronger - base
+    if any(d.significant and d.delta < 0 for d in gaps):
+        return Claim(spec.text, FAILS, ev)
+    return Claim(spec.text, HOLDS if all(d.significant for d in gaps) else NO_DIFFERENCE, ev)
+
+
+def _score(bleu: Bleu, ours: Ours) -> float | None:
+    e = bleu_entry(bleu, ours.kind, ours.system, ours.beam)
+    return e.bleu_tok if isinstance(e, Scored) else None
+
+
+def _label(ours: Ours) -> str:
+    return f"{ours.system} beam {ours.beam}" if ours.kind == "translate" else (
+        f"rescore/{ours.system}")
 
 
 def cost_claim(params: Params, costs: pd.DataFrame) -> Claim:

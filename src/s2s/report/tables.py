@@ -111,7 +111,7 @@ def _describe(params: Params, ours: Ours, *, is_baseline: bool = False) -> str:
         if members:
             what += f" ({len(members)} model{'s' if len(members) > 1 else ''})"
         if is_baseline:
-            what += "; an LSTM baseline of ours, not phrase-based SMT"
+            what += "; a neural baseline of ours, not phrase-based SMT"
         return what
     if ours.system == BASELINE:
         return (f"rescore/baseline: 1-best of the n-best lists of '{params.rescore.baseline}'"
