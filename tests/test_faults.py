@@ -79,6 +79,11 @@ def tiny_params_dict() -> dict:
     return raw
 
 
+def baseline_nbest_file(params: config.Params) -> str:
+    """The n-best file of rescore.baseline's system that rescoring reads: its widest beam's."""
+    return f"beam{max(params.systems[params.rescore.baseline].beams)}.nbest"
+
+
 def write_params(path: Path, raw: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
@@ -608,8 +613,8 @@ def test_every_reader_checks_the_checkpoint_against_params(work, other_member, t
     assert_clean_cli_error(proc, str(bad), "'reverse_source' is True in the checkpoint")
     nbest = tmp_path / "translate" / "baseline"
     nbest.mkdir(parents=True)
-    atomic_write_lines(nbest / "beam12.nbest", [f"{i} ||| le chat ||| lstm=-1.0 ||| -1.0"
-                                                for i in range(60)])
+    atomic_write_lines(nbest / baseline_nbest_file(work.params),
+                       [f"{i} ||| le chat ||| lstm=-1.0 ||| -1.0" for i in range(60)])
     proc = work.s2s("rescore", "forward", "--translate", str(tmp_path / "translate"), "--raw",
                     str(work.tmp / "raw"), *common, "--out", str(tmp_path / "rescore"))
     assert_clean_cli_error(proc, str(bad), "'reverse_source' is True in the checkpoint")
@@ -754,7 +759,7 @@ def test_an_nbest_list_with_a_wrong_field_count_names_file_and_line(work, tmp_pa
     n = len((work.prepared / "test.tok.en").read_text().splitlines())
     lines = [f"{i} ||| le chat ||| lstm=-1.5 ||| -1.5" for i in range(n)]
     lines[6] = "6 ||| le chat ||| -1.5"
-    nbest = tmp_path / "translate" / "baseline" / "beam12.nbest"
+    nbest = tmp_path / "translate" / "baseline" / baseline_nbest_file(work.params)
     atomic_write_lines(nbest, lines)
     out = tmp_path / "rescore"
     proc = work.s2s("rescore", "oracle", "--translate", str(tmp_path / "translate"), "--raw",

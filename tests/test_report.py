@@ -232,7 +232,9 @@ def test_systems_without_a_paper_row_get_a_table_of_their_own(report):
                      keep_default_na=False)
     gru = report["bleu"]["translate"]["gru"]["12"]
     # the rest answer Table 1 rows (the Transformer at beam 12 its modern-reference row)
-    assert df["method"].tolist() == ["ours only: reversed_fb1, beam 12", "ours only: gru, beam 12",
+    # (the baseline at beam 12: its lists come from its widest beam, which answers Table 1's row)
+    assert df["method"].tolist() == ["ours only: reversed_fb1, beam 12",
+                                     "ours only: baseline, beam 12", "ours only: gru, beam 12",
                                      "ours only: transformer, beam 1",
                                      "ours only: transformer, beam 2"]
     df = df[df["method"] == "ours only: gru, beam 12"].reset_index(drop=True)
@@ -628,3 +630,16 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
     got = claims_.baseline_strength(params, missing)
     assert got.status == claims_.UNKNOWN
     assert got.evidence == "not scored: reversed beam 12, ensemble2 beam 12"
+
+
+def test_table2_says_where_the_baseline_falls(report):
+    md = (report["out"] / "report.md").read_text(encoding="utf-8")
+    params, bleu = report["params"], report["bleu"]["translate"]
+    base = params.rescore.baseline
+    beam = max(params.systems[base].beams)
+    b, r = bleu[base][str(beam)]["bleu_tok"], bleu["reversed"]["12"]["bleu_tok"]
+    line = next(ln for ln in md.splitlines() if ln.startswith("Table 2's setting:"))
+    assert "(paper: 30.59 < 33.30 < 34.81)" in line
+    assert f"{base} beam {beam} {b:.2f}: {b - r:+.2f} against reversed beam 12 ({r:.2f}" in line
+    assert line.endswith(("Verdict: holds at this scale.", "Verdict: does not hold at this scale.",
+                          "Verdict: no significant difference.", "Verdict: cannot tell."))
