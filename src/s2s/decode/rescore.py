@@ -14,7 +14,6 @@ from s2s.config import Params
 from s2s.data.batching import collate
 from s2s.data.text import CorpusError
 from s2s.data.vocab import Vocab
-from s2s.decode.beam import score_sequences
 from s2s.io import read_lines
 from s2s.progress import progress
 
@@ -54,24 +53,84 @@ def read_nbest(path: Path, *, sentences: int) -> list[list[Candidate]]:
 @torch.no_grad()
 def lstm_scores(model, cands: list[Candidate], sources: list[list[int]], *, vocab: Vocab,
                 src_pad: int, batch_size: int, device: torch.device, desc: str) -> list[float]:
-    """Total log-prob (eos included) of every candidate under the model, batched by length."""
-    order = sorted(range(len(cands)), key=lambda i: (len(sources[cands[i].sentence]),
-                                                     len(cands[i].text.split()), i))
+    """Total log-prob (eos included) of every candidate under the model: the teacher-forced sum
+    :func:`s2s.decode.beam.score_sequences` computes, summed in the same time order.
+
+    The hypotheses of an n-best list share their sentence's source and mostly long prefixes, so
+    each sentence's list is scored as a prefix tree (:func:`_score_prefix_tree`): its source is
+    encoded once, and each distinct prefix is stepped once, for all the hypotheses that share it
+    (in the default profile's 100-best lists 37% of the tokens are distinct prefixes). Sentences
+    go into a batch, by source length, while their hypotheses total at most ``batch_size``
+    (always at least one sentence, so a step holds at most max(batch_size, longest list) rows)."""
+    by_sentence: dict[int, list[int]] = {}
+    for i, c in enumerate(cands):
+        by_sentence.setdefault(c.sentence, []).append(i)
+    order = sorted(by_sentence, key=lambda s: (len(sources[s]), s))
+    groups: list[list[int]] = []
+    size = 0
+    for s in order:
+        if groups and size + len(by_sentence[s]) <= batch_size:
+            groups[-1].append(s)
+            size += len(by_sentence[s])
+        else:
+            groups.append([s])
+            size = len(by_sentence[s])
     scores = [0.0] * len(cands)
     bar = progress(total=len(cands), desc=desc, unit="hyp")
-    for k in range(0, len(order), batch_size):
-        idx = order[k: k + batch_size]
-        pairs = [(sources[cands[i].sentence], vocab.encode(cands[i].text)) for i in idx]
-        b = collate(pairs, pad=src_pad, bos=vocab.bos, eos=vocab.eos)
-        tgt_lengths = torch.tensor([len(t) for _, t in pairs])
-        tgt = b.tgt_in[:, 1:]  # (N, T-1): the words without <bos>, padded
-        out = score_sequences(model, b.src.to(device), b.src_lengths.to(device), tgt.to(device),
-                              tgt_lengths.to(device), bos=vocab.bos, eos=vocab.eos)
-        for i, s in zip(idx, out.tolist()):
+    for group in groups:
+        members = [i for s in group for i in by_sentence[s]]
+        got = _score_prefix_tree(model, group, [cands[i] for i in members], sources, vocab=vocab,
+                                 src_pad=src_pad, device=device)
+        for i, s in zip(members, got):
             scores[i] = s
-        bar.update(len(idx))
+        bar.update(len(members))
     bar.close()
     return scores
+
+
+def _score_prefix_tree(model, sentences: list[int], cands: list[Candidate],
+                       sources: list[list[int]], *, vocab: Vocab, src_pad: int,
+                       device: torch.device) -> list[float]:
+    """The scores of `cands` (hypotheses of `sentences`), each sentence's hypotheses as one prefix
+    tree stepped breadth first, as beam search grows its beams: a node's row steps on its word,
+    and each child adds its word's log-prob to its parent's score and takes its parent's state
+    (``state.select``). A hypothesis's score is that of its ``<eos>`` leaf."""
+    root = {s: n for n, s in enumerate(sentences)}  # node id -> its word; roots read <bos>
+    word: list[int] = [vocab.bos] * len(sentences)
+    children: list[dict[int, int]] = [{} for _ in sentences]
+    leaves = []
+    for c in cands:
+        node = root[c.sentence]
+        for w in vocab.encode(c.text) + [vocab.eos]:
+            child = children[node].get(w)
+            if child is None:
+                child = children[node][w] = len(word)
+                word.append(w)
+                children.append({})
+            node = child
+        leaves.append(node)
+    batch = collate([(sources[s], []) for s in sentences], pad=src_pad, bos=vocab.bos,
+                    eos=vocab.eos)
+    state = model.encode(batch.src.to(device), batch.src_lengths.to(device))
+    score = torch.zeros(len(word), dtype=torch.float64)  # a node's score, set when it is reached
+    totals = torch.zeros(len(sentences), device=device)  # the frontier's running sums
+    frontier = list(range(len(sentences)))  # the nodes with children, a state row each
+    while frontier:
+        prev = torch.tensor([word[n] for n in frontier], device=device)
+        lprobs, state = model.step(prev, state)  # (rows, V)
+        totals = totals.to(torch.promote_types(lprobs.dtype, totals.dtype))
+        rows = [r for r, n in enumerate(frontier) for _ in children[n]]
+        kids = [k for n in frontier for k in children[n].values()]
+        rows_t = torch.tensor(rows, device=device)
+        lp = lprobs[rows_t, torch.tensor([word[k] for k in kids], device=device)]
+        reached = totals[rows_t] + lp.to(totals.dtype)  # (children,): as score_sequences sums
+        score[torch.tensor(kids)] = reached.double().cpu()
+        inner = [j for j, k in enumerate(kids) if children[k]]
+        frontier = [kids[j] for j in inner]
+        if frontier:
+            keep = torch.tensor(inner, device=device)
+            state, totals = state.select(rows_t[keep]), reached[keep]
+    return [float(score[n]) for n in leaves]
 
 
 def nbest_path(params: Params, *, translate_dir: Path, raw_dir: Path) -> Path:

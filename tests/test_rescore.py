@@ -1,0 +1,109 @@
+"""Rescoring's prefix-tree scorer (s2s.decode.rescore.lstm_scores) against the definition: each
+hypothesis teacher-forced on its own (s2s.decode.beam.score_sequences), for every architecture and
+an ensemble, in float64, over n-best lists with shared prefixes, duplicates, an empty hypothesis,
+a one-hypothesis list and lists longer than a batch."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from s2s.data.vocab import SPECIALS, Vocab
+from s2s.decode.beam import score_sequences
+from s2s.decode.ensemble import Ensemble
+from s2s.decode.rescore import Candidate, lstm_scores
+from s2s.model import build_model
+from s2s.model.seq2seq import RNNConfig
+from s2s.model.transformer import TransformerConfig
+
+WORDS = tuple(f"w{i}" for i in range(6))
+VOCAB = Vocab(SPECIALS + WORDS, "test-rescore")
+V = len(VOCAB)
+ATOL = 1e-10  # float64: the tree sums the same step log-probs in the same order
+
+
+def model(kind: str, seed: int):
+    if kind == "transformer":
+        cfg = TransformerConfig(d_model=8, heads=2, kv_heads=1, ff_size=12, encoder_layers=1,
+                                decoder_layers=2, dropout=0.0, max_positions=32)
+    else:
+        arch, cell = kind.split("_", 1)
+        cfg = RNNConfig(arch=arch, cell=cell, num_layers=2, hidden_size=8, embed_size=8,
+                        init_range=0.7)  # wide: the scores depend on the source
+    m = build_model(cfg, src_vocab=V, tgt_vocab=V, pad=VOCAB.pad)
+    m.init_weights(seed)
+    return m.double().eval()
+
+
+KINDS = ["seq2seq_lstm", "seq2seq_peephole", "cho_cho_gru", "attention_gru", "transformer"]
+
+
+def nbest_lists(seed: int) -> tuple[list[Candidate], list[list[int]]]:
+    """Sources of lengths 1-6 and, per sentence, hypotheses grown from a few stems (so that they
+    share prefixes), with a duplicate, an empty hypothesis and a one-hypothesis list, shuffled
+    across sentences."""
+    rng = random.Random(seed)
+    sources = [[rng.randrange(4, V) for _ in range(n)] for n in (3, 1, 6, 3, 4)]
+    cands = []
+    for s in range(len(sources)):
+        stems = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3))) for _ in range(3)]
+        hyps = [(stem + " " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 4)))).strip()
+                for stem in stems for _ in range(4)]
+        if s == 1:
+            hyps = hyps[:1]
+        else:
+            hyps += [hyps[0], ""]  # a duplicate, an empty hypothesis
+        cands += [Candidate(s, h, -1.0) for h in hyps]
+    rng.shuffle(cands)
+    return cands, sources
+
+
+@torch.no_grad()
+def one_by_one(m, cands, sources) -> list[float]:
+    out = []
+    for c in cands:
+        src = torch.tensor([sources[c.sentence]])
+        tgt = VOCAB.encode(c.text)
+        out.append(float(score_sequences(m, src, torch.tensor([src.size(1)]),
+                                         torch.tensor([tgt or [VOCAB.eos]]),
+                                         torch.tensor([len(tgt)]), bos=VOCAB.bos,
+                                         eos=VOCAB.eos)[0]))
+    return out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("batch_size", [1, 7, 1000])
+def test_prefix_tree_scores_equal_teacher_forcing_one_hypothesis_at_a_time(kind, batch_size):
+    m = model(kind, seed=3)
+    cands, sources = nbest_lists(seed=KINDS.index(kind))
+    got = lstm_scores(m, cands, sources, vocab=VOCAB, src_pad=VOCAB.pad, batch_size=batch_size,
+                      device=torch.device("cpu"), desc="test")
+    want = one_by_one(m, cands, sources)
+    assert got == pytest.approx(want, abs=ATOL)
+    assert len(set(round(x, 6) for x in want)) > len(cands) // 2  # the scores tell hyps apart
+    dup = [i for i, c in enumerate(cands) if c.sentence == 0]
+    texts = [cands[i].text for i in dup]
+    twice = next(t for t in texts if texts.count(t) > 1)
+    assert len({got[i] for i in dup if cands[i].text == twice}) == 1
+
+
+def test_an_ensemble_of_mixed_architectures_scores_as_its_combined_steps():
+    ens = Ensemble([model("seq2seq_lstm", 1), model("attention_gru", 2), model("transformer", 3)],
+                   combine="mean_prob")
+    cands, sources = nbest_lists(seed=9)
+    got = lstm_scores(ens, cands, sources, vocab=VOCAB, src_pad=VOCAB.pad, batch_size=10,
+                      device=torch.device("cpu"), desc="test")
+    assert got == pytest.approx(one_by_one(ens, cands, sources), abs=ATOL)
+
+
+def test_the_empty_hypothesis_scores_the_eos_probability():
+    m = model("seq2seq_lstm", 5)
+    sources = [[4, 5, 6]]
+    got = lstm_scores(m, [Candidate(0, "", 0.0)], sources, vocab=VOCAB, src_pad=VOCAB.pad,
+                      batch_size=4, device=torch.device("cpu"), desc="test")
+    with torch.no_grad():
+        lprobs, _ = m.step(torch.tensor([VOCAB.bos]), m.encode(torch.tensor(sources),
+                                                                torch.tensor([3])))
+    assert got == pytest.approx([float(lprobs[0, VOCAB.eos])], abs=ATOL)
