@@ -639,7 +639,11 @@ def test_table2_says_where_the_baseline_falls(report):
     beam = max(params.systems[base].beams)
     b, r = bleu[base][str(beam)]["bleu_tok"], bleu["reversed"]["12"]["bleu_tok"]
     line = next(ln for ln in md.splitlines() if ln.startswith("Table 2's setting:"))
-    assert "(paper: 30.59 < 33.30 < 34.81)" in line
+    assert "(paper: 30.59 < 33.30 < 34.81); the paper's is phrase-based SMT" in line
+    assert f"Our baseline is {tables.baseline_text(params)}. Ours: " in line
+    system = params.systems[base]
+    assert tables.baseline_text(params).endswith(
+        f"its {system.nbest}-best lists at beam {beam}")
     assert f"{base} beam {beam} {b:.2f}: {b - r:+.2f} against reversed beam 12 ({r:.2f}" in line
     assert line.endswith(("Verdict: holds at this scale.", "Verdict: does not hold at this scale.",
                           "Verdict: no significant difference.", "Verdict: cannot tell."))

@@ -102,7 +102,8 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
         [T["table1_other"]] if len(t1_other) else [])))
     setting = claims_.baseline_strength(params, art.bleu, diff=art.diff)
     doc.sections.append(Section("Table 2: rescoring", [
-        P.table2_setting(setting, claims_.claims_table([setting])["here"].iloc[0]), T["table2"]]))
+        P.table2_setting(setting, claims_.claims_table([setting])["here"].iloc[0],
+                         tables.baseline_text(params)), T["table2"]]))
     doc.sections.append(Section("The paper's claims, checked", [P.claims_intro(), T["claims"]]))
     if art.examples:
         doc.sections.append(examples_section(art.examples))

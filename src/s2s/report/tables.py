@@ -100,6 +100,20 @@ def baseline_ref(params: Params) -> Ours:
     return Ours("rescore", BASELINE)
 
 
+def baseline_text(params: Params) -> str:
+    """What the n-best lists Table 2 rescores come from, in words: the external lists of
+    `data.nbest`, or the `rescore.baseline` system's models and its n-best size and beam."""
+    if params.data.nbest is not None:
+        return f"the external n-best lists of data.nbest ({params.data.nbest.corpus})"
+    name = params.rescore.baseline
+    system = params.systems[name]
+    kinds = list(dict.fromkeys(f"{c.describe()}, {c.size()}" for c in
+                               (params.model_config(m) for m in system.members)))
+    count = f"{len(system.members)} model{'s' if len(system.members) > 1 else ''}"
+    return (f"'{name}' ({count}: {'; '.join(kinds)}), its {system.nbest}-best lists at beam "
+            f"{max(system.beams)}")
+
+
 def _resolve(params: Params, ours: Ours) -> Ours:
     return baseline_ref(params) if ours.kind == "baseline" else ours
 
