@@ -626,6 +626,10 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
     wrong = {**sure, ("reversed", "forward"): (-1.9, -0.1)}
     assert claims_.baseline_strength(params, bleu(12.0), diff(wrong)).status == claims_.FAILS
 
+    # a hypothesis file missing (diff gives None): the point values decide, without intervals
+    got = claims_.baseline_strength(params, bleu(13.5), lambda a, b: None)
+    assert got.status == claims_.FAILS and "CI" not in got.evidence
+
     missing = _bleu({"translate": {"forward": {"12": _entry(12.0)}}})
     got = claims_.baseline_strength(params, missing)
     assert got.status == claims_.UNKNOWN

@@ -95,9 +95,9 @@ def _score_prefix_tree(model, sentences: list[int], cands: list[Candidate],
     tree stepped breadth first, as beam search grows its beams: a node's row steps on its word,
     and each child adds its word's log-prob to its parent's score and takes its parent's state
     (``state.select``). A hypothesis's score is that of its ``<eos>`` leaf."""
-    root = {s: n for n, s in enumerate(sentences)}  # node id -> its word; roots read <bos>
-    word: list[int] = [vocab.bos] * len(sentences)
-    children: list[dict[int, int]] = [{} for _ in sentences]
+    root = {s: n for n, s in enumerate(sentences)}  # sentence -> its root node (and state row)
+    word: list[int] = [vocab.bos] * len(sentences)  # node -> the word it steps on; roots: <bos>
+    children: list[dict[int, int]] = [{} for _ in sentences]  # node -> {next word: child node}
     leaves = []
     for c in cands:
         node = root[c.sentence]

@@ -137,12 +137,12 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
           + (f"; 95% CI {ds[0].lo:+.2f} to {ds[0].hi:+.2f}" if ds[0] else "")
           + f"), {b - hi:+.2f} against {_label(stronger)} ({hi:.2f}"
           + (f"; 95% CI {-ds[1].hi:+.2f} to {-ds[1].lo:+.2f}" if ds[1] else "") + ")")
-    if not diff:
+    if any(d is None for d in ds):  # no intervals (no diff, or a hypothesis file missing)
         return Claim(spec.text, _verdict(lo < b < hi), ev)
-    gaps = [ds[0], ds[1]]  # both must be above 0: base - weaker, stronger - base
-    if any(d.significant and d.delta < 0 for d in gaps):
+    # both gaps must be above 0: base - weaker, stronger - base
+    if any(d.significant and d.delta < 0 for d in ds):
         return Claim(spec.text, FAILS, ev)
-    return Claim(spec.text, HOLDS if all(d.significant for d in gaps) else NO_DIFFERENCE, ev)
+    return Claim(spec.text, HOLDS if all(d.significant for d in ds) else NO_DIFFERENCE, ev)
 
 
 def _score(bleu: Bleu, ours: Ours) -> float | None:
