@@ -333,17 +333,19 @@ def random_batch(seed: int, lengths: list[int]) -> tuple[Tensor, Tensor]:
     return src.masked_fill(torch.arange(src.size(1)) >= lengths_t.unsqueeze(1), PAD), lengths_t
 
 
-def exhaustive(model, src: Tensor, length: Tensor, *, max_len: int):
-    """Every sequence of up to max_len steps (ending in <EOS>, or cut at max_len), best first."""
+def exhaustive(model, src: Tensor, length: Tensor, *, max_len: int, vocab: int = V,
+               bos: int = BOS, eos: int = EOS, pad: int = PAD):
+    """Every sequence of up to max_len steps (ending in <EOS>, or cut at max_len), best first,
+    over the `vocab` target words but <pad> (tests/test_transformer.py passes its own ids)."""
     out = []
 
     def walk(prefix: tuple[int, ...], state, score: float) -> None:
-        lprobs, state = model.step(torch.tensor([prefix[-1] if prefix else BOS]), state)
-        for w in range(V):
-            if w == PAD:
+        lprobs, state = model.step(torch.tensor([prefix[-1] if prefix else bos]), state)
+        for w in range(vocab):
+            if w == pad:
                 continue
             s = score + lprobs[0, w].item()
-            if w == EOS:
+            if w == eos:
                 out.append((s, prefix, True))
             elif len(prefix) + 1 == max_len:
                 out.append((s, prefix + (w,), False))

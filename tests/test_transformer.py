@@ -24,6 +24,7 @@ from s2s.model import build_model
 from s2s.model.seq2seq import RNNConfig, reverse_padded
 from s2s.model.transformer import Attention, Transformer, TransformerConfig, TransformerState
 from s2s.train import shard_nll
+from test_beam import exhaustive
 
 torch.set_num_threads(1)
 
@@ -373,28 +374,6 @@ def greedy_by_hand(model, src: Tensor, length: Tensor, *, max_len: int
     return tuple(tokens), score, False
 
 
-def exhaustive(model, src: Tensor, length: Tensor, *, max_len: int):
-    """Every sequence of up to max_len steps (ending in <eos>, or cut at max_len), best first
-    (as tests/test_beam.py)."""
-    out = []
-
-    def walk(prefix: tuple[int, ...], state, score: float) -> None:
-        lprobs, state = model.step(torch.tensor([prefix[-1] if prefix else BOS]), state)
-        for w in range(V_TGT):
-            if w == PAD:
-                continue
-            s = score + lprobs[0, w].item()
-            if w == EOS:
-                out.append((s, prefix, True))
-            elif len(prefix) + 1 == max_len:
-                out.append((s, prefix + (w,), False))
-            else:
-                walk(prefix + (w,), state, s)
-
-    walk((), model.encode(src[None], length[None]), 0.0)
-    return sorted(out, key=lambda x: -x[0])
-
-
 @torch.no_grad()
 def test_beam_1_equals_greedy_decoding_by_hand():
     model = tiny(15, kv_heads=2)
@@ -423,7 +402,8 @@ def test_wide_beam_equals_exhaustive_search_and_scores_equal_teacher_forcing():
                       pad=PAD, max_len=max_len)
     endings = set()
     for n in range(len(lengths)):
-        expected = exhaustive(model, src[n], lengths[n], max_len=max_len)[:nbest]
+        expected = exhaustive(model, src[n], lengths[n], max_len=max_len, vocab=V_TGT,
+                              bos=BOS, eos=EOS, pad=PAD)[:nbest]
         assert [(h.tokens, h.finished) for h in got[n]] == [(t, f) for _, t, f in expected]
         assert [h.score for h in got[n]] == pytest.approx([s for s, _, _ in expected], abs=1e-12)
         endings |= {f for _, _, f in expected}
