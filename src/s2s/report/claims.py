@@ -129,13 +129,13 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
     weaker, base, stronger = (baseline_ref(params) if o.kind == "baseline" else o for o in ours)
     scores = [_score(bleu, o) for o in (weaker, base, stronger)]
     if any(s is None for s in scores):
-        missing = [_label(o) for o, s in zip((weaker, base, stronger), scores) if s is None]
+        missing = [_name(o) for o, s in zip((weaker, base, stronger), scores) if s is None]
         return Claim(spec.text, UNKNOWN, f"not scored: {', '.join(missing)}")
     lo, b, hi = scores
     ds = [diff(weaker, base), diff(base, stronger)] if diff else [None, None]
-    ev = (f"{_label(base)} {b:.2f}: {b - lo:+.2f} against {_label(weaker)} ({lo:.2f}"
+    ev = (f"{_name(base)} {b:.2f}: {b - lo:+.2f} against {_name(weaker)} ({lo:.2f}"
           + (f"; 95% CI {ds[0].lo:+.2f} to {ds[0].hi:+.2f}" if ds[0] else "")
-          + f"), {b - hi:+.2f} against {_label(stronger)} ({hi:.2f}"
+          + f"), {b - hi:+.2f} against {_name(stronger)} ({hi:.2f}"
           + (f"; 95% CI {-ds[1].hi:+.2f} to {-ds[1].lo:+.2f}" if ds[1] else "") + ")")
     if any(d is None for d in ds):  # no intervals (no diff, or a hypothesis file missing)
         return Claim(spec.text, _verdict(lo < b < hi), ev)
@@ -148,11 +148,6 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
 def _score(bleu: Bleu, ours: Ours) -> float | None:
     e = bleu_entry(bleu, ours.kind, ours.system, ours.beam)
     return e.bleu_tok if isinstance(e, Scored) else None
-
-
-def _label(ours: Ours) -> str:
-    return f"{ours.system} beam {ours.beam}" if ours.kind == "translate" else (
-        f"rescore/{ours.system}")
 
 
 def cost_claim(params: Params, costs: pd.DataFrame) -> Claim:
@@ -222,7 +217,10 @@ def _common_beam(params: Params, bleu: Bleu, a: str, b: str) -> int | None:
 
 
 def _name(ours: Ours | None) -> str:
-    return f"{ours.system} beam {ours.beam}" if ours else "an unanswered row"
+    if ours is None:
+        return "an unanswered row"
+    return f"{ours.system} beam {ours.beam}" if ours.kind == "translate" else (
+        f"rescore/{ours.system}")
 
 
 def _single_name(singles: list[Ours | None]) -> str:
