@@ -25,6 +25,19 @@ def need_mirror() -> Path:
     return MIRROR
 
 
+@pytest.fixture
+def one_thread():
+    """torch at one intra-op thread for the test, then as before: the modules whose numbers
+    (golden values, bf16 agreement) were computed at one thread use it for every test
+    (``pytestmark = pytest.mark.usefixtures("one_thread")``)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def mirror() -> Path:
     return need_mirror()

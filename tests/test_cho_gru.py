@@ -19,12 +19,7 @@ from s2s.model.stacks import make_stack
 BF16 = torch.bfloat16
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 def random_stack(E, H, L, *, bidirectional=False, seed=0, scale=0.5, dtype=torch.float64):

@@ -56,13 +56,8 @@ ARCHS = {
 NAMES = list(ARCHS)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The golden values were computed with one intra-op thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# The golden values were computed at one intra-op thread (conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_model(name: str):

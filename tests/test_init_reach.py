@@ -26,12 +26,7 @@ from s2s.model.seq2seq import RNNConfig
 from s2s.model.transformer import TransformerConfig
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py
 
 
 # ---------------------------------------------------------------------------------------------
