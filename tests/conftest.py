@@ -105,8 +105,13 @@ def smoke_data(tmp_path_factory, mirror):
 
 @pytest.fixture(scope="session")
 def smoke_repo(tmp_path_factory) -> Path:
-    """The smoke profile, run end to end once by `dvc repro` (a few minutes on 2 cores)."""
+    """The smoke profile, run end to end once by `dvc repro` (a few minutes on 2 cores).
+
+    ``S2S_SMOKE_REPO=DIR`` reuses a finished run made by :func:`make_project` and `dvc repro`
+    (for working on one test; CI never sets it)."""
     need_mirror()
+    if os.environ.get("S2S_SMOKE_REPO"):
+        return Path(os.environ["S2S_SMOKE_REPO"]).resolve()
     repo = make_project(tmp_path_factory.mktemp("smoke") / "repo")
     t0 = time.perf_counter()
     proc = run([str(BIN / "dvc"), "repro"], repo, timeout=1500)

@@ -4,6 +4,7 @@ stays close to fp32, and what must be fp32 (state, loss, n-best scores) is."""
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 
 import pytest
@@ -12,13 +13,15 @@ from torch import nn
 
 from s2s import precision
 from s2s.config import ConfigError, TranslateConfig
-from s2s.decode.beam import score_sequences
+from s2s.data.batching import collate
+from s2s.decode.beam import beam_search, score_sequences
 from s2s.decode.translate import translate
 from s2s.losses import linear_cross_entropy
 from s2s.model import build_model
 from s2s.model.fused import lstm_stack
 from s2s.train import shard_nll
 from s2s.model.seq2seq import RNNConfig
+from test_beam import EOS, ScriptedModel, A, B
 from test_golden import tiny_pairs  # the same four pairs the golden values were computed on
 
 BF16 = torch.bfloat16
@@ -141,17 +144,28 @@ def test_bf16_softmax_layer_loss_is_fp32_and_close():
 
 
 @pytest.mark.parametrize("arch,cell", ARCHS, ids=[f"{a}/{c}" for a, c in ARCHS])
-def test_bf16_search_writes_the_fp32_models_own_scores(arch, cell):
-    """translate.amp: the search runs in bf16, but every n-best score is the fp32 model's
-    teacher-forced log-prob of that hypothesis, and each list is sorted by it."""
+def test_bf16_search_writes_the_fp32_models_own_scores_in_the_searchs_order(arch, cell):
+    """translate.amp: the search runs in bf16, every n-best score is the fp32 model's
+    teacher-forced log-prob of that hypothesis, and each list keeps the order the bf16 search
+    gave it, so that its first entry is the search's 1-best."""
     torch.set_num_threads(1)
     model = tiny_model(arch, cell).eval()
     sources = [s for s, _ in tiny_pairs()]
     cfg = TranslateConfig(batch_size=2, max_len_a=1.0, max_len_b=4)
     hyps = translate(model, sources, cfg=cfg, beam=4, nbest=3, vocab=Specials, device=CPU,
                      mm_dtype=BF16)
-    for src, hs in zip(sources, hyps):
-        assert [h.score for h in hs] == sorted((h.score for h in hs), reverse=True)
+    one = translate(model, sources, cfg=cfg, beam=4, nbest=1, vocab=Specials, device=CPU,
+                    mm_dtype=BF16)
+    # the same search on the batch translate makes of them (one batch, by length)
+    order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), i))
+    b = collate([(sources[i], []) for i in order], pad=0, bos=1, eos=2)
+    with precision.autocast(CPU, BF16):
+        search = beam_search(model, b.src, b.src_lengths, beam=4, nbest=3, bos=1, eos=2, pad=0,
+                             max_len=b.src_lengths + 4)
+    for i, src in enumerate(sources):
+        hs = hyps[i]
+        assert hs[0].tokens == one[i][0].tokens
+        assert [h.tokens for h in hs] == [h.tokens for h in search[order.index(i)]]
         for h in hs:
             n = len(h.tokens)
             tgt = torch.tensor([list(h.tokens) + [0] * (max(n, 1) - n)])
@@ -159,6 +173,32 @@ def test_bf16_search_writes_the_fp32_models_own_scores(arch, cell):
                                     torch.tensor([n]), bos=1, eos=2,
                                     finished=torch.tensor([h.finished]))
             assert h.score == pytest.approx(float(exact), rel=1e-6, abs=1e-6)
+
+
+class NearTie(ScriptedModel):
+    """A scripted model whose first step is a near-tie that bf16 and fp32 rank differently:
+    A before B under autocast (the search's view), B before A in fp32 (the exact scores). Every
+    CPU kind gives the same answer, unlike a real model's rounding."""
+
+    def step(self, prev_tokens, state):
+        lprobs, state = super().step(prev_tokens, state)
+        if torch.is_autocast_enabled("cpu") and not state.fed[0][1:]:
+            lprobs = lprobs.index_select(1, torch.tensor([0, 1, 2, 4, 3, 5]))  # swap A and B
+        return lprobs, state
+
+
+def test_the_first_of_an_nbest_list_is_the_1best_of_the_same_bf16_search_on_a_near_tie():
+    tie = NearTie({(): {A: 0.499, B: 0.501}, (A,): {EOS: 1.0}, (B,): {EOS: 1.0}})
+    cfg = TranslateConfig(batch_size=2, max_len_a=1.0, max_len_b=4)
+    kwargs = dict(cfg=cfg, beam=2, vocab=Specials, device=CPU)
+    assert translate(tie, [[0]], nbest=1, **kwargs)[0][0].tokens == (B,)  # fp32: B
+    best = translate(tie, [[0]], nbest=1, mm_dtype=BF16, **kwargs)[0]
+    listed = translate(tie, [[0]], nbest=2, mm_dtype=BF16, **kwargs)[0]
+    assert [h.tokens for h in best] == [(A,)]  # the bf16 search prefers A
+    assert [h.tokens for h in listed] == [(A,), (B,)]  # the same search's order, A first
+    # with the fp32 scores beside: here out of order by the near-tie, as the README says
+    assert [h.score for h in listed] == pytest.approx([math.log(0.499), math.log(0.501)],
+                                                      abs=1e-12)
 
 
 def test_amp_accepts_true_false_and_auto_and_names_the_key_otherwise(tmp_path):

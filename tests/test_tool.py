@@ -164,7 +164,29 @@ def test_api_translation_equals_the_translate_stage(smoke_repo):
     assert tr.translate(raw, beam=12) == stage
     nbest = tr.translate(raw[:3], beam=12, nbest=3)
     assert [hs[0][0] for hs in nbest] == stage[:3] and all(len(hs) == 3 for hs in nbest)
-    assert all(hs[0][1] >= hs[1][1] >= hs[2][1] for hs in nbest)
+    if tr.mm_dtype is None:  # a bf16 search's order can put near-ties' fp32 scores out of order
+        assert all(hs[0][1] >= hs[1][1] >= hs[2][1] for hs in nbest)
+
+
+@pytest.mark.parametrize("system", ["reversed", "ensemble2", "gru", "attention", "transformer"])
+def test_the_first_of_an_nbest_list_is_the_1best_for_every_architecture_in_both_precisions(
+        smoke_repo, system):
+    # seq2seq LSTM, an ensemble, Cho's GRU, attention, the Transformer; the search in bf16 where
+    # `translate.amp: auto` picks it, then in fp32. On the Intel kind the smoke models give
+    # near-ties that bf16 and fp32 rank differently (issue 29); the scripted near-tie of
+    # test_precision.py makes one on every kind.
+    import dataclasses
+
+    from s2s import api
+
+    tr = api.load(system, params=smoke_repo / "params.yaml", models_dir=smoke_repo / "models",
+                  vocab_dir=smoke_repo / "data/vocab")
+    raw = [line for name in ("test", "dev") for line in (smoke_repo / f"data/prepared/{name}.raw.en")
+           .read_text(encoding="utf-8").splitlines()][:160]
+    for translator in {tr.mm_dtype: tr, None: dataclasses.replace(tr, mm_dtype=None)}.values():
+        one = translator.translate(raw, beam=12)
+        lists = translator.translate(raw, beam=12, nbest=3)
+        assert [hs[0][0] for hs in lists] == one, translator.mm_dtype
 
 
 def test_translate_text_from_the_run_and_from_an_export_on_a_clean_checkout(smoke_repo,

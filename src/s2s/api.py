@@ -141,7 +141,9 @@ class Translator:
         """Detokenised translations of raw sentences, in order.
 
         With ``nbest`` 1 (the default) a list of strings; with more, for every sentence a list of
-        ``(translation, log-probability)``, best first. ``beam`` defaults to the system's widest.
+        ``(translation, log-probability)``, best first as the search ranked them (the first is the
+        1-best translation; under bf16 the log-probabilities are the fp32 model's, and a near-tie
+        can show them out of order). ``beam`` defaults to the system's widest.
         """
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences, not one string")

@@ -146,8 +146,8 @@ class TranslateConfig:
     combine: Literal["mean_prob", "mean_logprob"] = "mean_prob"  # how an ensemble mixes members
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = field(default=0, metadata=rng(0))
-    # beam search with bf16 matmuls, as train.amp; the scores of n-best lists (nbest > 1) are
-    # recomputed in fp32, so rescoring and Table 2 see the model's own scores
+    # beam search with bf16 matmuls, as train.amp; n-best lists (nbest > 1) keep the search's
+    # order and get fp32 scores, so rescoring and Table 2 see the model's own scores
     amp: bool | Literal["auto"] = False
 
 

@@ -357,13 +357,6 @@ def _penalty(length: Tensor | float, alpha: float) -> Tensor | float:
     return ((5 + length) / 6) ** alpha
 
 
-def ranking_score(h: Hypothesis, length_penalty: float) -> float:
-    """What beam_search ranks a returned hypothesis by: its log-prob, or with alpha > 0 that over
-    the GNMT penalty of its predictions (<EOS> counted when it finished)."""
-    steps = len(h.tokens) + (1 if h.finished else 0)
-    return h.score if length_penalty == 0 else h.score / _penalty(float(steps), length_penalty)
-
-
 def _rank(scores: Tensor, length: int, alpha: float) -> Tensor:
     """Ranking score of hypotheses with ``length`` predictions: the log-prob when alpha is 0."""
     return scores if alpha == 0 else scores / _penalty(float(length), alpha)

@@ -14,7 +14,7 @@ from s2s import checkpoint, precision
 from s2s.config import Params, TranslateConfig
 from s2s.data.batching import collate
 from s2s.data.vocab import Vocab
-from s2s.decode.beam import Hypothesis, beam_search, ranking_score, score_sequences
+from s2s.decode.beam import Hypothesis, beam_search, score_sequences
 from s2s.decode.ensemble import Ensemble
 from s2s.progress import progress
 
@@ -40,11 +40,15 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
     """n-best hypotheses for every source, in input order. Batches hold sentences of similar
     length (less padding); the output does not depend on how they are batched.
 
-    ``mm_dtype`` (bf16, ``s2s.precision``): the search runs with bf16 matmuls. With ``nbest`` > 1
-    (the lists rescoring and Table 2 read) the scores of the hypotheses it returns are then
-    recomputed in fp32 and each list re-ranked by them, so every n-best score is the model's
-    own. A 1-best keeps the search's score: recomputing it would cost the fp32 pass it does not
-    need (at beam 2, as much as the bf16 search itself), and it changes no output.
+    ``mm_dtype`` (bf16, ``s2s.precision``): the search runs with bf16 matmuls, and it alone
+    decides which hypotheses a list holds and in what order, so the first entry of an n-best
+    list is always the 1-best of the same search (``nbest=1``), in both precisions. With
+    ``nbest`` > 1 (the lists rescoring and Table 2 read) the scores of the hypotheses it returns
+    are then recomputed in fp32, so every n-best score is the model's own log-prob; where bf16
+    ranked a near-tie the other way, two neighbours' fp32 scores are out of order by that
+    rounding (re-sorting them would make ``--nbest 3``'s first line differ from the plain
+    translation). A 1-best keeps the search's score: recomputing it would cost the fp32 pass it
+    does not need (at beam 2, as much as the bf16 search itself).
 
     A batch holds up to `cfg.batch_size` x ROWS_BEAM hypotheses: `batch_size` sentences at the
     paper's beam 12, proportionally more at narrower beams (192 at beam 2), so that a narrow
@@ -63,8 +67,7 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
                                max_len=max_len.to(device), nbest=nbest,
                                length_penalty=cfg.length_penalty, pad=vocab.pad)
         if mm_dtype is not None and nbest > 1:
-            hyps = exact_scores(model, src, src_lengths, hyps, vocab=vocab,
-                                length_penalty=cfg.length_penalty)
+            hyps = exact_scores(model, src, src_lengths, hyps, vocab=vocab)
         for i, h in zip(idx, hyps):
             results[i] = h
         bar.update(len(idx))
@@ -74,10 +77,9 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
 
 
 def exact_scores(model, src: Tensor, lengths: Tensor, hyps: list[list[Hypothesis]], *,
-                 vocab: Vocab, length_penalty: float) -> list[list[Hypothesis]]:
+                 vocab: Vocab) -> list[list[Hypothesis]]:
     """`hyps` (the n-best lists of the sentences src (N, S)) with their scores recomputed in fp32
-    by teacher forcing, each list re-sorted by its ranking score (stable: ties keep the search's
-    order)."""
+    by teacher forcing, in the search's order (see :func:`translate`)."""
     rows = [i for i, hs in enumerate(hyps) for _ in hs]  # sentence of each hypothesis
     flat = [h for hs in hyps for h in hs]
     if not flat:
@@ -96,5 +98,4 @@ def exact_scores(model, src: Tensor, lengths: Tensor, hyps: list[list[Hypothesis
     for i, h, s in zip(rows, flat, scores):
         out[i].append(Hypothesis(h.tokens, s, h.finished))
 
-    return [sorted(hs, key=lambda h: ranking_score(h, length_penalty), reverse=True)
-            for hs in out]
+    return out
