@@ -85,6 +85,29 @@ def test_analyze_stage_reads_the_profiles_analysis_models(profile):
         analysis.memory_models or ())
 
 
+RNN_TRAIN = {f"train-{m}" for m in ("forward", "reversed_1", "reversed_2", "reversed_3",
+                                     "reversed_4", "reversed_5", "reversed_fb1", "baseline",
+                                     "gru", "attention")}
+RNN_TRANSLATE = {f"translate-{s}" for s in ("forward", "reversed", "reversed_fb1", "ensemble5",
+                                            "ensemble2", "baseline", "gru", "attention")}
+RESCORERS = {f"rescore-{r}" for r in ("forward", "reversed", "ensemble5", "gru")}
+# For the default profile (params.yaml): the stages whose dependencies name each file, written
+# out. A change to the file reruns exactly these (and what reads their outputs, if they change).
+EXPECTED_READERS = {
+    "model/transformer.py": {"train-transformer", "translate-transformer", "attention"},
+    "model/lstm.py": RNN_TRAIN | RNN_TRANSLATE | RESCORERS | {"analyze", "attention"},
+    "decode/beam.py": RNN_TRANSLATE | {"translate-transformer"} | RESCORERS | {"rescore-oracle"},
+    "evaluate/bleu.py": RESCORERS | {"rescore-oracle", "evaluate", "report"},
+    "report/tables.py": {"report"},
+}
+
+
+@pytest.mark.parametrize("path", EXPECTED_READERS)
+def test_each_source_file_is_a_dependency_of_exactly_the_stages_that_run_it(path):
+    dag = dag_of(ROOT / "params.yaml")
+    assert {n for n, s in dag.items() if f"src/s2s/{path}" in s.deps} == EXPECTED_READERS[path]
+
+
 def test_every_stage_depends_on_the_code_it_runs_and_no_other():
     dag = dag_of(ROOT / "params.yaml")
     code = {name: {d for d in s.deps if d.startswith("src/")} for name, s in dag.items()}
@@ -92,23 +115,57 @@ def test_every_stage_depends_on_the_code_it_runs_and_no_other():
         kind = name.split("-")[0] if not name.startswith("check") else "check"
         assert f"src/s2s/stages/{kind}.py" in deps, name  # one hop from a stage to its code
         assert "src/s2s/config.py" in deps and "src/s2s/cli.py" not in deps, name
-    decode = "src/s2s/decode/beam.py"
-    assert {n for n, d in code.items() if decode in d} == {
-        n for n in dag if n.startswith(("translate-", "rescore-"))} | {"export"}
+        for dep in deps:  # DVC warns about every empty dependency
+            assert (ROOT / dep).is_dir() or (ROOT / dep).read_text().strip(), (name, dep)
+    # the data stages and the params check run no model, search, training, analysis or report
+    for name in ("check-params", "download", "prepare", "vocab"):
+        assert not {d for d in code[name] if d.startswith((
+            "src/s2s/model/", "src/s2s/decode/", "src/s2s/train.py", "src/s2s/analysis/",
+            "src/s2s/report/"))}, name
     for name in (n for n in dag if n.startswith("train-")):
         assert not any(d.startswith(("src/s2s/decode/", "src/s2s/evaluate/", "src/s2s/report/"))
                        for d in code[name]), name
-        assert {"src/s2s/train.py", "src/s2s/model/seq2seq.py", "src/s2s/losses.py"} <= code[name]
+        assert {"src/s2s/train.py", "src/s2s/losses.py"} <= code[name]
+        # its own architecture, no other
+        arch = load(ROOT / "params.yaml").model_config(name.removeprefix("train-")).arch
+        assert ("src/s2s/model/transformer.py" in code[name]) == (arch == "transformer"), name
+        assert ("src/s2s/model/seq2seq.py" in code[name]) == (arch != "transformer"), name
     # matplotlib code runs only in the report
     assert {n for n, d in code.items() if "src/s2s/report/figures.py" in d} == {"report"}
 
 
+def test_no_circle_among_the_package_modules():
+    # config.py imports no model code, and no module reaches itself through its imports
+    assert not [d for d in pipeline.code_deps("s2s.config") if "/model/" in d]
+    modules = {f"s2s.{p.relative_to(ROOT / 'src/s2s').with_suffix('').as_posix().replace('/', '.')}"
+               .removesuffix(".__init__") for p in (ROOT / "src/s2s").rglob("*.py")}
+    for module in sorted(modules):
+        reached, todo = set(), list(pipeline._imports(module))
+        while todo:
+            m = todo.pop()
+            if m in reached:
+                continue
+            reached.add(m)
+            todo += [i for i in pipeline._imports(m)]
+        packages = {module.rsplit(".", i)[0] for i in range(1, module.count(".") + 1)}
+        assert module not in reached or module in packages, f"{module} imports itself"
+
+
 def test_code_deps_follow_imports_inside_functions_and_packages():
     deps = pipeline.code_deps("s2s.stages.translate")
-    # imported inside main(), and through s2s.decode.translate
-    assert {"src/s2s/decode/beam.py", "src/s2s/decode/ensemble.py", "src/s2s/decode/__init__.py",
-            "src/s2s/model/fused.py", "src/s2s/stages/translate.py"} <= set(deps)
+    # imported inside main(), and through s2s.decode.translate; a package's __init__.py with
+    # code in it (s2s/arch), not an empty one (s2s/decode)
+    assert {"src/s2s/decode/beam.py", "src/s2s/decode/ensemble.py", "src/s2s/arch/__init__.py",
+            "src/s2s/stages/translate.py"} <= set(deps)
+    assert "src/s2s/decode/__init__.py" not in deps
     assert "src/s2s/train.py" not in deps  # decoding no longer imports the trainer
+    # an architecture is imported on demand (s2s.arch): the stage names it
+    assert not [d for d in deps if d.startswith("src/s2s/model/")
+                and d.rpartition("/")[2] not in ("__init__.py", "base.py")]
+    with_lstm = pipeline.code_deps("s2s.stages.translate", "s2s.model.seq2seq")
+    assert {"src/s2s/model/fused.py", "src/s2s/model/lstm.py", "src/s2s/arch/rnn.py"} <= set(
+        with_lstm)
+    assert "src/s2s/model/transformer.py" not in with_lstm
 
 
 def test_a_stage_reading_an_undeclared_key_fails():

@@ -12,15 +12,8 @@ by the translate stage's own :func:`s2s.decode.translate.translate`, and comes b
 the translate stage writes ``beam<K>.detok.fr``. Models reverse the source themselves when they
 were trained on reversed sources (``reverse_source`` in their checkpoint's config).
 
-An export (:func:`export`) is one versioned folder per system::
-
-    export.json       format, system, members, sha256 of every file, text settings, decoding
-                      config, and the fingerprints of the data and params the models were trained
-                      with
-    en.tsv fr.tsv     the vocabularies
-    models/<m>.pt     each member's final checkpoint
-
-:func:`load` checks every file against the sha256 that ``export.json`` records before it decodes,
+An export (:mod:`s2s.exporting`, written by the export stage) is one versioned folder per
+system; :func:`load` checks every file against the sha256 that ``export.json`` records before it decodes,
 so an old checkpoint is never paired with a new vocabulary (the checkpoint also carries the
 vocabularies' fingerprints, checked again by :func:`s2s.checkpoint.load_model`).
 """
@@ -28,52 +21,25 @@ vocabularies' fingerprints, checked again by :func:`s2s.checkpoint.load_model`).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import importlib.metadata
 import json
 import logging
-import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from s2s.config import PARAMS_FILE, Params, TranslateConfig, train_record
+from s2s.config import PARAMS_FILE, Params, TranslateConfig
 from s2s.config import load as load_params
-from s2s.io import atomic_write_json
+from s2s.exporting import (EXPORT_FILE, EXPORT_FORMAT, SRC_LANG, TEXT_PIPELINE,  # noqa: F401
+                           TGT_LANG, ExportError, _sha256, _version, export, export_all,
+                           params_fingerprint)
 
 log = logging.getLogger("s2s.api")
 
-EXPORT_FORMAT = "s2s-export/1"
-EXPORT_FILE = "export.json"
-SRC_LANG, TGT_LANG = "en", "fr"
-# How `prepare` turns raw text into model input, written into every export (and checked there).
-TEXT_PIPELINE = {
-    "normalize": "s2s.data.text.normalize: NFC, control characters dropped, Unicode spaces -> ' '",
-    "tokenizer": "sacremoses MosesTokenizer(lang).tokenize(escape=False, "
-                 "aggressive_dash_splits=False)",
-    "detokenizer": "sacremoses MosesDetokenizer(lang).detokenize(line.split())",
-    "src_lang": SRC_LANG,
-    "tgt_lang": TGT_LANG,
-}
 
+class NotTrained(FileNotFoundError):
+    """A system whose models or vocabularies the run has not made yet: says what to run."""
 
-class ExportError(ValueError):
-    """An export folder that cannot be used: names the file and what is wrong."""
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
+    def __str__(self) -> str:  # one line, without errno's decoration
+        return self.args[0]
 
 
 @dataclass
@@ -189,10 +155,17 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
         raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
                        f"(known: {', '.join(params.systems)})")
     sys_cfg, cfg = params.systems[str(system)], params.translate
+    vocab_dir, models_dir = Path(vocab_dir), Path(models_dir)
+    missing = [p for p in (*(vocab_dir / f"{lang}.tsv" for lang in (SRC_LANG, TGT_LANG)),
+                           *(models_dir / m / "model.pt" for m in sys_cfg.members))
+               if not p.is_file()]
+    if missing:
+        raise NotTrained(f"system '{system}' is not trained here ({missing[0]} is missing): run "
+                         f"`dvc repro translate-{system}` first (it trains what the system "
+                         f"needs), or give --system an export folder")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     dev = _device(device, cfg)
-    vocab_dir, models_dir = Path(vocab_dir), Path(models_dir)
     src_vocab = Vocab.load(vocab_dir / f"{SRC_LANG}.tsv")
     tgt_vocab = Vocab.load(vocab_dir / f"{TGT_LANG}.tsv")
     model = load_members(sys_cfg.members, params=params, models_dir=models_dir,
@@ -245,7 +218,7 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     src_vocab = Vocab.load(folder / f"{SRC_LANG}.tsv")
     tgt_vocab = Vocab.load(folder / f"{TGT_LANG}.tsv")
     try:
-        from s2s.model import config_from_dict
+        from s2s.arch import config_from_dict
 
         expect = {m: config_from_dict(meta["models"][m]) for m in meta["members"]}
     except (KeyError, TypeError) as e:
@@ -259,75 +232,3 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
              ", ".join(meta["members"]), folder, dev)
     return Translator(meta["system"], model, src_vocab, tgt_vocab, bool(text["lowercase"]), cfg,
                       tuple(meta["beams"]), dev, _mm_dtype(cfg, dev))
-
-
-def params_fingerprint(params: Params, members) -> str:
-    """sha256 of every parameter the members' weights depend on (data, prepare, vocab, their
-    model configs, train)."""
-    from s2s.model import config_record
-
-    relevant = {"data": dataclasses.asdict(params.data),
-                "prepare": dataclasses.asdict(params.prepare),
-                "vocab": dataclasses.asdict(params.vocab),
-                "models": {m: config_record(params.model_config(m)) for m in members},
-                "train": train_record(params.train)}
-    recipes = {m: train_record(params.train_config(m)) for m in members
-               if params.train_config(m) != params.train}
-    if recipes:  # members trained by another recipe than `train` (a Transformer's)
-        relevant["recipes"] = recipes
-    return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
-           prepared_dir: Path, out_dir: Path) -> dict:
-    """Write system ``system`` as one self-contained folder ``out_dir`` (see the module doc)."""
-    from s2s.model import config_record
-
-    if system not in params.systems:
-        raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
-                       f"(known: {', '.join(params.systems)})")
-    sys_cfg = params.systems[system]
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    (tmp / "models").mkdir(parents=True)
-    files = {}
-    for lang in (SRC_LANG, TGT_LANG):
-        shutil.copyfile(Path(vocab_dir) / f"{lang}.tsv", tmp / f"{lang}.tsv")
-        files[f"{lang}.tsv"] = _sha256(tmp / f"{lang}.tsv")
-    for m in sys_cfg.members:
-        shutil.copyfile(Path(models_dir) / m / "model.pt", tmp / "models" / f"{m}.pt")
-        files[f"models/{m}.pt"] = _sha256(tmp / "models" / f"{m}.pt")
-    data = {f"train.tok.{lang}": _sha256(Path(prepared_dir) / f"train.tok.{lang}")
-            for lang in (SRC_LANG, TGT_LANG)}
-    meta = {
-        "format": EXPORT_FORMAT, "system": system, "members": list(sys_cfg.members),
-        "beams": list(sys_cfg.beams), "profile": params.profile,
-        "text": {**TEXT_PIPELINE, "lowercase": params.prepare.lowercase,
-                 "sacremoses": _version("sacremoses")},
-        "translate": dataclasses.asdict(params.translate),
-        # each member's config, checked against its checkpoint when loaded
-        "models": {m: config_record(params.model_config(m)) for m in sys_cfg.members},
-        "fingerprints": {"training_data_sha256": data,
-                         "params_sha256": params_fingerprint(params, sys_cfg.members)},
-        "files": files,
-        "created_with": {"s2s": _version("s2s-repro"), "torch": _version("torch")},
-    }
-    atomic_write_json(tmp / EXPORT_FILE, meta)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
-    return meta
-
-
-def export_all(params: Params, *, models_dir: Path, vocab_dir: Path, prepared_dir: Path,
-               out_dir: Path) -> dict[str, dict]:
-    """Stage `export`: every system of ``params.systems`` as ``<out_dir>/<system>/``."""
-    t0 = time.perf_counter()
-    out = {s: export(params, s, models_dir=models_dir, vocab_dir=vocab_dir,
-                     prepared_dir=prepared_dir, out_dir=Path(out_dir) / s)
-           for s in params.systems}
-    log.info("read %s, %s, %s; wrote %d exports under %s in %.1fs", models_dir, vocab_dir,
-             prepared_dir, len(out), out_dir, time.perf_counter() - t0)
-    return out

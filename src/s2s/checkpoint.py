@@ -27,7 +27,7 @@ import torch
 from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_with
 from s2s.model import build_model, config_from_dict, config_record
-from s2s.model.seq2seq import EncoderDecoder
+from s2s.model.base import Model
 
 FORMAT = "s2s-checkpoint/2"
 LEGACY_FORMATS = ("s2s-checkpoint/1",)  # weights_sha256 over the weights only
@@ -79,7 +79,7 @@ def payload_digest(payload: dict) -> str:
     return h.hexdigest()
 
 
-def save(path: Path, model: EncoderDecoder, *, src_vocab: Vocab, tgt_vocab: Vocab,
+def save(path: Path, model: Model, *, src_vocab: Vocab, tgt_vocab: Vocab,
          name: str | None = None, state: dict[str, torch.Tensor] | None = None,
          **extra: Any) -> None:
     """Write `model` (or `state`, weights for model's config) with its config, `name` (the key of
@@ -174,7 +174,7 @@ def check_identity(path: Path, payload: dict, *, expect,
 
 def load_model(path: Path, *, src_vocab: Vocab, tgt_vocab: Vocab,
                device: torch.device | str = "cpu", expect=None,
-               name: str | None = None) -> EncoderDecoder:
+               name: str | None = None) -> Model:
     """Rebuild the model of a checkpoint; refuse one trained with other vocabularies, and, with
     `expect` (``params.model_config(name)``), one that is not the model params describe."""
     payload = load_payload(path)

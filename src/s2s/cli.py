@@ -80,6 +80,9 @@ def _cmd_score(a, _params):
     from s2s.evaluate import significance
     from s2s.io import read_lines
 
+    for path in (a.hyp, a.system, a.ref):
+        if path is not None and not path.exists():
+            raise FileNotFoundError(_not_made(path, _params))
     refs, hyps = read_lines(a.ref), read_lines(a.hyp)
     files = [a.hyp] + ([a.system] if a.system else [])
     scores = {str(f): significance.score(read_lines(f), refs, tokenized=a.tokenized,
@@ -113,6 +116,21 @@ def _cmd_score(a, _params):
               f"{a.system} - {a.hyp} = {diff.describe()}")
         print(f"  {a.hyp}: mean {d['baseline_mean']:.2f} +- {d['baseline_ci']:.2f}; "
               f"{a.system}: mean {d['system_mean']:.2f} +- {d['system_ci']:.2f}")
+
+
+def _not_made(path: Path, params_path: Path) -> str:
+    """One line for a missing input: which stage writes it, when the project's params name one."""
+    stage = None
+    if params_path.is_file():
+        from s2s import pipeline
+
+        try:
+            stage = pipeline.producer(load(params_path), path)
+        except ConfigError:
+            pass
+    if stage is None:
+        return f"{path}: no such file"
+    return f"{path}: no such file yet: `dvc repro {stage}` writes it"
 
 
 def _cmd_profile(a, params_path: Path):

@@ -26,6 +26,8 @@ from typing import Any, Literal
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from s2s.schema import rng
+
 PARAMS_FILE = "params.yaml"
 
 # Model, system and rescorer names become parts of dvc.yaml's shell commands (`s2s train ${key}`),
@@ -41,11 +43,7 @@ class ConfigError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Schema. `field(metadata={"min": ..})` gives a range; Literal gives a choice.
-
-
-def rng(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> dict:
-    return {"min": lo, "max": hi, "lo_open": lo_open}
+# Schema. `field(metadata=rng(..))` gives a range (s2s.schema); Literal gives a choice.
 
 
 @dataclass(frozen=True)
@@ -281,7 +279,7 @@ class Params:
     def train_config(self, name: str) -> TrainConfig:
         """How `models.<name>` is trained: `train`, then its architecture's recipe, then its own
         `train` overrides (`models.<name>.train`)."""
-        from s2s.model import ARCHITECTURES
+        from s2s.arch import ARCHITECTURES
 
         recipe = dict(ARCHITECTURES[self.model_config(name).arch].recipe)
         own = self.models[name].get("train") or {}
@@ -404,7 +402,7 @@ def model_config(defaults: dict, overrides: dict, *, source: Path, name: str):
     """The config of one model: the fields of its architecture's config class taken from
     `defaults` (params `model`) and `overrides` (params `models.<name>`), each checked and named
     by the key it came from. `overrides.train` is its training recipe (Params.train_config)."""
-    from s2s.model import ARCHITECTURES
+    from s2s.arch import ARCHITECTURES
 
     arch = overrides.get("arch", defaults.get("arch", "seq2seq"))
     where = f"models.{name}.arch" if "arch" in overrides else "model.arch"
@@ -594,7 +592,7 @@ def _check_range(value: float, path: Path, key: str, meta: dict) -> None:
 
 
 def _check_cross_refs(p: Params) -> None:
-    from s2s.model import ARCHITECTURES
+    from s2s.arch import ARCHITECTURES
 
     if not p.models:
         raise ConfigError(f"{p.source}: 'models' must name at least one model")

@@ -55,6 +55,10 @@ class Stage:
     outs: tuple[Out, ...]
     params: tuple[str, ...]
     doc: str = field(default="", compare=False)  # the comment above it in dvc.yaml
+    # Modules the stage runs beyond what its own module imports: the architectures of the models
+    # it builds or describes (s2s.arch names them by module and imports them on demand), so that
+    # their files, and only theirs, are among its dependencies (s2s.pipeline).
+    code: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def kind(self) -> str:

@@ -8,8 +8,10 @@ Every system, ensemble member and rescorer is written once, in params: the stage
 them into stages (``translate-<system>`` with its members' model folders as inputs), so adding one
 is an edit of params and one command. Each stage lists, as dependencies, the files of ``s2s`` that
 its module imports, directly or through other ``s2s`` modules (found by reading the imports, not
-by running them): a change to ``src/s2s/decode/beam.py`` reruns decoding and what follows it, and
-no training. ``s2s/cli.py`` (it only dispatches to the stage modules, which own their arguments)
+by running them), and those of the architectures its models have (``s2s.arch`` imports an
+architecture only when it is used, so the stage names them: :attr:`s2s.dag.Stage.code`): a change
+to ``src/s2s/decode/beam.py`` reruns decoding and what follows it, and no training; a change to
+``src/s2s/model/transformer.py`` reruns the Transformer's stages only. ``s2s/cli.py`` (it only dispatches to the stage modules, which own their arguments)
 and ``s2s/dag.py`` (the stages' description, which is dvc.yaml itself) are not listed.
 """
 
@@ -40,18 +42,29 @@ def generate(params: Params) -> list[dag.Stage]:
     """Every stage, in pipeline order, with the code it runs among its dependencies."""
     result: list[dag.Stage] = []
     for name in stages.STAGES:
-        code = code_deps(f"s2s.stages.{name}")
         for stage in stages.module(name).stages(params):
+            code = code_deps(f"s2s.stages.{name}", *stage.code)
             result.append(dag.Stage(name=stage.name, cmd=stage.cmd,
                                     deps=tuple(stage.deps) + tuple(c for c in code
                                                                   if c not in stage.deps),
-                                    outs=stage.outs, params=stage.params, doc=stage.doc))
+                                    outs=stage.outs, params=stage.params, doc=stage.doc,
+                                    code=stage.code))
     names = [s.name for s in result]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise dag.DagError(f"{params.source}: two stages are both named {dupes[0]}: a model, "
                            f"system or rescorer name collides with another stage's")
     return result
+
+
+def producer(params: Params, path: str | Path) -> str | None:
+    """The stage whose output holds `path` (relative to the project root), or None."""
+    rel = PurePosixPath(Path(path).as_posix())
+    for stage in generate(params):
+        for out in stage.outs:
+            if rel == PurePosixPath(out.path) or PurePosixPath(out.path) in rel.parents:
+                return stage.name
+    return None
 
 
 def plots(params: Params) -> list[dict]:
@@ -119,11 +132,15 @@ def render(params: Params) -> str:
     return "\n".join(lines) + "\n"
 
 
-def code_deps(module: str) -> list[str]:
-    """The source files (``src/s2s/...py``) of `module` and of every ``s2s`` module it imports,
-    transitively, including the packages' ``__init__.py`` files; :data:`NOT_RUN` excluded."""
+def code_deps(*modules: str) -> list[str]:
+    """The source files (``src/s2s/...py``) of `modules` and of every ``s2s`` module they import,
+    transitively, including the packages' ``__init__.py`` files; :data:`NOT_RUN` and empty files
+    (an ``__init__.py`` that only makes a package: DVC warns about every empty dependency, and
+    nothing in one can change a result) excluded. An import inside ``if TYPE_CHECKING:`` runs
+    nothing and is not followed; a module named by a string (``s2s.arch``'s registry) is not
+    either: the stage that runs it names it (:attr:`s2s.dag.Stage.code`)."""
     seen: set[str] = set()
-    todo = [module]
+    todo = list(modules)
     while todo:
         name = todo.pop()
         if name in seen or name in NOT_RUN:
@@ -132,7 +149,7 @@ def code_deps(module: str) -> list[str]:
         todo += _imports(name)
     files = {_file_of(m) for m in seen}
     return sorted(str(SOURCE_PREFIX / f.relative_to(PACKAGE_DIR).as_posix())
-                  for f in files if f is not None)
+                  for f in files if f is not None and f.read_text(encoding="utf-8").strip())
 
 
 @functools.cache
@@ -145,7 +162,7 @@ def _imports(module: str) -> tuple[str, ...]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _run_nodes(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -160,6 +177,24 @@ def _imports(module: str) -> tuple[str, ...]:
             if n == "s2s" or n.startswith("s2s."):
                 found |= {p for p in _parents(n) if _file_of(p) is not None}
     return tuple(sorted(found))
+
+
+def _run_nodes(tree: ast.AST) -> Iterable[ast.AST]:
+    """Every node of `tree` but those under ``if TYPE_CHECKING:`` (imports for annotations)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                todo += child.orelse
+                continue
+            todo.append(child)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _parents(name: str) -> Iterable[str]:

@@ -3,8 +3,8 @@
 - :class:`FolderLock`: ``<ckpt_dir>/.train.lock`` held with ``flock`` for the whole run and naming
   the holder's PID, so a second trainer on the same folder is refused at once with the holder
   named. The kernel drops the lock when its holder dies (even by ``kill -9``), so a lock left by
-  a dead trainer is taken over, with a log line. The file stays (removing it would race with a
-  newcomer); ``.dvcignore`` keeps it out of the folder's hash.
+  a dead trainer is taken over, with a log line; a clean exit empties the file, so the next run
+  logs nothing. The file stays (removing it would race with a newcomer).
 - :class:`StopSignals`: SIGTERM and SIGINT set a flag that the training loop reads between steps;
   it then writes a final resumable checkpoint and stops with :class:`Stopped`.
 - :func:`tie_to_pipeline`: under ``dvc repro`` (``DVC_STAGE`` is set) the trainer gets SIGTERM
@@ -72,6 +72,9 @@ class FolderLock:
 
     def release(self) -> None:
         if self.fd is not None:
+            # A clean exit leaves no PID behind, so the next trainer takes the lock silently; only
+            # a holder that died without releasing leaves one (and the takeover line).
+            os.ftruncate(self.fd, 0)
             os.close(self.fd)  # drops the flock; the file stays (see the module docstring)
             self.fd = None
 

@@ -27,7 +27,7 @@ from s2s.device import pick_device
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy
 from s2s.model import build_model, config_record
-from s2s.model.seq2seq import EncoderDecoder
+from s2s.model.base import Model
 from s2s.progress import progress
 
 log = logging.getLogger("s2s.train")
@@ -93,7 +93,7 @@ def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
     return h.hexdigest()
 
 
-def shard_nll(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.device,
+def shard_nll(model: Model, pairs, *, vocab: Vocab, device: torch.device,
               autocast) -> tuple[torch.Tensor, int]:
     """Summed NLL of `pairs` (this process's share of a minibatch) and their target tokens;
     a zero that needs no backward for an empty share. `autocast`: the precision context
@@ -103,7 +103,7 @@ def shard_nll(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.devic
     return loss, ntok
 
 
-def shard_loss(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.device,
+def shard_loss(model: Model, pairs, *, vocab: Vocab, device: torch.device,
                autocast, label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, int]:
     """The training loss of `pairs`, their summed NLL (what perplexity reports) and their target
     tokens. Without label smoothing the loss is the NLL itself; with it, the loss is
@@ -160,7 +160,7 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, pairs, *, batch_siz
 
 
 @torch.no_grad()
-def perplexity(model: EncoderDecoder, pairs, *, vocab: Vocab, device: torch.device,
+def perplexity(model: Model, pairs, *, vocab: Vocab, device: torch.device,
                batch_size: int = 64) -> float:
     model.eval()
     nll, ntok = 0.0, 0

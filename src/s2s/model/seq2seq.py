@@ -19,76 +19,16 @@ Dimension letters: see ``s2s.model.lstm``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from s2s.config import rng
+from s2s.arch.rnn import CELL_WORDS, RNNConfig  # noqa: F401 -- its home is s2s.arch.rnn
+from s2s.model.base import reverse_padded  # noqa: F401 -- the models' shared helper
 from s2s.model.lstm import set_forget_bias
 from s2s.model.stacks import GRU_CELLS, make_stack
 from s2s.precision import full
-
-
-# The cells in words (the models table).
-CELL_WORDS = {"lstm": "LSTM", "peephole": "peephole LSTM",
-              "gru": "GRU (PyTorch's form: reset gate after the recurrent product)",
-              "cho_gru": "GRU (Cho et al.'s form: reset gate before the recurrent product)"}
-
-
-@dataclass(frozen=True)
-class RNNConfig:
-    """Architecture of one recurrent encoder-decoder: the paper's (`seq2seq`), Cho et al.'s
-    (`cho`) or Bahdanau et al.'s (`attention`). Trained by the paper's recipe (params `train`)."""
-
-    # seq2seq: the paper's model; cho: Cho et al. 2014 (the summary feeds every decoder step);
-    # attention: Bahdanau et al. 2014 (bidirectional encoder, attention over its annotations).
-    arch: Literal["seq2seq", "cho", "attention"] = "seq2seq"
-    # peephole: seq2seq only; gru: torch's nn.GRU (reset gate after the recurrent product);
-    # cho_gru: Cho et al.'s eqs. 5-8 (reset gate before it)
-    cell: Literal["lstm", "peephole", "gru", "cho_gru"] = "lstm"
-    attention: Literal["additive", "dot", "general"] = "additive"  # the score, for `attention`
-    num_layers: int = field(default=4, metadata=rng(1))
-    hidden_size: int = field(default=1000, metadata=rng(1))
-    embed_size: int = field(default=1000, metadata=rng(1))
-    init_range: float = field(default=0.08, metadata=rng(0.0, lo_open=True))  # uniform init
-    reverse_source: bool = False
-    init_seed: int = field(default=1, metadata=rng(0))
-    order_seed: int = field(default=1, metadata=rng(0))
-    # The LSTM forget gates' bias after the uniform init, in every LSTM layer (nn.LSTM: b_ih's
-    # forget chunk, b_hh's forget chunk 0); 0.0 leaves the paper's uniform init untouched.
-    forget_bias: float = 0.0
-
-    # Fields added after checkpoints existed: a config record leaves each out while it holds its
-    # default (s2s.model.config_record), so old checkpoints and fingerprints stay what they were.
-    LATER_FIELDS: ClassVar[tuple[str, ...]] = ("forget_bias",)
-
-    def __post_init__(self):
-        if self.forget_bias != 0.0 and self.cell not in ("lstm", "peephole"):
-            raise ValueError(f"forget_bias {self.forget_bias} is for LSTM cells; cell "
-                             f"'{self.cell}' has no forget gate")
-
-    def describe(self) -> str:
-        """What the model is, in words: its cell, and for the cited systems their design."""
-        cell = CELL_WORDS[self.cell]
-        if self.forget_bias:
-            cell += f" (forget-gate bias {self.forget_bias:g})"
-        if self.arch == "cho":
-            return f"Cho et al.'s encoder-decoder: the summary feeds every step; {cell}"
-        if self.arch == "attention":
-            return (f"Bahdanau et al.'s attention: bidirectional {cell} encoder, "
-                    f"{self.attention} score")
-        return cell
-
-    def size(self) -> str:
-        """Its size in a few characters: layers x cells."""
-        return f"{self.num_layers} x {self.hidden_size}"
-
-    def shape(self) -> dict:
-        """The numbers that size it, as the training metrics record them."""
-        return {"cell": self.cell, "num_layers": self.num_layers, "hidden_size": self.hidden_size,
-                "embed_size": self.embed_size}
 
 
 @dataclass(frozen=True)
@@ -102,18 +42,6 @@ class State:
         """Rows `index` of the batch (reorder, repeat or drop), as index_select on dim N."""
         return State(self.h.index_select(1, index),
                      None if self.c is None else self.c.index_select(1, index))
-
-
-def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:
-    """Reverse the first lengths[n] tokens of each row; padding stays where it is.
-
-    src: (N, S), lengths: (N,). [a b c pad] -> [c b a pad].
-    """
-    N, S = src.shape
-    pos = torch.arange(S, device=src.device).expand(N, S)  # (N, S)
-    rev = lengths[:, None] - 1 - pos  # (N, S): the mirrored position inside the sentence
-    index = torch.where(rev >= 0, rev, pos)  # padding positions map to themselves
-    return src.gather(1, index)
 
 
 def start_from_summary(init_proj: nn.Linear, summary: Tensor, cfg: RNNConfig

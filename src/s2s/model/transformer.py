@@ -45,88 +45,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from s2s.model.seq2seq import reverse_padded
+from s2s.arch.transformer import TransformerConfig
+from s2s.model.base import reverse_padded
 from s2s.precision import full
 
 __all__ = ["TransformerConfig", "Transformer", "TransformerState", "Attention"]
 
 # scaled_dot_product_attention takes `enable_gqa` (fewer key/value heads than query heads) from 2.5
 _SDPA_GQA = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
-
-
-@dataclass(frozen=True)
-class TransformerConfig:
-    """Architecture of one Transformer. The first four fields are common to all architectures."""
-
-    arch: Literal["transformer"] = "transformer"
-    reverse_source: bool = False
-    init_seed: int = 1
-    order_seed: int = 1
-    d_model: int = 512
-    heads: int = 8
-    # kv_heads == heads: multi-head; 1 < kv_heads < heads: grouped-query; 1: multi-query
-    kv_heads: int = 8
-    ff_size: int = 2048
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    dropout: float = 0.1
-    positions: Literal["sinusoidal", "learned"] = "sinusoidal"
-    max_positions: int = 1024  # the longest source or target either kind of positions accepts
-    norm: Literal["pre", "post"] = "pre"
-    tie_embeddings: bool = False  # the decoder's input embedding is the softmax layer's weight
-
-    def describe(self) -> str:
-        """What the model is, in one line (the report's models table), e.g. "Transformer, 3+3 layers, d_model 256, 4 heads (2 kv,
-        grouped-query), ff 1024, pre-norm, sinusoidal positions"."""
-        c = self
-        if c.kv_heads == c.heads:
-            heads = f"{c.heads} heads"
-        else:
-            kind = "multi-query" if c.kv_heads == 1 else "grouped-query"
-            heads = f"{c.heads} heads ({c.kv_heads} kv, {kind})"
-        parts = [f"Transformer, {c.encoder_layers}+{c.decoder_layers} layers",
-                 f"d_model {c.d_model}", heads, f"ff {c.ff_size}", f"{c.norm}-norm",
-                 f"{c.positions} positions", f"dropout {c.dropout:g}"]
-        if c.tie_embeddings:
-            parts.append("tied target embeddings")
-        if c.reverse_source:
-            parts.append("reversed source")
-        return ", ".join(parts)
-
-    def size(self) -> str:
-        """Its size in a few characters: encoder+decoder layers x d_model."""
-        return f"{self.encoder_layers}+{self.decoder_layers} x {self.d_model}"
-
-    def shape(self) -> dict:
-        """The numbers that size it, as the training metrics record them (s2s.artifacts)."""
-        return {"architecture": {"arch": self.arch, "d_model": self.d_model, "heads": self.heads,
-                "kv_heads": self.kv_heads, "ff_size": self.ff_size,
-                "encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers}}
-
-    def __post_init__(self):
-        if self.arch != "transformer":
-            raise ValueError(f"arch must be 'transformer', got {self.arch!r}")
-        for name in ("d_model", "heads", "kv_heads", "ff_size", "encoder_layers",
-                     "decoder_layers", "max_positions"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.d_model % self.heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by heads ({self.heads})")
-        if self.heads % self.kv_heads:
-            raise ValueError(f"kv_heads ({self.kv_heads}) must divide heads ({self.heads})")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if self.positions not in ("sinusoidal", "learned"):
-            raise ValueError(f"positions must be 'sinusoidal' or 'learned', got {self.positions!r}")
-        if self.norm not in ("pre", "post"):
-            raise ValueError(f"norm must be 'pre' or 'post', got {self.norm!r}")
 
 
 @dataclass(frozen=True)

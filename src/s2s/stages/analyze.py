@@ -42,6 +42,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from s2s import arch
 from s2s.config import AnalysisConfig, Params
 from s2s.dag import Out, Stage
 
@@ -78,6 +79,7 @@ def stages(params: Params) -> list[Stage]:
                   if AnalysisConfig.written(params.source, k)),
                 "prepare.lowercase", "model",
                 *(f"models.{m}" for m in both)),
+        code=arch.modules(params, both),
         doc="Figure 2, the forget gates and the gradient reach (at the end and at the "
             "snapshots of training)\nof the models analysis.models names; the memory of a "
             "one-word change of analysis.memory_models\n(empty: analysis.models).")]

@@ -17,6 +17,7 @@ import logging
 import time
 from pathlib import Path
 
+from s2s import arch
 from s2s.config import ConfigError, Params
 from s2s.dag import Out, Stage
 
@@ -42,6 +43,7 @@ def stages(params: Params) -> list[Stage]:
         params=("analysis.attention_system", "analysis.cross_attention_system",
                 "analysis.attention_examples", *(f"systems.{s}" for s in drawn), "model",
                 *(f"models.{m}" for m in members)),
+        code=arch.modules(params, members),
         doc="The alignment figure: the weights of analysis.attention_system on its own "
             "translations (and a Transformer's cross-attention on the same sentences).")]
 

@@ -1,9 +1,10 @@
 """Stage `check-params`: the parameter file, validated before any stage uses it.
 
 Reads:  the parameter file (``--params``; the command loads and validates all of it first).
-Writes: ``<out>`` (``metrics/params.json``): ``{"valid": true, "name_pattern": ...}``. Its
-        content never changes, so a valid change of the sections it watches reruns nothing
-        downstream; an invalid one stops ``dvc repro`` here, naming the key.
+Writes: ``<out>`` (``metrics/params.json``): ``{"valid": true, "name_pattern": ...}``. The stage
+        depends on the whole file (every section, and keys no schema knows), and its output
+        never changes, so a valid change reruns nothing downstream through it; an invalid one
+        stops ``dvc repro`` (and ``dvc exp run``) here, naming the key.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from s2s.config import NAME_PATTERN, Params
+from s2s import arch
+from s2s.config import NAME_PATTERN, PARAMS_FILE, Params
 from s2s.dag import Out, Stage
 
 log = logging.getLogger("s2s")
@@ -23,11 +25,14 @@ OUT = "metrics/params.json"
 
 def stages(params: Params) -> list[Stage]:
     return [Stage(
-        name="check-params", cmd=f"s2s check --out {OUT}", deps=(),
-        outs=(Out(OUT, cache=False),), params=("models", "systems", "rescore"),
-        doc="The parameter file, validated first: the stages that put a params name into a "
-            "path or a\ncommand (train, rescore) and download (so this is the only first stage) "
-            "depend on its\noutput; it reruns when the sections holding those names change.")]
+        name="check-params", cmd=f"s2s check --out {OUT}", deps=(PARAMS_FILE,),
+        outs=(Out(OUT, cache=False),), params=(),
+        code=arch.modules(params, params.models, part="config"),
+        doc="The parameter file, validated first, whole: it reruns on any change of the file "
+            "(a key\n`dvc exp run -S` adds included), so a file `s2s check` refuses never "
+            "becomes an experiment.\nThe stages that put a params name into a path or a "
+            "command (train, rescore) and download\n(so this is the only first stage) depend "
+            "on its output, which is constant.")]
 
 
 def cli(args, params) -> None:

@@ -10,6 +10,7 @@ Writes: ``<out>/<system>/``: checkpoints, vocabularies, the text and decoding se
 
 from __future__ import annotations
 
+from s2s import arch
 from s2s.config import Params
 from s2s.dag import Out, Stage
 
@@ -26,6 +27,8 @@ def stages(params: Params) -> list[Stage]:
         outs=(Out("exports"),),
         params=("profile", "data", "prepare", "vocab", "model", "models", "train", "translate",
                 "systems"),
+        code=arch.modules(params, {m: None for s in params.systems.values() for m in s.members},
+                          part="config"),  # each member's config record
         doc="Every system as one folder that translates without the pipeline's folders:\n"
             "`s2s translate-text --system exports/ensemble5` (src/s2s/api.py).")]
 
@@ -36,7 +39,7 @@ def cli(args, params) -> None:
 
 
 def main(params: Params, *, models_dir, vocab_dir, prepared_dir, out_dir) -> dict:
-    from s2s import api
+    from s2s import exporting
 
-    return api.export_all(params, models_dir=models_dir, vocab_dir=vocab_dir,
+    return exporting.export_all(params, models_dir=models_dir, vocab_dir=vocab_dir,
                           prepared_dir=prepared_dir, out_dir=out_dir)

@@ -25,6 +25,7 @@ import logging
 import time
 from pathlib import Path
 
+from s2s import arch
 from s2s.config import Params
 from s2s.dag import Out, Stage
 
@@ -56,7 +57,8 @@ def stages(params: Params) -> list[Stage]:
         outs=tuple(Out(p, cache=False) for p in ("reports/report.md", "reports/report.html",
                                                  "reports/tables", "reports/figures")),
         params=("profile", "data", "vocab", "model", "models", "systems", "rescore",
-                "evaluate.min_group", "report"))]
+                "evaluate.min_group", "report"),
+        code=arch.modules(params, params.models, part="config"))]  # the models table's words
 
 
 def cli(args, params) -> None:

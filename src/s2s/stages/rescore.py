@@ -18,6 +18,7 @@ import logging
 import time
 from pathlib import Path
 
+from s2s import arch
 from s2s.config import Params
 from s2s.dag import Out, Stage
 
@@ -52,7 +53,8 @@ def stages(params: Params) -> list[Stage]:
             outs=(Out(f"outputs/rescore/{name}"),),
             params=("data.nbest", "rescore.baseline", f"systems.{baseline}", "rescore.weight",
                     "rescore.batch_size", f"rescore.rescorers.{name}", "translate.combine",
-                    "translate.device", "model", *(f"models.{m}" for m in members))))
+                    "translate.device", "model", *(f"models.{m}" for m in members)),
+            code=arch.modules(params, members)))
     return out
 
 

@@ -4,7 +4,9 @@ Reads:  ``<prepared>/{train,dev,test}.tok.{en,fr}``, ``<vocab>/{en,fr}.tsv``, pa
         `models.<name>`, `train`; for the models of `analysis.models`, `analysis.snapshots`.
 Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model_dir>/best.pt``
         (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
-        `checkpoint_every` steps), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``;
+        `checkpoint_every` steps; not a DVC output: a run killed under ``dvc repro`` finds it
+        there, and going back to an earlier experiment restores the outputs from DVC's cache
+        without the stage looking dirty), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``;
         for the models of `analysis.models`, ``<snapshots>/epoch<E>.pt`` (the weights at each
         epoch E of `analysis.snapshots` before the last step) and ``<snapshots>/snapshots.json``,
         their index (``s2s.train.Snapshots``, which says how a resumed run writes the same
@@ -39,6 +41,7 @@ import contextlib
 import json
 from pathlib import Path
 
+from s2s import arch
 from s2s.config import AnalysisConfig, Params
 from s2s.dag import Out, Stage
 
@@ -57,15 +60,15 @@ def stages(params: Params) -> list[Stage]:
             f"--metrics metrics/train/{name}.json --curves metrics/curves/{name}.csv"
             + (f" --snapshots snapshots/{name}" if name in analysed else ""),
         deps=("metrics/params.json", "data/prepared", "data/vocab"),
-        outs=(Out(f"models/{name}"), Out(f"checkpoints/{name}", cache=False, persist=True),
-              Out(f"metrics/curves/{name}.csv"), Out(f"metrics/train/{name}.json"),
+        outs=(Out(f"models/{name}"), Out(f"metrics/curves/{name}.csv"), Out(f"metrics/train/{name}.json"),
               *((Out(f"snapshots/{name}"),) if name in analysed else ())),
         params=("model", f"models.{name}", "train",
                 *((*snapshot_keys, "analysis.models") if name in analysed else ())),
-        doc="" if i else "One stage per model of params `models`. checkpoints/<model> is the "
-                         "resume point: it survives\na killed run (persist) and is resumed only "
-                         "if its fingerprint (params, vocabulary, data)\nmatches, so a stale one "
-                         "is never used.")
+        code=arch.modules(params, [name]),
+        doc="" if i else "One stage per model of params `models`. checkpoints/<model>/last.pt "
+                         "is the resume point: not an\noutput, so DVC never deletes it after a "
+                         "kill and an experiment's never dirties a stage;\nit is resumed only if "
+                         "its fingerprint (params, vocabulary, data) matches.")
         for i, name in enumerate(params.models)]
 
 

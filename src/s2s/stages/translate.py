@@ -16,6 +16,7 @@ import logging
 import time
 from pathlib import Path
 
+from s2s import arch
 from s2s.config import Params
 from s2s.dag import Out, Stage
 
@@ -36,6 +37,7 @@ def stages(params: Params) -> list[Stage]:
         outs=(Out(f"outputs/translate/{system}"),),
         params=(f"systems.{system}", "translate", "model",
                 *(f"models.{m}" for m in cfg.members)),
+        code=arch.modules(params, cfg.members),
         doc="" if i else "One stage per system of params `systems`, its members' models as inputs.")
         for i, (system, cfg) in enumerate(params.systems.items())]
 

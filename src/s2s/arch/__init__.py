@@ -1,0 +1,99 @@
+"""The architectures: for each ``arch`` name, its config class (torch-free, in ``s2s.arch``), its
+model class (``s2s.model``) and its training recipe, named by module and imported only when used.
+
+So validating params (`s2s check`), generating dvc.yaml or writing the report never imports a
+model or torch, and a stage that runs one architecture depends on that architecture's files only
+(``s2s.pipeline`` adds :attr:`Architecture.model_module` of the models a stage runs to its
+dependencies). A new architecture is a config module here, a model module in ``s2s.model`` and
+one entry in :data:`ARCHITECTURES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Architecture", "ARCHITECTURES", "config_record", "config_from_dict", "modules"]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One ``arch``: where its config and model live (``module:Class``).
+
+    config_module / model_module: the module names (dvc.yaml lists their files as dependencies).
+    config / model: the classes, imported on first use. recipe: how its papers train it, as
+    overrides of params `train` (the config module's RECIPE; empty: the paper's SGD recipe);
+    `models.<name>.train` overrides both."""
+
+    name: str
+    config_path: str  # "s2s.arch.rnn:RNNConfig"
+    model_path: str  # "s2s.model.seq2seq:Seq2Seq"
+
+    @property
+    def config_module(self) -> str:
+        return self.config_path.partition(":")[0]
+
+    @property
+    def model_module(self) -> str:
+        return self.model_path.partition(":")[0]
+
+    @property
+    def config(self) -> type:
+        return _load(self.config_path)
+
+    @property
+    def model(self) -> type:
+        return _load(self.model_path)
+
+    @property
+    def recipe(self) -> Mapping[str, Any]:
+        return importlib.import_module(self.config_module).RECIPE
+
+
+@functools.cache
+def _load(path: str) -> Any:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
+    Architecture("seq2seq", "s2s.arch.rnn:RNNConfig", "s2s.model.seq2seq:Seq2Seq"),  # the paper's
+    Architecture("cho", "s2s.arch.rnn:RNNConfig", "s2s.model.cho:ChoEncoderDecoder"),  # Cho 2014
+    Architecture("attention", "s2s.arch.rnn:RNNConfig",  # Bahdanau et al. 2014
+                 "s2s.model.attention:AttentionEncoderDecoder"),
+    Architecture("transformer", "s2s.arch.transformer:TransformerConfig",  # Vaswani et al. 2017
+                 "s2s.model.transformer:Transformer"),
+)}
+
+
+def modules(params, models, *, part: str = "model") -> tuple[str, ...]:
+    """The modules of the architectures of `models` (names under params `models`), each once:
+    their model modules (``part="model"``: a stage that builds them) or config modules
+    (``part="config"``: a stage that only describes or checks them)."""
+    archs = dict.fromkeys(ARCHITECTURES[params.model_config(m).arch] for m in models)
+    return tuple(dict.fromkeys(a.model_module if part == "model" else a.config_module
+                               for a in archs))
+
+
+def config_record(cfg) -> dict[str, Any]:
+    """`cfg` as checkpoints, fingerprints and exports record it: ``dataclasses.asdict`` without
+    the fields added after records existed (its class's LATER_FIELDS) while they hold their
+    defaults, so a config that does not use them records as it did before they existed."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
+    later = getattr(type(cfg), "LATER_FIELDS", ())
+    return {k: v for k, v in dataclasses.asdict(cfg).items()
+            if not (k in later and v == defaults[k])}
+
+
+def config_from_dict(values: Mapping[str, Any]):
+    """A config as a checkpoint records it (:func:`config_record`), of the class its `arch`
+    names (configs written before `arch` existed are the paper's); a field the record leaves out
+    takes its default."""
+    arch = values.get("arch", "seq2seq")
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"unknown arch {arch!r} (known: {', '.join(ARCHITECTURES)})")
+    return ARCHITECTURES[arch].config(**values)
