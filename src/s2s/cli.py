@@ -118,6 +118,15 @@ def _cmd_score(a, _params):
               f"{a.system}: mean {d['system_mean']:.2f} +- {d['system_ci']:.2f}")
 
 
+def _cmd_exps(a, _params):
+    from s2s import experiments
+
+    if a.width < 40:
+        raise ValueError(f"--width must be at least 40, got {a.width}")
+    exps = experiments.experiments(experiments.dvc_exp_show(all_commits=a.all_commits))
+    sys.stdout.write(experiments.render(exps, width=a.width))
+
+
 def _not_made(path: Path, params_path: Path) -> str:
     """One line for a missing input: which stage writes it, when the project's params name one."""
     stage = None
@@ -344,6 +353,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=12345, help="bootstrap seed (sacreBLEU's)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+    s = sub.add_parser(
+        "exps", formatter_class=_Help,
+        help="DVC experiments side by side: the params that differ, perplexity, BLEU, verdicts",
+        description="Reads `dvc exp show --json` and prints one column per experiment (the "
+                    "workspace, the commit, its experiments): the params whose values differ, "
+                    "every model's test perplexity, every system's tokenised BLEU at its widest "
+                    "beam, the rescoring outputs and the claims' verdicts. No dependency hashes.")
+    s.set_defaults(fn=_cmd_exps)
+    s.add_argument("--all-commits", action="store_true",
+                   help="every commit's experiments, not only those of HEAD")
+    s.add_argument("--width", type=int, default=160,
+                   help="widest line; more experiments go into further blocks")
+
     s = sub.add_parser("dag", help="write dvc.yaml from params (write) or check it is current",
                        description="dvc.yaml is generated from the parameter file and the stage "
                                    "modules (src/s2s/stages): run `s2s dag write` after adding "
@@ -390,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in STAGE_PATHS:
             fill_path_defaults(args, dvc_defaults(), STAGE_PATHS[args.command],
                                STAGE_OPTIONAL[args.command])
-        if args.command in ("score", "translate-text"):  # params only if a system is named
+        if args.command in ("score", "translate-text", "exps"):  # params only where named
             args.fn(args, args.params)
             return 0
         params = load(args.params)  # the whole file is validated before any stage works

@@ -11,6 +11,7 @@ The figures are drawn by :mod:`s2s.report.figures` (the only module that calls m
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -393,7 +394,7 @@ def claims(analysis_dir: Path) -> list[Claim]:
     reach) and Figure 2 (paraphrases together, word-order swaps apart), from the artifacts."""
     a = load(analysis_dir)
     fig2 = a["figure2"]
-    out = [reach_claim(a["reach"], a["training_diff"])]
+    out = [dataclasses.replace(reach_claim(a["reach"], a["training_diff"]), key="gradient_reach")]
     claim = ("Figure 2: phrases of one meaning (active/passive) land together, word-order swaps "
              "apart")
     rows = [r for r in fig2.to_dict("records")
@@ -402,9 +403,10 @@ def claims(analysis_dir: Path) -> list[Claim]:
         ok = [r["paraphrase_distance"] < r["swap_distance"] for r in rows]
         out.append(Claim(claim, HOLDS if all(ok) else FAILS, "; ".join(
             f"{r['model']}: paraphrases {r['paraphrase_distance']:.2f} vs swaps "
-            f"{r['swap_distance']:.2f} (relative distance)" for r in rows)))
+            f"{r['swap_distance']:.2f} (relative distance)" for r in rows), key="figure2"))
     else:
-        out.append(Claim(claim, UNKNOWN, "no paraphrase and swap pairs among analysis.phrases"))
+        out.append(Claim(claim, UNKNOWN, "no paraphrase and swap pairs among analysis.phrases",
+                         key="figure2"))
     return out
 
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,9 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
         P.about_bleu()]))
     doc.sections.append(Section("Table 1: direct translation", [T["table1"]] + (
         [T["table1_other"]] if len(t1_other) else [])))
-    setting = claims_.baseline_strength(params, art.bleu, diff=art.diff)
+    setting = dataclasses.replace(claims_.baseline_strength(params, art.bleu, diff=art.diff),
+                                  key="baseline_strength")
+    doc.verdicts = claims_.verdicts([*checks, setting])
     doc.sections.append(Section("Table 2: rescoring", [
         P.table2_setting(setting, claims_.claims_table([setting])["here"].iloc[0],
                          tables.baseline_text(params)), T["table2"]]))

@@ -8,6 +8,7 @@ there). No I/O, no plotting.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,6 +26,12 @@ class Claim:
     claim: str
     status: str  # HOLDS | FAILS | NO_DIFFERENCE | UNKNOWN
     evidence: str
+    key: str = ""  # its id (paper.yaml `claims`), as metrics/claims.json names it
+
+
+def verdicts(items: list[Claim]) -> dict[str, str]:
+    """claim id -> verdict: metrics/claims.json, which `dvc exp show` and `s2s exps` compare."""
+    return {c.key: c.status for c in items if c.key}
 
 
 HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "cannot tell"
@@ -40,14 +47,16 @@ def claims(params: Params, bleu: Bleu, train: dict[str, TrainMetrics], costs: pd
     difference a claim rests on carries its paired-bootstrap 95% interval (tokenised BLEU), and a
     difference whose interval contains 0 is no significant difference."""
     spec = paper().claims
-    return [
-        reversal_perplexity(params, train, spec["reversal_perplexity"].text),
-        _compare_rows(params, bleu, "reversal_bleu", diff),
-        _compare_rows(params, bleu, "ensemble", diff),
-        wider_beam(params, bleu, spec["wider_beam"].text, diff),
-        rescoring(params, bleu, spec["rescoring"].text, diff),
-        cost_claim(params, costs),
-    ]
+    checks = {
+        "reversal_perplexity": reversal_perplexity(params, train,
+                                                   spec["reversal_perplexity"].text),
+        "reversal_bleu": _compare_rows(params, bleu, "reversal_bleu", diff),
+        "ensemble": _compare_rows(params, bleu, "ensemble", diff),
+        "wider_beam": wider_beam(params, bleu, spec["wider_beam"].text, diff),
+        "rescoring": rescoring(params, bleu, spec["rescoring"].text, diff),
+        "cost": cost_claim(params, costs),
+    }
+    return [dataclasses.replace(c, key=k) for k, c in checks.items()]
 
 
 def claims_table(items: list[Claim]) -> pd.DataFrame:

@@ -26,7 +26,7 @@ OUT = "metrics/params.json"
 def stages(params: Params) -> list[Stage]:
     return [Stage(
         name="check-params", cmd=f"s2s check --out {OUT}", deps=(PARAMS_FILE,),
-        outs=(Out(OUT, cache=False),), params=(),
+        outs=(Out(OUT),), params=(),
         code=arch.modules(params, params.models, part="config"),
         doc="The parameter file, validated first, whole: it reruns on any change of the file "
             "(a key\n`dvc exp run -S` adds included), so a file `s2s check` refuses never "

@@ -33,24 +33,13 @@ import logging
 import time
 from pathlib import Path
 
-import pandas as pd
-
-from s2s.artifacts import Absent, Bleu, BleuEntry, Scored
 from s2s.config import Params
 from s2s.dag import Out, Stage
-from s2s.evaluate import buckets
-from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok, sentence_stats_tok,
-                               tok_signature)
-from s2s.evaluate.outputs import (RESCORE_FIXED, hypothesis_files, rescore_output,
-                                  rescore_system, translation)
-from s2s.io import atomic_write_text, read_lines
 
 log = logging.getLogger("s2s.evaluate.stage")
 
 HELP = "BLEU (tokenised and sacreBLEU) and Figure 3 groups"
 PATHS = ("--translate", "--rescore", "--prepared", "--vocab", "--metrics", "--groups")
-
-GROUP_COLUMNS = ["system", "beam", *buckets.COLUMNS]
 
 
 def stages(params: Params) -> list[Stage]:
@@ -76,6 +65,16 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
          vocab_dir: Path, metrics_out: Path, groups_out: Path) -> dict:
     """Score every output; write ``metrics_out`` and ``groups_out``; return the metrics as
     written (the JSON object of :class:`s2s.artifacts.Bleu`)."""
+    import pandas as pd
+
+    from s2s.artifacts import Absent, Bleu, BleuEntry, Scored
+    from s2s.evaluate import buckets
+    from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok,
+                                   sentence_stats_tok, tok_signature)
+    from s2s.evaluate.outputs import (RESCORE_FIXED, hypothesis_files, rescore_output,
+                                      rescore_system, translation)
+    from s2s.io import atomic_write_text, read_lines
+
     t0 = time.perf_counter()
     translate_dir, rescore_dir = Path(translate_dir), Path(rescore_dir)
     prepared_dir, vocab_dir = Path(prepared_dir), Path(vocab_dir)
@@ -97,7 +96,7 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
     groupings = buckets.figure3_groupings(src, ranks, edges=cfg.length_edges,
                                           rarity=cfg.rarity_groups, min_group=cfg.min_group)
 
-    def score(stem: Path) -> tuple[BleuEntry, pd.DataFrame | None]:
+    def score(stem: Path) -> tuple[BleuEntry, pd.DataFrame | None, pd.DataFrame | None]:
         tok, detok = hypothesis_files(stem)
         missing = [str(p) for p in (tok, detok) if not p.is_file()]
         if missing:
@@ -140,10 +139,11 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
         if groups is not None:
             frames.append(groups.assign(system=rescore_system(name), beam=""))
 
+    group_columns = ["system", "beam", *buckets.COLUMNS]
     metrics = Bleu(test_sentences=n, bleu_tok_method=TOK_METHOD,
                    bleu_tok_signature=tok_signature(), translate=translate, rescore=rescore)
     table = (pd.concat(frames, ignore_index=True) if frames
-             else pd.DataFrame(columns=GROUP_COLUMNS))[GROUP_COLUMNS]
+             else pd.DataFrame(columns=group_columns))[group_columns]
     reference = (params.report.figure3_system, str(params.report.figure3_beam))
     drop = buckets.length_drop(groupings[0], system_stats, reference)
     drop_out = Path(groups_out).with_name("length_drop.csv")

@@ -13,7 +13,8 @@ Writes (under ``out_dir``, i.e. ``reports/``)
   ``report.md``, ``report.html``, ``tables/{table1,table1_other,table2,perplexity,models,cost,
   claims}.{csv,md}``,
   ``figures/figure3.png``, ``figures/learning_curves.png``, and with the optional inputs
-  ``figures/attention.png`` and ``figures/analysis_*.png``.
+  ``figures/attention.png`` and ``figures/analysis_*.png``; and ``<metrics_dir>/claims.json``
+  (:data:`CLAIMS_FILE`), every claim's verdict by its id, a DVC metric that experiments compare.
 
 Anything optional that is missing (a system not decoded, no timing, no rescoring) shows up as
 "not run" with the reason; nothing is dropped and nothing is invented.
@@ -37,6 +38,7 @@ OPTIONAL_PATHS = ("--attention", "--analysis", "--prepared", "--rescore")
 # The files of s2s the report reads besides its code: the paper's numbers and the prose templates
 # (s2s.report.paper.PAPER_FILE, s2s.report.build.TEMPLATES_DIR), from the project root.
 DATA_FILES = ("src/s2s/report/paper.yaml", "src/s2s/report/templates")
+CLAIMS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
 
 
 def stages(params: Params) -> list[Stage]:
@@ -54,8 +56,11 @@ def stages(params: Params) -> list[Stage]:
               "metrics/prepare.json", "metrics/vocab.json", "outputs/evaluate/figure3.csv",
               "outputs/evaluate/length_drop.csv",
               "outputs/translate", "data/raw/manifest.json", *DATA_FILES),
-        outs=tuple(Out(p, cache=False) for p in ("reports/report.md", "reports/report.html",
-                                                 "reports/tables", "reports/figures")),
+        # cached (DVC's run-cache restores them when an earlier experiment comes back), but for
+        # the verdicts, which git tracks so that every experiment's can be compared
+        outs=(*(Out(p) for p in ("reports/report.md", "reports/report.html", "reports/tables",
+                                 "reports/figures")),
+              Out(CLAIMS_FILE, cache=False, metric=True)),
         params=("profile", "data", "vocab", "model", "models", "systems", "rescore",
                 "evaluate.min_group", "report"),
         code=arch.modules(params, params.models, part="config"))]  # the models table's words
@@ -72,7 +77,7 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
          analysis: Path | None = None, prepared_dir: Path | None = None,
          rescore_dir: Path | None = None) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
-    from s2s.io import atomic_write_text
+    from s2s.io import atomic_write_json, atomic_write_text
     from s2s.report import analysis as analysis_sections
     from s2s.report.build import build
     from s2s.report.inputs import load
@@ -105,6 +110,8 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
         notes = "".join(f"\n{n}\n" for n in table.notes)
         atomic_write_text(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
         written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
+    written["verdicts"] = metrics_dir / CLAIMS_FILE.rpartition("/")[2]
+    atomic_write_json(written["verdicts"], doc.verdicts)
     written["md"], written["html"] = out_dir / "report.md", out_dir / "report.html"
     atomic_write_text(written["md"], to_markdown(doc))
     atomic_write_text(written["html"], to_html(doc))
