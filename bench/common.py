@@ -215,7 +215,24 @@ def quiet_progress(**kwargs):
     return tqdm(disable=True, **kwargs)
 
 
+def cpu_kind() -> str:
+    """This machine's CPU in words, with the bf16 hardware that decides bf16 speed and bits:
+    "Intel Xeon ... (AMX)" or "AMD EPYC ... (AVX512-BF16, no AMX)"."""
+    name, flags = "unknown CPU", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and name == "unknown CPU":
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    hw = ("AMX" if "amx_bf16" in flags else "AVX512-BF16, no AMX" if "avx512_bf16" in flags
+          else "no bf16 engine")
+    return f"{name} ({hw}), {os.cpu_count()} CPUs"
+
+
 def machine_line(threads: int) -> str:
     cap = torch.backends.cpu.get_cpu_capability()
-    return (f"torch {torch.__version__}, {threads} threads, {os.cpu_count()} CPUs, "
+    return (f"{cpu_kind()}; torch {torch.__version__}, {threads} threads, "
             f"CPU capability {cap}, load average {os.getloadavg()[0]:.2f} at start")

@@ -9,6 +9,8 @@ import pytest
 from s2s import pipeline, stages
 from s2s.config import UndeclaredParams, load, only
 
+from conftest import EXPECTED_READERS
+
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = sorted((ROOT / "profiles").glob("*.yaml"))
 
@@ -83,23 +85,6 @@ def test_analyze_stage_reads_the_profiles_analysis_models(profile):
     analysis = load(profile).analysis  # its models, and those whose memory it measures
     assert model_deps(dag_of(profile)["analyze"]) == set(analysis.models) | set(
         analysis.memory_models or ())
-
-
-RNN_TRAIN = {f"train-{m}" for m in ("forward", "reversed_1", "reversed_2", "reversed_3",
-                                     "reversed_4", "reversed_5", "reversed_fb1", "baseline",
-                                     "gru", "attention")}
-RNN_TRANSLATE = {f"translate-{s}" for s in ("forward", "reversed", "reversed_fb1", "ensemble5",
-                                            "ensemble2", "baseline", "gru", "attention")}
-RESCORERS = {f"rescore-{r}" for r in ("forward", "reversed", "ensemble5", "gru")}
-# For the default profile (params.yaml): the stages whose dependencies name each file, written
-# out. A change to the file reruns exactly these (and what reads their outputs, if they change).
-EXPECTED_READERS = {
-    "model/transformer.py": {"train-transformer", "translate-transformer", "attention"},
-    "model/lstm.py": RNN_TRAIN | RNN_TRANSLATE | RESCORERS | {"analyze", "attention"},
-    "decode/beam.py": RNN_TRANSLATE | {"translate-transformer"} | RESCORERS | {"rescore-oracle"},
-    "evaluate/bleu.py": RESCORERS | {"rescore-oracle", "evaluate", "report"},
-    "report/tables.py": {"report"},
-}
 
 
 @pytest.mark.parametrize("path", EXPECTED_READERS)

@@ -13,7 +13,7 @@ Writes (under ``out_dir``, i.e. ``reports/``)
   ``report.md``, ``report.html``, ``tables/{table1,table1_other,table2,perplexity,models,cost,
   claims}.{csv,md}``,
   ``figures/figure3.png``, ``figures/learning_curves.png``, and with the optional inputs
-  ``figures/attention.png`` and ``figures/analysis_*.png``; and ``<metrics_dir>/claims.json``
+  ``figures/attention.png`` and ``figures/analysis_*.png``; and ``claims_out``
   (:data:`CLAIMS_FILE`), every claim's verdict by its id, a DVC metric that experiments compare.
 
 Anything optional that is missing (a system not decoded, no timing, no rescoring) shows up as
@@ -34,7 +34,7 @@ log = logging.getLogger("s2s.report")
 
 HELP = "reports/report.md and .html"
 PATHS = ("--metrics", "--translate", "--groups", "--manifest", "--out")
-OPTIONAL_PATHS = ("--attention", "--analysis", "--prepared", "--rescore")
+OPTIONAL_PATHS = ("--attention", "--analysis", "--prepared", "--rescore", "--claims")
 # The files of s2s the report reads besides its code: the paper's numbers and the prose templates
 # (s2s.report.paper.PAPER_FILE, s2s.report.build.TEMPLATES_DIR), from the project root.
 DATA_FILES = ("src/s2s/report/paper.yaml", "src/s2s/report/templates")
@@ -49,7 +49,7 @@ def stages(params: Params) -> list[Stage]:
             "--groups outputs/evaluate/figure3.csv --manifest data/raw/manifest.json "
             + ("--attention outputs/attention/weights.json " if attention else "")
             + "--analysis outputs/analysis --prepared data/prepared --rescore outputs/rescore "
-              "--out reports",
+              f"--claims {CLAIMS_FILE} --out reports",
         deps=("data/prepared/test.raw.en", "data/prepared/test.raw.fr", "data/prepared/test.tok.fr",
               "outputs/rescore", *(("outputs/attention/weights.json",) if attention else ()),
               "outputs/analysis", "metrics/bleu.json", "metrics/train", "metrics/curves",
@@ -69,13 +69,14 @@ def stages(params: Params) -> list[Stage]:
 def cli(args, params) -> None:
     main(params, metrics_dir=args.metrics, translate_dir=args.translate, groups_csv=args.groups,
          manifest=args.manifest, out_dir=args.out, attention=args.attention,
-         analysis=args.analysis, prepared_dir=args.prepared, rescore_dir=args.rescore)
+         analysis=args.analysis, prepared_dir=args.prepared, rescore_dir=args.rescore,
+         claims_out=args.claims)
 
 
 def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
          manifest: Path, out_dir: Path, attention: Path | None = None,
          analysis: Path | None = None, prepared_dir: Path | None = None,
-         rescore_dir: Path | None = None) -> dict[str, Path]:
+         rescore_dir: Path | None = None, claims_out: Path | None = None) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
     from s2s.io import atomic_write_json, atomic_write_text
     from s2s.report import analysis as analysis_sections
@@ -110,8 +111,9 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
         notes = "".join(f"\n{n}\n" for n in table.notes)
         atomic_write_text(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
         written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
-    written["verdicts"] = metrics_dir / CLAIMS_FILE.rpartition("/")[2]
-    atomic_write_json(written["verdicts"], doc.verdicts)
+    if claims_out is not None:
+        written["verdicts"] = Path(claims_out)
+        atomic_write_json(written["verdicts"], doc.verdicts)
     written["md"], written["html"] = out_dir / "report.md", out_dir / "report.html"
     atomic_write_text(written["md"], to_markdown(doc))
     atomic_write_text(written["html"], to_html(doc))

@@ -1,0 +1,146 @@
+"""DVC experiments on the smoke run: `s2s exps` compares them at a glance, and going back to an
+earlier experiment (or to the commit) reruns nothing, also for a train stage and its resume
+point; plus `s2s exps`'s table on hand-written `dvc exp show --json` data."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+
+import pytest
+
+from conftest import BIN, run
+from s2s import experiments
+
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+
+
+def _ran(proc) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", proc.stdout + proc.stderr))
+
+
+def _clean(repo) -> bool:
+    return "Data and pipelines are up to date" in run([str(BIN / "dvc"), "status"], repo).stdout
+
+
+@pytest.mark.slow
+def test_experiments_compare_at_a_glance_and_going_back_costs_nothing(smoke_repo, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(smoke_repo, repo, symlinks=True)
+    run(["git", "add", "-A"], repo)
+    tracked = run(["git", "ls-files", "metrics"], repo).stdout.split()
+    assert tracked == ["metrics/claims.json", "metrics/summary.json"]  # the compared numbers
+    run([*GIT, "commit", "-qm", "the smoke run"], repo)
+    dvc = str(BIN / "dvc")
+
+    # An experiment that retrains one model (its resume point is left with the new params)
+    a = run([dvc, "exp", "run", "-n", "seed52", "-S", "models.transformer.init_seed=52"], repo,
+            timeout=900)
+    assert {"train-transformer", "translate-transformer", "report"} <= _ran(a)
+    assert not {s for s in _ran(a) if s.startswith("train-") and s != "train-transformer"}
+    assert "took over the lock" not in a.stdout + a.stderr  # the last run exited cleanly
+
+    # Back to the commit (params.yaml, dvc.lock and the two metrics files git tracks): nothing
+    # is dirty, nothing reruns, nothing retrains
+    run(["git", "checkout", "--", "."], repo)
+    run([dvc, "checkout"], repo)
+    assert _clean(repo)
+    assert _ran(run([dvc, "repro"], repo)) == set()
+
+    # A second experiment from there, then both side by side
+    b = run([dvc, "exp", "run", "-n", "titled", "-S", "report.title=Another"], repo, timeout=900)
+    assert _ran(b) == {"check-params", "report"}
+    shown = run([str(BIN / "s2s"), "exps"], repo).stdout
+    lines = shown.splitlines()
+    assert max(len(line) for line in lines) <= 160
+    header = next(line for line in lines if line.startswith("experiment"))
+    assert header.split()[1:] == ["workspace", header.split()[2], "titled", "seed52"], header
+    seed = next(line for line in lines if line.strip().startswith("models.transformer.init_seed"))
+    assert seed.split()[1:] == ["51", "51", "51", "52"]
+    title = next(line for line in lines if line.strip().startswith("report.title"))
+    # the workspace holds the last experiment; the profile's title is cut to its cell
+    assert re.fullmatch(r"  report\.title +Another +Sequence to S~ +Another +Sequence to S~",
+                        title), title
+    assert re.search(r"^  transformer +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d$", shown, re.M)
+    assert re.search(r"^  reversal_bleu +(\S+ +){3}\S+$", shown, re.M)  # a verdict per column
+    assert "md5" not in shown and "deps" not in shown  # no dependency hashes
+
+    # DVC's own tools print numbers for both (the verdicts and signatures are no columns)
+    table = list(csv.DictReader(io.StringIO(run([dvc, "exp", "show", "--csv"], repo).stdout)))
+    rows = {r["Experiment"]: r for r in table if r["Experiment"] in ("seed52", "titled")}
+    assert set(rows) == {"seed52", "titled"}, table
+    for row in rows.values():
+        for key in ("bleu.ensemble5.b12", "rescore.forward", "rescore.oracle", "ppl.transformer",
+                    "minutes.train"):
+            float(row[key])  # a number, not "!" or "-"
+    assert {rows[e]["models.transformer.init_seed"] for e in rows} == {"51", "52"}
+    diff = json.loads(run([dvc, "metrics", "diff", "--all", "--json"], repo).stdout)
+    for key in ("bleu.ensemble5.b12", "rescore.forward", "ppl.reversed_1"):
+        entry = diff["metrics/summary.json"][key]
+        assert isinstance(entry["old"], float) and isinstance(entry["new"], float)
+    shown = run([dvc, "metrics", "show"], repo).stdout
+    assert "bleu_tok_method" not in shown and "signature" not in shown  # numbers only
+
+    # Back to the first experiment: its outputs come out of the cache, nothing reruns
+    run([dvc, "exp", "apply", "seed52"], repo)
+    assert _clean(repo)
+    assert _ran(run([dvc, "repro"], repo)) == set()
+
+    # Only params.yaml back (dvc.lock still the experiment's): DVC's run-cache restores every
+    # output of the commit's params; no stage runs, the Transformer is not retrained
+    run(["git", "checkout", "--", "params.yaml"], repo)
+    back = run([dvc, "repro"], repo)
+    assert _ran(back) == set(), back.stdout[-2000:]
+    assert "Stage 'train-transformer' is cached - skipping run" in back.stdout
+    assert _clean(repo)
+
+
+def _rev(sha: str, params: dict, summary: dict | None = None, claims: dict | None = None,
+         name: str | None = None, exps: list | None = None) -> dict:
+    metrics = {}
+    if summary is not None:
+        metrics[experiments.SUMMARY] = {"data": summary}
+    if claims is not None:
+        metrics[experiments.CLAIMS] = {"data": claims}
+    return {"rev": sha, "name": name, "data": {"params": {"params.yaml": {"data": params}},
+                                                "metrics": metrics, "deps": {"x": {"hash": "md5"}}},
+            "experiments": exps}
+
+
+def test_exps_table_shows_only_differing_params_and_the_compared_numbers():
+    base = {"train": {"lr": 0.7, "epochs": 1.0}, "models": {"forward": {"init_seed": 1}}}
+    summary = {"ppl": {"forward": 12.345, "reversed_1": 7.0},
+               "bleu": {"ensemble5": {"b1": 20.0, "b12": 21.5}, "attention": {"b12": 6.1}},
+               "rescore": {"oracle": 42.0}}
+    exp = _rev("e" * 40, {**base, "train": {"lr": 0.5, "epochs": 1.0}},
+               {**summary, "ppl": {"forward": 11.0}}, {"ensemble": "no significant difference"},
+               name="lower-lr")
+    revisions = [_rev("workspace", base, summary, {"ensemble": "holds"}),
+                 _rev("a" * 40, base, summary, {"ensemble": "holds"}, name="main",
+                      exps=[{"revs": [exp]}])]
+    exps = experiments.experiments(revisions)
+    assert [e.name for e in exps] == ["workspace", "main", "lower-lr"]
+    text = experiments.render(exps, width=80)
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[2:]
+            if line.startswith("  ")}
+    assert rows["train.lr"] == ["0.7", "0.7", "0.5"]
+    assert "train.epochs" not in rows and "models.forward.init_seed" not in rows
+    assert rows["forward"] == ["12.35", "12.35", "11.00"]
+    assert rows["reversed_1"] == ["7.00", "7.00", "-"]  # a model the experiment lacks
+    assert rows["ensemble5"] == ["21.50", "21.50", "21.50"]  # the widest beam, b12 not b1
+    assert rows["oracle"] == ["42.00", "42.00", "42.00"]
+    assert rows["ensemble"] == ["holds", "holds", "n.s."]
+    assert "md5" not in text
+
+
+def test_exps_table_splits_many_experiments_into_blocks_that_fit_the_width():
+    exps = [experiments.Experiment(f"exp-{i}", {"train.lr": i / 10}, {"ppl": {"m": float(i)}},
+                                   {}) for i in range(20)]
+    text = experiments.render(exps, width=100)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    headers = [line for line in text.splitlines() if line.startswith("experiment")]
+    assert len(headers) > 1
+    assert sum(len(h.split()) - 1 for h in headers) == 20  # every experiment once
