@@ -8,7 +8,7 @@ tests/conftest.py's make_project), from any directory:
 
 Each stage's command is the one dvc.yaml gives it, run in a copy of the run (the stage's work is
 stopped with SIGTERM as soon as its first line appears, so nothing of the run is touched); the
-table gives the median over ``--repeat`` starts and whether the process imported torch by then
+table gives the median over ``--repeat`` starts (one stage of each kind; ``--all``: every stage) and whether the process imported torch by then
 (read from ``/proc/<pid>/maps``, which lists libtorch once it is loaded). The CPU kind and the
 load average are printed with it.
 """
@@ -65,6 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", type=Path, required=True, help="a finished run (dvc repro done)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--all", action="store_true", help="every stage, not one of each kind")
     args = ap.parse_args()
     bindir = Path(sys.executable).parent
     stages = yaml.safe_load((args.run / "dvc.yaml").read_text())["stages"]
@@ -79,8 +80,8 @@ def main() -> None:
         for name, body in stages.items():
             words = shlex.split(body["cmd"])
             kind = words[1]
-            if kind in seen and kind not in ("train", "translate"):
-                continue  # one of each kind, plus one train and one translate per architecture
+            if kind in seen and not args.all:
+                continue  # one of each kind
             seen.add(kind)
             cmd = [str(bindir / words[0]), *words[1:]]
             runs = [first_line(cmd, work) for _ in range(args.repeat)]

@@ -3,8 +3,9 @@
 
 dvc.yaml, generated from params by `s2s dag write`, calls the stage subcommands and passes every
 path; a path flag left out defaults to what dvc.yaml passes. Each stage sees only the params keys
-its dvc.yaml entry declares. Validating a parameter file builds each model's config through
-the architecture registry (s2s.model), which imports torch; `--help` does not.
+its dvc.yaml entry declares. Validating a parameter file builds each model's config from its
+architecture's config module (s2s.arch), which imports no torch: only the stages that run a
+model (train, translate, rescore, analyze, attention) and translate-text import it.
 """
 
 from __future__ import annotations
