@@ -29,8 +29,8 @@ from pathlib import Path
 from s2s.config import PARAMS_FILE, Params, TranslateConfig
 from s2s.config import load as load_params
 from s2s.exporting import (EXPORT_FILE, EXPORT_FORMAT, SRC_LANG, TEXT_PIPELINE,  # noqa: F401
-                           TGT_LANG, ExportError, _sha256, _version, export, export_all,
-                           params_fingerprint)
+                           TGT_LANG, ExportError, _sha256, _version, check_record, export,
+                           export_all, params_fingerprint)
 
 log = logging.getLogger("s2s.api")
 
@@ -83,13 +83,19 @@ class Translator:
         """The n-best (tokenised hypothesis, log-probability) of every tokenised source line."""
         from s2s.decode.translate import translate
 
-        beam = beam or max(self.beams)
-        if beam < 1 or nbest < 1:
-            raise ValueError(f"beam and nbest must be at least 1 (got beam {beam}, nbest {nbest})")
+        from s2s.decode.translate import check_search_size
+
+        beam = max(self.beams) if beam is None else beam
+        for name, value in (("beam", beam), ("nbest", nbest)) + (
+                (("batch_size", batch_size),) if batch_size is not None else ()):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if nbest > beam:
             raise ValueError(f"nbest {nbest} is more than the beam {beam} keeps")
         cfg = self.cfg if batch_size is None else dataclasses.replace(self.cfg,
                                                                       batch_size=batch_size)
+        check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(self.tgt_vocab),
+                          device=self.device)
         # An empty line translates to an empty line; only the others are decoded.
         keep = [i for i, s in enumerate(tokenized) if s.strip()]
         out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in tokenized]
@@ -191,9 +197,7 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
         raise ExportError(f"{meta_path}: not readable ({e})") from None
-    if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
-        raise ExportError(f"{meta_path}: format {meta.get('format') if isinstance(meta, dict) else None!r}"
-                          f", expected {EXPORT_FORMAT!r}: exported by another version")
+    meta = check_record(meta, meta_path)
     for rel, digest in meta["files"].items():
         p = folder / rel
         if not p.is_file():

@@ -65,7 +65,7 @@ def _cmd_translate_text(a, params_path: Path):
     sentences = _read_input(a.input)
     translator = api.load(a.system, params=params_path, models_dir=a.models,
                           vocab_dir=a.vocab, device=a.device)
-    beam = a.beam or max(translator.beams)
+    beam = max(translator.beams) if a.beam is None else a.beam
     out = translator.translate(sentences, beam=beam, nbest=a.nbest, batch_size=a.batch_size)
     lines = out if a.nbest == 1 else [f"{i} ||| {h} ||| lstm={lp:.6f} ||| {lp:.6f}"
                                       for i, hs in enumerate(out) for h, lp in hs]
@@ -81,6 +81,9 @@ def _cmd_score(a, _params):
     from s2s.evaluate import significance
     from s2s.io import read_lines
 
+    if a.samples < significance.MIN_SAMPLES:
+        raise ValueError(f"--samples must be at least {significance.MIN_SAMPLES} (the 95% "
+                         f"interval cuts 2.5% of the resamples off each end), got {a.samples}")
     for path in (a.hyp, a.system, a.ref):
         if path is not None and not path.exists():
             raise FileNotFoundError(_not_made(path, _params))
@@ -226,6 +229,21 @@ def _path_default_help(defaults, command: str, flag: str) -> str:
     return f"default: {' or '.join(values)}, as dvc.yaml passes it"
 
 
+def _at_least(lo: int):
+    """An argparse type: an integer >= lo, else one line naming the bound."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {text!r}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {value}")
+        return value
+
+    return parse
+
+
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
     """Shows a flag's default unless its help already says it (or it has none)."""
 
@@ -322,12 +340,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="raw sentences, one per line (default: stdin)")
     s.add_argument("-o", "--output", type=Path, default=None,
                    help="translations, one per line (default: stdout)")
-    s.add_argument("--beam", type=int, default=None,
+    s.add_argument("--beam", type=_at_least(1), default=None,
                    help="beam width (default: the system's widest beam in params or export)")
-    s.add_argument("--nbest", type=int, default=1,
+    s.add_argument("--nbest", type=_at_least(1), default=1,
                    help="hypotheses per sentence; above 1 the output is Moses n-best format "
                         "`id ||| translation ||| lstm=logprob ||| logprob`")
-    s.add_argument("--batch-size", type=int, default=None,
+    s.add_argument("--batch-size", type=_at_least(1), default=None,
                    help="sentences per batch at beam 12 (default: translate.batch_size)")
     s.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="where to decode (default: translate.device)")
@@ -351,7 +369,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tokenized", action="store_true",
                    help="HYP, SYSTEM and --ref are Moses-tokenised already (e.g. beam12.tok.fr "
                         "and test.tok.fr); else they are raw text (beam12.detok.fr, test.raw.fr)")
-    s.add_argument("--samples", type=int, default=1000, help="bootstrap resamples")
+    s.add_argument("--samples", type=int, default=1000,
+                   help="bootstrap resamples (at least 40: the 95%% interval cuts 2.5%% of them "
+                        "off each end)")
     s.add_argument("--seed", type=int, default=12345, help="bootstrap seed (sacreBLEU's)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
 

@@ -28,7 +28,7 @@ from s2s.io import atomic_write_json
 
 log = logging.getLogger("s2s.api")
 
-EXPORT_FORMAT = "s2s-export/1"
+EXPORT_FORMAT = "s2s-export/2"  # /2: every key of export.json covered by `record_sha256`
 EXPORT_FILE = "export.json"
 SRC_LANG, TGT_LANG = "en", "fr"
 # How `prepare` turns raw text into model input, written into every export (and checked there).
@@ -59,6 +59,46 @@ def _version(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+RECORD_KEYS = ("format", "system", "members", "beams", "profile", "text", "translate", "models",
+               "fingerprints", "files", "created_with")
+
+
+def record_digests(meta: dict) -> dict[str, str]:
+    """sha256 of each key's value in export.json (canonical JSON): an edit of the record itself
+    (members, text settings, decoding config) is refused by name, as a replaced file is."""
+    return {k: hashlib.sha256(json.dumps(meta[k], sort_keys=True, ensure_ascii=True).encode())
+            .hexdigest() for k in RECORD_KEYS}
+
+
+def check_record(meta: object, path: Path) -> dict:
+    """`meta` (export.json as read) if it is a whole, unedited record of this version, its
+    files those of its members; else ExportError naming the file and the key."""
+    if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise ExportError(f"{path}: format {found!r}, expected {EXPORT_FORMAT!r}: exported by "
+                          f"another version (export it again with `s2s export`)")
+    for key in (*RECORD_KEYS, "record_sha256"):
+        if key not in meta:
+            raise ExportError(f"{path}: no key '{key}': not a whole export record")
+    unknown = sorted(set(meta) - {*RECORD_KEYS, "record_sha256"})
+    if unknown:
+        raise ExportError(f"{path}: unknown key '{unknown[0]}' (an edited record)")
+    recorded = meta["record_sha256"]
+    if not isinstance(recorded, dict):
+        raise ExportError(f"{path}: 'record_sha256' must be a mapping of key -> sha256")
+    for key, digest in record_digests(meta).items():
+        if recorded.get(key) != digest:
+            raise ExportError(f"{path}: '{key}' differs from what the export recorded (its "
+                              f"sha256 is not the one in 'record_sha256'): the record was "
+                              f"edited; export the system again instead")
+    members, files = meta["members"], meta["files"]
+    want = {f"{lang}.tsv" for lang in (SRC_LANG, TGT_LANG)} | {f"models/{m}.pt" for m in members}
+    if set(files) != want or set(meta["models"]) != set(members):
+        raise ExportError(f"{path}: 'files' and 'models' must list exactly the vocabularies and "
+                          f"the members {members}'s checkpoints, got files {sorted(files)}")
+    return meta
 
 
 def params_fingerprint(params: Params, members) -> str:
@@ -110,6 +150,7 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
         "files": files,
         "created_with": {"s2s": _version("s2s-repro"), "torch": _version("torch")},
     }
+    meta["record_sha256"] = record_digests(meta)
     atomic_write_json(tmp / EXPORT_FILE, meta)
     if out_dir.exists():
         shutil.rmtree(out_dir)

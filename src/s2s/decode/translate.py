@@ -21,6 +21,48 @@ from s2s.progress import progress
 log = logging.getLogger("s2s.translate")
 
 ROWS_BEAM = 12  # translate.batch_size counts sentences at this beam width (see `translate`)
+# fp32 words a search step holds per hypothesis and target word: the step's log-probs, the
+# candidate scores (n, B, V) and the top-k's working copy of them
+STEP_COPIES = 3
+
+
+class SearchTooLarge(ValueError):
+    """A beam (or batch) whose search would need more memory than the device has."""
+
+
+def search_bytes(*, beam: int, batch_size: int, vocab_size: int) -> int:
+    """The memory one search step of `translate` holds for its scores: hypotheses per batch
+    (`batch_size` sentences at beam 12, proportionally more at narrower beams, at least one
+    sentence) x target words x fp32 x STEP_COPIES."""
+    sentences = max(1, batch_size * ROWS_BEAM // beam)
+    return sentences * beam * vocab_size * 4 * STEP_COPIES
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Free memory of `device` (MemAvailable on the CPU), or None where it cannot be read."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_search_size(*, beam: int, batch_size: int, vocab_size: int,
+                      device: torch.device) -> None:
+    """Refuse, before anything is allocated, a search whose steps would not fit in memory."""
+    need, free = search_bytes(beam=beam, batch_size=batch_size, vocab_size=vocab_size), \
+        available_bytes(device)
+    if free is not None and need > free:
+        largest = max(1, free // (vocab_size * 4 * STEP_COPIES))
+        raise SearchTooLarge(
+            f"beam {beam}: a search step would need about {need / 2**30:.1f} GiB "
+            f"({need // (vocab_size * 4 * STEP_COPIES):,} hypotheses x {vocab_size:,} target "
+            f"words x 4 bytes x {STEP_COPIES}), more than the {free / 2**30:.1f} GiB free on "
+            f"{device.type}; a beam of at most {largest:,} fits")
 
 
 def load_members(members, *, params: Params, models_dir: Path, src_vocab: Vocab,

@@ -31,6 +31,7 @@ from s2s.evaluate.bleu import (CORPUS_SMOOTHING, check_same_length, corpus_bleu_
 
 SEED = 12345  # sacreBLEU's default SACREBLEU_SEED: our intervals equal its CLI's
 N_SAMPLES = 1000  # sacreBLEU's default number of bootstrap resamples
+MIN_SAMPLES = 40  # fewer: the 95% interval would be the whole range of the resamples
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,9 @@ def score(hyps: Sequence[str], refs: Sequence[str], *, tokenized: bool = False,
     from s2s.evaluate.bleu import tok_signature
 
     check_same_length(hyps, refs, hyp_name=hyp_name, ref_name=ref_name)
+    if not hyps:
+        raise ValueError(f"{hyp_name} and {ref_name}: no sentences (empty files): nothing to "
+                         f"score")
     h_tok, h_raw = both_forms(hyps, tokenized=tokenized)
     r_tok, r_raw = both_forms(refs, tokenized=tokenized)
     bt = corpus_bleu_tok(h_tok, r_tok, hyp_name=hyp_name, ref_name=ref_name)
@@ -134,8 +138,13 @@ def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Seque
                      n_samples: int = N_SAMPLES, seed: int = SEED) -> Difference:
     """Paired bootstrap of ``system`` against ``baseline`` on *tokenised* lines (tokenised BLEU),
     all three the same length."""
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < MIN_SAMPLES:
+        raise ValueError(f"n_samples must be an integer >= {MIN_SAMPLES} (the 95% interval cuts "
+                         f"2.5% of the resamples off each end), got {n_samples!r}")
     check_same_length(baseline, refs, hyp_name="baseline", ref_name="references")
     check_same_length(system, refs, hyp_name="system", ref_name="references")
+    if not refs:
+        raise ValueError("paired bootstrap: no sentences (empty files)")
     baseline, system, refs = list(baseline), list(system), list(refs)
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-step INFO lines
     with _seed(seed):

@@ -59,7 +59,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     from s2s.artifacts import TIMING_FILE, BeamTiming, Timing
     from s2s.data.text import detokenize
     from s2s.data.vocab import Vocab
-    from s2s.decode.translate import load_members, translate
+    from s2s.decode.translate import check_search_size, load_members, translate
     from s2s.device import pick_device
     from s2s.io import atomic_write_lines, read_lines
 
@@ -81,6 +81,9 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
              len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
              precision.describe(cfg.amp, device))
 
+    for beam in sys_cfg.beams:  # every beam checked before the first is decoded
+        check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
+                          device=device)
     beams: dict[int, BeamTiming] = {}
     for beam in sys_cfg.beams:
         t0 = time.perf_counter()

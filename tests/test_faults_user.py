@@ -1,0 +1,170 @@
+"""Faults, third round: what a user can hand the tools around the pipeline (an edited export, a
+beam of 0 or of a billion, empty files to score, params `s2s check` refuses given to `dvc exp
+run`). Each gets a one-line error naming the file, the key or the flag, and the bound; none a
+silently wrong result. Grouped by surface, on the smoke run (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import BIN, run
+
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+
+
+def _s2s(args, cwd, **kw):
+    return run([str(BIN / "s2s"), *args], cwd, check=False, **kw)
+
+
+def _one_line_error(proc, *needles: str, status: int = 1) -> None:
+    assert proc.returncode == status, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr, (needle, proc.stderr[-2000:])
+
+
+# --- exports -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def export_copy(smoke_repo, tmp_path):
+    """exports/ensemble2 copied where no params or data are, with a raw input file."""
+    dest = tmp_path / "elsewhere"
+    shutil.copytree(smoke_repo / "exports" / "ensemble2", dest / "ensemble2")
+    (dest / "in.txt").write_text("A man is riding a bicycle.\n", encoding="utf-8")
+    return dest
+
+
+def _edit_record(folder, change) -> None:
+    path = folder / "ensemble2" / "export.json"
+    meta = json.loads(path.read_text())
+    change(meta)
+    path.write_text(json.dumps(meta, indent=2))
+
+
+@pytest.mark.parametrize("key,change", [
+    ("members", lambda m: m.update(members=["reversed_1"])),  # one model instead of two
+    ("text", lambda m: m["text"].update(lowercase=True)),  # another preprocessing
+    ("translate", lambda m: m["translate"].update(length_penalty=1.0)),  # another search
+    ("beams", lambda m: m.update(beams=[3])),
+], ids=["members", "lowercase", "length_penalty", "beams"])
+def test_an_edited_export_record_is_refused_naming_the_key(export_copy, key, change):
+    ok = _s2s(["translate-text", "--system", "ensemble2", "-i", "in.txt"], export_copy)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    _edit_record(export_copy, change)
+    bad = _s2s(["translate-text", "--system", "ensemble2", "-i", "in.txt"], export_copy)
+    _one_line_error(bad, "export.json", f"'{key}' differs from what the export recorded")
+    assert bad.stdout == ""
+
+
+def test_a_member_dropped_from_both_record_and_digests_is_still_refused(export_copy):
+    # a careful edit: members and their digest both changed; the files no longer match them
+    from s2s.exporting import record_digests
+
+    def drop(meta):
+        meta["members"] = ["reversed_1"]
+        meta["models"].pop("reversed_2")
+        meta["record_sha256"] = record_digests(meta)
+
+    _edit_record(export_copy, drop)
+    bad = _s2s(["translate-text", "--system", "ensemble2", "-i", "in.txt"], export_copy)
+    _one_line_error(bad, "'files' and 'models' must list exactly", "models/reversed_2.pt")
+
+
+@pytest.mark.parametrize("key", ["files", "record_sha256", "text"])
+def test_an_export_record_without_a_key_is_one_line_naming_it(export_copy, key):
+    _edit_record(export_copy, lambda m: m.pop(key))
+    bad = _s2s(["translate-text", "--system", "ensemble2", "-i", "in.txt"], export_copy)
+    _one_line_error(bad, f"no key '{key}'")
+
+
+def test_an_export_of_the_earlier_format_is_refused_with_what_to_do(export_copy):
+    _edit_record(export_copy, lambda m: m.update(format="s2s-export/1"))
+    bad = _s2s(["translate-text", "--system", "ensemble2", "-i", "in.txt"], export_copy)
+    _one_line_error(bad, "'s2s-export/1'", "export it again")
+
+
+# --- the search's arguments ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag,value", [("--beam", "0"), ("--beam", "-3"), ("--nbest", "0"),
+                                        ("--batch-size", "0"), ("--beam", "two")])
+def test_a_beam_nbest_or_batch_below_one_is_refused_with_the_bound(smoke_repo, flag, value):
+    proc = subprocess_input(smoke_repo, ["translate-text", "--system", "reversed", flag, value])
+    _one_line_error(proc, f"argument {flag}: must be an integer >= 1", status=2)
+
+
+def subprocess_input(cwd, args):
+    import subprocess
+
+    return subprocess.run([str(BIN / "s2s"), *args], cwd=cwd, input="A man.\n",
+                          capture_output=True, text=True)
+
+
+def test_the_api_refuses_beam_0_instead_of_decoding_at_the_widest_beam(smoke_repo):
+    from s2s import api
+
+    tr = api.load("reversed", params=smoke_repo / "params.yaml", models_dir=smoke_repo / "models",
+                  vocab_dir=smoke_repo / "data/vocab")
+    for kwargs in ({"beam": 0}, {"beam": 0, "nbest": 2}, {"nbest": 0}, {"beam": 2.0},
+                   {"beam": True}, {"batch_size": 0}):
+        with pytest.raises(ValueError, match=r"must be an integer >= 1"):
+            tr.translate(["A man."], **kwargs)
+
+
+def test_a_beam_too_large_for_memory_is_refused_before_allocating_with_the_estimate(smoke_repo):
+    from s2s import api
+    from s2s.decode.translate import SearchTooLarge, available_bytes
+
+    tr = api.load("reversed", params=smoke_repo / "params.yaml", models_dir=smoke_repo / "models",
+                  vocab_dir=smoke_repo / "data/vocab")
+    free = available_bytes(tr.device)
+    assert free is not None  # /proc/meminfo on Linux
+    with pytest.raises(SearchTooLarge, match=r"beam 1000000000: a search step would need about "
+                                             r"[\d.]+ GiB .* a beam of at most [\d,]+ fits"):
+        tr.translate(["A man."], beam=10**9)
+    proc = subprocess_input(smoke_repo, ["translate-text", "--system", "reversed",
+                                         "--beam", "1000000000"])
+    _one_line_error(proc, "SearchTooLarge: beam 1000000000", "GiB free on cpu")
+
+
+# --- scoring -------------------------------------------------------------------------------------
+
+
+def test_scoring_empty_files_or_too_few_resamples_is_one_line(tmp_path):
+    (tmp_path / "empty.fr").write_text("")
+    (tmp_path / "empty_ref.fr").write_text("")
+    (tmp_path / "h.fr").write_text("un chat\n")
+    (tmp_path / "r.fr").write_text("un chat\n")
+    _one_line_error(_s2s(["score", "empty.fr", "-r", "empty_ref.fr"], tmp_path),
+                    "empty.fr and empty_ref.fr: no sentences")
+    for samples in ("0", "-1", "39"):
+        _one_line_error(_s2s(["score", "h.fr", "h.fr", "-r", "r.fr", "--samples", samples],
+                             tmp_path), "--samples must be at least 40", f"got {samples}")
+    assert _s2s(["score", "h.fr", "h.fr", "-r", "r.fr", "--samples", "40"],
+                tmp_path).returncode == 0
+
+
+# --- params that `s2s check` refuses never become experiments --------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting,says", [
+    ("+trian.epochs=2", "unknown key 'trian'"),
+    ("resources.default.threads=0", "'resources.default.threads' must be >= 1"),
+])
+def test_dvc_exp_run_with_params_s2s_check_refuses_fails_at_check_params(smoke_repo, tmp_path,
+                                                                         setting, says):
+    repo = tmp_path / "repo"
+    shutil.copytree(smoke_repo, repo, symlinks=True)
+    run(["git", "add", "-A"], repo)
+    run([*GIT, "commit", "-qm", "the smoke run"], repo)
+    proc = run([str(BIN / "dvc"), "exp", "run", "-S", setting], repo, check=False)
+    assert proc.returncode != 0
+    assert says in proc.stdout + proc.stderr
+    assert "Running stage 'check-params'" in proc.stdout + proc.stderr
+    shown = run([str(BIN / "dvc"), "exp", "list"], repo).stdout
+    assert not shown.strip() or "exp-" not in shown  # no experiment recorded
