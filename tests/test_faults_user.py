@@ -168,3 +168,78 @@ def test_dvc_exp_run_with_params_s2s_check_refuses_fails_at_check_params(smoke_r
     assert "Running stage 'check-params'" in proc.stdout + proc.stderr
     shown = run([str(BIN / "dvc"), "exp", "list"], repo).stdout
     assert not shown.strip() or "exp-" not in shown  # no experiment recorded
+
+
+# --- the report's inputs -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report_run(smoke_repo, tmp_path_factory):
+    """A copy of the smoke run whose report inputs the tests below damage (and restore)."""
+    repo = tmp_path_factory.mktemp("report_inputs") / "repo"
+    shutil.copytree(smoke_repo, repo, symlinks=True)
+    return repo
+
+
+def _cut_mid_row(text: str) -> str:
+    return text[: text.rindex("\n", 0, len(text) - 1) + 12]  # into the last row's fields
+
+
+DAMAGE = {
+    "empty": lambda t: "",
+    "garbage": lambda t: "\x00\x01 not,a\ncsv\"\n,,,\n",
+    "ragged": lambda t: t + "a,b\n",
+    "column-less": lambda t: "\n".join(line.split(",", 1)[-1] for line in t.splitlines()) + "\n",
+    "cut mid-row": _cut_mid_row,
+    "not UTF-8": lambda t: t[:20] + "\udcff",
+}
+
+
+CSV_CASES = [("outputs/evaluate/figure3.csv", d) for d in DAMAGE] + [
+    (rel, d) for rel in ("metrics/curves/reversed_1.csv", "outputs/evaluate/length_drop.csv",
+                         "outputs/analysis/gradient_reach.csv",
+                         "outputs/analysis/forget_summary.csv")
+    for d in ("cut mid-row", "column-less")]
+
+
+@pytest.mark.parametrize("rel,damage", CSV_CASES)
+def test_a_damaged_csv_the_report_reads_is_one_line_naming_it(report_run, rel, damage):
+    path = report_run / rel
+    original = path.read_bytes()
+    try:
+        path.write_bytes(DAMAGE[damage](original.decode()).encode("utf-8", "surrogateescape"))
+        proc = _s2s(["report", "--out", "rep", "--claims", "c.json"], report_run)
+    finally:
+        path.write_bytes(original)
+    _one_line_error(proc, f"ArtifactError: {rel}")
+    assert not (report_run / "rep" / "report.md").exists()  # nothing drawn from half a file
+
+
+JSON_CASES = [("metrics/prepare.json", d) for d in ("empty", "not JSON", "a list", "no keys")] + [
+    (rel, "not JSON") for rel in ("metrics/vocab.json", "outputs/attention/weights.json",
+                                  "outputs/analysis/analysis.json")]
+
+
+@pytest.mark.parametrize("rel,damage", JSON_CASES)
+def test_a_damaged_json_the_report_reads_is_one_line_naming_it(report_run, rel, damage):
+    path = report_run / rel
+    original = path.read_bytes()
+    content = {"empty": "", "not JSON": "{\"a\": 1,", "a list": "[1, 2]", "no keys": "{}"}
+    try:
+        path.write_text(content[damage])
+        proc = _s2s(["report", "--out", "rep", "--claims", "c.json"], report_run)
+    finally:
+        path.write_bytes(original)
+    _one_line_error(proc, f"ArtifactError: {rel}")
+
+
+def test_a_hypothesis_file_one_line_short_names_both_files(report_run):
+    path = report_run / "outputs/translate/reversed/beam12.tok.fr"
+    original = path.read_bytes()
+    try:
+        path.write_bytes(b"".join(original.splitlines(keepends=True)[:-1]))
+        proc = _s2s(["report", "--out", "rep", "--claims", "c.json"], report_run)
+    finally:
+        path.write_bytes(original)
+    _one_line_error(proc, "outputs/translate/reversed/beam12.tok.fr",
+                    "data/prepared/test.tok.fr")

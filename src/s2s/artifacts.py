@@ -38,6 +38,76 @@ class ArtifactError(ValueError):
     """An artifact file that does not match its record: the message names the file and the key."""
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: not found") from None
+    except UnicodeDecodeError as e:
+        raise ArtifactError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def read_json_object(path: str | Path, *, keys: tuple[str, ...] = ()) -> dict:
+    """A JSON file the pipeline keeps no record class for (metrics/prepare.json, vocab.json, the
+    attention stage's weights.json, the analyze stage's analysis.json): a JSON object holding
+    `keys`; ArtifactError naming the file (and line, or key) otherwise."""
+    path = Path(path)
+    text = _read_text(path)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(obj, dict):
+        raise ArtifactError(f"{path}: expected a JSON object, got {type(obj).__name__}")
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        raise ArtifactError(f"{path}: missing key '{missing[0]}'")
+    return obj
+
+
+def read_table(path: str | Path, *, columns: tuple[str, ...], numbers: tuple[str, ...] = (),
+               **read_csv):
+    """A CSV file a stage wrote (pandas ``to_csv``), checked before anything is drawn from it,
+    then parsed by ``pandas.read_csv(**read_csv)``: UTF-8; a header holding `columns`; every row
+    with as many fields as the header and a line end after the last (a file cut mid-row is an
+    error, never fewer points); each value of `numbers` a number (or empty). ArtifactError
+    naming the file, the line and what is wrong."""
+    import csv
+    import io
+
+    import pandas as pd
+
+    path = Path(path)
+    text = _read_text(path)
+    if not text.strip():
+        raise ArtifactError(f"{path}: empty (no header line)")
+    if not text.endswith("\n"):
+        raise ArtifactError(f"{path}: cut short: its last line has no line end (a file cut "
+                            f"mid-row); rerun the stage that writes it")
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as e:
+        raise ArtifactError(f"{path}: not CSV ({e})") from None
+    header = rows[0]
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise ArtifactError(f"{path}: no column '{missing[0]}' (the header has: "
+                            f"{', '.join(header) or 'nothing'})")
+    for n, row in enumerate(rows[1:], 2):
+        if len(row) != len(header):
+            raise ArtifactError(f"{path}:{n}: {len(row)} fields, the header has {len(header)}")
+    frame = pd.read_csv(io.StringIO(text), **read_csv)
+    for c in numbers:
+        raw = frame[c].astype(str)
+        values = pd.to_numeric(frame[c], errors="coerce")
+        bad = values.isna() & frame[c].notna() & ~raw.isin(["", "nan", "NaN"])
+        if bad.any():
+            n = int(bad.to_numpy().nonzero()[0][0])
+            raise ArtifactError(f"{path}:{n + 2}: column '{c}' must be a number, got "
+                                f"{frame[c].iloc[n]!r}")
+    return frame
+
+
 class Record:
     """JSON <-> frozen dataclass, by the dataclass's type hints (see the module docstring)."""
 
@@ -51,12 +121,7 @@ class Record:
         """The record of the JSON file `path`; ArtifactError if it is missing, not JSON, or does not
         match."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ArtifactError(f"{path}: not found") from None
-        except UnicodeDecodeError as e:
-            raise ArtifactError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        text = _read_text(path)
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as e:

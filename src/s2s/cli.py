@@ -101,6 +101,8 @@ def _cmd_score(a, _params):
             base_tok, sys_tok, ref_tok = (significance.tokenize_lines(x)
                                           for x in (hyps, sys_lines, refs))
         diff = significance.paired_bootstrap(base_tok, sys_tok, ref_tok, n_samples=a.samples,
+                                             baseline_name=str(a.hyp), system_name=str(a.system),
+                                             ref_name=str(a.ref),
                                              seed=a.seed)
         result["paired_bootstrap"] = {"baseline": str(a.hyp), "system": str(a.system),
                                       "metric": "tokenised BLEU", **diff.as_dict()}

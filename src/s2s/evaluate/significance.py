@@ -135,14 +135,15 @@ def _seed(seed: int) -> Iterator[None]:
 
 
 def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Sequence[str], *,
-                     n_samples: int = N_SAMPLES, seed: int = SEED) -> Difference:
+                     n_samples: int = N_SAMPLES, seed: int = SEED, baseline_name: str = "baseline",
+                     system_name: str = "system", ref_name: str = "references") -> Difference:
     """Paired bootstrap of ``system`` against ``baseline`` on *tokenised* lines (tokenised BLEU),
-    all three the same length."""
+    all three the same length (the names are the files, for the error when they are not)."""
     if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < MIN_SAMPLES:
         raise ValueError(f"n_samples must be an integer >= {MIN_SAMPLES} (the 95% interval cuts "
                          f"2.5% of the resamples off each end), got {n_samples!r}")
-    check_same_length(baseline, refs, hyp_name="baseline", ref_name="references")
-    check_same_length(system, refs, hyp_name="system", ref_name="references")
+    check_same_length(baseline, refs, hyp_name=baseline_name, ref_name=ref_name)
+    check_same_length(system, refs, hyp_name=system_name, ref_name=ref_name)
     if not refs:
         raise ValueError("paired bootstrap: no sentences (empty files)")
     baseline, system, refs = list(baseline), list(system), list(refs)

@@ -12,7 +12,6 @@ The figures are drawn by :mod:`s2s.report.figures` (the only module that calls m
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pandas as pd
 
 from s2s.report import figures
 from s2s.report.claims import FAILS, HOLDS, NO_DIFFERENCE, UNKNOWN, Claim
+from s2s.report.inputs import read_analysis
 from s2s.report.render import Document, Image, Section, Table, to_markdown
 
 FIGURES = {"figure2": "analysis_figure2.png", "forget": "analysis_forget_gates.png",
@@ -411,21 +411,9 @@ def claims(analysis_dir: Path) -> list[Claim]:
 
 
 def load(analysis_dir: Path) -> dict:
-    """The analysis stage's artifacts, as frames (and its JSON summary as `meta`)."""
-    d = Path(analysis_dir)
-    return {"meta": json.loads((d / "analysis.json").read_text(encoding="utf-8")),
-            "points": pd.read_csv(d / "figure2.csv"),
-            "figure2": pd.read_csv(d / "figure2_summary.csv"),
-            "hist": pd.read_csv(d / "forget_hist.csv"),
-            "units": pd.read_csv(d / "forget_units.csv"),
-            "forget": pd.read_csv(d / "forget_summary.csv"),
-            "reach": pd.read_csv(d / "gradient_reach.csv"),
-            # (absent from the artifacts of a stage run before they existed: empty)
-            **{key: pd.read_csv(d / file) if (d / file).is_file() else pd.DataFrame()
-               for key, file in (("training", "gradient_reach_training.csv"),
-                                 ("training_diff", "gradient_reach_training_diff.csv"),
-                                 ("decay", "memory_decay.csv"),
-                                 ("half_life", "memory_half_life.csv"))}}
+    """The analysis stage's artifacts, as frames (and its JSON summary as `meta`), each checked
+    (:func:`s2s.report.inputs.read_analysis`)."""
+    return read_analysis(analysis_dir)
 
 
 def sections(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures") -> list[Section]:

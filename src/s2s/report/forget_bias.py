@@ -11,7 +11,7 @@ import pandas as pd
 
 from s2s.config import Params
 from s2s.report import figures, tables
-from s2s.report.inputs import Artifacts
+from s2s.report.inputs import Artifacts, read_analysis
 from s2s.report.paper import Ours
 from s2s.report.render import Image, Section, Table
 
@@ -45,9 +45,8 @@ def section(params: Params, art: Artifacts, fig_dir: Path, prose) -> Section | N
     if not found and (reach_csv is None or not reach_csv.is_file()):
         return None
     parts: list = []
-    forget = None
-    if art.analysis_dir is not None and (art.analysis_dir / "forget_summary.csv").is_file():
-        forget = pd.read_csv(art.analysis_dir / "forget_summary.csv")
+    analysis = read_analysis(art.analysis_dir) if art.analysis_dir is not None else None
+    forget = analysis["forget"] if analysis is not None else None
     rows, verdicts = [], []
     for plain, opened in found:
         for model in (plain, opened):
@@ -84,7 +83,7 @@ def section(params: Params, art: Artifacts, fig_dir: Path, prose) -> Section | N
                                   verdict=" ".join(verdicts))
     parts.insert(0, text)
     if reach_csv is not None and reach_csv.is_file():
-        df = pd.read_csv(reach_csv)
+        df = analysis["init_reach"]
         fig = figures.init_reach(df, fig_dir / "init_reach.png")
 
         def at(cell: str, bias: float | None, back: int = 10) -> str:

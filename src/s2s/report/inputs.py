@@ -8,7 +8,6 @@ an error naming the file and the key.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from s2s.artifacts import Bleu, Manifest, Timing, TrainMetrics
+from s2s.artifacts import (Bleu, Manifest, Timing, TrainMetrics, read_json_object,
+                           read_table)
 from s2s.config import Params
 from s2s.evaluate.outputs import (hypothesis_files, rescore_output, timing_file,
                                   translation)
@@ -25,6 +25,55 @@ from s2s.report.paper import Ours
 log = logging.getLogger("s2s.report")
 
 GROUP_COLUMNS = ["system", "beam", "axis", "label", "lo", "hi", "sentences", "mean", "bleu"]
+
+# Every CSV the report reads: the columns it uses, and which of them hold numbers. Each file is
+# checked by s2s.artifacts.read_table (a file cut mid-row, a missing column or a value that is
+# not a number is an error naming the file and line), never drawn from half.
+CURVE_COLUMNS = ("step", "epoch", "lr", "train_ppl", "dev_ppl")
+LENGTH_DROP = (("system", "beam", "short_label", "long_label", "short_bleu", "long_bleu", "drop",
+                "drop_lo", "drop_hi", "reference", "drop_minus_reference", "diff_lo", "diff_hi"),
+               ("short_bleu", "long_bleu", "drop", "drop_lo", "drop_hi", "drop_minus_reference",
+                "diff_lo", "diff_hi"))
+ANALYSIS_TABLES = {  # key: (file, columns, numbers, required)
+    "points": ("figure2.csv", ("model", "reverse_source", "group", "phrase", "x", "y"),
+               ("x", "y"), True),
+    "figure2": ("figure2_summary.csv", ("model", "reverse_source", "representation",
+                                        "paraphrase_distance", "paraphrase_pairs",
+                                        "swap_distance", "swap_pairs"),
+                ("paraphrase_distance", "paraphrase_pairs", "swap_distance", "swap_pairs"), True),
+    "hist": ("forget_hist.csv", ("model", "stack", "layer", "bin_lo", "bin_hi", "count",
+                                 "density"), ("bin_lo", "bin_hi", "count", "density"), True),
+    "units": ("forget_units.csv", ("model", "stack", "layer", "unit", "mean_f", "half_life"),
+              ("mean_f", "half_life"), True),
+    "forget": ("forget_summary.csv", ("model", "stack", "layer", "mean_f"), ("mean_f",), True),
+    "reach": ("gradient_reach.csv", ("model", "reverse_source", "position", "sentences",
+                                     "mean_norm", "mean_share"),
+              ("position", "sentences", "mean_norm", "mean_share"), True),
+    # absent from the artifacts of a stage run before they existed: empty
+    "training": ("gradient_reach_training.csv", ("model", "epoch", "position", "mean_share"),
+                 ("epoch", "position", "mean_share"), False),
+    "training_diff": ("gradient_reach_training_diff.csv", ("epoch", "diff", "lo", "hi"),
+                      ("epoch", "diff", "lo", "hi"), False),
+    "decay": ("memory_decay.csv", ("model", "stack", "layer", "steps_after", "mean_abs_dc"),
+              ("steps_after", "mean_abs_dc"), False),
+    "half_life": ("memory_half_life.csv", ("model", "layer"), (), False),
+    "init_reach": ("init_reach.csv", ("cell", "forget_bias", "steps_back", "relative"),
+                   ("steps_back", "relative"), False),
+}
+ANALYSIS_JSON_KEYS = ("models", "test")
+
+
+def read_analysis(analysis_dir: Path) -> dict:
+    """The analyze stage's artifacts, each checked: its JSON summary as `meta`, its CSVs as
+    frames (an optional one that is absent: an empty frame)."""
+    d = Path(analysis_dir)
+    out: dict = {"meta": read_json_object(d / "analysis.json", keys=ANALYSIS_JSON_KEYS)}
+    for key, (file, columns, numbers, required) in ANALYSIS_TABLES.items():
+        if required or (d / file).is_file():
+            out[key] = read_table(d / file, columns=columns, numbers=numbers)
+        else:
+            out[key] = pd.DataFrame()
+    return out
 
 
 @dataclass
@@ -64,7 +113,7 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     curves = {}
     for p in sorted((metrics_dir / "curves").glob("*.csv")):
         read.append(str(p))
-        curves[p.stem] = pd.read_csv(p)
+        curves[p.stem] = read_table(p, columns=CURVE_COLUMNS, numbers=CURVE_COLUMNS)
     timing = {}
     for system in params.systems:
         t = Timing.read_if_present(timing_file(translate_dir, system), read)
@@ -72,8 +121,10 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
             timing[system] = t
     if groups_csv.is_file():
         read.append(str(groups_csv))
-        groups = pd.read_csv(groups_csv, dtype={"system": str, "beam": str, "label": str},
-                             keep_default_na=False)
+        groups = read_table(groups_csv, columns=tuple(GROUP_COLUMNS),
+                            numbers=("lo", "hi", "sentences", "mean", "bleu"),
+                            dtype={"system": str, "beam": str, "label": str},
+                            keep_default_na=False)
     else:
         log.warning("absent: %s", groups_csv)
         groups = pd.DataFrame(columns=GROUP_COLUMNS)
@@ -81,18 +132,19 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     length_drop = None
     if drop_csv.is_file():
         read.append(str(drop_csv))
-        length_drop = pd.read_csv(drop_csv, dtype={"system": str, "beam": str},
-                                  keep_default_na=False)
+        length_drop = read_table(drop_csv, columns=LENGTH_DROP[0], numbers=LENGTH_DROP[1],
+                                 dtype={"system": str, "beam": str}, keep_default_na=False)
     diff = examples = None
     if prepared_dir is not None:
         diff = BootstrapDiffs(Path(prepared_dir), Path(translate_dir),
                               None if rescore_dir is None else Path(rescore_dir), read)
         examples = load_examples(params, Path(prepared_dir), Path(translate_dir), read)
     return Artifacts(bleu=bleu, train=train, curves=curves, timing=timing, groups=groups,
-                     prepare=_json(metrics_dir / "prepare.json", read),
-                     vocab=_json(metrics_dir / "vocab.json", read),
+                     prepare=_json(metrics_dir / "prepare.json", read, ("splits", "totals")),
+                     vocab=_json(metrics_dir / "vocab.json", read, ("en", "fr")),
                      manifest=Manifest.read_if_present(manifest, read),
-                     attention=_json(attention, read) if attention else None,
+                     attention=_json(attention, read, ("system", "model", "beam", "examples"))
+                     if attention else None,
                      analysis_dir=_folder(analysis, read), read=read, diff=diff,
                      examples=examples, length_drop=length_drop)
 
@@ -131,7 +183,9 @@ class BootstrapDiffs:
                 if self._refs is None:
                     self._refs = read_lines(self.refs_path)
                     self.read.append(str(self.refs_path))
-                self._cache[key] = paired_bootstrap(read_lines(a), read_lines(b), self._refs)
+                self._cache[key] = paired_bootstrap(
+                    read_lines(a), read_lines(b), self._refs, baseline_name=str(a),
+                    system_name=str(b), ref_name=str(self.refs_path))
                 log.info("paired bootstrap %s vs %s: %s", b, a, self._cache[key].describe())
         return self._cache[key]
 
@@ -170,14 +224,14 @@ def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
             for i in picks]
 
 
-def _json(path: Path, read: list[str]) -> Any | None:
+def _json(path: Path, read: list[str], keys: tuple[str, ...]) -> Any | None:
     """A JSON input the pipeline has no record for (metrics/prepare.json, vocab.json, the
-    attention stage's weights.json)."""
+    attention stage's weights.json), checked to be an object with `keys`."""
     if not path.is_file():
         log.warning("absent: %s", path)
         return None
     read.append(str(path))
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json_object(path, keys=keys)
 
 
 def _folder(path: Path | None, read: list[str]) -> Path | None:
