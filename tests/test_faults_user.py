@@ -243,3 +243,92 @@ def test_a_hypothesis_file_one_line_short_names_both_files(report_run):
         path.write_bytes(original)
     _one_line_error(proc, "outputs/translate/reversed/beam12.tok.fr",
                     "data/prepared/test.tok.fr")
+
+
+# --- messages a new user meets -------------------------------------------------------------------
+
+
+def test_a_stage_naming_an_unknown_system_says_so_before_asking_for_paths(smoke_repo, tmp_path):
+    shutil.copy(smoke_repo / "params.yaml", tmp_path / "params.yaml")  # no dvc.yaml here
+    _one_line_error(_s2s(["translate", "nosuch"], tmp_path), "no system 'nosuch' under 'systems'")
+    _one_line_error(_s2s(["train", "nosuch"], tmp_path), "no model 'nosuch' under 'models'")
+
+
+def test_translate_text_names_the_flag_of_a_missing_input_and_the_device_flag(smoke_repo):
+    _one_line_error(_s2s(["translate-text", "--system", "reversed", "-i", "nofile.en"],
+                         smoke_repo), "-i nofile.en: no such file")
+    import torch
+
+    if not torch.cuda.is_available():
+        _one_line_error(subprocess_input(smoke_repo, ["translate-text", "--system", "reversed",
+                                                      "--device", "cuda"]),
+                        "--device is 'cuda' but torch sees no CUDA device")
+
+
+def test_verbose_works_after_the_subcommand_too(smoke_repo, tmp_path):
+    shutil.copy(smoke_repo / "params.yaml", tmp_path / "params.yaml")
+    quiet = _s2s(["translate", "nosuch"], tmp_path)
+    loud = _s2s(["translate", "nosuch", "-v"], tmp_path)
+    assert "Traceback" not in quiet.stderr and "Traceback" in loud.stderr
+    assert _s2s(["check", "--out", "p.json", "-v"], tmp_path).returncode == 0
+
+
+def test_snapshots_for_a_model_that_takes_none_is_a_users_message(smoke_repo, tmp_path):
+    proc = _s2s(["train", "attention", "--snapshots", str(tmp_path / "x")], smoke_repo)
+    _one_line_error(proc, "--snapshots: model 'attention' is not among analysis.models")
+    assert "UndeclaredParams" not in proc.stderr
+
+
+def test_a_line_longer_than_the_transformers_positions_is_refused_naming_the_line(smoke_repo,
+                                                                                tmp_path):
+    (tmp_path / "in.en").write_text("A short one.\n" + " ".join(["word"] * 2004) + "\n")
+    proc = _s2s(["translate-text", "--system", "transformer", "-i", str(tmp_path / "in.en")],
+                smoke_repo)
+    _one_line_error(proc, f"{tmp_path / 'in.en'}:2: 2004 tokens", "max_positions")
+    # a recurrent system reads it (and the short line)
+    assert _s2s(["translate-text", "--system", "reversed", "-i", str(tmp_path / "in.en")],
+                smoke_repo).returncode == 0
+
+
+def test_nbest_lines_name_the_kind_of_model_that_scored_them(smoke_repo):
+    for system, kind in (("transformer", "transformer"), ("reversed", "lstm"),
+                         ("gru", "cho"), ("attention", "attention")):
+        proc = subprocess_input(smoke_repo, ["translate-text", "--system", system, "--nbest", "2",
+                                             "--beam", "2"])
+        assert proc.returncode == 0, proc.stderr[-1000:]
+        assert all(f" ||| {kind}=" in line for line in proc.stdout.splitlines()), proc.stdout
+    nbest = (smoke_repo / "outputs/translate/baseline").glob("*.nbest")
+    assert all(" ||| cho=" in p.read_text().splitlines()[0] for p in nbest)
+
+
+def test_help_texts_describe_each_commands_own_paths(smoke_repo):
+    from s2s import cli, stages
+
+    for name in stages.STAGES:
+        text = _s2s([name, "--help"], smoke_repo).stdout
+        assert "(file for attention)" not in text and "(folder for report)" not in text, name
+    check = " ".join(_s2s(["check", "--help"], smoke_repo).stdout.split())
+    assert "the JSON file recording" in check
+    assert "%%" not in _s2s(["score", "--help"], smoke_repo).stdout
+    top = cli.build_parser().description
+    assert top.endswith(".") and "translate-text" in top
+    profile = " ".join(_s2s(["profile", "--help"], smoke_repo).stdout.split())
+    assert "dvc exp run -S" in profile
+
+
+def test_profile_says_when_params_yaml_was_edited_since(smoke_repo, tmp_path):
+    shutil.copytree(smoke_repo / "profiles", tmp_path / "profiles")
+    text = (smoke_repo / "params.yaml").read_text()
+    (tmp_path / "params.yaml").write_text(text)
+    assert _s2s(["profile"], tmp_path).stdout.startswith("current profile: smoke\n")
+    (tmp_path / "params.yaml").write_text(text.replace("epochs: 1.0", "epochs: 2.0", 1))
+    shown = _s2s(["profile"], tmp_path).stdout
+    assert "current profile: smoke (edited since: 1 key(s) differ" in shown
+    assert "train.epochs" in shown
+
+
+def test_the_html_report_has_no_duplicate_ids(smoke_repo):
+    import re
+
+    ids = re.findall(r'\bid="([^"]+)"', (smoke_repo / "reports/report.html").read_text())
+    assert ids and len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)

@@ -26,6 +26,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from s2s.arch import feature_name
 from s2s.config import PARAMS_FILE, Params, TranslateConfig
 from s2s.config import load as load_params
 from s2s.exporting import (EXPORT_FILE, EXPORT_FORMAT, SRC_LANG, TEXT_PIPELINE,  # noqa: F401
@@ -67,6 +68,8 @@ class Translator:
     beams: tuple[int, ...]
     device: object
     mm_dtype: object = None
+    feature: str = "lstm"  # the n-best feature name: the kind of its models (s2s.arch)
+    configs: tuple = ()  # its members' configs (s2s.arch), whose limits the input must keep
 
     def preprocess(self, sentences: list[str]) -> list[str]:
         """Raw sentences -> the Moses-tokenised text `prepare` would have written for them."""
@@ -79,11 +82,13 @@ class Translator:
 
     def translate_tokenized(self, tokenized: list[str], *, beam: int | None = None,
                             nbest: int = 1, batch_size: int | None = None,
-                            desc: str = "") -> list[list[tuple[str, float]]]:
-        """The n-best (tokenised hypothesis, log-probability) of every tokenised source line."""
+                            desc: str = "", source: str = "input"
+                            ) -> list[list[tuple[str, float]]]:
+        """The n-best (tokenised hypothesis, log-probability) of every tokenised source line
+        (`source`: where the lines came from, for an error naming one)."""
         from s2s.decode.translate import translate
 
-        from s2s.decode.translate import check_search_size
+        from s2s.decode.translate import check_lengths, check_search_size
 
         beam = max(self.beams) if beam is None else beam
         for name, value in (("beam", beam), ("nbest", nbest)) + (
@@ -101,6 +106,8 @@ class Translator:
         out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in tokenized]
         if keep:
             sources = [self.src_vocab.encode(tokenized[i]) for i in keep]
+            check_lengths(sources, configs=self.configs, cfg=cfg, where=source,
+                          lines=[i + 1 for i in keep])
             hyps = translate(self.model, sources, cfg=cfg, beam=beam, nbest=nbest,
                              vocab=self.tgt_vocab, device=self.device, desc=desc or self.name,
                              mm_dtype=self.mm_dtype)
@@ -109,7 +116,8 @@ class Translator:
         return out
 
     def translate(self, sentences: list[str], *, beam: int | None = None, nbest: int = 1,
-                  batch_size: int | None = None) -> list[str] | list[list[tuple[str, float]]]:
+                  batch_size: int | None = None, source: str = "input"
+                  ) -> list[str] | list[list[tuple[str, float]]]:
         """Detokenised translations of raw sentences, in order.
 
         With ``nbest`` 1 (the default) a list of strings; with more, for every sentence a list of
@@ -122,7 +130,7 @@ class Translator:
         from s2s.data.text import detokenize
 
         out = self.translate_tokenized(self.preprocess(list(sentences)), beam=beam, nbest=nbest,
-                                       batch_size=batch_size)
+                                       batch_size=batch_size, source=source)
         detok = [[(detokenize(h, TGT_LANG), s) for h, s in hs] for hs in out]
         return [hs[0][0] for hs in detok] if nbest == 1 else detok
 
@@ -130,7 +138,7 @@ class Translator:
 def _device(name: str | None, cfg: TranslateConfig):
     from s2s.device import pick_device
 
-    return pick_device(name or cfg.device)
+    return pick_device(name or cfg.device, key="--device" if name else "translate.device")
 
 
 def _mm_dtype(cfg: TranslateConfig, device):
@@ -180,7 +188,9 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
     log.info("loaded system '%s' (%s) from %s and %s on %s", system, ", ".join(sys_cfg.members),
              models_dir, vocab_dir, dev)
     return Translator(str(system), model, src_vocab, tgt_vocab, params.prepare.lowercase, cfg,
-                      tuple(sys_cfg.beams), dev, _mm_dtype(cfg, dev))
+                      tuple(sys_cfg.beams), dev, _mm_dtype(cfg, dev),
+                      feature_name(params.model_config(m) for m in sys_cfg.members),
+                      tuple(params.model_config(m) for m in sys_cfg.members))
 
 
 def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
@@ -235,4 +245,6 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     log.info("loaded export '%s' (%s) from %s on %s", meta["system"],
              ", ".join(meta["members"]), folder, dev)
     return Translator(meta["system"], model, src_vocab, tgt_vocab, bool(text["lowercase"]), cfg,
-                      tuple(meta["beams"]), dev, _mm_dtype(cfg, dev))
+                      tuple(meta["beams"]), dev, _mm_dtype(cfg, dev),
+                      feature_name(expect[m] for m in meta["members"]),
+                      tuple(expect[m] for m in meta["members"]))

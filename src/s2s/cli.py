@@ -31,6 +31,8 @@ def _read_input(path: Path | None) -> list[str]:
     from s2s.io import read_text
 
     if path is not None:
+        if not path.is_file():
+            raise FileNotFoundError(f"-i {path}: no such file")
         text = read_text(path)
     else:
         data = sys.stdin.buffer.read()
@@ -66,8 +68,9 @@ def _cmd_translate_text(a, params_path: Path):
     translator = api.load(a.system, params=params_path, models_dir=a.models,
                           vocab_dir=a.vocab, device=a.device)
     beam = max(translator.beams) if a.beam is None else a.beam
-    out = translator.translate(sentences, beam=beam, nbest=a.nbest, batch_size=a.batch_size)
-    lines = out if a.nbest == 1 else [f"{i} ||| {h} ||| lstm={lp:.6f} ||| {lp:.6f}"
+    out = translator.translate(sentences, beam=beam, nbest=a.nbest, batch_size=a.batch_size,
+                               source=str(a.input or "<stdin>"))
+    lines = out if a.nbest == 1 else [f"{i} ||| {h} ||| {translator.feature}={lp:.6f} ||| {lp:.6f}"
                                       for i, hs in enumerate(out) for h, lp in hs]
     _write_output(a.output, lines)
     log.info("read %d sentences from %s; wrote %s with '%s' at beam %d in %.1fs",
@@ -148,12 +151,35 @@ def _not_made(path: Path, params_path: Path) -> str:
     return f"{path}: no such file yet: `dvc repro {stage}` writes it"
 
 
+def _edits(params_path: Path, profile: Path) -> list[str]:
+    """The dotted keys whose values differ between two parameter files (none if either is
+    missing)."""
+    from s2s.config import read_yaml
+
+    if not (params_path.is_file() and profile.is_file()):
+        return []
+
+    def flat(value, prefix=""):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                yield from flat(v, f"{prefix}{k}.")
+        else:
+            yield prefix.rstrip("."), value
+
+    a, b = dict(flat(read_yaml(params_path))), dict(flat(read_yaml(profile)))
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
 def _cmd_profile(a, params_path: Path):
     """Copy profiles/<name>.yaml over params.yaml; DVC then reruns what the change touches."""
     available = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
     if a.name is None:
         current = load(params_path).profile if params_path.exists() else "none"
-        print(f"current profile: {current}\navailable: {', '.join(available)}")
+        edited = _edits(params_path, PROFILES_DIR / f"{current}.yaml")
+        note = "" if not edited else (
+            f" (edited since: {len(edited)} key(s) differ from {PROFILES_DIR}/{current}.yaml: "
+            f"{', '.join(edited[:5])}{', ...' if len(edited) > 5 else ''})")
+        print(f"current profile: {current}{note}\navailable: {', '.join(available)}")
         return
     if not NAME_PATTERN.fullmatch(a.name):  # never a path outside profiles/ (../x, /etc/x)
         raise ConfigError(f"'{a.name}' is not a profile name ({NAME_RULE}; available: "
@@ -280,9 +306,9 @@ STAGE_PATHS: dict[str, dict[str, str]] = {}  # subcommand -> {flag: dest}, fille
 STAGE_OPTIONAL: dict[str, dict[str, str]] = {}  # the same for paths a stage can do without
 
 PATH_HELP = {
-    "--out": "output folder (file for attention)", "--raw": "the download stage's folder",
+    "--out": "what the stage writes", "--raw": "the download stage's folder",
     "--prepared": "the prepare stage's folder", "--vocab": "the vocab stage's folder",
-    "--metrics": "metrics file (folder for report)", "--models": "folder of model dirs",
+    "--metrics": "the stage's metrics file", "--models": "folder of model dirs",
     "--model-dir": "where model.pt and best.pt go", "--ckpt-dir": "resume checkpoints",
     "--curves": "learning-curve CSV", "--translate": "the translate stages' folder",
     "--rescore": "the rescore stages' folder", "--groups": "Figure 3 groups CSV",
@@ -294,14 +320,14 @@ PATH_HELP = {
 
 def build_parser() -> argparse.ArgumentParser:
     defaults = dvc_defaults()
-    p = argparse.ArgumentParser(prog="s2s", description=__doc__.splitlines()[0],
-                                formatter_class=_Help)
+    p = argparse.ArgumentParser(prog="s2s", description=" ".join(
+        __doc__.split("\n\n")[0].split()), formatter_class=_Help)
     p.add_argument("--params", type=Path, default=Path(PARAMS_FILE), help="parameter file")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="debug logging, and tracebacks instead of one-line errors")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def stage(name, fn, help, paths=(), optional=()):
+    def stage(name, fn, help, paths=(), optional=(), own_help=None):
         sp = sub.add_parser(name, help=help, description=help,
                             formatter_class=_Help)
         sp.set_defaults(fn=fn)
@@ -309,20 +335,22 @@ def build_parser() -> argparse.ArgumentParser:
         for flag in paths:
             dest = flag[2:].replace("-", "_")
             sp.add_argument(flag, type=Path, default=None, dest=dest, metavar="PATH",
-                            help=f"{PATH_HELP.get(flag, 'path')}; "
+                            help=f"{(own_help or {}).get(flag) or PATH_HELP.get(flag, 'path')}; "
                                  f"{_path_default_help(defaults, name, flag)}")
             STAGE_PATHS[name][flag] = dest
         for flag in optional:  # paths a stage can do without
             dest = flag[2:].replace("-", "_")
             sp.add_argument(flag, type=Path, default=None, dest=dest, metavar="PATH",
-                            help=f"{PATH_HELP.get(flag, 'path')}, optional; "
+                            help=f"{(own_help or {}).get(flag) or PATH_HELP.get(flag, 'path')}, "
+                                 f"optional; "
                                  f"{_path_default_help(defaults, name, flag)}")
             STAGE_OPTIONAL[name][flag] = dest
         return sp
 
     for name in stages.STAGES:
         mod = stages.module(name)
-        sp = stage(name, mod.cli, mod.HELP, mod.PATHS, getattr(mod, "OPTIONAL_PATHS", ()))
+        sp = stage(name, mod.cli, mod.HELP, mod.PATHS, getattr(mod, "OPTIONAL_PATHS", ()),
+                   getattr(mod, "PATH_HELP", None))
         if hasattr(mod, "add_arguments"):
             mod.add_arguments(sp)
 
@@ -346,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="beam width (default: the system's widest beam in params or export)")
     s.add_argument("--nbest", type=_at_least(1), default=1,
                    help="hypotheses per sentence; above 1 the output is Moses n-best format "
-                        "`id ||| translation ||| lstm=logprob ||| logprob`")
+                        "`id ||| translation ||| <kind>=logprob ||| logprob`, the kind of the "
+                        "system's models (lstm, gru, cho, attention, transformer)")
     s.add_argument("--batch-size", type=_at_least(1), default=None,
                    help="sentences per batch at beam 12 (default: translate.batch_size)")
     s.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
@@ -362,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tokenised BLEU (the paper's: Moses tokenisation as in `prepare`, then "
                     "sacreBLEU --tokenize none) and sacreBLEU 13a of HYP against --ref; with "
                     "a second file, sacreBLEU's paired bootstrap resampling of SYSTEM against "
-                    "HYP and the 95%% interval of the tokenised-BLEU difference.")
+                    "HYP and the 95% interval of the tokenised-BLEU difference.")
     s.set_defaults(fn=_cmd_score)
     s.add_argument("hyp", type=Path, help="hypotheses, one per line (the baseline if two)")
     s.add_argument("system", type=Path, nargs="?", default=None,
@@ -397,9 +426,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("action", choices=("write", "check"),
                    help="write: regenerate dvc.yaml; check: fail if it is not what params give")
     s.set_defaults(fn=None)
-    s = sub.add_parser("profile", help="show or switch the parameter profile")
+    s = sub.add_parser("profile", help="show or switch the parameter profile",
+                       description="Without NAME: the profile params.yaml holds, and whether "
+                                   "it was edited since (`dvc exp run -S` edits it), and the "
+                                   "profiles of profiles/. With NAME: copy profiles/NAME.yaml "
+                                   "over params.yaml and regenerate dvc.yaml; `dvc repro` then "
+                                   "reruns what the change touches.")
     s.add_argument("name", nargs="?", help="a profile of profiles/ (default: show them)")
     s.set_defaults(fn=None)
+    for sp in sub.choices.values():  # -v after the subcommand too (`s2s train forward -v`)
+        sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="debug logging, and tracebacks instead of one-line errors")
     return p
 
 
@@ -433,14 +470,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("profile", "dag"):
             (_cmd_profile if args.command == "profile" else _cmd_dag)(args, args.params)
             return 0
-        if args.command in STAGE_PATHS:
-            fill_path_defaults(args, dvc_defaults(), STAGE_PATHS[args.command],
-                               STAGE_OPTIONAL[args.command])
         if args.command in ("score", "translate-text", "exps"):  # params only where named
             args.fn(args, args.params)
             return 0
         params = load(args.params)  # the whole file is validated before any stage works
-        args.fn(args, declared_params(args, params))
+        view = declared_params(args, params)  # an unknown model or system named first
+        fill_path_defaults(args, dvc_defaults(), STAGE_PATHS[args.command],
+                           STAGE_OPTIONAL[args.command])
+        args.fn(args, view)
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130

@@ -154,7 +154,9 @@ def _show(value: Any) -> str:
 
 
 def _num(value: Any) -> str:
-    return "-" if value is None else f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if isinstance(value, (int, float)) else str(value)
 
 
 def render(exps: list[Experiment], *, width: int = 160, cell: int = 14) -> str:

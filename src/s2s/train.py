@@ -183,7 +183,7 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
     t_start = time.perf_counter()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = distributed.init(world, pick_device(cfg.device))
+    device = distributed.init(world, pick_device(cfg.device, key="train.device"))
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
     train_pairs = load_parallel(prepared_dir / "train.tok", src_vocab, tgt_vocab)

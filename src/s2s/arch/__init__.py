@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Architecture", "ARCHITECTURES", "config_record", "config_from_dict", "modules"]
+__all__ = ["Architecture", "ARCHITECTURES", "config_record", "config_from_dict", "feature_name",
+           "modules"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,12 @@ def modules(params, models, *, part: str = "model") -> tuple[str, ...]:
     archs = dict.fromkeys(ARCHITECTURES[params.model_config(m).arch] for m in models)
     return tuple(dict.fromkeys(a.model_module if part == "model" else a.config_module
                                for a in archs))
+
+
+def feature_name(configs) -> str:
+    """The n-best feature of a system of models with these configs: their kinds, each once
+    (``lstm`` for the paper's ensembles, ``lstm+transformer`` for a mixed one)."""
+    return "+".join(dict.fromkeys(c.feature() for c in configs))
 
 
 def config_record(cfg) -> dict[str, Any]:

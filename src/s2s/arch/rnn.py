@@ -64,6 +64,16 @@ class RNNConfig:
                     f"{self.attention} score")
         return cell
 
+    def max_tokens(self) -> int | None:
+        """The longest source or target it can read or write: a recurrent model has no limit."""
+        return None
+
+    def feature(self) -> str:
+        """Its name as an n-best list's feature (``id ||| text ||| lstm=-3.2 ||| -3.2``)."""
+        if self.arch != "seq2seq":
+            return self.arch  # cho, attention
+        return "lstm" if self.cell in ("lstm", "peephole") else "gru"
+
     def size(self) -> str:
         """Its size in a few characters: layers x cells."""
         return f"{self.num_layers} x {self.hidden_size}"

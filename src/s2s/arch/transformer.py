@@ -55,6 +55,14 @@ class TransformerConfig:
             parts.append("reversed source")
         return ", ".join(parts)
 
+    def max_tokens(self) -> int | None:
+        """The longest source or target it can read or write: its positions' table."""
+        return self.max_positions
+
+    def feature(self) -> str:
+        """Its name as an n-best list's feature (``id ||| text ||| transformer=-3.2 ||| -3.2``)."""
+        return "transformer"
+
     def size(self) -> str:
         """Its size in a few characters: encoder+decoder layers x d_model."""
         return f"{self.encoder_layers}+{self.decoder_layers} x {self.d_model}"

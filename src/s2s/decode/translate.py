@@ -30,6 +30,25 @@ class SearchTooLarge(ValueError):
     """A beam (or batch) whose search would need more memory than the device has."""
 
 
+def check_lengths(sources: list[list[int]], *, configs, cfg: TranslateConfig, where: str,
+                  lines: list[int] | None = None) -> None:
+    """Refuse, naming the line, a source longer than a member's positions allow (the search's
+    longest target, ``max_len_a * S + max_len_b`` tokens, must fit as well); `lines` maps each
+    source to its line number in `where` (default: 1, 2, ...)."""
+    limits = [c.max_tokens() for c in configs if c.max_tokens() is not None]
+    if not limits:
+        return
+    limit = min(limits)
+    for i, src in enumerate(sources):
+        n = len(src)
+        if n > limit or int(cfg.max_len_a * n) + cfg.max_len_b > limit:
+            line = lines[i] if lines is not None else i + 1
+            raise ValueError(f"{where}:{line}: {n} tokens: longer than the {limit} positions a "
+                             f"member of the system reads and writes (max_positions; the search "
+                             f"writes up to {cfg.max_len_a:g} x {n} + {cfg.max_len_b} target "
+                             f"tokens); split the line or use a recurrent system")
+
+
 def search_bytes(*, beam: int, batch_size: int, vocab_size: int) -> int:
     """The memory one search step of `translate` holds for its scores: hypotheses per batch
     (`batch_size` sentences at beam 12, proportionally more at narrower beams, at least one

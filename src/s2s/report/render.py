@@ -147,7 +147,8 @@ def _is_num(v: object) -> bool:
 
 def html_table(t: Table) -> str:
     e = html.escape
-    anchor = f' id="{e(t.anchor)}"' if t.anchor else ""
+    # "table-": a table and a section may share a name (the data table, the Data section)
+    anchor = f' id="table-{e(t.anchor)}"' if t.anchor else ""
     # the title, then what every row shares (stated once), then the rows
     lead = f'<br><span class="lead">{e(t.lead)}</span>' if t.lead else ""
     parts = [f"<table{anchor}>", f"<caption>{e(t.title)}{lead}</caption>", "<thead><tr>"]

@@ -52,6 +52,10 @@ SNAPSHOT_INDEX = "snapshots.json"  # written by the train stage (s2s.train.Snaps
 
 HELP = "Figure 2, forget gates, gradient reach (also over training) and memory of `analysis`"
 PATHS = ("--prepared", "--vocab", "--models", "--out")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "folder of the analyses",
+}
 OPTIONAL_PATHS = ("--snapshots",)  # without it (or its folders), no gradient reach over training
 
 

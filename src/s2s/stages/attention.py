@@ -25,6 +25,10 @@ log = logging.getLogger("s2s.attention")
 
 HELP = "attention weights of an attention system's output"
 PATHS = ("--prepared", "--vocab", "--models", "--translate", "--out")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "weights.json to write",
+}
 
 
 def stages(params: Params) -> list[Stage]:

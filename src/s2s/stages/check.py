@@ -20,6 +20,10 @@ log = logging.getLogger("s2s")
 
 HELP = "validate the parameter file (the params stage)"
 PATHS = ("--out",)
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "the JSON file recording that the parameter file passed",
+}
 OUT = "metrics/params.json"
 
 

@@ -48,6 +48,10 @@ log = logging.getLogger("s2s.download")
 
 HELP = "fetch the corpora (or copy them from $S2S_MIRROR)"
 PATHS = ("--out",)
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "folder of the raw corpora and their manifest",
+}
 
 
 def stages(params: Params) -> list[Stage]:

@@ -40,6 +40,10 @@ log = logging.getLogger("s2s.evaluate.stage")
 
 HELP = "BLEU (tokenised and sacreBLEU) and Figure 3 groups"
 PATHS = ("--translate", "--rescore", "--prepared", "--vocab", "--metrics", "--groups")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--metrics": "bleu.json to write",
+}
 
 
 def stages(params: Params) -> list[Stage]:

@@ -17,6 +17,10 @@ from s2s.dag import Out, Stage
 HELP = ("write every system as a self-contained folder (checkpoints, vocabularies, text and "
         "decoding settings, fingerprints)")
 PATHS = ("--models", "--vocab", "--prepared", "--out")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "folder of the exports, one per system",
+}
 
 
 def stages(params: Params) -> list[Stage]:

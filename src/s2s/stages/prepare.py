@@ -38,6 +38,11 @@ log = logging.getLogger("s2s.prepare")
 
 HELP = "normalise, filter, tokenise"
 PATHS = ("--raw", "--out", "--metrics")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "folder of the prepared corpora",
+    "--metrics": "what each filter removed (JSON)",
+}
 
 
 def stages(params) -> list[Stage]:

@@ -34,6 +34,11 @@ log = logging.getLogger("s2s.report")
 
 HELP = "reports/report.md and .html"
 PATHS = ("--metrics", "--translate", "--groups", "--manifest", "--out")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "folder of the report (report.md, report.html, tables/, figures/)",
+    "--metrics": "the metrics folder it reads",
+}
 OPTIONAL_PATHS = ("--attention", "--analysis", "--prepared", "--rescore", "--claims")
 # The files of s2s the report reads besides its code: the paper's numbers and the prose templates
 # (s2s.report.paper.PAPER_FILE, s2s.report.build.TEMPLATES_DIR), from the project root.

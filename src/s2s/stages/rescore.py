@@ -26,6 +26,10 @@ log = logging.getLogger("s2s.rescore")
 
 HELP = "rescore the baseline's n-best lists"
 PATHS = ("--translate", "--raw", "--prepared", "--vocab", "--models", "--out")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "the rescorer's output folder",
+}
 
 
 def stages(params: Params) -> list[Stage]:
@@ -95,7 +99,7 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
         if rescorer not in cfg.rescorers:
             raise KeyError(f"{params.source}: no rescorer '{rescorer}' under 'rescore.rescorers' "
                            f"(known: {', '.join(cfg.rescorers)}, or 'oracle')")
-        device = pick_device(params.translate.device)
+        device = pick_device(params.translate.device, key="translate.device")
         src_vocab = Vocab.load(vocab_dir / "en.tsv")
         tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
         model = load_members(cfg.rescorers[rescorer], params=params, models_dir=models_dir,

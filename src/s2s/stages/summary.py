@@ -31,6 +31,10 @@ log = logging.getLogger("s2s.summary")
 HELP = ("the compact numeric metrics/summary.json that git tracks (dvc metrics show/diff, dvc exp "
         "show) and the DVC plot data")
 PATHS = ("--metrics", "--translate", "--groups", "--out", "--plots")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "summary.json to write",
+}
 
 
 def stages(params: Params) -> list[Stage]:

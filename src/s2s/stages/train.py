@@ -42,11 +42,15 @@ import json
 from pathlib import Path
 
 from s2s import arch
-from s2s.config import AnalysisConfig, Params
+from s2s.config import AnalysisConfig, Params, UndeclaredParams
 from s2s.dag import Out, Stage
 
 HELP = "train one model of params `models`"
 PATHS = ("--prepared", "--vocab", "--model-dir", "--ckpt-dir", "--metrics", "--curves")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--metrics": "the model's training metrics (JSON)",
+}
 OPTIONAL_PATHS = ("--snapshots",)  # the models of `analysis.models` only
 
 
@@ -78,6 +82,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli(args, params) -> None:
+    if args.snapshots is not None:
+        try:  # the stage declares analysis.models exactly for the models it names
+            analysed = args.name in params.analysis.models
+        except UndeclaredParams:
+            analysed = False
+        if not analysed:
+            raise ValueError(f"--snapshots: model '{args.name}' is not among analysis.models: "
+                             f"only their train stages keep snapshots")
     main(params, args.name, prepared_dir=args.prepared, vocab_dir=args.vocab,
          model_dir=args.model_dir, ckpt_dir=args.ckpt_dir, metrics_out=args.metrics,
          curves_out=args.curves, stop_after=args.stop_after, snapshot_dir=args.snapshots)

@@ -4,7 +4,9 @@ Reads:  ``<models>/<member>/model.pt`` for each member of `systems.<system>`,
         ``<prepared>/test.tok.en``, ``<vocab>/{en,fr}.tsv``, params `systems.<system>`, `translate`.
 Writes: ``<out>/beam<K>.tok.fr`` (Moses-tokenised, the paper's BLEU input),
         ``<out>/beam<K>.detok.fr`` (sacremoses-detokenised, sacreBLEU's input),
-        ``<out>/beam<K>.nbest`` (Moses n-best format: ``id ||| hypothesis ||| lstm=<logprob> ||| score``),
+        ``<out>/beam<K>.nbest`` (Moses n-best format:
+        ``id ||| hypothesis ||| <kind>=<logprob> ||| score``, the kind of the system's models:
+        ``lstm``, ``gru``, ``cho``, ``attention``, ``transformer``),
         ``<out>/timing.json`` (:class:`s2s.artifacts.Timing`): seconds and sentences/s per beam
         width (the paper's cost claim).
 """
@@ -25,6 +27,10 @@ log = logging.getLogger("s2s.translate")
 HELP = ("decode the test set with one system of `systems` (the pipeline stage; for your own "
         "text see translate-text)")
 PATHS = ("--prepared", "--vocab", "--models", "--out")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "the system's output folder (hypotheses, n-best lists, timing)",
+}
 
 
 def stages(params: Params) -> list[Stage]:
@@ -59,7 +65,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     from s2s.artifacts import TIMING_FILE, BeamTiming, Timing
     from s2s.data.text import detokenize
     from s2s.data.vocab import Vocab
-    from s2s.decode.translate import check_search_size, load_members, translate
+    from s2s.decode.translate import check_lengths, check_search_size, load_members, translate
     from s2s.device import pick_device
     from s2s.io import atomic_write_lines, read_lines
 
@@ -70,12 +76,14 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     sys_cfg, cfg = params.systems[system], params.translate
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg.device)
+    device = pick_device(cfg.device, key="translate.device")
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
     model = load_members(sys_cfg.members, params=params, models_dir=models_dir, src_vocab=src_vocab,
                          tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
     sources = [src_vocab.encode(s) for s in read_lines(prepared_dir / "test.tok.en")]
+    check_lengths(sources, configs=[params.model_config(m) for m in sys_cfg.members], cfg=cfg,
+                  where=str(prepared_dir / "test.tok.en"))
     mm_dtype = precision.resolve(cfg.amp, device)
     log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,
              len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
@@ -84,6 +92,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     for beam in sys_cfg.beams:  # every beam checked before the first is decoded
         check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
                           device=device)
+    feature = arch.feature_name(params.model_config(m) for m in sys_cfg.members)
     beams: dict[int, BeamTiming] = {}
     for beam in sys_cfg.beams:
         t0 = time.perf_counter()
@@ -98,7 +107,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
         atomic_write_lines(out_dir / f"beam{beam}.tok.fr", best)
         atomic_write_lines(out_dir / f"beam{beam}.detok.fr", [detokenize(s, "fr") for s in best])
         atomic_write_lines(out_dir / f"beam{beam}.nbest", [
-            f"{i} ||| {tgt_vocab.decode(h.tokens)} ||| lstm={h.score:.6f} ||| {h.score:.6f}"
+            f"{i} ||| {tgt_vocab.decode(h.tokens)} ||| {feature}={h.score:.6f} ||| {h.score:.6f}"
             for i, hs in enumerate(hyps) for h in hs])
         beams[beam] = BeamTiming(sentences=len(sources), seconds=round(seconds, 3),
                                  sents_per_sec=round(len(sources) / seconds, 3))

@@ -23,6 +23,11 @@ log = logging.getLogger("s2s.vocab")
 
 HELP = "build the vocabularies"
 PATHS = ("--prepared", "--out", "--metrics")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "folder of the vocabularies (en.tsv, fr.tsv)",
+    "--metrics": "vocabulary sizes and UNK rates (JSON)",
+}
 
 
 def stages(params) -> list[Stage]:
