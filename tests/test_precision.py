@@ -251,3 +251,52 @@ def test_gru_step_is_nn_grus_step_in_fp32_and_close_in_bf16():
     assert h_new.dtype == torch.float32
     err = float((out - want_out).detach().abs().max())
     assert 1e-5 < err < 2e-2
+
+
+def tiny_transformer():
+    from s2s.arch.transformer import TransformerConfig
+
+    cfg = TransformerConfig(d_model=16, heads=4, kv_heads=2, ff_size=24, encoder_layers=1,
+                            decoder_layers=1, dropout=0.0, init_seed=3)
+    model = build_model(cfg, src_vocab=30, tgt_vocab=31, pad=0)
+    model.init_weights(3)
+    return model
+
+
+# How far a score may move with the batching (README, "Batching"): fp32 products are blocked
+# differently for other batch shapes (~1e-6 per step); bf16 products round to 8 bits, and the
+# kernels the CPU library picks depend on the number of rows (the Transformer's products over
+# sentence x position rows), so a bf16 step's log-probs can move by ~1e-2.
+BATCH_TOLERANCE = {None: 1e-4, BF16: 5e-2}
+
+
+@pytest.mark.parametrize("arch,cell", ARCHS + [("transformer", None)],
+                         ids=[f"{a}/{c}" for a, c in ARCHS] + ["transformer"])
+@pytest.mark.parametrize("mm_dtype", [None, BF16], ids=["fp32", "bf16"])
+def test_outputs_do_not_depend_on_the_batching_beyond_the_stated_tolerance(arch, cell, mm_dtype):
+    """The same sentences decoded in batches of 1, 3 and all 24 (one sentence's beams beside
+    other sentences, with more or less padding): fp32 gives the same hypotheses with scores
+    within 1e-4; bf16 scores of the same hypothesis within 5e-2 (a near-tie can then fall the
+    other way: bf16 hypotheses are not compared)."""
+    import random
+
+    torch.set_num_threads(1)
+    model = (tiny_transformer() if arch == "transformer" else tiny_model(arch, cell)).eval()
+    rng = random.Random(5)
+    sources = [[rng.randrange(3, 30) for _ in range(rng.randrange(1, 20))] for _ in range(24)]
+    runs = []
+    for per_batch in (1, 3, 24):  # at beam 12, translate batches batch_size sentences
+        cfg = TranslateConfig(batch_size=per_batch, max_len_a=1.0, max_len_b=4)
+        runs.append(translate(model, sources, cfg=cfg, beam=12, nbest=1, vocab=Specials,
+                              device=CPU, mm_dtype=mm_dtype))
+    worst = 0.0
+    for a, b in zip(runs[0], runs[-1]):
+        if mm_dtype is None:
+            assert a[0].tokens == b[0].tokens
+        if a[0].tokens == b[0].tokens:
+            worst = max(worst, abs(a[0].score - b[0].score))
+    print(f"{arch}/{cell} {mm_dtype}: worst score movement {worst:.2e}")
+    assert worst <= BATCH_TOLERANCE[mm_dtype], worst
+    for a, b in zip(runs[1], runs[-1]):  # and the middle batching
+        if a[0].tokens == b[0].tokens:
+            assert abs(a[0].score - b[0].score) <= BATCH_TOLERANCE[mm_dtype]

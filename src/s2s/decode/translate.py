@@ -99,7 +99,11 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
               vocab: Vocab, device: torch.device, desc: str = "",
               mm_dtype: torch.dtype | None = None) -> list[list[Hypothesis]]:
     """n-best hypotheses for every source, in input order. Batches hold sentences of similar
-    length (less padding); the output does not depend on how they are batched.
+    length (less padding). In fp32 the output does not depend on how they are batched (the
+    scores within 1e-4); in bf16 a score can move by up to ~1e-2 with the batch, where the CPU
+    library picks its bf16 kernels by the number of rows (the Transformer's products over
+    sentence x position rows), and a near-tie can then fall the other way (README, "Speed and
+    precision"; tests/test_precision.py pins both bounds for every architecture).
 
     ``mm_dtype`` (bf16, ``s2s.precision``): the search runs with bf16 matmuls, and it alone
     decides which hypotheses a list holds and in what order, so the first entry of an n-best
