@@ -127,6 +127,17 @@ def _cmd_score(a, _params):
               f"{a.system}: mean {d['system_mean']:.2f} +- {d['system_ci']:.2f}")
 
 
+def _cmd_verify(a, _params):
+    from s2s import verify
+
+    try:
+        status = verify.main(a.run, a.against)
+    except verify.NotARun as e:
+        log.error("%s", e)
+        raise SystemExit(2) from None
+    raise SystemExit(status)
+
+
 def _cmd_exps(a, _params):
     from s2s import experiments
 
@@ -419,6 +430,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--width", type=int, default=160,
                    help="widest line; more experiments go into further blocks")
 
+    s = sub.add_parser(
+        "verify", formatter_class=_Help,
+        help="does a rerun reproduce a published run? every number and claim, compared",
+        description="Compares every number of RUN's metrics (training perplexities, tokenised "
+                    "BLEU of every system and rescoring output) with the reference's: identical, "
+                    "within the spread the reference's own seeds give (twice their standard "
+                    "deviation), or different; then each claim's verdict. Exit status 0 when "
+                    "every claim has the reference's verdict, 1 when not, 2 when RUN or the "
+                    "reference is not a run or they are of different profiles.")
+    s.set_defaults(fn=_cmd_verify)
+    s.add_argument("run", type=Path, help="a run: a folder with params.yaml and metrics/")
+    s.add_argument("--against", type=Path, default=Path("reports/default"),
+                   help="the reference run (the published default run)")
+
     s = sub.add_parser("dag", help="write dvc.yaml from params (write) or check it is current",
                        description="dvc.yaml is generated from the parameter file and the stage "
                                    "modules (src/s2s/stages): run `s2s dag write` after adding "
@@ -470,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("profile", "dag"):
             (_cmd_profile if args.command == "profile" else _cmd_dag)(args, args.params)
             return 0
-        if args.command in ("score", "translate-text", "exps"):  # params only where named
+        if args.command in ("score", "translate-text", "exps", "verify"):  # params where named
             args.fn(args, args.params)
             return 0
         params = load(args.params)  # the whole file is validated before any stage works

@@ -1,0 +1,241 @@
+"""`s2s verify RUN [--against reports/default]`: does a rerun reproduce a published run?
+
+Training runs its products in bf16 where the CPU has a bf16 engine, and bf16 kernels differ
+between CPU kinds (Intel AMX, AMD AVX512-BF16) and thread counts, so a rerun on another machine
+is not bit-identical to the published run. This compares every number of RUN's metrics with the
+reference's and says, per number:
+
+- ``identical``: the same value as written (bit-identical runs agree to every digit);
+- ``within the seed spread``: the difference is at most twice the standard deviation that the
+  reference's own seeds give that number (models of one configuration but their seeds, such as
+  reversed_1..5: their dev and test perplexity, and the BLEU of one-model systems of them);
+  a model or system without seeds of its own takes its group's relative spread ("borrowed");
+- ``different``: outside that, with both values.
+
+Then one line per claim (``metrics/claims.json``): the same verdict or not; a claim missing from
+either run is "not run", never a verdict. The exit status is 0 when every claim of the reference
+has the same verdict in RUN, 1 otherwise; 2 when RUN or the reference is not a run, or they are
+runs of different profiles.
+
+A run is a folder with ``params.yaml`` and ``metrics/`` (``train/<model>.json``, ``bleu.json``,
+``claims.json``): a project after ``dvc repro``, or a published copy such as ``reports/default``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from s2s.artifacts import ArtifactError, Bleu, TrainMetrics
+from s2s.config import ConfigError, Params, load
+
+TRAIN_NUMBERS = ("dev_ppl", "test_ppl", "best_dev_ppl")  # timings differ between any two runs
+SEEDS = ("init_seed", "order_seed")
+IDENTICAL, WITHIN, DIFFERENT, MISSING = ("identical", "within the seed spread", "different",
+                                         "not in both runs")
+
+
+class NotARun(ValueError):
+    """A folder that is not a run (or a run of another profile): exit status 2."""
+
+
+@dataclass(frozen=True)
+class Run:
+    root: Path
+    params: Params
+    train: dict[str, TrainMetrics]
+    bleu: Bleu | None
+    claims: dict[str, str] | None
+
+
+def read_run(root: Path) -> Run:
+    """The run in `root`; NotARun (one line) when it is none."""
+    root = Path(root)
+    params_file, metrics = root / "params.yaml", root / "metrics"
+    if not params_file.is_file() or not (metrics / "train").is_dir():
+        raise NotARun(f"{root}: not a run (a run has params.yaml and metrics/train/; "
+                      f"run `dvc repro` there, or give a published copy such as "
+                      f"reports/default)")
+    try:
+        params = load(params_file)
+        train = {}
+        for p in sorted((metrics / "train").glob("*.json")):
+            m = TrainMetrics.read(p)
+            train[m.model] = m
+        bleu = Bleu.read(metrics / "bleu.json") if (metrics / "bleu.json").is_file() else None
+        claims = (json.loads((metrics / "claims.json").read_text(encoding="utf-8"))
+                  if (metrics / "claims.json").is_file() else None)
+    except (ConfigError, ArtifactError, json.JSONDecodeError) as e:
+        raise NotARun(f"{root}: not a readable run: {e}") from None
+    if not train:
+        raise NotARun(f"{root}: not a run: metrics/train/ holds no model's metrics")
+    return Run(root, params, train, bleu, claims if isinstance(claims, dict) else None)
+
+
+def seed_groups(params: Params) -> list[tuple[str, ...]]:
+    """The models that differ only in their seeds, in groups of two or more."""
+    from s2s.arch import config_record
+
+    groups: dict[str, list[str]] = {}
+    for name in params.models:
+        record = {k: v for k, v in config_record(params.model_config(name)).items()
+                  if k not in SEEDS}
+        recipe = dataclasses.asdict(params.train_config(name))
+        groups.setdefault(json.dumps([record, recipe], sort_keys=True, default=str),
+                          []).append(name)
+    return [tuple(g) for g in groups.values() if len(g) > 1]
+
+
+@dataclass(frozen=True)
+class Line:
+    key: str
+    reference: float | None
+    run: float | None
+    verdict: str
+    tolerance: float | None = None
+    basis: str = ""  # whose seeds gave the tolerance
+
+
+def _spread(values: list[float]) -> float | None:
+    return statistics.stdev(values) if len(values) > 1 else None
+
+
+class Spreads:
+    """Twice the seed standard deviation of each number of the reference, where its seeds give
+    one (or, borrowed as a relative spread, where another group's seeds do)."""
+
+    def __init__(self, ref: Run):
+        self.ref = ref
+        self.groups = seed_groups(ref.params)
+        self.of_model = {m: g for g in self.groups for m in g}
+        one_model = {s.members[0]: (name, max(s.beams)) for name, s in ref.params.systems.items()
+                     if len(s.members) == 1}
+        # per group, the tokenised BLEU of its members' one-model systems (their widest beam)
+        self.bleu_of = {g: [v for v in (self._bleu(*one_model[m]) for m in g if m in one_model)
+                            if v is not None] for g in self.groups}
+
+    def _bleu(self, system: str, beam: int) -> float | None:
+        entry = self.ref.bleu.translation(system, beam) if self.ref.bleu else None
+        return getattr(entry, "bleu_tok", None)
+
+    def train(self, model: str, key: str, value: float | None) -> tuple[float | None, str]:
+        values = {g: [getattr(self.ref.train[m], key) for m in g if m in self.ref.train]
+                  for g in self.groups}
+        if model in self.of_model:
+            group = self.of_model[model]
+            return _twice_sd(values[group]), label(group)
+        return _borrow(values, value)
+
+    def bleu(self, members: tuple[str, ...], value: float | None) -> tuple[float | None, str]:
+        if len(members) == 1 and members[0] in self.of_model:
+            group = self.of_model[members[0]]
+            tol = _twice_sd(self.bleu_of[group])
+            if tol is not None:
+                return tol, label(group)
+        return _borrow(self.bleu_of, value)
+
+
+def label(group: tuple[str, ...]) -> str:
+    return f"{group[0]}..{group[-1]}" if len(group) > 2 else " and ".join(group)
+
+
+def _twice_sd(values: list[float]) -> float | None:
+    return 2 * statistics.stdev(values) if len(values) > 1 else None
+
+
+def _borrow(per_group: dict[tuple[str, ...], list[float]], value: float | None
+            ) -> tuple[float | None, str]:
+    """The relative spread of the group with the most seeds, applied to `value`."""
+    group = max((g for g, v in per_group.items() if len(v) > 1), key=lambda g: len(per_group[g]),
+                default=None)
+    if group is None or value is None or not statistics.fmean(per_group[group]):
+        return None, ""
+    values = per_group[group]
+    rel = statistics.stdev(values) / abs(statistics.fmean(values))
+    return 2 * rel * abs(value), f"borrowed from {label(group)}"
+
+
+def compare(run: Run, ref: Run) -> tuple[list[Line], list[tuple[str, str, str, str]]]:
+    """The numbers, then the claims: (id, reference verdict, run verdict, same / not)."""
+    if run.params.profile != ref.params.profile:
+        raise NotARun(f"{run.root} is a run of profile '{run.params.profile}', {ref.root} of "
+                      f"'{ref.params.profile}': compare runs of one profile")
+    spreads = Spreads(ref)
+    lines: list[Line] = []
+    for model in ref.params.models:
+        for key in TRAIN_NUMBERS:
+            a = getattr(ref.train.get(model), key, None)
+            b = getattr(run.train.get(model), key, None)
+            lines.append(_line(f"train.{model}.{key}", a, b, *spreads.train(model, key, a)))
+    if ref.bleu is not None:
+        for system, beams in ref.bleu.translate.items():
+            members = ref.params.systems[system].members if system in ref.params.systems else ()
+            for beam, entry in beams.items():
+                a = getattr(entry, "bleu_tok", None)
+                b = getattr(run.bleu.translation(system, beam) if run.bleu else None, "bleu_tok",
+                            None)
+                lines.append(_line(f"bleu.{system}.b{beam}", a, b, *spreads.bleu(members, a)))
+        for name, entry in ref.bleu.rescore.items():
+            a = getattr(entry, "bleu_tok", None)
+            b = getattr(run.bleu.rescoring(name) if run.bleu else None, "bleu_tok", None)
+            lines.append(_line(f"rescore.{name}", a, b, *spreads.bleu((), a)))
+    claims = []
+    for cid, verdict in (ref.claims or {}).items():
+        mine = (run.claims or {}).get(cid)
+        if mine is None:
+            claims.append((cid, verdict, "not run", "not run: no verdict in "
+                           f"{run.root}/metrics/claims.json"))
+        else:
+            claims.append((cid, verdict, mine, "same verdict" if mine == verdict
+                           else "another verdict"))
+    return lines, claims
+
+
+def _line(key: str, a: float | None, b: float | None, tol: float | None, basis: str) -> Line:
+    if a is None or b is None or (isinstance(a, float) and math.isnan(a)):
+        return Line(key, a, b, MISSING)
+    if a == b:
+        return Line(key, a, b, IDENTICAL, tol, basis)
+    if tol is not None and abs(a - b) <= tol:
+        return Line(key, a, b, WITHIN, tol, basis)
+    return Line(key, a, b, DIFFERENT, tol, basis)
+
+
+def render(run: Run, ref: Run, lines: list[Line], claims) -> str:
+    groups = ", ".join(label(g) for g in seed_groups(ref.params)) or "none"
+    out = [f"{run.root} against {ref.root} (profile {ref.params.profile}); seeds of the "
+           f"reference: {groups}", ""]
+    width = max(len(x.key) for x in lines) if lines else 10
+    out.append(f"{'number':<{width}}  {'reference':>10}  {'this run':>10}  verdict")
+    for x in lines:
+        tol = (f" (2 sd {x.tolerance:.3g}, {x.basis})" if x.tolerance is not None
+               and x.verdict != IDENTICAL else "")
+        out.append(f"{x.key:<{width}}  {_num(x.reference):>10}  {_num(x.run):>10}  "
+                   f"{x.verdict}{tol}")
+    out += ["", "claims"]
+    for cid, a, b, same in claims:
+        out.append(f"  {cid:<20} {a:<26} {b:<26} {same}")
+    counts = {v: sum(x.verdict == v for x in lines) for v in (IDENTICAL, WITHIN, DIFFERENT,
+                                                              MISSING)}
+    same = sum(c[3] == "same verdict" for c in claims)
+    out += ["", ", ".join(f"{n} {v}" for v, n in counts.items() if n) +
+            f"; claims: {same} of {len(claims)} with the same verdict"]
+    return "\n".join(out) + "\n"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
+
+
+def main(run_dir: Path, against: Path) -> int:
+    ref, run = read_run(against), read_run(run_dir)
+    lines, claims = compare(run, ref)
+    print(render(run, ref, lines, claims), end="")
+    if ref.claims is None:
+        print("the reference has no metrics/claims.json: no verdict to compare")
+        return 1
+    return 0 if all(c[3] == "same verdict" for c in claims) else 1

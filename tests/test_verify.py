@@ -1,0 +1,98 @@
+"""`s2s verify`: a rerun's numbers against a reference run's, by the reference's seed spread,
+and the claims' verdicts; on copies of the smoke run's params and metrics."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+
+import pytest
+
+from conftest import BIN, run
+
+
+def _copy_run(smoke_repo, dest):
+    dest.mkdir(parents=True)
+    shutil.copy(smoke_repo / "params.yaml", dest / "params.yaml")
+    shutil.copytree(smoke_repo / "metrics", dest / "metrics")
+    return dest
+
+
+def _verify(cwd, *args):
+    return run([str(BIN / "s2s"), "verify", *map(str, args)], cwd, check=False)
+
+
+def _line(out: str, key: str) -> str:
+    return next(line for line in out.splitlines() if line.startswith(key + " "))
+
+
+@pytest.fixture
+def runs(smoke_repo, tmp_path):
+    return _copy_run(smoke_repo, tmp_path / "ref"), _copy_run(smoke_repo, tmp_path / "rerun")
+
+
+def test_a_run_against_itself_is_identical_in_every_number_and_claim(runs, tmp_path):
+    ref, rerun = runs
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "within" not in proc.stdout and "different" not in proc.stdout
+    assert "seeds of the reference: reversed_1..reversed_5" in proc.stdout
+    assert _line(proc.stdout, "train.reversed_1.dev_ppl").endswith("identical")
+    claims = json.loads((ref / "metrics/claims.json").read_text())
+    assert claims and f"claims: {len(claims)} of {len(claims)} with the same verdict" in proc.stdout
+
+
+def _edit_train(run_dir, model, **values):
+    path = run_dir / "metrics/train" / f"{model}.json"
+    m = json.loads(path.read_text())
+    m.update(values)
+    path.write_text(json.dumps(m))
+
+
+def test_numbers_within_twice_the_seed_sd_are_within_the_spread_and_others_differ(runs,
+                                                                                   tmp_path):
+    ref, rerun = runs
+    devs = [json.loads((ref / f"metrics/train/reversed_{i}.json").read_text())["dev_ppl"]
+            for i in range(1, 6)]
+    sd = statistics.stdev(devs)
+    base = devs[0]
+    _edit_train(rerun, "reversed_1", dev_ppl=base + 1.5 * sd)  # inside 2 sd
+    _edit_train(rerun, "reversed_2", dev_ppl=devs[1] + 3 * sd)  # outside
+    fwd = json.loads((ref / "metrics/train/forward.json").read_text())["test_ppl"]
+    _edit_train(rerun, "forward", test_ppl=fwd * 1.0001)  # forward has no seeds: borrowed
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 0  # the claims' verdicts did not change
+    inside = _line(proc.stdout, "train.reversed_1.dev_ppl")
+    assert "within the seed spread" in inside and "reversed_1..reversed_5" in inside
+    assert f"{2 * sd:.3g}" in inside
+    outside = _line(proc.stdout, "train.reversed_2.dev_ppl")
+    assert "different" in outside and f"{devs[1]:.4g}" in outside
+    borrowed = _line(proc.stdout, "train.forward.test_ppl")
+    assert "borrowed from reversed_1..reversed_5" in borrowed
+
+
+def test_another_verdict_or_a_missing_claim_fails_the_verification(runs, tmp_path):
+    ref, rerun = runs
+    claims_file = rerun / "metrics/claims.json"
+    claims = json.loads(claims_file.read_text())
+    first = next(iter(claims))
+    claims[first] = "holds" if claims[first] != "holds" else "does not hold"
+    claims_file.write_text(json.dumps(claims))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 1 and "another verdict" in _line(proc.stdout, f"  {first}")
+    claims_file.unlink()
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 1 and "not run: no verdict" in proc.stdout
+
+
+def test_a_folder_that_is_not_a_run_or_a_run_of_another_profile_is_exit_2(runs, tmp_path):
+    ref, rerun = runs
+    (tmp_path / "empty").mkdir()
+    proc = _verify(tmp_path, tmp_path / "empty", "--against", ref)
+    assert proc.returncode == 2 and "not a run" in proc.stderr and "Traceback" not in proc.stderr
+    params = rerun / "params.yaml"
+    params.write_text(params.read_text().replace("profile: smoke", "profile: default", 1))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 2
+    assert "profile 'default'" in proc.stderr and "of 'smoke'" in proc.stderr
