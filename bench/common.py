@@ -216,20 +216,10 @@ def quiet_progress(**kwargs):
 
 
 def cpu_kind() -> str:
-    """This machine's CPU in words, with the bf16 hardware that decides bf16 speed and bits:
-    "Intel Xeon ... (AMX)" or "AMD EPYC ... (AVX512-BF16, no AMX)"."""
-    name, flags = "unknown CPU", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and name == "unknown CPU":
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    hw = ("AMX" if "amx_bf16" in flags else "AVX512-BF16, no AMX" if "avx512_bf16" in flags
-          else "no bf16 engine")
-    return f"{name} ({hw}), {os.cpu_count()} CPUs"
+    """The CPU and its bf16 engine, with the core count (s2s.precision.cpu_kind)."""
+    from s2s.precision import cpu_kind as kind
+
+    return f"{kind()}, {os.cpu_count()} CPUs"
 
 
 def machine_line(threads: int) -> str:

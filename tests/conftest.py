@@ -19,18 +19,22 @@ MIRROR = Path(os.environ.get("S2S_MIRROR", ROOT.parent / "shared" / "data")).res
 BIN = Path(sys.executable).parent  # the environment's scripts: s2s, dvc
 
 
-RNN_TRAIN = {f"train-{m}" for m in ("forward", "reversed_1", "reversed_2", "reversed_3",
-                                     "reversed_4", "reversed_5", "reversed_fb1", "baseline",
-                                     "gru", "attention")}
-RNN_TRANSLATE = {f"translate-{s}" for s in ("forward", "reversed", "reversed_fb1", "ensemble5",
-                                            "ensemble2", "baseline", "gru", "attention")}
+SINGLE_LSTMS = ("forward", "forward_2", "forward_3", "reversed_1", "reversed_2", "reversed_3",
+                "reversed_4", "reversed_5", "reversed_fb1", "reversed_fb1_2", "reversed_fb1_3")
+RNN_TRAIN = {f"train-{m}" for m in (*SINGLE_LSTMS, "baseline", "gru", "attention")}
+RNN_TRANSLATE = {f"translate-{s}" for s in (
+    "forward", "forward_2", "forward_3", "reversed", "reversed_2", "reversed_3", "reversed_4",
+    "reversed_5", "reversed_fb1", "reversed_fb1_2", "reversed_fb1_3", "ensemble5", "ensemble2",
+    "baseline", "gru", "attention")}
 RESCORERS = {f"rescore-{r}" for r in ("forward", "reversed", "ensemble5", "gru")}
-# For the default and smoke profiles (the same names): the stages whose dependencies name each file, written
-# out. A change to the file reruns exactly these (and what reads their outputs, if they change).
+# For the default and smoke profiles (the same names): the stages whose dependencies name each
+# file, written out. A change to the file reruns exactly these (and what reads their outputs, if
+# they change).
 EXPECTED_READERS = {
     "model/transformer.py": {"train-transformer", "translate-transformer", "attention"},
-    "model/lstm.py": RNN_TRAIN | RNN_TRANSLATE | RESCORERS | {"analyze", "attention"},
-    "decode/beam.py": RNN_TRANSLATE | {"translate-transformer"} | RESCORERS | {"rescore-oracle"},
+    "model/lstm.py": RNN_TRAIN | RNN_TRANSLATE | RESCORERS | {"analyze", "attention", "timing"},
+    "decode/beam.py": RNN_TRANSLATE | {"translate-transformer"} | RESCORERS | {"rescore-oracle",
+                                                                              "timing"},
     "evaluate/bleu.py": RESCORERS | {"rescore-oracle", "evaluate", "report"},
     "report/tables.py": {"report"},
 }

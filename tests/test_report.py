@@ -233,9 +233,12 @@ def test_systems_without_a_paper_row_get_a_table_of_their_own(report):
     gru = report["bleu"]["translate"]["gru"]["12"]
     # the rest answer Table 1 rows (the Transformer at beam 12 its modern-reference row)
     # (the baseline at beam 12: its lists come from its widest beam, which answers Table 1's row)
-    assert df["method"].tolist() == ["ours only: reversed_fb1, beam 12",
-                                     "ours only: baseline, beam 12", "ours only: gru, beam 12",
-                                     "ours only: transformer, beam 1",
+    seeds = [f"ours only: {s}, beam 12" for s in ("forward_2", "forward_3", "reversed_2",
+                                                   "reversed_3", "reversed_4", "reversed_5",
+                                                   "reversed_fb1_2", "reversed_fb1_3")]
+    assert df["method"].tolist() == ["ours only: reversed_fb1, beam 12", *seeds[:2], *seeds[2:6],
+                                     *seeds[6:], "ours only: baseline, beam 12",
+                                     "ours only: gru, beam 12", "ours only: transformer, beam 1",
                                      "ours only: transformer, beam 2"]
     df = df[df["method"] == "ours only: gru, beam 12"].reset_index(drop=True)
     assert float(df.loc[0, "ours_bleu_tok"]) == gru["bleu_tok"]
@@ -274,7 +277,11 @@ def test_perplexity_cost_and_claims_are_computed(report):
     claims = pd.read_csv(out / "tables" / "claims.csv")
     assert len(claims) == 6
     assert set(claims["here"]) <= {"holds at this scale", "does not hold at this scale",
-                                   "cannot tell"}
+                                   "no significant difference", "cannot tell"}
+    # one timing per system (no timing stage here): the cost claim gives the numbers, no verdict
+    cost_claim = claims[claims["claim"].str.startswith("5 models at beam 2")].iloc[0]
+    assert cost_claim["here"] == "no significant difference"
+    assert "one timing each" in cost_claim["numbers"]
     assert "The paper's claims, checked" in md
 
 
@@ -367,7 +374,7 @@ def test_html_renders_in_headless_chromium(report, tmp_path):
     captions = " ".join(p.captions)
     assert "Table 1" in captions and "Table 2" in captions
     tables_ = [a for t, a in p.tags if t == "table"]
-    assert {"table1", "table2"} <= {a.get("id") for a in tables_}
+    assert {"table-table1", "table-table2"} <= {a.get("id") for a in tables_}
     imgs = [a for t, a in p.tags if t == "img"]
     figures = list((report["out"] / "figures").glob("*.png"))  # every figure, embedded
     assert len(imgs) == len(figures) >= 3
@@ -406,8 +413,34 @@ def _train(train: dict[str, dict]) -> dict[str, TrainMetrics]:
         for model, m in train.items()}
 
 
-def test_claims_follow_the_numbers():
-    params = load(FIXTURE)
+def _seeded(tmp_path) -> object:
+    """The fixture's params with three forward and three reversed models, paired on seeds
+    (forward_k and reversed_k share init and order seeds), each a one-model system."""
+    import yaml
+
+    raw = yaml.safe_load(FIXTURE.read_text())
+    for k in (2, 3):
+        raw["models"][f"forward_{k}"] = {"init_seed": k, "order_seed": k}
+        raw["models"][f"reversed_{k}"] = {"reverse_source": True, "init_seed": k, "order_seed": k}
+        for side in ("forward", "reversed"):
+            raw["systems"][f"{side}_{k}"] = {"members": [f"{side}_{k}"], "beams": [1, 12]}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return load(path)
+
+
+def _interval(lo, hi):
+    from s2s.evaluate.significance import Difference
+
+    return lambda a, b: Difference(0, 0, (lo + hi) / 2, lo, hi, 0.5, 0, 0, 0, 0, 1000, 1)
+
+
+def _by_text(items):
+    return {c.claim.split(" (")[0]: c for c in items}
+
+
+def test_with_one_seed_a_comparison_of_single_models_has_no_verdict():
+    params = load(FIXTURE)  # forward and reversed_1: one seed each (paired), no replicas
     train = {"forward": {"dev_ppl": 9.0, "test_ppl": 9.5}, "reversed_1": {"dev_ppl": 7.0}}
     bleu = {"translate": {"forward": {"1": _entry(10.0), "12": _entry(11.0)},
                           "reversed": {"1": _entry(12.0), "12": _entry(13.5)},
@@ -415,61 +448,80 @@ def test_claims_follow_the_numbers():
             "rescore": {"baseline": _entry(13.0), "forward": _entry(13.2),
                         "reversed": _entry(12.9), "oracle": _entry(20.0)}}
     cost = tables.cost_table(params, {})
-    got = {c.claim.split(" (")[0]: c
-           for c in claims_.claims(params, _bleu(bleu), _train(train), cost)}
-    assert got["Reversing the source lowers perplexity"].status == "holds"
-    rev = got["Reversing the source raises BLEU"]
-    assert rev.status == "holds" and "reversed 13.50 vs forward 11.00 (+2.50)" in rev.evidence
+    got = _by_text(claims_.claims(params, _bleu(bleu), _train(train), cost,
+                                  diff=_interval(0.5, 4.0)))
+    ppl = got["Reversing the source lowers perplexity"]
+    assert ppl.status == claims_.NO_DIFFERENCE and "1 seed pair: no interval" in ppl.evidence
+    assert "forward and reversed_1 differ in reverse_source; same seeds (paired)" in ppl.evidence
+    rev = got["Reversing the source raises BLEU"]  # significant on the sentences, one seed
+    assert rev.status == claims_.NO_DIFFERENCE
+    assert "reversed 13.50 vs forward 11.00 (+2.50" in rev.evidence
     assert got["An ensemble of 5 reversed LSTMs beats a single reversed LSTM"].status == \
         "cannot tell"
+    # the claims about one system at two beams and about rescoring rest on the bootstrap alone
     assert got["A wider beam helps"].status == "holds"
     resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
-    assert resc.status == "does not hold" and "higher for 1 of 2" in resc.evidence
+    assert resc.status == "holds" and "higher for 1 of 2" in resc.evidence
     assert got["5 models at beam 2 cost less than 1 model at beam 12"].status == "cannot tell"
 
-    # flip the numbers: the verdicts flip with them
-    train["reversed_1"]["dev_ppl"] = 9.5
-    bleu["translate"]["reversed"]["12"] = _entry(10.5)
-    bleu["rescore"]["reversed"] = _entry(13.1)
-    got = {c.claim.split(" (")[0]: c
-           for c in claims_.claims(params, _bleu(bleu), _train(train), cost)}
-    assert got["Reversing the source lowers perplexity"].status == "does not hold"
-    assert got["Reversing the source raises BLEU"].status == "does not hold"
-    assert got["A wider beam helps"].status == "does not hold"  # reversed: 12.0 -> 10.5
-    assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status == \
-        "holds"
+
+def test_single_model_claims_need_the_bootstrap_and_the_interval_over_seeds(tmp_path):
+    params = _seeded(tmp_path)
+    fwd_dev, rev_dev = [9.0, 9.3, 8.9], [7.0, 7.2, 6.8]
+    fwd_bleu, rev_bleu = [11.0, 11.4, 10.7], [13.5, 13.2, 13.9]
+
+    def run(fd, rd, fb, rb, diff):
+        names = [("forward", "forward"), ("forward_2", "forward_2"), ("forward_3", "forward_3")]
+        train = {m: {"dev_ppl": fd[i]} for i, (m, _) in enumerate(names)}
+        train |= {m: {"dev_ppl": rd[i]} for i, m in enumerate(
+            ("reversed_1", "reversed_2", "reversed_3"))}
+        translate = {s: {"1": _entry(fb[i] - 1), "12": _entry(fb[i])}
+                     for i, s in enumerate(("forward", "forward_2", "forward_3"))}
+        translate |= {s: {"1": _entry(rb[i] - 1), "12": _entry(rb[i])}
+                      for i, s in enumerate(("reversed", "reversed_2", "reversed_3"))}
+        bleu = _bleu({"translate": translate, "rescore": {}})
+        return _by_text(claims_.claims(params, bleu, _train(train),
+                                       tables.cost_table(params, {}), diff=diff))
+
+    got = run(fwd_dev, rev_dev, fwd_bleu, rev_bleu, _interval(0.2, 0.9))
+    ppl = got["Reversing the source lowers perplexity"]
+    assert ppl.status == claims_.HOLDS
+    assert "over seeds: forward 9.07 +- 0.21 (3 seeds) vs reversed 7.00 +- 0.20 (3 seeds)" \
+        in ppl.evidence and "95% interval over 3 seed pairs" in ppl.evidence
+    rev = got["Reversing the source raises BLEU"]
+    assert rev.status == claims_.HOLDS and "paired difference +2.50" in rev.evidence
+    # significant on the test sentences, but one seed pair goes the other way: no verdict
+    got = run(fwd_dev, [7.0, 9.9, 6.8], fwd_bleu, [13.5, 10.0, 13.9], _interval(0.2, 0.9))
+    assert got["Reversing the source lowers perplexity"].status == claims_.NO_DIFFERENCE
+    assert got["Reversing the source raises BLEU"].status == claims_.NO_DIFFERENCE
+    # consistent over seeds but not significant on the sentences: no verdict either
+    got = run(fwd_dev, rev_dev, fwd_bleu, rev_bleu, _interval(-0.3, 0.4))
+    assert got["Reversing the source raises BLEU"].status == claims_.NO_DIFFERENCE
+    # both the other way: does not hold
+    got = run(rev_dev, fwd_dev, rev_bleu, fwd_bleu, _interval(-0.9, -0.2))
+    assert got["Reversing the source lowers perplexity"].status == claims_.FAILS
+    assert got["Reversing the source raises BLEU"].status == claims_.FAILS
 
 
 def test_claims_use_the_bootstrap_intervals():
-    from s2s.evaluate.significance import Difference
-
     params = load(FIXTURE)
     bleu = {"translate": {"forward": {"1": _entry(10.0), "12": _entry(11.0)},
                           "reversed": {"1": _entry(12.0), "12": _entry(13.5)}},
             "rescore": {"baseline": _entry(13.0), "forward": _entry(13.2),
                         "reversed": _entry(13.9)}}
     cost = tables.cost_table(params, {})
-
-    def interval(lo, hi):
-        return lambda a, b: Difference(0, 0, (lo + hi) / 2, lo, hi, 0.5, 0, 0, 0, 0, 1000, 1)
-
-    got = {c.claim.split(" (")[0]: c
-           for c in claims_.claims(params, _bleu(bleu), {}, cost, diff=interval(-0.3, 0.4))}
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, cost, diff=_interval(-0.3, 0.4)))
     rev = got["Reversing the source raises BLEU"]
     assert rev.status == claims_.NO_DIFFERENCE  # +2.50, but the interval contains 0
     assert "95% CI of the difference -0.30 to +0.40" in rev.evidence
     assert got["A wider beam helps"].status == claims_.NO_DIFFERENCE
     assert "95% CI -0.30 to +0.40" in got["A wider beam helps"].evidence
-    got = {c.claim.split(" (")[0]: c
-           for c in claims_.claims(params, _bleu(bleu), {}, cost, diff=interval(0.2, 0.9))}
-    assert got["Reversing the source raises BLEU"].status == claims_.HOLDS
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, cost, diff=_interval(0.2, 0.9)))
     assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status == \
         claims_.HOLDS
-    got = {c.claim.split(" (")[0]: c
-           for c in claims_.claims(params, _bleu(bleu), {}, cost, diff=interval(-0.9, -0.2))}
-    assert got["Reversing the source raises BLEU"].status == claims_.FAILS
-    shown = claims_.claims_table(list(got.values()))
-    assert "no significant difference" not in set(shown["here"])
+    assert got["A wider beam helps"].status == claims_.HOLDS
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, cost, diff=_interval(-0.9, -0.2)))
+    assert got["A wider beam helps"].status == claims_.FAILS
 
 
 def test_conditions_every_row_shares_are_stated_once():
@@ -493,15 +545,31 @@ def test_rescoring_claim_counts_only_lstm_rescorers():
     assert "gru" not in resc.evidence  # a GRU model is not the paper's LSTM
 
 
-def test_cost_claim_compares_time_per_sentence():
+def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
+    from s2s.artifacts import CostTiming, TimedSystem
+
     params = load(FIXTURE)
     costs = pd.DataFrame([
         {"system": "ensemble5", "beam": 2, "ms_per_sentence": 80.0},
         {"system": "reversed", "beam": 12, "ms_per_sentence": 100.0}])
-    c = claims_.cost_claim(params, costs)
-    assert c.status == "holds" and "80.0 ms/sentence vs reversed beam 12: 100.0" in c.evidence
-    costs.loc[0, "ms_per_sentence"] = 120.0
-    assert claims_.cost_claim(params, costs).status == "does not hold"
+    c = claims_.cost_claim(params, costs)  # one timing each: numbers, no verdict
+    assert c.status == claims_.NO_DIFFERENCE and "80.0 ms/sentence vs reversed beam 12: 100.0" \
+        in c.evidence and "one timing each" in c.evidence
+
+    def timed(ensemble, single):
+        return CostTiming(sentences=100, threads=1, precision="bf16", cpu="test CPU", systems=(
+            TimedSystem("ensemble5", 2, tuple(ensemble)), TimedSystem("reversed", 12,
+                                                                       tuple(single))))
+
+    c = claims_.cost_claim(params, costs, timed([80, 82, 79, 81, 80], [100, 99, 101, 102, 98]))
+    assert c.status == claims_.HOLDS and "5 repetitions in turns on 1 thread" in c.evidence
+    assert "difference +19.60 ms (95% interval" in c.evidence
+    # the margin of the published run (0.75 ms) inside the spread of the repetitions: no verdict
+    c = claims_.cost_claim(params, costs, timed([9.9, 10.4, 9.6, 10.2, 9.8],
+                                                [10.6, 9.6, 10.5, 9.9, 10.3]))
+    assert c.status == claims_.NO_DIFFERENCE
+    c = claims_.cost_claim(params, costs, timed([120, 121, 119, 122, 120], [100, 99, 101, 102, 98]))
+    assert c.status == claims_.FAILS
 
 
 def test_matplotlib_is_imported_only_by_the_report_figures():

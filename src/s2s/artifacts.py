@@ -3,6 +3,7 @@ for every stage that reads it.
 
 - ``metrics/bleu.json``: :class:`Bleu`, written by the evaluate stage;
 - ``outputs/translate/<system>/timing.json``: :class:`Timing`, by the translate stage;
+- ``outputs/timing/cost.json``: :class:`CostTiming`, by the timing stage;
 - ``metrics/train/<model>.json``: :class:`TrainMetrics`, by :mod:`s2s.train`;
 - ``data/raw/manifest.json``: :class:`Manifest`, by :mod:`s2s.data.download`.
 
@@ -220,6 +221,28 @@ class Timing(Record):
     threads: int
     precision: str  # s2s.precision.name: of the matmuls
     beams: dict[int, BeamTiming]
+
+
+# --- outputs/timing/cost.json --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimedSystem(Record):
+    system: str
+    beam: int
+    ms_per_sentence: tuple[float, ...]  # one per repetition, in the order they ran
+
+
+@dataclass(frozen=True)
+class CostTiming(Record):
+    """``outputs/timing/cost.json``: the cost claim's systems, decoded in turns (system 1, system
+    2, ..., then again), each `repetitions` times in one process on one thread."""
+
+    sentences: int
+    threads: int
+    precision: str
+    cpu: str
+    systems: tuple[TimedSystem, ...]
 
 
 # --- metrics/train/<model>.json ------------------------------------------------------------------

@@ -325,7 +325,7 @@ PATH_HELP = {
     "--rescore": "the rescore stages' folder", "--groups": "Figure 3 groups CSV",
     "--manifest": "the download manifest", "--attention": "the attention stage's weights.json",
     "--analysis": "the analyze stage's folder", "--plots": "DVC plot data folder",
-    "--claims": "the claims' verdicts (JSON)",
+    "--claims": "the claims' verdicts (JSON)", "--cost": "the timing stage's cost.json",
 }
 
 

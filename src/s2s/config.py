@@ -236,6 +236,16 @@ class AnalysisConfig:
 
 
 @dataclass(frozen=True)
+class TimingConfig:
+    """The timing stage (the paper's cost claim): the systems the claim compares (paper.yaml
+    ``claims.cost.rows``, answered by `report.table1`) decode the test set in turns, each
+    `repetitions` times in one process on one thread."""
+
+    repetitions: int = field(default=5, metadata=rng(2))
+    sentences: int = field(default=0, metadata=rng(0))  # the first N test sentences; 0: all
+
+
+@dataclass(frozen=True)
 class StageResources:
     """What one job of a stage asks a scheduler for (Snakemake, SLURM). No result depends on
     these, so no stage lists them in dvc.yaml. `gpus` > 1 for `train`: data-parallel training."""
@@ -264,6 +274,7 @@ class Params:
     evaluate: EvaluateConfig = EvaluateConfig()
     report: ReportConfig = ReportConfig()
     analysis: AnalysisConfig = AnalysisConfig()
+    timing: TimingConfig = TimingConfig()
     # Keyed by stage kind (`train` for every train-M) or `default`; see resources_for().
     resources: dict[str, StageResources] = field(default_factory=dict)
     source: Path = Path(PARAMS_FILE)

@@ -21,7 +21,7 @@ import functools
 
 import torch
 
-__all__ = ["bf16_engine", "resolve", "autocast", "matmul_dtype", "describe", "full", "name"]
+__all__ = ["bf16_engine", "cpu_kind", "resolve", "autocast", "matmul_dtype", "describe", "full", "name"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -34,6 +34,21 @@ def _cpu_flags() -> frozenset[str]:
     except OSError:
         pass
     return frozenset()
+
+
+def cpu_kind() -> str:
+    """This machine's CPU in words, with its bf16 engine, which decides bf16 speed and bits:
+    e.g. "AMD EPYC (AVX512-BF16)", "Intel Xeon ... (Intel AMX-BF16)"."""
+    name = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{name} ({bf16_engine(torch.device('cpu')) or 'no bf16 engine'})"
 
 
 def bf16_engine(device: torch.device) -> str | None:

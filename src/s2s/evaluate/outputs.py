@@ -38,6 +38,9 @@ def timing_file(translate_dir: Path, system: str) -> Path:
     return Path(translate_dir) / system / TIMING_FILE
 
 
+COST_FILE = "outputs/timing/cost.json"  # the timing stage's (s2s.artifacts.CostTiming)
+
+
 def rescore_stage_dir(rescore_dir: Path, rescorer: str) -> Path:
     """The folder rescore stage `rescorer` (a rescorer, or ``oracle``) writes into."""
     return Path(rescore_dir) / rescorer

@@ -58,7 +58,7 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     ppl = tables.perplexity_table(params, art.train)
     trained = tables.models_table(params, art.train)
     cost = tables.cost_table(params, art.timing)
-    checks = claims_.claims(params, art.bleu, art.train, cost, diff=art.diff)
+    checks = claims_.claims(params, art.bleu, art.train, cost, diff=art.diff, timed=art.cost)
     cost_check = checks[-1]
     if art.analysis_dir is not None:
         checks += analysis_sections.claims(art.analysis_dir)

@@ -9,14 +9,16 @@ there). No I/O, no plotting.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import pandas as pd
 
-from s2s.artifacts import Bleu, Scored, TrainMetrics
+from s2s.artifacts import Bleu, CostTiming, Scored, TrainMetrics
 from s2s.config import Params
 from s2s.evaluate.outputs import BASELINE
+from s2s.report import seeds
 from s2s.report.paper import Ours, answer, paper
 from s2s.report.tables import baseline_ref, bleu_entry, perplexity_models
 
@@ -42,7 +44,7 @@ DiffFn = Callable[[Ours, Ours], Any]
 
 
 def claims(params: Params, bleu: Bleu, train: dict[str, TrainMetrics], costs: pd.DataFrame,
-           diff: DiffFn | None = None) -> list[Claim]:
+           diff: DiffFn | None = None, timed: CostTiming | None = None) -> list[Claim]:
     """Each of the paper's main claims, checked against our numbers. With ``diff``, every BLEU
     difference a claim rests on carries its paired-bootstrap 95% interval (tokenised BLEU), and a
     difference whose interval contains 0 is no significant difference."""
@@ -54,7 +56,7 @@ def claims(params: Params, bleu: Bleu, train: dict[str, TrainMetrics], costs: pd
         "ensemble": _compare_rows(params, bleu, "ensemble", diff),
         "wider_beam": wider_beam(params, bleu, spec["wider_beam"].text, diff),
         "rescoring": rescoring(params, bleu, spec["rescoring"].text, diff),
-        "cost": cost_claim(params, costs),
+        "cost": cost_claim(params, costs, timed),
     }
     return [dataclasses.replace(c, key=k) for k, c in checks.items()]
 
@@ -69,7 +71,9 @@ def claims_table(items: list[Claim]) -> pd.DataFrame:
 
 
 def reversal_perplexity(params: Params, train: dict[str, TrainMetrics], text: str) -> Claim:
-    """The reversed model's dev perplexity is below the forward model's (§3.3)."""
+    """The reversed model's dev perplexity is below the forward model's (§3.3), over seeds: the
+    forward and reversed replicas paired on their seeds (:mod:`s2s.report.seeds`); holds when the
+    95% interval over seeds of the paired difference is above 0."""
     models = perplexity_models(params)
     fwd, rev = models.get("forward"), models.get("reversed")
     f, r = train.get(fwd or ""), train.get(rev or "")
@@ -77,7 +81,18 @@ def reversal_perplexity(params: Params, train: dict[str, TrainMetrics], text: st
         return Claim(text, UNKNOWN, f"training metrics of '{fwd}' or '{rev}' missing")
     ev = (f"dev ppl: {fwd} {f.dev_ppl:.2f} vs {rev} {r.dev_ppl:.2f}; "
           f"test ppl: {f.test_ppl:.2f} vs {r.test_ppl:.2f}")
-    return Claim(text, _verdict(r.dev_ppl < f.dev_ppl), ev)
+    fs, rs = _system_of(params, fwd), _system_of(params, rev)
+    stats = None
+    if fs and rs:
+        def ppl(system: str) -> float | None:
+            m = train.get(params.systems[system].members[0])
+            return m.dev_ppl if m else None
+
+        stats = seeds.paired(params, rs, fs, ppl)  # forward - reversed: > 0 where reversal helps
+        ev += f"; {seeds.design(params, fs, rs)}"
+    if stats is not None:
+        ev += f"; dev ppl {stats.describe('forward', 'reversed')}"
+    return Claim(text, _SIGN[seeds.verdict(None, stats)], ev)
 
 
 def wider_beam(params: Params, bleu: Bleu, text: str, diff: DiffFn | None = None) -> Claim:
@@ -159,12 +174,34 @@ def _score(bleu: Bleu, ours: Ours) -> float | None:
     return e.bleu_tok if isinstance(e, Scored) else None
 
 
-def cost_claim(params: Params, costs: pd.DataFrame) -> Claim:
+def cost_claim(params: Params, costs: pd.DataFrame, timed: CostTiming | None = None) -> Claim:
     """Table 1's caption: the ensemble at a narrow beam costs less per sentence than a single
     model at the widest (paper.yaml ``claims.cost.rows``: the ensemble's row, then the single
-    models' rows; the first single model that was timed counts)."""
+    models' rows; the first single model that was timed counts). With the timing stage's
+    `timed` (its systems decoded in turns, in one process on one thread), holds when the 95%
+    t-interval over the repetitions of the paired difference (single - ensemble, ms/sentence) is
+    above 0, does not hold when it is below; without it (one timing per system, from the
+    translate stages), no verdict beyond the two numbers can be given."""
     spec = paper().claims["cost"]
     ensemble, *singles = (answer(params, "table1", r) for r in spec.rows)
+    if timed is not None:
+        runs = {(t.system, t.beam): t.ms_per_sentence for t in timed.systems}
+        e = runs.get((ensemble.system, ensemble.beam)) if ensemble else None
+        single = next((o for o in singles if o is not None and (o.system, o.beam) in runs),
+                      None)
+        if e is not None and single is not None:
+            s = runs[(single.system, single.beam)]
+            stats = seeds.SeedStats(worse=tuple(s), better=tuple(e),
+                                    diffs=tuple(a - b for a, b in zip(s, e)))
+            iv = stats.interval
+            way = stats.excludes_zero()
+            ev = (f"{_name(ensemble)} {statistics.fmean(e):.2f} +- {_sd(e):.2f} ms/sentence vs "
+                  f"{_name(single)} {statistics.fmean(s):.2f} +- {_sd(s):.2f}, {len(e)} "
+                  f"repetitions in turns on {timed.threads} thread ({timed.cpu}, "
+                  f"{timed.precision}, {timed.sentences} sentences); difference "
+                  f"{stats.mean:+.2f} ms" + (f" (95% interval {iv[0]:+.2f} to {iv[1]:+.2f})"
+                                             if iv else ""))
+            return Claim(spec.text, _SIGN[way], ev)
 
     def per_sentence(ours: Ours | None) -> float | None:
         if ours is None or ours.kind != "translate":
@@ -174,15 +211,20 @@ def cost_claim(params: Params, costs: pd.DataFrame) -> Claim:
         return None if v is None or v != v else float(v)
 
     e = per_sentence(ensemble)
-    single, timed = next(((per_sentence(o), o) for o in singles if per_sentence(o) is not None),
-                         (None, None))
+    single, timed_one = next(((per_sentence(o), o) for o in singles
+                              if per_sentence(o) is not None), (None, None))
     if e is None or single is None:
         missing = [w for w, v in ((_name(ensemble), e),
                                   (_single_name(singles), single)) if v is None]
         return Claim(spec.text, UNKNOWN, f"no timing for {' and '.join(missing)}")
-    return Claim(spec.text, _verdict(e < single),
-                 f"{_name(ensemble)}: {e:.1f} ms/sentence vs {_name(timed)}: "
-                 f"{single:.1f} ms/sentence")
+    return Claim(spec.text, NO_DIFFERENCE,
+                 f"{_name(ensemble)}: {e:.1f} ms/sentence vs {_name(timed_one)}: "
+                 f"{single:.1f} ms/sentence, one timing each (the translate stages'): no "
+                 f"interval, so no verdict (the timing stage gives one)")
+
+
+def _sd(values) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -201,14 +243,33 @@ def _compare_rows(params: Params, bleu: Bleu, claim: str, diff: DiffFn | None) -
 
 def _compare_systems(params: Params, bleu: Bleu, claim: str, worse: str, better: str,
                      diff: DiffFn | None = None) -> Claim:
+    """`better` beats `worse` at their widest common beam: on the test sentences (the paired
+    bootstrap of these two systems) and over seeds (their replicas, paired on seeds); holds when
+    both 95% intervals are above 0, does not hold when both are below."""
     beam = _common_beam(params, bleu, worse, better)
     if beam is None:
         return Claim(claim, UNKNOWN, f"no beam at which both '{worse}' and '{better}' were scored")
     lo, hi = _tok(bleu, worse, beam), _tok(bleu, better, beam)
     d = diff(Ours("translate", worse, beam), Ours("translate", better, beam)) if diff else None
-    return Claim(claim, _verdict_of([d], [hi - lo]),
-                 f"tokenized BLEU at beam {beam}: {better} {hi:.2f} vs {worse} {lo:.2f} "
-                 f"({hi - lo:+.2f}" + (f"; {_interval(d)}" if d is not None else "") + ")")
+    stats = seeds.paired(params, worse, better, lambda s: _tok(bleu, s, beam))
+    ev = (f"tokenized BLEU at beam {beam}: {better} {hi:.2f} vs {worse} {lo:.2f} "
+          f"({hi - lo:+.2f}" + (f"; {_interval(d)}" if d is not None else "") + ")")
+    if stats is not None:
+        ev += f"; {stats.describe(better, worse)}"
+    if seeds.replicas(params, worse) and seeds.replicas(params, better):
+        ev += f"; {seeds.design(params, worse, better)}"
+    if d is None:
+        return Claim(claim, _verdict_of([d], [hi - lo]), ev)
+    sign = (1 if d.delta > 0 else -1) if d.significant else 0
+    return Claim(claim, _SIGN[seeds.verdict(sign, stats)], ev)
+
+
+_SIGN = {1: HOLDS, -1: FAILS, 0: NO_DIFFERENCE}
+
+
+def _system_of(params: Params, model: str | None) -> str | None:
+    """The first one-model system of params `systems` whose member is `model`."""
+    return next((s for s, cfg in params.systems.items() if cfg.members == (model,)), None)
 
 
 def _tok(bleu: Bleu, system: str, beam: int) -> float | None:

@@ -1,6 +1,8 @@
 """The report's forget-gate-bias section: the gradient at initialisation by forget bias (the
 analyze stage's init_reach.csv) and each model trained with an opened forget gate beside the
-model of the paper's init it was cloned from (same everything but `forget_bias`)."""
+model of the paper's init it pairs with (its config but `forget_bias`, on the same seeds where
+params give it them: what differs is written from the configs, s2s.report.seeds.design), with
+the verdict over seeds."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from s2s.config import Params
-from s2s.report import figures, tables
+from s2s.report import figures, seeds, tables
 from s2s.report.inputs import Artifacts, read_analysis
 from s2s.report.paper import Ours
 from s2s.report.render import Image, Section, Table
@@ -24,7 +26,9 @@ def pairs(params: Params) -> list[tuple[str, str]]:
         if not getattr(cfg, "forget_bias", 0.0):
             continue
         plain = dataclasses.replace(cfg, forget_bias=0.0)
-        twin = next((m for m in params.models if m != name and dataclasses.replace(
+        same_seeds = next((m for m in params.models if m != name
+                           and params.model_config(m) == plain), None)
+        twin = same_seeds or next((m for m in params.models if m != name and dataclasses.replace(
             params.model_config(m), init_seed=plain.init_seed, order_seed=plain.order_seed)
                      == plain), None)
         if twin is not None:
@@ -48,6 +52,7 @@ def section(params: Params, art: Artifacts, fig_dir: Path, prose) -> Section | N
     analysis = read_analysis(art.analysis_dir) if art.analysis_dir is not None else None
     forget = analysis["forget"] if analysis is not None else None
     rows, verdicts = [], []
+    primary = found[:1]  # the first pair carries the verdict, over the seeds of all pairs
     for plain, opened in found:
         for model in (plain, opened):
             m = art.train.get(model)
@@ -62,20 +67,38 @@ def section(params: Params, art: Artifacts, fig_dir: Path, prose) -> Section | N
                 else None,
                 "encoder mean forget gate": (round(float(f["mean_f"].mean()), 3)
                                              if f is not None and len(f) else None)})
+        if (plain, opened) not in primary:
+            continue
         a, b = _system_of(params, plain), _system_of(params, opened)
         d = art.diff(Ours("translate", *a), Ours("translate", *b)) if (
             art.diff is not None and a and b) else None
         ma, mb = art.train.get(plain), art.train.get(opened)
-        if ma and mb:
+        if ma and mb and a and b:
             ppl = (f"dev perplexity {mb.dev_ppl:.2f} with the gate opened against {ma.dev_ppl:.2f}"
                    f" with the paper's init")
             bleu = (f"; BLEU {d.delta:+.2f} (95% CI {d.lo:+.2f} to {d.hi:+.2f}, paired bootstrap)"
                     if d is not None else "")
-            helps = mb.dev_ppl < ma.dev_ppl and (d is None or d.lo > 0)
-            hurts = mb.dev_ppl > ma.dev_ppl and (d is None or d.hi < 0)
-            word = ("helps here" if helps else "does not help here" if hurts else
-                    "makes no clear difference here (one seed each)")
-            verdicts.append(f"{opened} vs {plain}: {ppl}{bleu}: opening the gate {word}.")
+
+            def dev(system: str) -> float | None:
+                m = art.train.get(params.systems[system].members[0])
+                return m.dev_ppl if m else None
+
+            def tok(system: str) -> float | None:
+                e = tables.bleu_entry(art.bleu, "translate", system, b[1])
+                return e.bleu_tok if e is not None and tables.scored(e) else None
+
+            ppl_seeds = seeds.paired(params, b[0], a[0], dev)  # plain - opened: > 0 helps
+            bleu_seeds = seeds.paired(params, a[0], b[0], tok)  # opened - plain
+            boot = None if d is None else ((1 if d.delta > 0 else -1) if d.significant else 0)
+            ppl_way, bleu_way = seeds.verdict(None, ppl_seeds), seeds.verdict(boot, bleu_seeds)
+            word = ("helps here" if ppl_way == bleu_way == 1 else "does not help here"
+                    if ppl_way == bleu_way == -1 else "makes no clear difference here")
+            over = "".join(f"; {what} {st.describe(x, y)}" for what, st, x, y in (
+                ("dev perplexity", ppl_seeds, "paper's init", "opened"),
+                ("BLEU", bleu_seeds, "opened", "paper's init")) if st is not None)
+            verdicts.append(f"{opened} vs {plain} ({seeds.design(params, a[0], b[0])}): {ppl}"
+                            f"{bleu}{over}: opening the gate {word} (both the interval over "
+                            f"seeds and, for BLEU, the test-sentence bootstrap must exclude 0).")
     if rows:
         parts.append(Table(prose.forget_bias_title(), pd.DataFrame(rows), (), "forget_bias"))
     text = prose.forget_bias_text(rows=", ".join(f"{p} (bias 0) and {o}" for p, o in found)

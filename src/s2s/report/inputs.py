@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from s2s.artifacts import (Bleu, Manifest, Timing, TrainMetrics, read_json_object,
+from s2s.artifacts import (Bleu, CostTiming, Manifest, Timing, TrainMetrics, read_json_object,
                            read_table)
 from s2s.config import Params
 from s2s.evaluate.outputs import (hypothesis_files, rescore_output, timing_file,
@@ -94,12 +94,13 @@ class Artifacts:
     diff: Any = None  # claims.DiffFn over the hypothesis files, when references are given
     examples: list[dict] | None = None  # a few test sentences with every system's output
     length_drop: pd.DataFrame | None = None  # the evaluate stage's length_drop.csv
+    cost: CostTiming | None = None  # the timing stage's cost.json
 
 
 def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
          manifest: Path, attention: Path | None = None,
          analysis: Path | None = None, prepared_dir: Path | None = None,
-         rescore_dir: Path | None = None) -> Artifacts:
+         rescore_dir: Path | None = None, cost: Path | None = None) -> Artifacts:
     read: list[str] = []
     bleu_path = metrics_dir / "bleu.json"
     if not bleu_path.is_file():
@@ -146,7 +147,8 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                      attention=_json(attention, read, ("system", "model", "beam", "examples"))
                      if attention else None,
                      analysis_dir=_folder(analysis, read), read=read, diff=diff,
-                     examples=examples, length_drop=length_drop)
+                     examples=examples, length_drop=length_drop,
+                     cost=CostTiming.read_if_present(cost, read) if cost else None)
 
 
 class BootstrapDiffs:

@@ -147,6 +147,17 @@ class Ours:
     beam: int = 0
 
 
+def cost_systems(params: Params) -> list[tuple[str, int]]:
+    """(system, beam) of the cost claim's ensemble row (the first of ``claims.cost.rows``) and
+    of its first single-model row that params answer with a translation: what the timing stage
+    times and the claim compares; [] where params answer either with none."""
+    first, *singles = (answer(params, "table1", r) for r in paper().claims["cost"].rows)
+    single = next((o for o in singles if o is not None and o.kind == "translate"), None)
+    if first is None or first.kind != "translate" or single is None:
+        return []
+    return [(first.system, first.beam), (single.system, single.beam)]
+
+
 def answer(params: Params, table: str, row_id: str) -> Ours | None:
     """Our output answering row `row_id` of the paper's `table` (params ``report.<table>``), or
     None where the profile names none."""

@@ -24,7 +24,7 @@ import importlib
 from types import ModuleType
 
 STAGES = ("check", "download", "prepare", "vocab", "train", "translate", "rescore", "evaluate",
-          "summary", "export", "analyze", "attention", "report")
+          "summary", "export", "analyze", "attention", "timing", "report")
 
 
 def module(name: str) -> ModuleType:

@@ -39,7 +39,7 @@ PATH_HELP = {
     "--out": "folder of the report (report.md, report.html, tables/, figures/)",
     "--metrics": "the metrics folder it reads",
 }
-OPTIONAL_PATHS = ("--attention", "--analysis", "--prepared", "--rescore", "--claims")
+OPTIONAL_PATHS = ("--attention", "--analysis", "--prepared", "--rescore", "--claims", "--cost")
 # The files of s2s the report reads besides its code: the paper's numbers and the prose templates
 # (s2s.report.paper.PAPER_FILE, s2s.report.build.TEMPLATES_DIR), from the project root.
 DATA_FILES = ("src/s2s/report/paper.yaml", "src/s2s/report/templates")
@@ -47,27 +47,32 @@ CLAIMS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments com
 
 
 def stages(params: Params) -> list[Stage]:
+    from s2s.evaluate.outputs import COST_FILE
+    from s2s.report.paper import cost_systems
+
     attention = params.analysis.attention_system is not None
+    cost = COST_FILE if len(cost_systems(params)) >= 2 else None
     return [Stage(
         name="report",
         cmd="s2s report --metrics metrics --translate outputs/translate "
             "--groups outputs/evaluate/figure3.csv --manifest data/raw/manifest.json "
             + ("--attention outputs/attention/weights.json " if attention else "")
             + "--analysis outputs/analysis --prepared data/prepared --rescore outputs/rescore "
-              f"--claims {CLAIMS_FILE} --out reports",
+              + (f"--cost {cost} " if cost else "") + f"--claims {CLAIMS_FILE} --out reports",
         deps=("data/prepared/test.raw.en", "data/prepared/test.raw.fr", "data/prepared/test.tok.fr",
               "outputs/rescore", *(("outputs/attention/weights.json",) if attention else ()),
               "outputs/analysis", "metrics/bleu.json", "metrics/train", "metrics/curves",
               "metrics/prepare.json", "metrics/vocab.json", "outputs/evaluate/figure3.csv",
               "outputs/evaluate/length_drop.csv",
-              "outputs/translate", "data/raw/manifest.json", *DATA_FILES),
+              "outputs/translate", "data/raw/manifest.json", *((cost,) if cost else ()),
+              *DATA_FILES),
         # cached (DVC's run-cache restores them when an earlier experiment comes back), but for
         # the verdicts, which git tracks so that every experiment's can be compared
         outs=(*(Out(p) for p in ("reports/report.md", "reports/report.html", "reports/tables",
                                  "reports/figures")),
               Out(CLAIMS_FILE, cache=False, metric=True)),
         params=("profile", "data", "vocab", "model", "models", "systems", "rescore",
-                "evaluate.min_group", "report"),
+                "evaluate.min_group", "report", *(("timing",) if cost else ())),
         code=arch.modules(params, params.models, part="config"))]  # the models table's words
 
 
@@ -75,13 +80,14 @@ def cli(args, params) -> None:
     main(params, metrics_dir=args.metrics, translate_dir=args.translate, groups_csv=args.groups,
          manifest=args.manifest, out_dir=args.out, attention=args.attention,
          analysis=args.analysis, prepared_dir=args.prepared, rescore_dir=args.rescore,
-         claims_out=args.claims)
+         claims_out=args.claims, cost=args.cost)
 
 
 def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
          manifest: Path, out_dir: Path, attention: Path | None = None,
          analysis: Path | None = None, prepared_dir: Path | None = None,
-         rescore_dir: Path | None = None, claims_out: Path | None = None) -> dict[str, Path]:
+         rescore_dir: Path | None = None, claims_out: Path | None = None,
+         cost: Path | None = None) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
     from s2s.io import atomic_write_json, atomic_write_text
     from s2s.report import analysis as analysis_sections
@@ -95,7 +101,8 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     metrics_dir, translate_dir, out_dir = Path(metrics_dir), Path(translate_dir), Path(out_dir)
     art = load(params, metrics_dir=metrics_dir, translate_dir=translate_dir,
                groups_csv=Path(groups_csv), manifest=Path(manifest), attention=attention,
-               analysis=analysis, prepared_dir=prepared_dir, rescore_dir=rescore_dir)
+               analysis=analysis, prepared_dir=prepared_dir, rescore_dir=rescore_dir,
+               cost=cost)
     log.info("read %d files: %s", len(art.read), ", ".join(art.read))
     fig_dir = out_dir / "figures"
     doc, shown, raw = build(params, art, fig_dir)

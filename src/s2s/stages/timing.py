@@ -1,0 +1,119 @@
+"""Stage `timing`: the decoding cost the paper's Table 1 caption claims (5 models at beam 2 cost
+less than 1 model at beam 12), timed for the claim alone.
+
+Reads:  ``<models>/<member>/model.pt`` of the systems the claim compares (paper.yaml
+        ``claims.cost.rows``, answered by params `report.table1`), ``<prepared>/test.tok.en``,
+        ``<vocab>/{en,fr}.tsv``; params `timing`, `translate`, those systems.
+Writes: ``<out>`` (``outputs/timing/cost.json``, :class:`s2s.artifacts.CostTiming`): each
+        system's milliseconds per sentence, one value per repetition.
+
+The systems decode the (first `timing.sentences`) test sentences in turns, system 1, system 2,
+..., then again, `timing.repetitions` times, in one process on one thread, so that a slow
+moment of the machine falls on both sides of the comparison and the claim can give an interval
+of the difference over repetitions. The decoding is the translate stage's (same batching,
+precision and search); its hypotheses are not kept. Only the report reads this file: re-timing
+reruns nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from s2s import arch
+from s2s.config import Params
+from s2s.dag import Out, Stage
+from s2s.evaluate.outputs import COST_FILE
+from s2s.report.paper import cost_systems
+
+log = logging.getLogger("s2s.timing")
+
+HELP = "time the systems of the paper's cost claim in turns, on one thread (the claim's input)"
+PATHS = ("--prepared", "--vocab", "--models", "--out")
+# what its own path flags mean (s2s <stage> --help)
+PATH_HELP = {
+    "--out": "cost.json to write",
+}
+
+
+def stages(params: Params) -> list[Stage]:
+    timed = cost_systems(params)
+    if len(timed) < 2:
+        return []
+    members = list(dict.fromkeys(m for s, _ in timed for m in params.systems[s].members))
+    return [Stage(
+        name="timing",
+        cmd="s2s timing --prepared data/prepared --vocab data/vocab --models models "
+            f"--out {COST_FILE}",
+        deps=("data/prepared/test.tok.en", "data/vocab", *(f"models/{m}" for m in members),
+              "src/s2s/report/paper.yaml"),  # the claim's rows
+        outs=(Out(COST_FILE),),
+        params=("timing", "translate", "report.table1", "model",
+                *(f"systems.{s}" for s in dict.fromkeys(s for s, _ in timed)),
+                *(f"models.{m}" for m in members)),
+        code=arch.modules(params, members),
+        doc="The cost claim's own timing: its systems decode the test set in turns, "
+            "timing.repetitions\ntimes, in one process on one thread (the report's verdict "
+            "needs an interval over them).")]
+
+
+def cli(args, params) -> None:
+    main(params, prepared_dir=args.prepared, vocab_dir=args.vocab, models_dir=args.models,
+         out=args.out)
+
+
+def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Path,
+         out: Path) -> dict:
+    import torch
+
+    from s2s import precision
+    from s2s.artifacts import CostTiming, TimedSystem
+    from s2s.data.vocab import Vocab
+    from s2s.decode.translate import check_search_size, load_members, translate
+    from s2s.device import pick_device
+    from s2s.io import read_lines
+
+    t0 = time.perf_counter()
+    timed = cost_systems(params)
+    if len(timed) < 2:
+        raise ValueError(f"{params.source}: the cost claim needs two systems of report.table1 "
+                         f"to time, got {timed}")
+    torch.set_num_threads(1)  # the claim is about one thread
+    cfg = params.translate
+    device = pick_device(cfg.device, key="translate.device")
+    src_vocab = Vocab.load(Path(vocab_dir) / "en.tsv")
+    tgt_vocab = Vocab.load(Path(vocab_dir) / "fr.tsv")
+    lines = read_lines(Path(prepared_dir) / "test.tok.en")
+    if params.timing.sentences:
+        lines = lines[: params.timing.sentences]
+    sources = [src_vocab.encode(s) for s in lines]
+    models = {s: load_members(params.systems[s].members, params=params, models_dir=models_dir,
+                              src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
+                              combine=cfg.combine) for s in dict.fromkeys(s for s, _ in timed)}
+    for system, beam in timed:
+        check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
+                          device=device)
+    mm_dtype = precision.resolve(cfg.amp, device)
+    log.info("timing %s on %d test sentences, %d repetitions in turns, 1 thread, %s",
+             ", ".join(f"{s} beam {b}" for s, b in timed), len(sources),
+             params.timing.repetitions, precision.describe(cfg.amp, device))
+    ms: dict[tuple[str, int], list[float]] = {k: [] for k in timed}
+    for rep in range(params.timing.repetitions):
+        for system, beam in timed:
+            start = time.perf_counter()
+            translate(models[system], sources, cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
+                      device=device, mm_dtype=mm_dtype, desc=f"{system} beam {beam}")
+            ms[(system, beam)].append(
+                round(1000 * (time.perf_counter() - start) / len(sources), 4))
+        log.info("repetition %d of %d: %s", rep + 1, params.timing.repetitions,
+                 ", ".join(f"{s} beam {b} {v[-1]:.2f} ms/sentence" for (s, b), v in ms.items()))
+    record = CostTiming(sentences=len(sources), threads=torch.get_num_threads(),
+                        precision=precision.name(mm_dtype), cpu=precision.cpu_kind(),
+                        systems=tuple(TimedSystem(system=s, beam=b, ms_per_sentence=tuple(v))
+                                      for (s, b), v in ms.items()))
+    record.write(Path(out))
+    log.info("read %s, %s, %s; wrote %s in %.1fs", models_dir, prepared_dir, vocab_dir, out,
+             time.perf_counter() - t0)
+    return record.to_json()
+
