@@ -417,13 +417,23 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     assert "## Gradient reach over training" in md and "## Memory of a one-word change" in md
     assert "| epoch | norm fwd | norm rev |" in md and "| model | layer | half-life c |" in md
 
-    # the reversal claim rests on the early snapshots (epochs 0 and 0.5), says what comes later
+    # the reversal claim rests on the trained early snapshots (epoch 0.5 here; epoch 0 is the
+    # initialisation, shown as such and never judged), and says what comes later
     claim = report.claims(out)[0]
-    early = share[share.index <= 0.5]
+    early = share[(share.index > 0) & (share.index <= 0.5)]
     want = ("holds" if (early["lo"] > 0).any() and not (early["hi"] < 0).any() else
             "does not hold" if (early["hi"] < 0).any() else "no significant difference")
     assert claim.status == want
-    assert "early epoch 0 " in claim.evidence and "; later epoch 2 " in claim.evidence
+    assert "trained, early epoch 0.5 " in claim.evidence and "; later epoch 2 " in claim.evidence
+    assert "; at initialisation (reading order) " in claim.evidence
+    # the initialisation alone cannot make the verdict
+    only_init = diff.copy()
+    only_init.loc[(only_init["statistic"] == "first_share") & (only_init["epoch"] == 0),
+                  ["diff", "lo", "hi"]] = [0.2, 0.1, 0.3]
+    only_init.loc[(only_init["statistic"] == "first_share") & (only_init["epoch"] == 0.5),
+                  ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
+    only_init.to_csv(out / "gradient_reach_training_diff.csv", index=False)
+    assert report.claims(out)[0].status == "no significant difference"
     diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] <= 0.5),
              ["diff", "lo", "hi"]] = [0.2, 0.1, 0.3]
     diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)

@@ -151,9 +151,10 @@ def cost_systems(params: Params) -> list[tuple[str, int]]:
     """(system, beam) of the cost claim's ensemble row (the first of ``claims.cost.rows``) and
     of its first single-model row that params answer with a translation: what the timing stage
     times and the claim compares; [] where params answer either with none."""
-    first, *singles = (answer(params, "table1", r) for r in paper().claims["cost"].rows)
-    single = next((o for o in singles if o is not None and o.kind == "translate"), None)
-    if first is None or first.kind != "translate" or single is None:
+    answers = params.report.table1  # (only table1: the timing stage declares no more)
+    first, *singles = (answers.get(r) for r in paper().claims["cost"].rows)
+    single = next((a for a in singles if a is not None and a.system is not None), None)
+    if first is None or first.system is None or single is None:
         return []
     return [(first.system, first.beam), (single.system, single.beam)]
 

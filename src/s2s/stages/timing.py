@@ -7,8 +7,9 @@ Reads:  ``<models>/<member>/model.pt`` of the systems the claim compares (paper.
 Writes: ``<out>`` (``outputs/timing/cost.json``, :class:`s2s.artifacts.CostTiming`): each
         system's milliseconds per sentence, one value per repetition.
 
-The systems decode the (first `timing.sentences`) test sentences in turns, system 1, system 2,
-..., then again, `timing.repetitions` times, in one process on one thread, so that a slow
+After an untimed warm-up of each, the systems decode the (first `timing.sentences`) test
+sentences in turns, system 1, system 2, ..., then again, `timing.repetitions` times, in one
+process on one thread, so that a slow
 moment of the machine falls on both sides of the comparison and the claim can give an interval
 of the difference over repetitions. The decoding is the translate stage's (same batching,
 precision and search); its hypotheses are not kept. Only the report reads this file: re-timing
@@ -26,6 +27,8 @@ from s2s.config import Params
 from s2s.dag import Out, Stage
 from s2s.evaluate.outputs import COST_FILE
 from s2s.report.paper import cost_systems
+
+WARMUP = 50  # sentences each system decodes, untimed, before the first repetition
 
 log = logging.getLogger("s2s.timing")
 
@@ -98,6 +101,9 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     log.info("timing %s on %d test sentences, %d repetitions in turns, 1 thread, %s",
              ", ".join(f"{s} beam {b}" for s, b in timed), len(sources),
              params.timing.repetitions, precision.describe(cfg.amp, device))
+    for system, beam in timed:  # untimed: the CPU library's first calls set up its kernels
+        translate(models[system], sources[:WARMUP], cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
+                  device=device, mm_dtype=mm_dtype, desc=f"{system} beam {beam} (warm-up)")
     ms: dict[tuple[str, int], list[float]] = {k: [] for k in timed}
     for rep in range(params.timing.repetitions):
         for system, beam in timed:

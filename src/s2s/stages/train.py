@@ -6,7 +6,8 @@ Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model
         (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
         `checkpoint_every` steps; not a DVC output: a run killed under ``dvc repro`` finds it
         there, and going back to an earlier experiment restores the outputs from DVC's cache
-        without the stage looking dirty), ``metrics/train/<name>.json``, ``metrics/curves/<name>.csv``;
+        without the stage looking dirty), ``metrics/train/<name>.json``,
+        ``metrics/curves/<name>.csv``;
         for the models of `analysis.models`, ``<snapshots>/epoch<E>.pt`` (the weights at each
         epoch E of `analysis.snapshots` before the last step) and ``<snapshots>/snapshots.json``,
         their index (``s2s.train.Snapshots``, which says how a resumed run writes the same
@@ -64,7 +65,8 @@ def stages(params: Params) -> list[Stage]:
             f"--metrics metrics/train/{name}.json --curves metrics/curves/{name}.csv"
             + (f" --snapshots snapshots/{name}" if name in analysed else ""),
         deps=("metrics/params.json", "data/prepared", "data/vocab"),
-        outs=(Out(f"models/{name}"), Out(f"metrics/curves/{name}.csv"), Out(f"metrics/train/{name}.json"),
+        outs=(Out(f"models/{name}"), Out(f"metrics/curves/{name}.csv"),
+              Out(f"metrics/train/{name}.json"),
               *((Out(f"snapshots/{name}"),) if name in analysed else ())),
         params=("model", f"models.{name}", "train",
                 *((*snapshot_keys, "analysis.models") if name in analysed else ())),
