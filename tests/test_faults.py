@@ -517,7 +517,7 @@ def another_name(payload):
 
 def edited_config(src: Path, dst: Path) -> None:
     payload = torch.load(src, weights_only=True)
-    payload["config"]["init_seed"] = 11  # edited without a new digest
+    payload["config"]["init_seed"] += 1  # edited without a new digest
     torch.save(payload, dst)
 
 

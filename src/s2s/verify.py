@@ -23,7 +23,6 @@ A run is a folder with ``params.yaml`` and ``metrics/`` (``train/<model>.json``,
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import statistics
@@ -34,7 +33,6 @@ from s2s.artifacts import ArtifactError, Bleu, TrainMetrics
 from s2s.config import ConfigError, Params, load
 
 TRAIN_NUMBERS = ("dev_ppl", "test_ppl", "best_dev_ppl")  # timings differ between any two runs
-SEEDS = ("init_seed", "order_seed")
 IDENTICAL, WITHIN, DIFFERENT, MISSING = ("identical", "within the seed spread", "different",
                                          "not in both runs")
 
@@ -77,16 +75,12 @@ def read_run(root: Path) -> Run:
 
 
 def seed_groups(params: Params) -> list[tuple[str, ...]]:
-    """The models that differ only in their seeds, in groups of two or more."""
-    from s2s.arch import config_record
+    """The models that differ only in their seeds (s2s.report.seeds), in groups of two or more."""
+    from s2s.report.seeds import replica_key
 
     groups: dict[str, list[str]] = {}
     for name in params.models:
-        record = {k: v for k, v in config_record(params.model_config(name)).items()
-                  if k not in SEEDS}
-        recipe = dataclasses.asdict(params.train_config(name))
-        groups.setdefault(json.dumps([record, recipe], sort_keys=True, default=str),
-                          []).append(name)
+        groups.setdefault(replica_key(params, name), []).append(name)
     return [tuple(g) for g in groups.values() if len(g) > 1]
 
 

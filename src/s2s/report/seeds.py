@@ -14,7 +14,6 @@ each replica.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import statistics
@@ -35,11 +34,18 @@ def t975(df: int) -> float:
     return T975[df - 1] if df <= len(T975) else 1.96
 
 
-def _key(params: Params, model: str) -> str:
-    record = {k: v for k, v in config_record(params.model_config(model)).items()
-              if k not in SEEDS}
-    recipe = dataclasses.asdict(params.train_config(model))
-    return json.dumps([record, recipe], sort_keys=True, default=str)
+def _own(params: Params, model: str) -> dict:
+    """What sets `model` apart: its config record and its own recipe overrides
+    (`models.<m>.train`; the shared `train` and its architecture's recipe are the same for any
+    two models of one architecture)."""
+    return {**config_record(params.model_config(model)),
+            **{f"train.{k}": v for k, v in (params.models[model].get("train") or {}).items()}}
+
+
+def replica_key(params: Params, model: str) -> str:
+    """Equal for two models that differ in their seeds alone."""
+    return json.dumps({k: v for k, v in _own(params, model).items() if k not in SEEDS},
+                      sort_keys=True, default=str)
 
 
 def seeds_of(params: Params, model: str) -> tuple[int, int]:
@@ -52,16 +58,15 @@ def replicas(params: Params, system: str) -> list[str]:
     first; [] if `system` is not a one-model system."""
     if system not in params.systems or len(params.systems[system].members) != 1:
         return []
-    key = _key(params, params.systems[system].members[0])
+    key = replica_key(params, params.systems[system].members[0])
     same = [s for s, cfg in params.systems.items()
-            if len(cfg.members) == 1 and _key(params, cfg.members[0]) == key]
+            if len(cfg.members) == 1 and replica_key(params, cfg.members[0]) == key]
     return [system] + [s for s in same if s != system]
 
 
 def differences(params: Params, a: str, b: str) -> list[str]:
     """The config and recipe keys in which models `a` and `b` differ, seeds included."""
-    ra = {**config_record(params.model_config(a)), **dataclasses.asdict(params.train_config(a))}
-    rb = {**config_record(params.model_config(b)), **dataclasses.asdict(params.train_config(b))}
+    ra, rb = _own(params, a), _own(params, b)
     return sorted(k for k in ra.keys() | rb.keys() if ra.get(k) != rb.get(k))
 
 
