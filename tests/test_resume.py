@@ -34,6 +34,8 @@ def tiny(**train_changes) -> dict:
     raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text(encoding="utf-8"))
     raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
     raw["train"].update(device="cpu", threads=1, checkpoint_every=4, log_every=8, **train_changes)
+    # the seeds the premises below were found for (the profile pairs forward with reversed_1's)
+    raw["models"]["forward"].update(init_seed=1, order_seed=101)
     return raw
 
 

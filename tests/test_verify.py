@@ -37,7 +37,8 @@ def test_a_run_against_itself_is_identical_in_every_number_and_claim(runs, tmp_p
     proc = _verify(tmp_path, rerun, "--against", ref)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "within" not in proc.stdout and "different" not in proc.stdout
-    assert "seeds of the reference: reversed_1..reversed_5" in proc.stdout
+    assert "seeds of the reference: forward..forward_3, reversed_1..reversed_5, " \
+           "reversed_fb1..reversed_fb1_3" in proc.stdout
     assert _line(proc.stdout, "train.reversed_1.dev_ppl").endswith("identical")
     claims = json.loads((ref / "metrics/claims.json").read_text())
     assert claims and f"claims: {len(claims)} of {len(claims)} with the same verdict" in proc.stdout
@@ -59,8 +60,8 @@ def test_numbers_within_twice_the_seed_sd_are_within_the_spread_and_others_diffe
     base = devs[0]
     _edit_train(rerun, "reversed_1", dev_ppl=base + 1.5 * sd)  # inside 2 sd
     _edit_train(rerun, "reversed_2", dev_ppl=devs[1] + 3 * sd)  # outside
-    fwd = json.loads((ref / "metrics/train/forward.json").read_text())["test_ppl"]
-    _edit_train(rerun, "forward", test_ppl=fwd * 1.0001)  # forward has no seeds: borrowed
+    gru = json.loads((ref / "metrics/train/gru.json").read_text())["test_ppl"]
+    _edit_train(rerun, "gru", test_ppl=gru * 1.0001)  # the GRU has no seeds: borrowed
     proc = _verify(tmp_path, rerun, "--against", ref)
     assert proc.returncode == 0  # the claims' verdicts did not change
     inside = _line(proc.stdout, "train.reversed_1.dev_ppl")
@@ -68,8 +69,9 @@ def test_numbers_within_twice_the_seed_sd_are_within_the_spread_and_others_diffe
     assert f"{2 * sd:.3g}" in inside
     outside = _line(proc.stdout, "train.reversed_2.dev_ppl")
     assert "different" in outside and f"{devs[1]:.4g}" in outside
-    borrowed = _line(proc.stdout, "train.forward.test_ppl")
-    assert "borrowed from reversed_1..reversed_5" in borrowed
+    borrowed = _line(proc.stdout, "train.gru.test_ppl")
+    assert "within the seed spread" in borrowed and "borrowed from reversed_1..reversed_5" \
+        in borrowed
 
 
 def test_another_verdict_or_a_missing_claim_fails_the_verification(runs, tmp_path):
