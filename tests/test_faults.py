@@ -844,7 +844,20 @@ TRAIN = ["train", "forward"]
     (_edit(["analysis", "models"], ["forward", "reversed_9"]), TRAIN,
      "'analysis.models[1]' names model 'reversed_9'"),
     (_edit(["analysis", "attention_system"], "forward"), TRAIN,
-     "'analysis.attention_system' must name a system of one model whose arch is 'attention'"),
+     "'analysis.attention_system' names system 'forward', whose model 'forward' (seq2seq) "
+     "cannot do this: it needs attention weights over the source"),
+    (_edit(["analysis", "attention_system"], "ensemble2"), TRAIN,
+     "'analysis.attention_system' must name a system of one model; 'ensemble2' has members"),
+    # the architecture contract (s2s.arch.CAPABILITIES): a Transformer has no final encoder state
+    (_edit(["analysis", "models"], ["forward", "transformer"]), TRAIN,
+     "'analysis.models[1]' names model 'transformer' (transformer), which cannot do this: it "
+     "needs a final encoder state to draw (Figure 2) and a source embedding to take gradients "
+     "of (gradient reach, its snapshots) (architectures that can: seq2seq, cho, attention)"),
+    (_edit(["analysis", "memory_models"], ["attention"]), TRAIN,
+     "'analysis.memory_models[0]' names model 'attention' (attention), which cannot do this: "
+     "it needs a one-directional recurrent encoder"),
+    (_edit(["analysis", "memory_models"], ["reversed_9"]), TRAIN,
+     "'analysis.memory_models[0]' names model 'reversed_9', which is not under 'models'"),
 ])
 def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit, command, says):
     params = write_params(tmp_path / "params.yaml",

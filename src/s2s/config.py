@@ -674,13 +674,13 @@ def _check_cross_refs(p: Params) -> None:
     for table in ("table1", "table2"):
         for row, answer in getattr(p.report, table).items():
             _check_answer(p.source, f"report.{table}.{row}", answer)
-    for i, m in enumerate(p.analysis.models):
-        if m not in p.models:
-            raise ConfigError(f"{p.source}: 'analysis.models[{i}]' names model '{m}', which is "
-                              f"not under 'models' (known: {', '.join(p.models)})")
+    for key, names, what in (("analysis.models", p.analysis.models, "analysis"),
+                             ("analysis.memory_models", p.analysis.memory_models, "memory")):
+        for i, m in enumerate(names):
+            _check_capable_model(p, f"{key}[{i}]", m, what)
     attn = p.analysis.attention_system
     if attn is not None:
-        _check_one_model_system(p, "analysis.attention_system", attn, arch="attention")
+        _check_one_model_system(p, "analysis.attention_system", attn, "attention_map")
     for i, name in enumerate(p.report.figure3_compare):
         if name not in p.systems:
             raise ConfigError(f"{p.source}: 'report.figure3_compare[{i}]' names system '{name}', "
@@ -690,7 +690,8 @@ def _check_cross_refs(p: Params) -> None:
         if attn is None:
             raise ConfigError(f"{p.source}: 'analysis.cross_attention_system' is drawn beside "
                               f"'analysis.attention_system', which is null")
-        _check_one_model_system(p, "analysis.cross_attention_system", cross, arch="transformer")
+        _check_one_model_system(p, "analysis.cross_attention_system", cross,
+                                "cross_attention_map")
     edges = p.evaluate.length_edges
     if list(edges) != sorted(set(edges)):
         raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")
@@ -708,16 +709,34 @@ def _check_answer(source: Path, key: str, a: PaperAnswer) -> None:
         raise ConfigError(f"{source}: '{key}' must give 'beam' with 'system' and only with it")
 
 
-def _check_one_model_system(p: Params, key: str, name: str, *, arch: str) -> None:
+def _check_capable_model(p: Params, key: str, model: str, what: str, *, system: str = "") -> None:
+    """`key` names a model of params `models` (or the `system` whose one member it is) whose
+    architecture can do `what` (a capability of ``s2s.arch.CAPABILITIES``)."""
+    from s2s.arch import CAPABILITIES, able, capable
+
+    if model not in p.models:
+        raise ConfigError(f"{p.source}: '{key}' names model '{model}', which is not under "
+                          f"'models' (known: {', '.join(p.models)})")
+    cfg = p.model_config(model)
+    if not capable(cfg, what):
+        kind = cfg.arch + (f", cell {cfg.cell}" if what == "forget_gates" else "")
+        named = (f"system '{system}', whose model '{model}' ({kind})" if system else
+                 f"model '{model}' ({kind}), which")
+        raise ConfigError(f"{p.source}: '{key}' names {named} cannot do this: it needs {CAPABILITIES[what]} (architectures that can: "
+                          f"{', '.join(able(what))})")
+
+
+def _check_one_model_system(p: Params, key: str, name: str, what: str) -> None:
     """`key` (an analysis key naming a system whose weights are drawn) names a system of params
-    `systems` with one model, of architecture `arch`."""
+    `systems` with one model, whose architecture can do `what`."""
     if name not in p.systems:
         raise ConfigError(f"{p.source}: '{key}' names system '{name}', which is not under "
                           f"'systems' (known: {', '.join(p.systems)})")
     members = p.systems[name].members
-    if len(members) != 1 or p.model_config(members[0]).arch != arch:
-        raise ConfigError(f"{p.source}: '{key}' must name a system of one model whose arch is "
-                          f"'{arch}'; '{name}' has members {list(members)}")
+    if len(members) != 1:
+        raise ConfigError(f"{p.source}: '{key}' must name a system of one model; '{name}' has "
+                          f"members {list(members)}")
+    _check_capable_model(p, key, members[0], what, system=name)
 
 
 def _describe(tp: Any) -> str:

@@ -17,8 +17,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Architecture", "ARCHITECTURES", "config_record", "config_from_dict", "feature_name",
-           "modules"]
+__all__ = ["Architecture", "ARCHITECTURES", "CAPABILITIES", "capable", "config_record",
+           "config_from_dict", "feature_name", "modules"]
+
+#: What a model can be asked for beyond what every architecture does (train, decode, join an
+#: ensemble, rescore an n-best list), and what it takes. Each entry of ARCHITECTURES declares
+#: which of these its models can do; `s2s check` asks it (``capable``), so an analysis an
+#: architecture cannot do is refused naming the key, before any stage runs, and
+#: tests/test_arch.py checks each declaration against what the analyses really accept.
+CAPABILITIES: dict[str, str] = {
+    "analysis": "a final encoder state to draw (Figure 2) and a source embedding to take gradients "
+                "of (gradient reach, its snapshots)",
+    "memory": "a one-directional recurrent encoder whose gates carry a change along the source",
+    "forget_gates": "LSTM cells (lstm or peephole) in the paper's encoder-decoder",
+    "attention_map": "attention weights over the source (Bahdanau et al.)",
+    "cross_attention_map": "the decoder's cross-attention over the source (a Transformer)",
+}
+LSTM_CELLS = ("lstm", "peephole")  # the cells with a forget gate
 
 
 @dataclass(frozen=True)
@@ -28,11 +43,17 @@ class Architecture:
     config_module / model_module: the module names (dvc.yaml lists their files as dependencies).
     config / model: the classes, imported on first use. recipe: how its papers train it, as
     overrides of params `train` (the config module's RECIPE; empty: the paper's SGD recipe);
-    `models.<name>.train` overrides both."""
+    `models.<name>.train` overrides both. can: the CAPABILITIES its models have."""
 
     name: str
     config_path: str  # "s2s.arch.rnn:RNNConfig"
     model_path: str  # "s2s.model.seq2seq:Seq2Seq"
+    can: frozenset[str] = frozenset()
+
+    def __post_init__(self):
+        unknown = set(self.can) - set(CAPABILITIES)
+        if unknown:
+            raise ValueError(f"architecture {self.name!r}: unknown capabilities {sorted(unknown)}")
 
     @property
     def config_module(self) -> str:
@@ -62,13 +83,31 @@ def _load(path: str) -> Any:
 
 
 ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in (
-    Architecture("seq2seq", "s2s.arch.rnn:RNNConfig", "s2s.model.seq2seq:Seq2Seq"),  # the paper's
-    Architecture("cho", "s2s.arch.rnn:RNNConfig", "s2s.model.cho:ChoEncoderDecoder"),  # Cho 2014
-    Architecture("attention", "s2s.arch.rnn:RNNConfig",  # Bahdanau et al. 2014
-                 "s2s.model.attention:AttentionEncoderDecoder"),
+    Architecture("seq2seq", "s2s.arch.rnn:RNNConfig", "s2s.model.seq2seq:Seq2Seq",  # the paper's
+                 frozenset({"analysis", "memory", "forget_gates"})),
+    Architecture("cho", "s2s.arch.rnn:RNNConfig", "s2s.model.cho:ChoEncoderDecoder",  # Cho 2014
+                 frozenset({"analysis", "memory"})),
+    Architecture("attention", "s2s.arch.rnn:RNNConfig",  # Bahdanau et al. 2014: bidirectional
+                 "s2s.model.attention:AttentionEncoderDecoder",
+                 frozenset({"analysis", "attention_map"})),
     Architecture("transformer", "s2s.arch.transformer:TransformerConfig",  # Vaswani et al. 2017
-                 "s2s.model.transformer:Transformer"),
+                 "s2s.model.transformer:Transformer", frozenset({"cross_attention_map"})),
 )}
+
+
+def capable(cfg, what: str) -> bool:
+    """Whether a model of config `cfg` can do `what` (a key of CAPABILITIES): its architecture
+    declares it, and for forget gates its cell has one."""
+    if what not in CAPABILITIES:
+        raise ValueError(f"unknown capability {what!r} (known: {', '.join(CAPABILITIES)})")
+    if what not in ARCHITECTURES[cfg.arch].can:
+        return False
+    return what != "forget_gates" or cfg.cell in LSTM_CELLS
+
+
+def able(what: str) -> list[str]:
+    """The architectures that declare `what`, for messages."""
+    return [a.name for a in ARCHITECTURES.values() if what in a.can]
 
 
 def modules(params, models, *, part: str = "model") -> tuple[str, ...]:

@@ -171,13 +171,14 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
         cfg = model.cfg
         meta_models[name] = {"path": str(path), "reverse_source": cfg.reverse_source,
                              "arch": cfg.arch, "cell": cfg.cell,
-                             "forget_gates": probes.traceable(model), "num_layers": cfg.num_layers,
+                             "forget_gates": arch.capable(cfg, "forget_gates"),
+                             "num_layers": cfg.num_layers,
                              "hidden_size": cfg.hidden_size}
         rows, summary = figure2(model, name, phrase_list, pad=src_vocab.pad,
                                 representation=representation)
         fig_rows.append(rows)
         fig_summary.append(summary)
-        if probes.traceable(model):
+        if arch.capable(cfg, "forget_gates"):
             stats = forget_gates(model, name, gate_pairs, src_vocab=src_vocab,
                                  tgt_vocab=tgt_vocab, batch_size=batch_size, bins=bins)
             h, u, s = _forget_frames(name, stats, bins)
@@ -221,10 +222,9 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
     for name, path in mem_paths.items():
         t0 = time.perf_counter()
         model = load(name, path)
-        if not probes.recurrent_encoder(model):
-            log.warning("%s: its encoder is not an LSTM or GRU stack (arch %s): no memory rows",
-                        name, model.cfg.arch)
-            continue
+        if not arch.capable(model.cfg, "memory"):  # s2s check refuses it: a checkpoint's own arch
+            raise ValueError(f"{name} ({path}): arch {model.cfg.arch} has no one-directional "
+                             "recurrent encoder whose memory can be traced")
         sums = memory.memory_decay(model, sources, subs, pad=src_vocab.pad, steps=memory_steps,
                                    batch_size=batch_size)
         lstm = model.cfg.cell not in ("gru", "cho_gru")
