@@ -607,6 +607,7 @@ def _renamed(params_file: Path, out: Path, prefix: str) -> Path:
                 a["rescore"] = ren(a["rescore"])
     an = raw["analysis"]
     an["models"] = [ren(m) for m in an["models"]]
+    an["memory_models"] = [ren(m) for m in an.get("memory_models", [])]
     an["attention_system"] = ren(an["attention_system"])
     if an.get("cross_attention_system"):
         an["cross_attention_system"] = ren(an["cross_attention_system"])

@@ -29,7 +29,7 @@ from s2s.model.gru import ChoGRU
 from s2s.model.lstm import run_padded
 from s2s.model.seq2seq import EncoderDecoder, RNNConfig, start_from_summary
 from s2s.model.stacks import make_stack
-from s2s.precision import full
+from s2s.precision import bf16_engine, full, matmul_dtype
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,12 @@ class AttentionEncoderDecoder(EncoderDecoder):
         S = x.shape[1]
         if isinstance(self.encoder, ChoGRU):  # it takes lengths itself
             memory, final = self.encoder(x, lengths=lengths)  # (N, S, M)
+        elif (isinstance(self.encoder, nn.LSTM) and matmul_dtype(x) is not None
+              and x.device.type == "cpu" and bf16_engine(x.device) is None):
+            # autocast sends a bf16 nn.LSTM to oneDNN, whose bf16 LSTM needs a bf16 engine: on a
+            # CPU without one (`amp: true` there; `auto` picks fp32) the encoder runs in fp32
+            with torch.autocast("cpu", enabled=False):
+                memory, final = run_padded(self.encoder, x.float(), lengths=lengths)
         else:
             memory, final = run_padded(self.encoder, x, lengths=lengths)  # (N, S, M)
         h_n = final[0] if isinstance(final, tuple) else final  # (2L, N, H): per layer fwd, bwd
