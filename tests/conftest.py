@@ -37,6 +37,8 @@ EXPECTED_READERS = {
                                                                               "timing"},
     "evaluate/bleu.py": RESCORERS | {"rescore-oracle", "evaluate", "report"},
     "report/tables.py": {"report"},
+    # the snapshot index's format: the trainer writes it, the analyze stage reads it
+    "snapshots.py": RNN_TRAIN | {"train-transformer", "analyze"},
 }
 
 

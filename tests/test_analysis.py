@@ -18,6 +18,8 @@ from s2s.model import build_model
 from s2s.report import analysis as report
 from s2s.model.seq2seq import RNNConfig
 
+from helpers import analysis_markdown
+
 
 def tiny(cell="lstm", reverse=False, seed=3, layers=2, V=20, arch="seq2seq"):
     cfg = RNNConfig(arch=arch, cell=cell, num_layers=layers, hidden_size=8, embed_size=6,
@@ -293,7 +295,7 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     assert total == pytest.approx(3.0, rel=1e-4)  # each sentence's shares sum to 1
 
     figures = tmp_path / "report" / "figures"
-    md = report.markdown(out, figures)
+    md = analysis_markdown(out, figures)
     for key in ("figure2", "forget", "half_life", "reach"):  # no snapshots: no reach over training
         name = report.FIGURES[key]
         png = figures / name
@@ -337,7 +339,7 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
     assert pd.read_csv(out / "forget_summary.csv").empty
     assert list(pd.read_csv(out / "forget_hist.csv").columns) == measures.HIST_COLUMNS
     assert len(pd.read_csv(out / "gradient_reach.csv")) == 6
-    md = report.markdown(out, tmp_path / "figures")
+    md = analysis_markdown(out, tmp_path / "figures")
     assert "No forget gates" in md and "forward (gru)" in md and "reversed (att)" in md
     assert not (tmp_path / "figures" / report.FIGURES["forget"]).exists()
 
@@ -409,7 +411,7 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     assert list(half.columns) == measures.HALF_LIFE_COLUMNS and len(half) == 5
 
     figures = tmp_path / "report" / "figures"
-    md = report.markdown(out, figures)
+    md = analysis_markdown(out, figures)
     for key in ("reach_training", "reach_positions", "memory"):
         png = figures / report.FIGURES[key]
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000

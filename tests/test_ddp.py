@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from s2s import distributed, train
+from s2s import distributed
 from s2s.data.vocab import Vocab
 from s2s.model.seq2seq import Seq2Seq
+
+from helpers import shard_nll
 from s2s.stages import train as train_stage
 from s2s.model.seq2seq import RNNConfig
 
@@ -38,7 +40,7 @@ def batch_gradient(pairs, world: distributed.World) -> dict[str, torch.Tensor]:
     model.init_weights(7)
     share = distributed.shard(list(range(len(pairs))), world)
     cpu = torch.device("cpu")
-    nll, _ = train.shard_nll(model, [pairs[i] for i in share], vocab=VOCAB, device=cpu,
+    nll, _ = shard_nll(model, [pairs[i] for i in share], vocab=VOCAB, device=cpu,
                              autocast=torch.autocast("cpu", enabled=False))
     loss = nll / len(pairs)
     if share:

@@ -7,7 +7,7 @@ each attention score, additive, dot and general), a tiny seeded model on a fixed
 1. the same teacher-forced log-probabilities (eval mode, fp32): the log-prob of each gold target
    token, and the sum of the whole (N, T, V) log-softmax over the non-pad positions;
 2. the same losses and weights after two fp32 training steps done as s2s.train does them
-   (shard_nll, SGD lr 0.7, gradient norm clipped at 5.0): per parameter name, the sum and the sum
+   (s2s.train.train_step itself, through tests/helpers.py: SGD lr 0.7, gradient norm clipped at 5.0): per parameter name, the sum and the sum
    of absolute values;
 3. the same beam search output (s2s.decode.beam.beam_search, beam 3, 3-best, min_len 0 and 3)
    on two source sentences of the model after those two steps: token ids, finished flags and
@@ -22,20 +22,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
 
-from s2s import precision
 from s2s.data.batching import collate
 from s2s.decode.beam import beam_search
 from s2s.model import build_model
-from s2s.train import shard_nll
 from s2s.model.seq2seq import RNNConfig
 
+from helpers import Specials, tiny_pairs, two_training_steps
+
 CPU = torch.device("cpu")
-
-
-class Specials:  # the vocabulary attributes shard_nll and collate use
-    pad, bos, eos = 0, 1, 2
 
 
 # name -> (arch, cell, attention score, reverse_source)
@@ -70,13 +65,6 @@ def tiny_model(name: str):
     return model
 
 
-def tiny_pairs():
-    g = torch.Generator().manual_seed(5)
-    return [([int(x) for x in torch.randint(3, 30, (n,), generator=g)],
-             [int(x) for x in torch.randint(3, 31, (m,), generator=g)])
-            for n, m in [(5, 6), (3, 2), (7, 8), (1, 3)]]
-
-
 def teacher_forced(model):
     """The log-prob of each gold target token (<eos> included), sentence after sentence, and
     the sum of all (N, T, V) log-probs at the non-pad positions."""
@@ -87,24 +75,6 @@ def teacher_forced(model):
     real = b.tgt_out != Specials.pad  # (N, T)
     gold = lprobs.gather(2, b.tgt_out.unsqueeze(2))[..., 0][real]
     return [float(x) for x in gold], float(lprobs[real].double().sum())
-
-
-def two_training_steps(model):
-    """What s2s.train.main does per minibatch in fp32, twice: the two losses."""
-    model.train()
-    pairs = tiny_pairs()
-    opt = torch.optim.SGD(model.parameters(), lr=0.7)
-    losses = []
-    for _ in range(2):
-        nll, _ = shard_nll(model, pairs, vocab=Specials, device=CPU,
-                           autocast=precision.autocast(CPU, None))
-        loss = nll / len(pairs)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 5.0)  # the norms here are 1.0-1.3: no clip
-        opt.step()
-        losses.append(loss.item())
-    return losses
 
 
 def weight_sums(model):

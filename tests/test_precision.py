@@ -19,17 +19,12 @@ from s2s.decode.translate import translate
 from s2s.losses import linear_cross_entropy
 from s2s.model import build_model
 from s2s.model.fused import lstm_stack
-from s2s.train import shard_nll
 from s2s.model.seq2seq import RNNConfig
 from test_beam import EOS, ScriptedModel, A, B
-from test_golden import tiny_pairs  # the same four pairs the golden values were computed on
+from helpers import Specials, tiny_pairs, two_training_steps as _steps
 
 BF16 = torch.bfloat16
 CPU = torch.device("cpu")
-
-
-class Specials:  # the vocabulary attributes shard_nll and translate use
-    pad, bos, eos = 0, 1, 2
 
 
 ARCHS = [("seq2seq", "lstm"), ("seq2seq", "peephole"), ("seq2seq", "gru"), ("cho", "gru"),
@@ -45,20 +40,8 @@ def tiny_model(arch: str, cell: str):
 
 
 def two_training_steps(model, mm_dtype):
-    """What s2s.train.main does per minibatch, twice: losses, and the weights after."""
-    model.train()
-    pairs = tiny_pairs()
-    opt = torch.optim.SGD(model.parameters(), lr=0.7)
-    losses = []
-    for _ in range(2):
-        nll, _ = shard_nll(model, pairs, vocab=Specials, device=CPU,
-                           autocast=precision.autocast(CPU, mm_dtype))
-        loss = nll / len(pairs)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-        losses.append(loss.item())
+    """Two steps of the trainer (tests/helpers.py): the losses, and the weights' sum of |w| after."""
+    losses = _steps(model, mm_dtype)
     return losses, float(sum(p.detach().double().abs().sum() for p in model.parameters()))
 
 

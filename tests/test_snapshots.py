@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from s2s import checkpoint, config, train
+from s2s import checkpoint, config, snapshots, train
 from s2s.model import build_model
 from s2s.stages import train as train_stage
 
@@ -50,9 +50,9 @@ def digests(folder: Path) -> dict[str, str]:
 
 
 def test_due_steps_round_and_leave_out_the_end():
-    assert train.snapshots_due([2, 0, 0.25, 0.5, 1], steps_per_epoch=10, total_steps=15) == {
+    assert snapshots.snapshots_due([2, 0, 0.25, 0.5, 1], steps_per_epoch=10, total_steps=15) == {
         0.0: 0, 0.25: 2, 0.5: 5, 1.0: 10}  # round(2.5) = 2; epoch 2 is past the end
-    assert train.snapshot_file(0.25) == "epoch0.25.pt" and train.snapshot_file(1.0) == "epoch1.pt"
+    assert snapshots.snapshot_file(0.25) == "epoch0.25.pt" and snapshots.snapshot_file(1.0) == "epoch1.pt"
 
 
 def test_snapshots_are_the_weights_before_that_steps_update_and_a_rerun_writes_the_same(
@@ -60,7 +60,7 @@ def test_snapshots_are_the_weights_before_that_steps_update_and_a_rerun_writes_t
     data, work, params = setup
     fresh = work / "fresh"
     run(params, fresh, data)
-    index = train.read_snapshot_index(fresh / "snapshots")
+    index = snapshots.read_index(fresh / "snapshots")
     spe, total = index["steps_per_epoch"], index["total_steps"]
     assert total == spe and index["final_epoch"] == 1.0
     assert [(s["epoch"], s["step"]) for s in index["snapshots"]] == [

@@ -29,6 +29,7 @@ from s2s.losses import linear_cross_entropy, smoothed_cross_entropy
 from s2s.model import build_model, config_record
 from s2s.model.base import Model
 from s2s.progress import progress
+from s2s.snapshots import SNAPSHOT_INDEX, snapshot_file, snapshots_due
 
 log = logging.getLogger("s2s.train")
 
@@ -91,16 +92,6 @@ def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     h.update(chunk)
     return h.hexdigest()
-
-
-def shard_nll(model: Model, pairs, *, vocab: Vocab, device: torch.device,
-              autocast) -> tuple[torch.Tensor, int]:
-    """Summed NLL of `pairs` (this process's share of a minibatch) and their target tokens;
-    a zero that needs no backward for an empty share. `autocast`: the precision context
-    (``s2s.precision.autocast``); under bf16 the softmax layer's products are bf16 and the
-    log-softmax and the loss fp32."""
-    loss, _, ntok = shard_loss(model, pairs, vocab=vocab, device=device, autocast=autocast)
-    return loss, ntok
 
 
 def shard_loss(model: Model, pairs, *, vocab: Vocab, device: torch.device,
@@ -405,21 +396,6 @@ def write_curves(path: Path, history: list[dict]) -> None:
 # fingerprint; otherwise it starts afresh. So a resumed run writes the same snapshot files as a run
 # from scratch.
 
-SNAPSHOT_INDEX = "snapshots.json"
-
-
-def snapshot_file(epoch: float) -> str:
-    return f"epoch{epoch:g}.pt"
-
-
-def snapshots_due(epochs: Sequence[float], *, steps_per_epoch: int,
-                  total_steps: int) -> dict[float, int]:
-    """epoch -> the step its snapshot is taken at (before that step's update), for the epochs
-    whose step comes before the last one, in epoch order."""
-    steps = {float(e): round(e * steps_per_epoch) for e in sorted(set(epochs))}
-    return {e: s for e, s in steps.items() if s < total_steps}
-
-
 class Snapshots:
     """The snapshots of one training run. `save(path, **extra)` writes the model's checkpoint
     (s2s.checkpoint.save with the run's vocabularies and name); `writer`: this process writes
@@ -485,8 +461,3 @@ class Snapshots:
                           for e, s in self.due.items()]})
         written.append(self.out / SNAPSHOT_INDEX)
         return written
-
-
-def read_snapshot_index(folder: Path) -> dict:
-    """A snapshot folder's index (what :meth:`Snapshots.publish` wrote)."""
-    return json.loads((Path(folder) / SNAPSHOT_INDEX).read_text(encoding="utf-8"))

@@ -20,7 +20,7 @@ import pandas as pd
 from s2s.report import figures
 from s2s.report.claims import FAILS, HOLDS, NO_DIFFERENCE, UNKNOWN, Claim
 from s2s.report.inputs import read_analysis
-from s2s.report.render import Document, Image, Section, Table, to_markdown
+from s2s.report.render import Image, Section, Table
 
 FIGURES = {"figure2": "analysis_figure2.png", "forget": "analysis_forget_gates.png",
            "half_life": "analysis_half_life.png", "reach": "analysis_gradient_reach.png",
@@ -439,9 +439,3 @@ def sections(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures")
             _training_section(a["training"], a["training_diff"], a["meta"], figures_dir,
                               rel_dir),
             _memory_section(a["decay"], a["half_life"], a["meta"], figures_dir, rel_dir)]
-
-
-def markdown(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures") -> str:
-    """The sections alone, as Markdown (## headings)."""
-    doc = Document("Analyses", sections(analysis_dir, figures_dir, rel_dir=rel_dir))
-    return to_markdown(doc, contents=False).split("\n", 2)[2]  # drop the document's own "# Analyses" title

@@ -193,7 +193,7 @@ def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
     rank = names.index(att["system"]) + 1 if att["system"] in names else None
     parts = [
         P.attention_text(system=att["system"], score=score,
-                         architecture=tables.architecture(cfg), layers=cfg.num_layers,
+                         architecture=cfg.describe(), layers=cfg.num_layers,
                          hidden=cfg.hidden_size, beam=att["beam"],
                          ranked=", ".join(f"{name} {bleu:.2f}" for bleu, name in ranking),
                          rank=rank, systems=len(ranking)),
@@ -210,7 +210,7 @@ def attention_section(params: Params, art: Artifacts, fig_dir: Path) -> Section:
         parts += [
             P.cross_attention_text(
                 system=cross["system"], model=cross["model"], layer=cross["layer"],
-                architecture=tables.architecture(params.model_config(cross["model"])),
+                architecture=params.model_config(cross["model"]).describe(),
                 score=f" (tokenized BLEU {e.bleu_tok:.2f})" if tables.scored(e) else ""),
             Image("Cross-attention weights", fig, "figures/cross_attention.png",
                   P.attention_caption(examples=len(cross["examples"]),

@@ -163,12 +163,7 @@ def _model_conditions(params: Params, members: tuple[str, ...],
     count = f"{len(members)} models" if len(members) > 1 else "1 model"
     layer_text = "1 layer" if layers == 1 else f"{layers} layers"
     return f"{pairs_text}; {count} of {layer_text} x {hidden} cells" + (
-        f" ({architecture(cfg)})" if cfg and cfg.arch != "seq2seq" else "")
-
-
-def architecture(cfg) -> str:
-    """What a model is, in words: its config's own description (s2s.model)."""
-    return cfg.describe()
+        f" ({cfg.describe()})" if cfg and cfg.arch != "seq2seq" else "")
 
 
 def vocab_text(params: Params, vocab: dict | None) -> str:
@@ -326,7 +321,7 @@ def models_table(params: Params, train: dict[str, TrainMetrics]) -> pd.DataFrame
     for name in params.models:
         cfg = params.model_config(name)
         m = train.get(name)
-        rows.append({"model": name, "architecture": architecture(cfg),
+        rows.append({"model": name, "architecture": cfg.describe(),
                      "layers x cells": cfg.size(),
                      "source": "reversed" if cfg.reverse_source else "forward",
                      "parameters": m.parameters if m else None,

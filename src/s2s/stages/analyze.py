@@ -36,19 +36,16 @@ Writes (under ``out_dir``):
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from s2s import arch
+from s2s import arch, snapshots
 from s2s.config import AnalysisConfig, Params
 from s2s.dag import Out, Stage
 
 log = logging.getLogger("s2s.analysis")
-
-SNAPSHOT_INDEX = "snapshots.json"  # written by the train stage (s2s.train.Snapshots.publish)
 
 HELP = "Figure 2, forget gates, gradient reach (also over training) and memory of `analysis`"
 PATHS = ("--prepared", "--vocab", "--models", "--out")
@@ -192,8 +189,8 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
                                 batch_size=batch_size, positions=max_position)
         reach.append(reach_frame(name, cfg.reverse_source, r, max_position))
         folder = None if snapshots_dir is None else Path(snapshots_dir) / name
-        if folder is not None and (folder / SNAPSHOT_INDEX).exists():
-            index = json.loads((folder / SNAPSHOT_INDEX).read_text(encoding="utf-8"))
+        if folder is not None and (folder / snapshots.SNAPSHOT_INDEX).exists():
+            index = snapshots.read_index(folder)
             points = [(s["epoch"], s["step"], folder / s["file"]) for s in index["snapshots"]]
             for epoch, step, snap in points:
                 r_e, per_e = sentence_reach(load(name, snap), f"{name} epoch {epoch:g}",

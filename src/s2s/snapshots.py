@@ -1,0 +1,47 @@
+"""Training snapshots: where the train stage keeps them and how it indexes them.
+
+The train stages of ``analysis.models`` keep a checkpoint at each epoch of ``analysis.snapshots``
+(``s2s.train.Snapshots`` writes them) in ``snapshots/<model>/``: one ``epoch<E>.pt`` per epoch
+and an index, ``snapshots.json``: ``{"snapshots": [{"epoch", "step", "file"}, ...],
+"final_epoch", "total_steps"}``. The analyze stage reads the index to measure gradient reach over
+training. Both import this module (torch-free), so the file format has one home and the analyze
+stage does not depend on the trainer's code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+SNAPSHOT_INDEX = "snapshots.json"
+
+
+def snapshot_file(epoch: float) -> str:
+    return f"epoch{epoch:g}.pt"
+
+
+def snapshots_due(epochs: Sequence[float], *, steps_per_epoch: int,
+                  total_steps: int) -> dict[float, int]:
+    """epoch -> the step its snapshot is taken at (before that step's update), for the epochs
+    whose step comes before the last one, in epoch order."""
+    steps = {float(e): round(e * steps_per_epoch) for e in sorted(set(epochs))}
+    return {e: s for e, s in steps.items() if s < total_steps}
+
+
+def read_index(folder: str | Path) -> dict:
+    """A snapshot folder's index (what ``s2s.train.Snapshots.publish`` wrote); a damaged one is
+    refused naming the file."""
+    path = Path(folder) / SNAPSHOT_INDEX
+    try:
+        index = json.loads(path.read_text(encoding="utf-8"))
+        entries = [(float(s["epoch"]), int(s["step"]), str(s["file"])) for s in index["snapshots"]]
+        float(index["final_epoch"]), int(index["total_steps"])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a snapshot index written by the train stage "
+                         f"({type(e).__name__}: {e}); rerun its train stage") from e
+    if not all((Path(folder) / f).is_file() for _, _, f in entries):
+        missing = [f for _, _, f in entries if not (Path(folder) / f).is_file()]
+        raise ValueError(f"{path}: lists {', '.join(missing)}, not in {folder}; rerun its train "
+                         "stage")
+    return index
