@@ -93,7 +93,9 @@ def make_project(dest: Path, profile: str = "smoke") -> Path:
     # Every stage depends on the source files it runs; give the copy its own.
     shutil.copytree(ROOT / "src" / "s2s", dest / "src" / "s2s",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "profiles" / f"{profile}.yaml", dest / "params.yaml")
+    from helpers import profile_text
+
+    (dest / "params.yaml").write_text(profile_text(profile), encoding="utf-8")
     pipeline.write(load(dest / "params.yaml"), dest / "dvc.yaml")  # as `s2s profile` does
     run(["git", "init", "-q"], dest)
     run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A"], dest)

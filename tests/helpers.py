@@ -6,6 +6,8 @@ pairs, one summed NLL, and two training steps done by the trainer's own ``train_
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from s2s import precision
@@ -13,6 +15,22 @@ from s2s.config import TrainConfig
 from s2s.train import shard_loss, train_step
 
 CPU = torch.device("cpu")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def profile_dict(name: str) -> dict:
+    """profiles/<name>.yaml resolved (a profile may be the differences from another): the
+    complete mapping, as `s2s profile NAME` writes it to params.yaml."""
+    from s2s.config import resolved
+
+    return resolved(ROOT / "profiles" / f"{name}.yaml")
+
+
+def profile_text(name: str) -> str:
+    """The complete params.yaml text `s2s profile NAME` writes."""
+    from s2s.cli import profile_text as text
+
+    return text(ROOT / "profiles" / f"{name}.yaml")
 
 
 class Specials:  # the vocabulary attributes collate, the losses and translate use

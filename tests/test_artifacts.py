@@ -303,7 +303,9 @@ def test_every_profile_answers_the_paper_rows_as_today(profile):
 
 
 def test_a_bad_answer_in_params_names_the_key(tmp_path):
-    text = (ROOT / "profiles" / "smoke.yaml").read_text()
+    from helpers import profile_text
+
+    text = profile_text("smoke")
     bad = tmp_path / "params.yaml"
     bad.write_text(text.replace("    bahdanau: {system: attention, beam: 12}",
                                 "    bahdanau: {system: attention}"))

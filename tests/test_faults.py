@@ -46,6 +46,7 @@ import torch
 import yaml
 
 from conftest import BIN, MIRROR, RangeServer, make_project, run, run_data_stages
+from helpers import profile_dict
 from s2s import checkpoint, config
 from s2s.config import CorpusRef, DataConfig, PrepareConfig
 from s2s.data import download
@@ -70,7 +71,7 @@ PY = sys.executable
 def tiny_params_dict() -> dict:
     """profiles/smoke.yaml with a 1x16 model, half an epoch (48 steps), one thread, a checkpoint
     every 4 steps, and a forward system decoded at beams 1 and 12."""
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text(encoding="utf-8"))
+    raw = profile_dict("smoke")
     raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
     raw["train"].update(device="cpu", threads=1, epochs=0.5, eval_every=0.25,
                         checkpoint_every=4, log_every=8)

@@ -21,7 +21,7 @@ from s2s.model import build_model
 from s2s.model.fused import lstm_stack
 from s2s.model.seq2seq import RNNConfig
 from test_beam import EOS, ScriptedModel, A, B
-from helpers import Specials, tiny_pairs, two_training_steps as _steps
+from helpers import Specials, profile_text, tiny_pairs, two_training_steps as _steps
 
 BF16 = torch.bfloat16
 CPU = torch.device("cpu")
@@ -189,7 +189,7 @@ def test_amp_accepts_true_false_and_auto_and_names_the_key_otherwise(tmp_path):
 
     from s2s import config
 
-    base = (Path(__file__).resolve().parents[1] / "profiles" / "smoke.yaml").read_text()
+    base = profile_text("smoke")
 
     def load_with(value: str):
         text, n = re.subn(r"^  amp: \S+", f"  amp: {value}", base, flags=re.M)

@@ -24,6 +24,7 @@ from s2s import checkpoint, config, train
 from s2s.config import TrainConfig
 from s2s.stages import train as train_stage
 from s2s.model.seq2seq import RNNConfig
+from helpers import profile_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ("wall_seconds", "train_seconds", "tgt_words_per_sec")
@@ -31,7 +32,7 @@ TIMING = ("wall_seconds", "train_seconds", "tgt_words_per_sec")
 
 def tiny(**train_changes) -> dict:
     """The smoke profile with a 1x16 model on one thread, a checkpoint every 4 steps."""
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text(encoding="utf-8"))
+    raw = profile_dict("smoke")
     raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
     raw["train"].update(device="cpu", threads=1, checkpoint_every=4, log_every=8, **train_changes)
     # the seeds the premises below were found for (the profile pairs forward with reversed_1's)

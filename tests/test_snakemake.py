@@ -19,6 +19,7 @@ import yaml
 from conftest import BIN, ROOT, make_project, need_mirror, run
 from s2s import dag, pipeline
 from s2s.config import load
+from helpers import profile_dict, profile_text
 
 PROFILES = sorted(p.stem for p in (ROOT / "profiles").glob("*.yaml"))
 # Fields of metrics/train/*.json that describe the run, not its result.
@@ -78,7 +79,7 @@ def dvc_index(repo: Path) -> dict[str, tuple]:
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_dag_resolves_dvc_yaml_as_dvc_does(profile, plan_repo):
-    shutil.copy(ROOT / "profiles" / f"{profile}.yaml", plan_repo / "params.yaml")
+    (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")
     params = load(plan_repo / "params.yaml")
     pipeline.write(params, plan_repo / "dvc.yaml")
     want = dvc_index(plan_repo)
@@ -128,7 +129,7 @@ def test_dag_refuses_what_it_does_not_resolve(tmp_path):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
-    shutil.copy(ROOT / "profiles" / f"{profile}.yaml", plan_repo / "params.yaml")
+    (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")
     pipeline.write(load(plan_repo / "params.yaml"), plan_repo / "dvc.yaml")
     stages = dvc_stages(plan_repo)
     # The Snakefile reads the profile itself, not params.yaml: --config params=...
@@ -146,7 +147,7 @@ def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
 
 
 def test_a_new_model_in_params_is_a_new_job(plan_repo):
-    params = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text())
+    params = profile_dict("smoke")
     params["models"]["reversed_6"] = {"reverse_source": True, "init_seed": 16, "order_seed": 116}
     (plan_repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run([str(BIN / "s2s"), "dag", "write"], plan_repo)  # for DVC; Snakemake reads params itself
@@ -157,7 +158,7 @@ def test_a_new_model_in_params_is_a_new_job(plan_repo):
 
 def test_resources_come_from_the_params(plan_repo):
     """paper: 4 GPUs per training job, 1 per decoder; with the SLURM profile's partition."""
-    shutil.copy(ROOT / "profiles" / "paper.yaml", plan_repo / "params.yaml")
+    (plan_repo / "params.yaml").write_text(profile_text("paper"), encoding="utf-8")
     args = ["-n", "--config", "params=profiles/paper.yaml"]
     if importlib.util.find_spec("snakemake_executor_plugin_slurm"):
         args += ["--profile", "workflow/profiles/slurm"]

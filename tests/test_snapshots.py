@@ -16,12 +16,13 @@ import yaml
 from s2s import checkpoint, config, snapshots, train
 from s2s.model import build_model
 from s2s.stages import train as train_stage
+from helpers import profile_dict, profile_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def tiny() -> dict:
-    raw = yaml.safe_load((ROOT / "profiles" / "smoke.yaml").read_text(encoding="utf-8"))
+    raw = profile_dict("smoke")
     raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
     raw["train"].update(device="cpu", threads=1, checkpoint_every=4, log_every=8, epochs=1.0,
                         eval_every=0.5, amp=False)
@@ -103,7 +104,7 @@ def test_snapshots_are_the_weights_before_that_steps_update_and_a_rerun_writes_t
 def test_only_the_analysed_models_train_stages_take_snapshots(setup, tmp_path):
     import re
 
-    text = (ROOT / "profiles" / "smoke.yaml").read_text()  # without analysis.snapshots: the default
+    text = profile_text("smoke")  # without analysis.snapshots: the default
     (tmp_path / "params.yaml").write_text(re.sub(r"^  snapshots: .*\n(  +#.*\n)?", "", text,
                                                  flags=re.M))
     params = config.load(tmp_path / "params.yaml")

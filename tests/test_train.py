@@ -15,6 +15,7 @@ from s2s.config import TrainConfig
 from s2s.data import vocab
 from s2s.model.seq2seq import Seq2Seq
 from s2s.stages import train as train_stage
+from helpers import profile_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -126,7 +127,7 @@ def test_a_models_recipe_is_train_then_its_architectures_then_its_own(tmp_path):
 
     from s2s.config import load
 
-    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "profiles/smoke.yaml").read_text())
+    raw = profile_dict("smoke")
     raw["models"]["tf"] = {"arch": "transformer", "d_model": 16, "heads": 2, "kv_heads": 1,
                            "ff_size": 32,
                            "encoder_layers": 1, "decoder_layers": 1,

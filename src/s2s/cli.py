@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -165,7 +164,7 @@ def _not_made(path: Path, params_path: Path) -> str:
 def _edits(params_path: Path, profile: Path) -> list[str]:
     """The dotted keys whose values differ between two parameter files (none if either is
     missing)."""
-    from s2s.config import read_yaml
+    from s2s.config import read_yaml, resolved
 
     if not (params_path.is_file() and profile.is_file()):
         return []
@@ -177,8 +176,49 @@ def _edits(params_path: Path, profile: Path) -> list[str]:
         else:
             yield prefix.rstrip("."), value
 
-    a, b = dict(flat(read_yaml(params_path))), dict(flat(read_yaml(profile)))
+    a, b = dict(flat(read_yaml(params_path))), dict(flat(resolved(profile)))
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def profile_text(src: Path) -> str:
+    """The complete parameter file a profile stands for: a complete profile's own text (its
+    comments kept), or a header naming the profiles it resolves from and the resolved keys, in
+    the order and with the comments of its base where the base has them."""
+    from s2s.config import read_yaml, resolved
+
+    raw = read_yaml(src)
+    if "extends" not in raw:
+        return src.read_text(encoding="utf-8")
+    import io
+
+    from ruamel.yaml import YAML
+
+    chain, path = [src], src
+    while "extends" in (r := read_yaml(path)):
+        path = path.parent / f"{r['extends']}.yaml"
+        chain.append(path)
+    rt = YAML()  # round trip: the base's comments and flow-style entries survive
+    rt.width = 4096
+    doc = rt.load(chain[-1].read_text(encoding="utf-8"))
+    _assign(doc, resolved(src))
+    out = io.StringIO()
+    rt.dump(doc, out)
+    header = (f"# Written by `s2s profile {raw.get('profile') or src.stem}`: "
+              + " + ".join(f"{p.parent.name}/{p.name}" for p in reversed(chain)) + ", resolved.\n"
+              "# Edit the profile, not this file; the comments below are the base's.\n")
+    return header + out.getvalue()
+
+
+def _assign(doc, want) -> None:
+    """Make the round-trip mapping `doc` hold `want`: keys missing from `want` removed, changed
+    values replaced, mappings updated in place (their comments and style kept)."""
+    for k in [k for k in doc if k not in want]:
+        del doc[k]
+    for k, v in want.items():
+        if isinstance(v, dict) and isinstance(doc.get(k), dict):
+            _assign(doc[k], v)
+        elif k not in doc or doc[k] != v:
+            doc[k] = v
 
 
 def _cmd_profile(a, params_path: Path):
@@ -201,7 +241,7 @@ def _cmd_profile(a, params_path: Path):
                           f"(available: {', '.join(available)})")
     load(src)  # never switch to a profile that does not validate
     tmp = params_path.with_name(f".{params_path.name}.tmp")
-    shutil.copyfile(src, tmp)
+    tmp.write_text(profile_text(src), encoding="utf-8")
     os.replace(tmp, params_path)
     from s2s import pipeline
 
@@ -213,8 +253,10 @@ def _cmd_profile(a, params_path: Path):
 def _cmd_dag(a, params_path: Path):
     """dvc.yaml from params: `write` regenerates it, `check` fails if it is stale."""
     from s2s import pipeline
+    from s2s.config import require_complete
 
     params = load(params_path)
+    require_complete(params_path)
     if a.action == "write":
         changed = pipeline.write(params, DVC_YAML)
         print(f"{DVC_YAML} {'regenerated' if changed else 'already up to date'} from {params_path}")

@@ -471,12 +471,77 @@ def read_yaml(path: str | Path) -> Any:
                           + (f" ({context})" if context else "")) from None
 
 
-def load(path: str | Path = PARAMS_FILE) -> Params:
-    """Read and validate a parameter file; raise ConfigError naming the key on any problem."""
+# A profile (profiles/<name>.yaml) is a complete parameter file, or the differences from another
+# profile: ``extends: <name>`` (a profile in the same folder), ``remove:`` the dotted keys of the
+# base it does not have, and the keys whose values it changes. Mappings merge key by key; a list
+# or a value replaces the base's. `s2s profile NAME` writes the resolved, complete file to
+# params.yaml: DVC reads params.yaml's keys itself, so params.yaml never `extends`.
+PROFILE_KEYS = ("extends", "remove")
+
+
+def resolved(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
+    """The complete mapping a parameter file stands for: its own, or (with ``extends``) its
+    base's resolved mapping with ``remove`` taken out and its keys merged in. ConfigError names
+    the file and key of an unknown base, a cycle, or a removed key the base lacks."""
     path = Path(path)
     raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
+    if "extends" not in raw:
+        if "remove" in raw:
+            raise ConfigError(f"{path}: 'remove' takes keys out of a base profile: it needs "
+                              f"'extends'")
+        return raw
+    base_name = raw["extends"]
+    if not (isinstance(base_name, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", base_name)):
+        raise ConfigError(f"{path}: 'extends' must name a profile of {path.parent}/, "
+                          f"got {_show(base_name)}")
+    base_path = path.parent / f"{base_name}.yaml"
+    if base_path.resolve() in [q.resolve() for q in (*_seen, path)]:
+        chain = " -> ".join(str(q) for q in (*_seen, path, base_path))
+        raise ConfigError(f"{path}: 'extends' makes a cycle: {chain}")
+    if not base_path.is_file():
+        raise ConfigError(f"{path}: 'extends' names profile '{base_name}', but {base_path} does "
+                          f"not exist (a profile extends one in its own folder; the params file "
+                          f"DVC reads must be complete: `s2s profile NAME` writes it)")
+    merged = resolved(base_path, (*_seen, path))
+    removals = raw.get("remove", [])
+    if not (isinstance(removals, list) and all(isinstance(k, str) for k in removals)):
+        raise ConfigError(f"{path}: 'remove' must be a list of dotted keys, got {_show(removals)}")
+    for i, dotted in enumerate(removals):
+        *parents, last = dotted.split(".")
+        node = merged
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not (isinstance(node, dict) and last in node):
+            raise ConfigError(f"{path}: 'remove[{i}]' names '{dotted}', which {base_path} "
+                              f"does not have")
+        del node[last]
+    return _merge(merged, {k: v for k, v in raw.items() if k not in PROFILE_KEYS})
+
+
+def require_complete(path: str | Path) -> None:
+    """DVC reads the parameter file's keys itself (the params of each stage in dvc.yaml), so
+    the file it tracks must be complete, not a profile's differences."""
+    raw = read_yaml(path)
+    if isinstance(raw, dict) and "extends" in raw:
+        raise ConfigError(f"{path}: 'extends' belongs in a profile: DVC reads this file's keys "
+                          f"itself, so it must be complete; write it with `s2s profile "
+                          f"{raw.get('profile') or 'NAME'}`")
+
+
+def _merge(base: dict, change: dict) -> dict:
+    out = dict(base)
+    for k, v in change.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load(path: str | Path = PARAMS_FILE) -> Params:
+    """Read and validate a parameter file (a profile's differences resolved: `resolved`); raise
+    ConfigError naming the key on any problem."""
+    path = Path(path)
+    raw = resolved(path)
     params = _build(Params, {k: v for k, v in raw.items()}, path, "", skip={"source"})
     params = dataclasses.replace(params, source=path)
     _check_cross_refs(params)

@@ -3,10 +3,10 @@
 # to params is a new job here at once, and `--config params=...` plans another profile.
 
 from s2s import dag, pipeline
-from s2s.config import PARAMS_FILE, load as load_params, read_yaml
+from s2s.config import PARAMS_FILE, load as load_params, resolved
 
 PARAMS = load_params(config["params"])  # validated: a bad key fails here, named
-PARAM_VALUES = read_yaml(config["params"])  # as DVC reads it (YAML 1.2)
+PARAM_VALUES = resolved(config["params"])  # as DVC reads it (YAML 1.2), a profile resolved
 STAGES = pipeline.generate(PARAMS)
 
 _unknown = sorted(set(PARAMS.resources) - {s.kind for s in STAGES} - {"default"})

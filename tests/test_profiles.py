@@ -1,0 +1,99 @@
+"""Profiles as a base plus differences (s2s.config.resolved): each profile resolves to the values
+it had as a complete file (tests/fixtures/profiles/, written from the four complete files before
+they became differences), `s2s profile NAME` writes that complete file to params.yaml, and a bad
+`extends` or `remove` is one line naming the file and the key. The params file DVC reads must be
+complete."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from s2s import config
+from s2s.cli import profile_text
+
+from conftest import BIN, run
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "profiles"
+NAMES = ["default", "smoke", "wmt14", "paper"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_profile_resolves_to_the_values_it_had_as_a_complete_file(name):
+    want = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    assert config.resolved(ROOT / "profiles" / f"{name}.yaml") == want
+    assert config.load(ROOT / "profiles" / f"{name}.yaml").profile == name
+
+
+def test_only_the_default_is_complete_and_the_others_are_its_differences():
+    assert "extends" not in config.read_yaml(ROOT / "profiles" / "default.yaml")
+    for name in ("smoke", "wmt14", "paper"):
+        raw = config.read_yaml(ROOT / "profiles" / f"{name}.yaml")
+        assert raw["extends"] == "default"
+        full = config.resolved(ROOT / "profiles" / f"{name}.yaml")
+        # a difference file is much shorter than what it stands for
+        assert len(json.dumps(raw)) < 0.6 * len(json.dumps(full)), name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_written_params_file_is_complete_and_loads_to_the_same_params(tmp_path, name):
+    text = profile_text(ROOT / "profiles" / f"{name}.yaml")
+    out = tmp_path / "params.yaml"
+    out.write_text(text, encoding="utf-8")
+    assert "extends" not in config.read_yaml(out)
+    assert config.read_yaml(out) == config.resolved(ROOT / "profiles" / f"{name}.yaml")
+    config.require_complete(out)
+    a, b = config.load(out), config.load(ROOT / "profiles" / f"{name}.yaml")
+    assert a.models == b.models and a.systems == b.systems and a.train == b.train
+    if name == "default":  # the complete base: its own text, comments and all
+        assert text == (ROOT / "profiles" / "default.yaml").read_text(encoding="utf-8")
+    else:
+        assert text.startswith(f"# Written by `s2s profile {name}`: profiles/default.yaml + "
+                               f"profiles/{name}.yaml, resolved.")
+
+
+def _profiles(tmp_path: Path) -> Path:
+    shutil.copytree(ROOT / "profiles", tmp_path / "profiles")
+    return tmp_path / "profiles"
+
+
+@pytest.mark.parametrize("text, says", [
+    ("extends: nosuch\nprofile: x\n", "'extends' names profile 'nosuch', but"),
+    ("extends: ../default\nprofile: x\n", "'extends' must name a profile of"),
+    ("extends: x\nprofile: x\n", "'extends' makes a cycle"),
+    ("extends: default\nremove: [models.nosuch]\nprofile: x\n",
+     "'remove[0]' names 'models.nosuch', which"),
+    ("extends: default\nremove: models.forward\nprofile: x\n",
+     "'remove' must be a list of dotted keys"),
+    ("remove: [models.forward]\nprofile: x\n", "'remove' takes keys out of a base profile"),
+    # a removal that leaves a reference dangling is caught by the ordinary checks, naming the key
+    ("extends: default\nremove: [models.reversed_1]\nprofile: x\n",
+     "names model 'reversed_1', which is not under 'models'"),
+])
+def test_a_bad_profile_is_refused_naming_the_file_and_key(tmp_path, text, says):
+    folder = _profiles(tmp_path)
+    (folder / "x.yaml").write_text(text, encoding="utf-8")
+    with pytest.raises(config.ConfigError) as e:
+        config.load(folder / "x.yaml")
+    assert str(e.value).startswith(str(folder / "x.yaml")) and says in str(e.value), e.value
+
+
+def test_s2s_profile_writes_the_resolved_file_and_check_refuses_a_copied_difference(tmp_path):
+    _profiles(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    proc = run([str(BIN / "s2s"), "profile", "smoke"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    written = config.read_yaml(tmp_path / "params.yaml")
+    assert written == config.resolved(ROOT / "profiles" / "smoke.yaml")
+    proc = run([str(BIN / "s2s"), "profile"], cwd=tmp_path)
+    assert "current profile: smoke\n" in proc.stdout and "edited since" not in proc.stdout
+    # the difference file itself is no params.yaml: DVC reads that file's keys
+    shutil.copy(tmp_path / "profiles" / "smoke.yaml", tmp_path / "params.yaml")
+    proc = run([str(BIN / "s2s"), "check"], cwd=tmp_path, check=False)
+    assert proc.returncode != 0
+    assert "'extends' names profile 'default', but default.yaml does not exist" in proc.stderr
+    (tmp_path / "default.yaml").write_text(profile_text(ROOT / "profiles" / "default.yaml"))
+    proc = run([str(BIN / "s2s"), "check"], cwd=tmp_path, check=False)
+    assert proc.returncode != 0 and "'extends' belongs in a profile" in proc.stderr, proc.stderr
