@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from conftest import BIN, make_project, need_mirror, run
+from helpers import profile_dict, profile_text
 from s2s import config, dag
 from s2s.config import ConfigError
 
@@ -29,7 +30,7 @@ HOSTILE = ["x;touch PWNED;", "a b", "../up", "a/b", "a.b", "-x", "$(id)", "x`id`
 
 
 def smoke() -> dict:
-    return yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    return profile_dict("smoke")
 
 
 def write(tmp_path: Path, raw: dict | str, name: str = "params.yaml") -> Path:
@@ -47,6 +48,8 @@ def rename_model(raw: dict, old: str, new) -> dict:
     for name, members in raw["rescore"]["rescorers"].items():
         raw["rescore"]["rescorers"][name] = [new if m == old else m for m in members]
     raw["analysis"]["models"] = [new if m == old else m for m in raw["analysis"]["models"]]
+    raw["analysis"]["memory_models"] = [new if m == old else m
+                                        for m in raw["analysis"].get("memory_models", [])]
     return raw
 
 
@@ -94,7 +97,7 @@ def test_a_baseline_that_is_not_a_name_is_refused_even_with_external_nbest_lists
 @pytest.mark.parametrize("key", ["off", "yes", "on", "No", "y"])
 def test_yaml_1_1_booleans_are_refused_as_names(tmp_path, key):
     # To DVC (YAML 1.2) `off` is the string "off"; to PyYAML it is False: never a name.
-    text = SMOKE.read_text(encoding="utf-8").replace("  gru: {arch: cho", f"  {key}: {{arch: cho")
+    text = profile_text("smoke").replace("  gru: {arch: cho", f"  {key}: {{arch: cho")
     path = write(tmp_path, text)
     with pytest.raises(ConfigError, match=rf"'models.{key}' is not a valid name \('{key}' is a "
                                           r"boolean to YAML 1.1 readers"):
@@ -102,7 +105,7 @@ def test_yaml_1_1_booleans_are_refused_as_names(tmp_path, key):
 
 
 def test_a_non_string_map_key_is_refused_naming_the_map(tmp_path):
-    text = SMOKE.read_text(encoding="utf-8").replace("  gru: {arch: cho", "  010: {arch: cho")
+    text = profile_text("smoke").replace("  gru: {arch: cho", "  010: {arch: cho")
     path = write(tmp_path, text)
     with pytest.raises(ConfigError, match=r"'models' has a key int 10: keys must be strings"):
         config.load(path)
@@ -111,7 +114,7 @@ def test_a_non_string_map_key_is_refused_naming_the_map(tmp_path):
 def test_params_are_read_as_yaml_1_2_like_dvc(tmp_path):
     from dvc.utils.serialize import parse_yaml
 
-    text = SMOKE.read_text(encoding="utf-8").replace("  max_len: 40", "  max_len: 010")
+    text = profile_text("smoke").replace("  max_len: 40", "  max_len: 010")
     text = text.replace("  dedup: true", "  dedup: off")
     path = write(tmp_path, text)
     dvc_view = parse_yaml(text, str(path))
@@ -124,7 +127,7 @@ def test_params_are_read_as_yaml_1_2_like_dvc(tmp_path):
 
 
 def test_a_duplicate_key_is_refused_with_its_line(tmp_path):
-    text = SMOKE.read_text(encoding="utf-8").replace("  lr: 0.7\n", "  lr: 0.7\n  lr: 70.0\n")
+    text = profile_text("smoke").replace("  lr: 0.7\n", "  lr: 0.7\n  lr: 70.0\n")
     path = write(tmp_path, text)
     line = text.splitlines().index("  lr: 70.0") + 1
     with pytest.raises(ConfigError, match=rf"{path}:{line}:3: not valid YAML: found duplicate key "
@@ -133,12 +136,12 @@ def test_a_duplicate_key_is_refused_with_its_line(tmp_path):
 
 
 def test_dag_and_snakemake_read_params_with_the_same_reader(tmp_path):
-    text = SMOKE.read_text(encoding="utf-8").replace("  lr: 0.7\n", "  lr: 0.7\n  lr: 70.0\n")
+    text = profile_text("smoke").replace("  lr: 0.7\n", "  lr: 0.7\n  lr: 70.0\n")
     path = write(tmp_path, text)
     with pytest.raises(ConfigError, match="found duplicate key"):
         dag.load(ROOT / "dvc.yaml", path)
     smk = (ROOT / "workflow" / "rules" / "common.smk").read_text(encoding="utf-8")
-    assert "read_yaml(" in smk and "yaml.safe_load" not in smk
+    assert "resolved(" in smk and "yaml.safe_load" not in smk  # read_yaml, a profile resolved
 
 
 @pytest.mark.parametrize("section, key, value", [
@@ -148,7 +151,7 @@ def test_dag_and_snakemake_read_params_with_the_same_reader(tmp_path):
     ("model", "init_range", ".inf"), ("prepare", "max_ratio", ".inf"),
 ])
 def test_a_non_finite_number_is_refused_naming_the_key(tmp_path, section, key, value):
-    lines = SMOKE.read_text(encoding="utf-8").splitlines()
+    lines = profile_text("smoke").splitlines()
     start = lines.index(f"{section}:")
     at = next(i for i in range(start, len(lines)) if lines[i].startswith(f"  {key}:"))
     lines[at] = f"  {key}: {value}"

@@ -57,7 +57,9 @@ def test_a_report_setting_reruns_only_the_report(smoke_repo):
     params_file = smoke_repo / "params.yaml"
     original, times = params_file.read_text(), params_file.stat()
     try:
-        params_file.write_text(re.sub(r'title: ".*"', 'title: "Another title"', original))
+        edited = re.sub(r"""title: (".*"|'.*')""", 'title: "Another title"', original)
+        assert edited != original
+        params_file.write_text(edited)
         status = run([str(BIN / "dvc"), "status"], smoke_repo).stdout
         changed = {line.rstrip(":") for line in status.splitlines()
                    if line and not line.startswith((" ", "\t"))}
