@@ -133,6 +133,11 @@ class SystemConfig:
     beams: tuple[int, ...]
     nbest: int = field(default=1, metadata=rng(1))  # n-best entries written per sentence
 
+    @property
+    def widest_beam(self) -> int:
+        """The widest beam: the one n-best lists, the report's default row and rescoring use."""
+        return max(self.beams)
+
 
 @dataclass(frozen=True)
 class TranslateConfig:
@@ -713,9 +718,9 @@ def _check_cross_refs(p: Params) -> None:
         for i, b in enumerate(system.beams):
             if b < 1:
                 raise ConfigError(f"{p.source}: 'systems.{sname}.beams[{i}]' must be >= 1, got {b}")
-        if system.nbest > max(system.beams):
+        if system.nbest > system.widest_beam:
             raise ConfigError(f"{p.source}: 'systems.{sname}.nbest' ({system.nbest}) must not "
-                              f"exceed its widest beam ({max(system.beams)})")
+                              f"exceed its widest beam ({system.widest_beam})")
     if p.data.nbest is None and p.rescore.baseline not in p.systems:
         raise ConfigError(f"{p.source}: 'rescore.baseline' names system '{p.rescore.baseline}', "
                           f"which is not under 'systems' (known: {', '.join(p.systems)})")

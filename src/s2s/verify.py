@@ -106,7 +106,7 @@ class Spreads:
         self.ref = ref
         self.groups = seed_groups(ref.params)
         self.of_model = {m: g for g in self.groups for m in g}
-        one_model = {s.members[0]: (name, max(s.beams)) for name, s in ref.params.systems.items()
+        one_model = {s.members[0]: (name, s.widest_beam) for name, s in ref.params.systems.items()
                      if len(s.members) == 1}
         # per group, the tokenised BLEU of its members' one-model systems (their widest beam)
         self.bleu_of = {g: [v for v in (self._bleu(*one_model[m]) for m in g if m in one_model)

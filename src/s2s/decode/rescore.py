@@ -141,4 +141,4 @@ def nbest_path(params: Params, *, translate_dir: Path, raw_dir: Path) -> Path:
 
         return sources.raw_pair(raw_dir, params.data.nbest.corpus).fr
     system = params.rescore.baseline
-    return translate_dir / system / f"beam{max(params.systems[system].beams)}.nbest"
+    return translate_dir / system / f"beam{params.systems[system].widest_beam}.nbest"

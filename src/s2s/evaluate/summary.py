@@ -46,7 +46,7 @@ def figure3_plots(params: Params, groups: pd.DataFrame) -> dict[str, pd.DataFram
     base = groups["system"] == rescore_system(BASELINE)
     if not base.any():
         b = params.rescore.baseline
-        widest = str(max(params.systems[b].beams)) if b in params.systems else ""
+        widest = str(params.systems[b].widest_beam) if b in params.systems else ""
         base = (groups["system"] == b) & (groups["beam"] == widest)
     out = {}
     for axis in ("length", "rarity"):

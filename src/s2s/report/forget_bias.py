@@ -39,7 +39,7 @@ def pairs(params: Params) -> list[tuple[str, str]]:
 def _system_of(params: Params, model: str) -> tuple[str, int] | None:
     for system, cfg in params.systems.items():
         if cfg.members == (model,):
-            return system, max(cfg.beams)
+            return system, cfg.widest_beam
     return None
 
 

@@ -210,7 +210,7 @@ def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
     read += [str(src_p), str(ref_p)]
     outputs = {}
     for system, cfg in params.systems.items():
-        beam = max(cfg.beams)
+        beam = cfg.widest_beam
         _, p = hypothesis_files(translation(translate_dir, system, beam))
         if p.is_file():
             lines = read_lines(p)

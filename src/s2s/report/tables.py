@@ -96,7 +96,7 @@ def baseline_ref(params: Params) -> Ours:
     beam, or (external n-best lists, baseline not one of our systems) the rescore stage's 1-best."""
     name = params.rescore.baseline
     if name in params.systems:
-        return Ours("translate", name, max(params.systems[name].beams))
+        return Ours("translate", name, params.systems[name].widest_beam)
     return Ours("rescore", BASELINE)
 
 
@@ -111,7 +111,7 @@ def baseline_text(params: Params) -> str:
                                (params.model_config(m) for m in system.members)))
     count = f"{len(system.members)} model{'s' if len(system.members) > 1 else ''}"
     return (f"'{name}' ({count}: {'; '.join(kinds)}), its {system.nbest}-best lists at beam "
-            f"{max(system.beams)}")
+            f"{system.widest_beam}")
 
 
 def _resolve(params: Params, ours: Ours) -> Ours:

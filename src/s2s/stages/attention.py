@@ -78,7 +78,7 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
         """Its (one) model and its widest beam's tokenised translations."""
         system = params.systems[name]
         (member,) = system.members  # the config allows one model here
-        beam = max(system.beams)
+        beam = system.widest_beam
         model = checkpoint.load_model(models_dir / member / "model.pt", src_vocab=src_vocab,
                                       tgt_vocab=tgt_vocab, expect=params.model_config(member),
                                       name=member)
