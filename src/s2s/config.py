@@ -498,9 +498,9 @@ def resolved(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
                               f"'extends'")
         return raw
     base_name = raw["extends"]
-    if not (isinstance(base_name, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", base_name)):
-        raise ConfigError(f"{path}: 'extends' must name a profile of {path.parent}/, "
-                          f"got {_show(base_name)}")
+    if not (isinstance(base_name, str) and NAME_PATTERN.fullmatch(base_name)):
+        raise ConfigError(f"{path}: 'extends' must name a profile of {path.parent}/ "
+                          f"({NAME_RULE}), got {_show(base_name)}")
     base_path = path.parent / f"{base_name}.yaml"
     if base_path.resolve() in [q.resolve() for q in (*_seen, path)]:
         chain = " -> ".join(str(q) for q in (*_seen, path, base_path))
