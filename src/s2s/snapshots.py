@@ -10,7 +10,6 @@ stage does not depend on the trainer's code.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,18 +29,23 @@ def snapshots_due(epochs: Sequence[float], *, steps_per_epoch: int,
 
 
 def read_index(folder: str | Path) -> dict:
-    """A snapshot folder's index (what ``s2s.train.Snapshots.publish`` wrote); a damaged one is
-    refused naming the file."""
-    path = Path(folder) / SNAPSHOT_INDEX
+    """A snapshot folder's index (what ``s2s.train.Snapshots.publish`` wrote), read through the
+    pipeline's checked JSON reader; a damaged index, or one listing a file that is not there,
+    is refused naming the file."""
+    from s2s.artifacts import ArtifactError, read_json_object
+
+    folder = Path(folder)
+    path = folder / SNAPSHOT_INDEX
+    index = read_json_object(path, keys=("snapshots", "final_epoch", "total_steps"))
     try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-        entries = [(float(s["epoch"]), int(s["step"]), str(s["file"])) for s in index["snapshots"]]
+        files = [str(s["file"]) for s in index["snapshots"] if float(s["epoch"]) >= 0
+                 and int(s["step"]) >= 0]
         float(index["final_epoch"]), int(index["total_steps"])
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: not a snapshot index written by the train stage "
-                         f"({type(e).__name__}: {e}); rerun its train stage") from e
-    if not all((Path(folder) / f).is_file() for _, _, f in entries):
-        missing = [f for _, _, f in entries if not (Path(folder) / f).is_file()]
-        raise ValueError(f"{path}: lists {', '.join(missing)}, not in {folder}; rerun its train "
-                         "stage")
+    except (ValueError, KeyError, TypeError) as e:
+        raise ArtifactError(f"{path}: not a snapshot index written by the train stage "
+                            f"({type(e).__name__}: {e}); rerun its train stage") from None
+    missing = [f for f in files if not (folder / f).is_file()]
+    if missing:
+        raise ArtifactError(f"{path}: lists {', '.join(missing)}, not in {folder}; rerun its "
+                            "train stage")
     return index
