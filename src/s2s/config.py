@@ -792,7 +792,8 @@ def _check_capable_model(p: Params, key: str, model: str, what: str, *, system: 
         kind = cfg.arch + (f", cell {cfg.cell}" if what == "forget_gates" else "")
         named = (f"system '{system}', whose model '{model}' ({kind})" if system else
                  f"model '{model}' ({kind}), which")
-        raise ConfigError(f"{p.source}: '{key}' names {named} cannot do this: it needs {CAPABILITIES[what]} (architectures that can: "
+        raise ConfigError(f"{p.source}: '{key}' names {named} cannot do this: it needs "
+                          f"{CAPABILITIES[what]} (architectures that can: "
                           f"{', '.join(able(what))})")
 
 

@@ -38,13 +38,12 @@ def read_index(folder: str | Path) -> dict:
     path = folder / SNAPSHOT_INDEX
     index = read_json_object(path, keys=("snapshots", "final_epoch", "total_steps"))
     try:
-        files = [str(s["file"]) for s in index["snapshots"] if float(s["epoch"]) >= 0
-                 and int(s["step"]) >= 0]
+        entries = [(float(s["epoch"]), int(s["step"]), str(s["file"])) for s in index["snapshots"]]
         float(index["final_epoch"]), int(index["total_steps"])
     except (ValueError, KeyError, TypeError) as e:
         raise ArtifactError(f"{path}: not a snapshot index written by the train stage "
                             f"({type(e).__name__}: {e}); rerun its train stage") from None
-    missing = [f for f in files if not (folder / f).is_file()]
+    missing = [f for _, _, f in entries if not (folder / f).is_file()]
     if missing:
         raise ArtifactError(f"{path}: lists {', '.join(missing)}, not in {folder}; rerun its "
                             "train stage")
