@@ -181,3 +181,62 @@ def test_every_command_reads_only_what_its_stage_declares():
         params = load(profile)
         for name in stages.STAGES:
             assert stages.module(name).stages(params) or name == "attention", (profile, name)
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
+def test_a_stages_command_is_made_of_its_declared_path_flags(profile):
+    # One declaration per stage (s2s.dag.Arg in the module's ARGS): the command dvc.yaml runs
+    # passes exactly the declared flags, with the declared paths, and nothing else.
+    import shlex
+
+    for stage in pipeline.generate(load(profile)):
+        args = {a.flag: a for a in stages.module(stage.command).ARGS}
+        words = shlex.split(stage.cmd)
+        assert words[:2] == ["s2s", stage.command], stage.name
+        rest = words[2:] if stage.item is None else words[3:]
+        assert stage.item is None or words[2] == stage.item
+        assert dict(zip(rest[::2], rest[1::2])) == dict(stage.paths), stage.name
+        assert len(rest) == 2 * len(stage.paths), stage.name
+        for flag, path in stage.paths:
+            assert path == args[flag].path.replace("{item}", stage.item or ""), (stage.name, flag)
+        assert {f for f, a in args.items() if not a.optional} <= dict(stage.paths).keys(), \
+            stage.name
+        # what it writes among its flags is among its outputs, what it reads among its inputs
+        # (or covered by a part of it)
+        outs = {o.path for o in stage.outs}
+        for flag, path in stage.paths:
+            mine = outs if args[flag].writes else set(stage.deps)
+            if args[flag].writes or flag not in ("--models", "--snapshots", "--vocab",
+                                                  "--ckpt-dir", "--translate"):
+                assert any(p == path or p.startswith(path + "/") for p in mine), \
+                    (stage.name, flag, path)
+
+
+def test_the_command_lines_defaults_come_from_the_declaration_not_dvc_yaml(tmp_path, monkeypatch):
+    from s2s import cli
+
+    params = load(ROOT / "profiles/smoke.yaml")
+    monkeypatch.chdir(tmp_path)  # no dvc.yaml here
+    analysed = params.analysis.models[0]
+    plain = next(m for m in params.models if m not in params.analysis.models)
+    for name, snapshots in ((analysed, Path(f"snapshots/{analysed}")), (plain, None)):
+        a = cli.build_parser().parse_args(["train", name, "--curves", "elsewhere.csv"])
+        spec = cli.stage_of(a, params)
+        cli.fill_path_defaults(a, spec, cli.STAGE_PATHS["train"], cli.STAGE_OPTIONAL["train"])
+        assert a.model_dir == Path(f"models/{name}") and a.curves == Path("elsewhere.csv")
+        assert a.metrics == Path(f"metrics/train/{name}.json") and a.snapshots == snapshots
+    a = cli.build_parser().parse_args(["train", "no_such_model"])
+    with pytest.raises(ValueError, match="no model 'no_such_model' under 'models'"):
+        cli.stage_of(a, params)
+
+
+def test_a_stage_declaration_refuses_a_flag_its_command_lacks():
+    from s2s import dag
+
+    args = (dag.Arg("--out", "x"), dag.Arg("--extra", "y", optional=True))
+    with pytest.raises(dag.DagError, match="--nope is not an"):
+        dag.command("s", "s", args, include=("--nope",))
+    with pytest.raises(dag.DagError, match="--also is not an"):
+        dag.command("s", "s", args, parts={"--also": ()})
+    stage = dag.command("s", "s", args, include=("--extra",), parts={"--out": ("a", "b")})
+    assert stage.cmd == "s2s s --out x --extra y" and stage.deps == ("x/a", "x/b", "y")

@@ -21,7 +21,7 @@ import yaml
 
 from conftest import BIN, make_project, need_mirror, run
 from helpers import profile_dict, profile_text
-from s2s import config, dag
+from s2s import config
 from s2s.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +139,7 @@ def test_dag_and_snakemake_read_params_with_the_same_reader(tmp_path):
     text = profile_text("smoke").replace("  lr: 0.7\n", "  lr: 0.7\n  lr: 70.0\n")
     path = write(tmp_path, text)
     with pytest.raises(ConfigError, match="found duplicate key"):
-        dag.load(ROOT / "dvc.yaml", path)
+        config.resolved(path)
     smk = (ROOT / "workflow" / "rules" / "common.smk").read_text(encoding="utf-8")
     assert "resolved(" in smk and "yaml.safe_load" not in smk  # read_yaml, a profile resolved
 

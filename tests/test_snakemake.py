@@ -78,7 +78,7 @@ def dvc_index(repo: Path) -> dict[str, tuple]:
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_dag_resolves_dvc_yaml_as_dvc_does(profile, plan_repo):
+def test_the_generated_stages_are_what_dvc_reads(profile, plan_repo):
     (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")
     params = load(plan_repo / "params.yaml")
     pipeline.write(params, plan_repo / "dvc.yaml")
@@ -90,7 +90,6 @@ def test_dag_resolves_dvc_yaml_as_dvc_does(profile, plan_repo):
                 for s in stages}
 
     # What Snakemake runs (generated from params) is what DVC reads from the generated file.
-    assert index(dag.load(plan_repo / "dvc.yaml", plan_repo / "params.yaml")) == want
     assert index(pipeline.generate(params)) == want
 
 
@@ -99,8 +98,8 @@ def test_dag_inputs_map_dependencies_to_the_outputs_that_make_them():
     everything = list(stages.values())
     # a file inside another stage's output directory -> that directory; source files stay
     inputs = dag.inputs(stages["rescore-oracle"], everything)
-    assert [p for p in inputs if not p.startswith("src/")] == [
-        "metrics/params.json", "data/prepared", "outputs/translate/baseline", "data/raw"]
+    assert sorted(p for p in inputs if not p.startswith("src/")) == [
+        "data/prepared", "data/raw", "metrics/params.json", "outputs/translate/baseline"]
     assert "src/s2s/decode/rescore.py" in inputs
     # a directory holding other stages' outputs -> those outputs; a source directory stays
     report = dag.inputs(stages["report"], everything)
@@ -109,18 +108,6 @@ def test_dag_inputs_map_dependencies_to_the_outputs_that_make_them():
     assert "src/s2s/report/tables.py" in report
     # the resume point is no output of either executor: DVC never hashes or deletes it
     assert all(not o.path.startswith("checkpoints/") for s in stages.values() for o in s.outs)
-
-
-def test_dag_refuses_what_it_does_not_resolve(tmp_path):
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"a": {
-        "cmd": "s2s x ${nope.key}", "outs": ["out"]}}}))
-    (tmp_path / "params.yaml").write_text("train: {lr: 1}\n")
-    with pytest.raises(dag.DagError, match=r"stage 'a': 'nope.key' is not in the parameters"):
-        dag.load(tmp_path / "dvc.yaml", tmp_path / "params.yaml")
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"a": {
-        "matrix": {"x": [1, 2]}, "cmd": "echo ${item.x}"}}}))
-    with pytest.raises(dag.DagError, match="'matrix' is not supported"):
-        dag.load(tmp_path / "dvc.yaml", tmp_path / "params.yaml")
 
 
 # ---------------------------------------------------------------------------------------------

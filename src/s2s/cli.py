@@ -2,7 +2,8 @@
 ``s2s.stages.<stage>``), and the tools around them (translate-text, score, profile, dag).
 
 dvc.yaml, generated from params by `s2s dag write`, calls the stage subcommands and passes every
-path; a path flag left out defaults to what dvc.yaml passes. Each stage sees only the params keys
+path; a path flag left out defaults to what dvc.yaml passes (both come from the stage module's
+declaration, s2s.dag.Arg). Each stage sees only the params keys
 its dvc.yaml entry declares. Validating a parameter file builds each model's config from its
 architecture's config module (s2s.arch), which imports no torch: only the stages that run a
 model (train, translate, rescore, analyze, attention) and translate-text import it.
@@ -269,45 +270,18 @@ def _cmd_dag(a, params_path: Path):
 
 
 # --- paths default to dvc.yaml's -----------------------------------------------------------------
-# dvc.yaml owns the paths (STYLE.md, rule 2): a stage's flags default to what its stage's `cmd`
-# passes, read from ./dvc.yaml when the command runs, so nothing here repeats a path.
+# A stage's path flags are declared once, in its module's ARGS (s2s.dag.Arg); dvc.yaml's command
+# is generated from them, and a flag left out takes the path that command passes (the stage's
+# declaration for the params named by --params), so nothing here repeats a path or reads
+# dvc.yaml back.
 
 DVC_YAML = Path("dvc.yaml")
 
 
-def dvc_defaults(dvc_yaml: Path = DVC_YAML) -> dict[tuple[str, str | None], dict[str, str]]:
-    """{(subcommand, positional or None): {flag: value}} from the `s2s ...` cmd of every stage;
-    ``${key}`` of a foreach stage is kept, to be filled in with the positional argument."""
-    import shlex
-
-    import yaml
-
-    try:
-        stages = (yaml.safe_load(dvc_yaml.read_text(encoding="utf-8")) or {}).get("stages", {})
-    except (OSError, yaml.YAMLError):
-        return {}
-    out: dict[tuple[str, str | None], dict[str, str]] = {}
-    for body in stages.values():
-        cmd = (body.get("do", body) or {}).get("cmd", "") if isinstance(body, dict) else ""
-        words = shlex.split(cmd) if isinstance(cmd, str) else []
-        if len(words) < 2 or words[0] != "s2s":
-            continue
-        rest, positional = words[2:], None
-        if rest and not rest[0].startswith("--"):
-            positional, rest = rest[0], rest[1:]
-        flags = {rest[i]: rest[i + 1] for i in range(len(rest) - 1)
-                 if rest[i].startswith("--") and not rest[i + 1].startswith("--")}
-        out[(words[1], positional)] = flags
-    return out
-
-
-def _path_default_help(defaults, command: str, flag: str) -> str:
-    values = sorted({f[flag].replace(pos, "<NAME>").replace("${key}", "<NAME>") if pos
-                     else f[flag]
-                     for (c, pos), f in defaults.items() if c == command and flag in f})
-    if not values:
-        return "default: none in ./dvc.yaml, so required"
-    return f"default: {' or '.join(values)}, as dvc.yaml passes it"
+def _path_default_help(arg) -> str:
+    shown = arg.path.replace("{item}", "<NAME>")
+    return f"default: {shown}, as dvc.yaml passes it" + (
+        " (none where it does not)" if arg.optional else "")
 
 
 def _at_least(lo: int):
@@ -335,24 +309,17 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
-def fill_path_defaults(a: argparse.Namespace, defaults, path_flags: dict[str, str],
+def fill_path_defaults(a: argparse.Namespace, stage, path_flags: dict[str, str],
                        optional: dict[str, str] | None = None) -> None:
-    """Give every path flag left unset the value of its dvc.yaml stage; one clear error if none
-    (an ``optional`` flag without one stays unset)."""
-    positional = getattr(a, "name", None) or getattr(a, "system", None) or getattr(
-        a, "rescorer", None)
-    stage = defaults.get((a.command, positional)) or defaults.get((a.command, "${key}")) or {}
+    """Give every path flag left unset the path `stage` (its s2s.dag.Stage) passes; an
+    ``optional`` flag its stage does not pass stays unset."""
+    passed = dict(stage.paths)
     for flag, dest in {**path_flags, **(optional or {})}.items():
-        if getattr(a, dest) is not None:
-            continue
-        value = stage.get(flag)
-        if value is None and flag in (optional or {}):
-            continue
-        if value is None:
-            raise ValueError(f"{a.command}: {flag} not given and ./dvc.yaml has no stage "
-                             f"`s2s {a.command}{' ' + positional if positional else ''}` "
-                             f"that sets it: pass {flag}")
-        setattr(a, dest, Path(value.replace("${key}", positional or "")))
+        if getattr(a, dest) is None and flag in passed:
+            setattr(a, dest, Path(passed[flag]))
+        elif getattr(a, dest) is None and flag not in (optional or {}):
+            raise ValueError(f"{a.command}: {flag} not given and stage {stage.name} does not "
+                             f"pass it: pass {flag}")
 
 
 STAGE_PATHS: dict[str, dict[str, str]] = {}  # subcommand -> {flag: dest}, filled by build_parser
@@ -372,7 +339,6 @@ PATH_HELP = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    defaults = dvc_defaults()
     p = argparse.ArgumentParser(prog="s2s", description=" ".join(
         __doc__.split("\n\n")[0].split()), formatter_class=_Help)
     p.add_argument("--params", type=Path, default=Path(PARAMS_FILE), help="parameter file")
@@ -380,30 +346,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="debug logging, and tracebacks instead of one-line errors")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def stage(name, fn, help, paths=(), optional=(), own_help=None):
+    def stage(name, fn, help, args):
         sp = sub.add_parser(name, help=help, description=help,
                             formatter_class=_Help)
         sp.set_defaults(fn=fn)
         STAGE_PATHS[name], STAGE_OPTIONAL[name] = {}, {}
-        for flag in paths:
-            dest = flag[2:].replace("-", "_")
-            sp.add_argument(flag, type=Path, default=None, dest=dest, metavar="PATH",
-                            help=f"{(own_help or {}).get(flag) or PATH_HELP.get(flag, 'path')}; "
-                                 f"{_path_default_help(defaults, name, flag)}")
-            STAGE_PATHS[name][flag] = dest
-        for flag in optional:  # paths a stage can do without
-            dest = flag[2:].replace("-", "_")
-            sp.add_argument(flag, type=Path, default=None, dest=dest, metavar="PATH",
-                            help=f"{(own_help or {}).get(flag) or PATH_HELP.get(flag, 'path')}, "
-                                 f"optional; "
-                                 f"{_path_default_help(defaults, name, flag)}")
-            STAGE_OPTIONAL[name][flag] = dest
+        for arg in args:
+            dest = arg.flag[2:].replace("-", "_")
+            sp.add_argument(arg.flag, type=Path, default=None, dest=dest, metavar="PATH",
+                            help=f"{arg.help or PATH_HELP.get(arg.flag, 'path')}"
+                                 f"{', optional' if arg.optional else ''}; "
+                                 f"{_path_default_help(arg)}")
+            (STAGE_OPTIONAL if arg.optional else STAGE_PATHS)[name][arg.flag] = dest
         return sp
 
     for name in stages.STAGES:
         mod = stages.module(name)
-        sp = stage(name, mod.cli, mod.HELP, mod.PATHS, getattr(mod, "OPTIONAL_PATHS", ()),
-                   getattr(mod, "PATH_HELP", None))
+        sp = stage(name, mod.cli, mod.HELP, mod.ARGS)
         if hasattr(mod, "add_arguments"):
             mod.add_arguments(sp)
 
@@ -511,22 +470,22 @@ POSITIONAL = {"train": ("name", "model", "models"), "translate": ("system", "sys
               "rescore": ("rescorer", "rescorer", "rescore.rescorers")}
 
 
-def declared_params(args: argparse.Namespace, params):
-    """`params` as the stage this command runs may read it: the keys of its dvc.yaml entry
-    (s2s.stages.<stage>.stages(params)), nothing else."""
+def stage_of(args: argparse.Namespace, params):
+    """The stage (s2s.dag.Stage) this command runs: that of the model, system or rescorer it
+    names, from the stage module's declaration for `params`."""
     mod = stages.module(args.command)
     specs = mod.stages(params)
     if args.command in POSITIONAL:
         dest, what, section = POSITIONAL[args.command]
         item = getattr(args, dest)
-        specs = [s for s in specs if s.cmd.split()[2] == item]
+        known = [s.item for s in specs]
+        specs = [s for s in specs if s.item == item]
         if not specs:
-            known = [s.cmd.split()[2] for s in mod.stages(params)]
             raise ConfigError(f"{params.source}: no {what} '{item}' under '{section}' "
                               f"(known: {', '.join(known)})")
     if len(specs) != 1:
         raise ConfigError(f"{params.source}: params give no `{args.command}` stage")
-    return only(params, specs[0].params, stage=specs[0].name)
+    return specs[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -541,10 +500,10 @@ def main(argv: list[str] | None = None) -> int:
             args.fn(args, args.params)
             return 0
         params = load(args.params)  # the whole file is validated before any stage works
-        view = declared_params(args, params)  # an unknown model or system named first
-        fill_path_defaults(args, dvc_defaults(), STAGE_PATHS[args.command],
-                           STAGE_OPTIONAL[args.command])
-        args.fn(args, view)
+        spec = stage_of(args, params)  # an unknown model or system named first
+        fill_path_defaults(args, spec, STAGE_PATHS[args.command], STAGE_OPTIONAL[args.command])
+        # the stage sees only the params keys its dvc.yaml entry declares
+        args.fn(args, only(params, spec.params, stage=spec.name))
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130

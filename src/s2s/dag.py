@@ -1,32 +1,24 @@
-"""The pipeline's stages as ``dvc.yaml`` defines them, for executors other than DVC (Snakemake).
+"""The pipeline's stages as records: what ``dvc.yaml`` holds and Snakemake runs.
 
-Reads:  ``dvc.yaml`` and a parameter file (``params.yaml`` or a profile).
-Writes: nothing; :func:`load` returns one :class:`Stage` per DVC stage, ``foreach`` expanded and
-        DVC's ``${...}`` templating resolved from the parameter file, as ``dvc stage list`` names
-        them (``train-forward``, ``translate-ensemble5``).
-
-The DAG is written once, in ``dvc.yaml``: ``workflow/Snakefile`` builds its rules from these
-stages, so a path or a stage added there reaches Snakemake without a second copy. The templating
-handled is the subset DVC documents and ``dvc.yaml`` uses: ``foreach`` over a mapping or a list
-(``${key}``, ``${item}``, ``${item.field}``) and ``${dotted.key}`` of the parameter file; anything
-else (``vars``, ``matrix``, other parameter files) is refused with the stage's name, never guessed.
-tests/test_snakemake.py checks the result against DVC's own resolution for every profile.
+A stage module (``s2s.stages.<stage>``) declares its path flags once (:class:`Arg`) and builds its
+stages with :func:`command`, which derives the command line, the dependencies and the outputs
+from them; :mod:`s2s.pipeline` adds the code each stage runs and writes ``dvc.yaml`` from these
+records (``s2s dag write``), and ``workflow/Snakefile`` builds its rules from the same records
+(:func:`inputs` maps a stage's dependencies to the outputs of the stages that make them). Nothing
+reads ``dvc.yaml`` back: tests/test_snakemake.py checks that DVC's own reading of the generated
+file is these records, for every profile.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
-
-from s2s.config import read_yaml
-
-_TEMPLATE = re.compile(r"\$\{\s*([^}]*?)\s*\}")
 
 
 class DagError(ValueError):
-    """A dvc.yaml construct this module does not resolve, or a key the parameters lack."""
+    """A stage declared with a flag its command lacks, or a key the parameters lack."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +51,12 @@ class Stage:
     # it builds or describes (s2s.arch names them by module and imports them on demand), so that
     # their files, and only theirs, are among its dependencies (s2s.pipeline).
     code: tuple[str, ...] = field(default=(), compare=False)
+    # What `cmd` is made of (:func:`command`): the s2s subcommand, its positional argument (the
+    # model, system or rescorer) and its path flags with the paths it passes; the command line's
+    # defaults for a stage's flags are these (s2s.cli), so no one reads dvc.yaml back.
+    command: str = field(default="", compare=False)
+    item: str | None = field(default=None, compare=False)
+    paths: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
     def kind(self) -> str:
@@ -71,31 +69,59 @@ class Stage:
         return re.sub(r"\W", "_", self.name)
 
 
-def load(dvc_yaml: str | Path = "dvc.yaml", params: str | Path = "params.yaml") -> list[Stage]:
-    """Every stage of `dvc_yaml`, in file order, with templates resolved from `params`."""
-    dvc_yaml, params = Path(dvc_yaml), Path(params)
-    # Read as DVC reads them (YAML 1.2, duplicate keys refused): the same values DVC resolves.
-    spec = read_yaml(dvc_yaml) or {}
-    values = read_yaml(params) or {}
-    if "vars" in spec:
-        raise DagError(f"{dvc_yaml}: top-level 'vars' is not supported by s2s.dag")
-    stages: list[Stage] = []
-    for name, body in (spec.get("stages") or {}).items():
-        if "matrix" in body:
-            raise DagError(f"{dvc_yaml}: stage '{name}': 'matrix' is not supported by s2s.dag")
-        if "foreach" in body:
-            items = _resolve(body["foreach"], values, f"{name}.foreach")
-            pairs = (items.items() if isinstance(items, dict)
-                     else ((_list_key(item, name), item) for item in items))
-            for key, item in pairs:
-                ctx = {**values, "key": key, "item": item}
-                stages.append(_stage(f"{name}@{key}", _resolve(body["do"], ctx, name), dvc_yaml))
+@dataclass(frozen=True)
+class Arg:
+    """A path flag of a stage's command, declared once in its module's ``ARGS``: the path its
+    dvc.yaml command passes (``{item}``: the model, system or rescorer of a per-item stage),
+    whether the stage reads or writes it, and what ``s2s <stage> --help`` says of it. The
+    command, the dependencies and outputs in dvc.yaml, and the command line's defaults all
+    derive from it (:func:`command`)."""
+
+    flag: str
+    path: str
+    writes: bool = False
+    help: str = ""
+    optional: bool = False  # the stage runs without it; its stage passes it only where it applies
+    cache: bool = True  # for an output: DVC's cache keeps it
+    metric: bool = False  # for an output: a metrics file (git-tracked when not cached)
+
+    def at(self, item: str | None) -> str:
+        return self.path.format(item=item) if "{item}" in self.path else self.path
+
+
+def command(name: str, command: str, args: tuple[Arg, ...], *, item: str | None = None,
+            include: tuple[str, ...] = (), parts: dict[str, tuple[str, ...]] | None = None,
+            deps: tuple[str, ...] = (), outs: tuple[Out, ...] = (),
+            params: tuple[str, ...] = (), doc: str = "", code: tuple[str, ...] = ()) -> Stage:
+    """The stage `name` that runs ``s2s <command> [item]`` with the path flags `args` (the
+    optional ones only where named in `include`), in their order.
+
+    Each flag's path is a dependency (an output, for an :attr:`Arg.writes` flag) unless `parts`
+    names what of it the stage reads or writes: ``parts={"--prepared": ("test.tok.en",)}`` makes
+    ``data/prepared/test.tok.en`` the dependency, ``()`` none (the command names a folder that
+    other dependencies cover). `deps` and `outs`: what the stage reads or writes beyond its
+    flags (a file beside a flag's, a source file)."""
+    parts = parts or {}
+    unknown = sorted(set(parts) - {a.flag for a in args}) + sorted(
+        set(include) - {a.flag for a in args if a.optional})
+    if unknown:
+        raise DagError(f"stage '{name}': {unknown[0]} is not an (optional) path flag of "
+                       f"`s2s {command}`")
+    used = [a for a in args if not a.optional or a.flag in include]
+    paths = tuple((a.flag, a.at(item)) for a in used)
+    ins: list[str] = []
+    made: list[Out] = []
+    for a, (_, path) in zip(used, paths):
+        pieces = [path] if a.flag not in parts else [f"{path}/{p}" for p in parts[a.flag]]
+        if a.writes:
+            made += [Out(p, cache=a.cache, metric=a.metric) for p in pieces]
         else:
-            stages.append(_stage(name, _resolve(body, values, name), dvc_yaml))
-    names = [s.rule for s in stages]
-    if len(set(names)) != len(names):
-        raise DagError(f"{dvc_yaml}: two stages map to one rule name: {sorted(names)}")
-    return stages
+            ins += pieces
+    words = ["s2s", command, *([item] if item is not None else []),
+             *(w for pair in paths for w in pair)]
+    return Stage(name=name, cmd=" ".join(words),
+                 deps=tuple(dict.fromkeys((*deps, *ins))), outs=(*made, *outs),
+                 params=params, doc=doc, code=code, command=command, item=item, paths=paths)
 
 
 def inputs(stage: Stage, stages: list[Stage]) -> list[str]:
@@ -126,54 +152,6 @@ def param_values(params: dict[str, Any], keys: tuple[str, ...] | list[str]) -> d
 # ---------------------------------------------------------------------------------------------
 
 
-def _stage(name: str, body: dict, where: Path) -> Stage:
-    if not isinstance(body, dict) or "cmd" not in body:
-        raise DagError(f"{where}: stage '{name}' has no 'cmd'")
-    cmd = body["cmd"]
-    if isinstance(cmd, list):
-        raise DagError(f"{where}: stage '{name}': a list of commands is not supported by s2s.dag")
-    outs: list[Out] = []
-    for section in ("outs", "metrics", "plots"):
-        for entry in body.get(section) or []:
-            if isinstance(entry, str):
-                outs.append(Out(entry, metric=section == "metrics"))
-            else:
-                ((path, opts),) = entry.items()
-                opts = opts or {}
-                outs.append(Out(path, cache=opts.get("cache", True),
-                                persist=opts.get("persist", False), metric=section == "metrics"))
-    params: list[str] = []
-    for entry in body.get("params") or []:
-        if not isinstance(entry, str):
-            raise DagError(f"{where}: stage '{name}': params of another file ({entry}) are not "
-                           "supported by s2s.dag")
-        params.append(entry)
-    return Stage(name=name, cmd=str(cmd), deps=tuple(body.get("deps") or ()),
-                 outs=tuple(outs), params=tuple(params))
-
-
-def _resolve(node: Any, ctx: dict, where: str) -> Any:
-    """Substitute ${...} in every string of `node`. A string that is exactly one template takes
-    the value itself (a mapping for foreach); inside a longer string a value must be a scalar."""
-    if isinstance(node, dict):
-        return {_resolve(k, ctx, where): _resolve(v, ctx, where) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_resolve(v, ctx, where) for v in node]
-    if not isinstance(node, str) or "${" not in node:
-        return node
-    whole = _TEMPLATE.fullmatch(node)
-    if whole:
-        return _lookup(ctx, whole.group(1), where)
-
-    def scalar(m: re.Match) -> str:
-        value = _lookup(ctx, m.group(1), where)
-        if isinstance(value, (dict, list)):
-            raise DagError(f"stage '{where}': '${{{m.group(1)}}}' is not a scalar in '{node}'")
-        return str(value).lower() if isinstance(value, bool) else str(value)
-
-    return _TEMPLATE.sub(scalar, node)
-
-
 def _lookup(ctx: dict, dotted: str, where: str) -> Any:
     value: Any = ctx
     for part in dotted.split("."):
@@ -184,12 +162,6 @@ def _lookup(ctx: dict, dotted: str, where: str) -> Any:
         else:
             raise DagError(f"stage '{where}': '{dotted}' is not in the parameters")
     return value
-
-
-def _list_key(item: Any, stage: str) -> str:
-    if isinstance(item, (dict, list)):
-        raise DagError(f"stage '{stage}': foreach over a list of mappings is not supported")
-    return str(item)
 
 
 def _inside(path: str, folder: str) -> bool:

@@ -18,6 +18,7 @@ and ``s2s/dag.py`` (the stages' description, which is dvc.yaml itself) are not l
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
@@ -44,11 +45,8 @@ def generate(params: Params) -> list[dag.Stage]:
     for name in stages.STAGES:
         for stage in stages.module(name).stages(params):
             code = code_deps(f"s2s.stages.{name}", *stage.code)
-            result.append(dag.Stage(name=stage.name, cmd=stage.cmd,
-                                    deps=tuple(stage.deps) + tuple(c for c in code
-                                                                  if c not in stage.deps),
-                                    outs=stage.outs, params=stage.params, doc=stage.doc,
-                                    code=stage.code))
+            result.append(dataclasses.replace(
+                stage, deps=tuple(stage.deps) + tuple(c for c in code if c not in stage.deps)))
     names = [s.name for s in result]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

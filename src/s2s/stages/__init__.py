@@ -4,12 +4,16 @@
 A stage module holds only stage glue; the work is library code (``s2s.data``, ``s2s.model``,
 ``s2s.decode``, ``s2s.evaluate``, ``s2s.analysis``, ``s2s.report``). It defines:
 
-- ``stages(params) -> list[s2s.dag.Stage]``: its dvc.yaml entries (name, command, inputs,
-  outputs and the params keys it reads), one per model, system or rescorer where it runs per item.
-  ``s2s dag write`` generates dvc.yaml from these (:mod:`s2s.pipeline`), adding the source files
-  the stage's module imports as dependencies, so a code change reruns exactly what runs that code.
-- ``PATHS`` (and ``OPTIONAL_PATHS``): its path flags, defaulting to what its dvc.yaml command
-  passes; ``add_arguments(parser)`` for any other argument.
+- ``ARGS``: its path flags (:class:`s2s.dag.Arg`), each declared once with the path its dvc.yaml
+  command passes, whether the stage reads or writes it, and its help; ``add_arguments(parser)``
+  for any other argument.
+- ``stages(params) -> list[s2s.dag.Stage]``: its dvc.yaml entries, built by
+  :func:`s2s.dag.command` from ``ARGS`` (the command, the dependencies and outputs the flags
+  give, anything else it reads or writes, the params keys it reads), one per model, system or
+  rescorer where it runs per item. ``s2s dag write`` generates dvc.yaml from these
+  (:mod:`s2s.pipeline`), adding the source files the stage's module imports as dependencies, so
+  a code change reruns exactly what runs that code. A path flag left out on the command line
+  takes the path of the same declaration.
 - ``cli(args, params)``: the command. ``params`` is a :class:`s2s.config.ParamsView` holding only
   the keys the stage's dvc.yaml entry declares; reading another raises UndeclaredParams.
 - ``main(...)``: the stage as a function of typed config and paths: it reads its inputs, calls the

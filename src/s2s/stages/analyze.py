@@ -43,17 +43,15 @@ from pathlib import Path
 
 from s2s import arch, snapshots
 from s2s.config import AnalysisConfig, Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 
 log = logging.getLogger("s2s.analysis")
 
 HELP = "Figure 2, forget gates, gradient reach (also over training) and memory of `analysis`"
-PATHS = ("--prepared", "--vocab", "--models", "--out")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "folder of the analyses",
-}
-OPTIONAL_PATHS = ("--snapshots",)  # without it (or its folders), no gradient reach over training
+ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
+        # without it (or its folders), no gradient reach over training
+        Arg("--snapshots", "snapshots", optional=True),
+        Arg("--out", "outputs/analysis", writes=True, help="folder of the analyses"))
 
 
 MEMORY_KEYS = ("memory_models", "memory_steps", "memory_candidates")  # each with a default
@@ -67,13 +65,10 @@ def memory_models(params: Params) -> tuple[str, ...]:
 def stages(params: Params) -> list[Stage]:
     models = params.analysis.models
     both = tuple(dict.fromkeys((*models, *memory_models(params))))
-    return [Stage(
-        name="analyze",
-        cmd="s2s analyze --prepared data/prepared --vocab data/vocab --models models "
-            "--snapshots snapshots --out outputs/analysis",
-        deps=("data/prepared/test.tok.en", "data/prepared/test.tok.fr", "data/vocab",
-              *(f"models/{m}" for m in both), *(f"snapshots/{m}" for m in models)),
-        outs=(Out("outputs/analysis"),),
+    return [command(
+        "analyze", "analyze", ARGS, include=("--snapshots",),
+        parts={"--prepared": ("test.tok.en", "test.tok.fr"), "--models": both,
+               "--snapshots": tuple(models)},
         params=("analysis.models", "analysis.phrases", "analysis.sentences",
                 "analysis.max_position",
                 *(f"analysis.{k}" for k in MEMORY_KEYS

@@ -19,16 +19,14 @@ from pathlib import Path
 
 from s2s import arch
 from s2s.config import ConfigError, Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 
 log = logging.getLogger("s2s.attention")
 
 HELP = "attention weights of an attention system's output"
-PATHS = ("--prepared", "--vocab", "--models", "--translate", "--out")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "weights.json to write",
-}
+ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
+        Arg("--translate", "outputs/translate"),
+        Arg("--out", "outputs/attention/weights.json", writes=True, help="weights.json to write"))
 
 
 def stages(params: Params) -> list[Stage]:
@@ -37,13 +35,10 @@ def stages(params: Params) -> list[Stage]:
         return []
     drawn = [system] + ([cross] if (cross := params.analysis.cross_attention_system) else [])
     members = [m for s in drawn for m in params.systems[s].members]
-    return [Stage(
-        name="attention",
-        cmd="s2s attention --prepared data/prepared --vocab data/vocab --models models "
-            "--translate outputs/translate --out outputs/attention/weights.json",
-        deps=("data/prepared/test.tok.en", "data/vocab", *(f"models/{m}" for m in members),
-              *(f"outputs/translate/{s}" for s in drawn)),
-        outs=(Out("outputs/attention/weights.json"),),
+    return [command(
+        "attention", "attention", ARGS,
+        parts={"--prepared": ("test.tok.en",), "--models": tuple(members),
+               "--translate": tuple(drawn)},
         params=("analysis.attention_system", "analysis.cross_attention_system",
                 "analysis.attention_examples", *(f"systems.{s}" for s in drawn), "model",
                 *(f"models.{m}" for m in members)),

@@ -14,23 +14,19 @@ from pathlib import Path
 
 from s2s import arch
 from s2s.config import NAME_PATTERN, PARAMS_FILE, Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 
 log = logging.getLogger("s2s")
 
 HELP = "validate the parameter file (the params stage)"
-PATHS = ("--out",)
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "the JSON file recording that the parameter file passed",
-}
 OUT = "metrics/params.json"
+ARGS = (Arg("--out", OUT, writes=True,
+            help="the JSON file recording that the parameter file passed"),)
 
 
 def stages(params: Params) -> list[Stage]:
-    return [Stage(
-        name="check-params", cmd=f"s2s check --out {OUT}", deps=(PARAMS_FILE,),
-        outs=(Out(OUT),), params=(),
+    return [command(
+        "check-params", "check", ARGS, deps=(PARAMS_FILE,),
         code=arch.modules(params, params.models, part="config"),
         doc="The parameter file, validated first, whole: it reruns on any change of the file "
             "(a key\n`dvc exp run -S` adds included), so a file `s2s check` refuses never "

@@ -42,21 +42,17 @@ import time
 from pathlib import Path
 
 from s2s.config import DataConfig, Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 
 log = logging.getLogger("s2s.download")
 
 HELP = "fetch the corpora (or copy them from $S2S_MIRROR)"
-PATHS = ("--out",)
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "folder of the raw corpora and their manifest",
-}
+ARGS = (Arg("--out", "data/raw", writes=True, help="folder of the raw corpora and their manifest"),)
 
 
 def stages(params: Params) -> list[Stage]:
-    return [Stage(name="download", cmd="s2s download --out data/raw",
-                  deps=("metrics/params.json",), outs=(Out("data/raw"),), params=("data",))]
+    return [command("download", "download", ARGS, deps=("metrics/params.json",),
+                    params=("data",))]
 
 
 def cli(args, params) -> None:

@@ -34,27 +34,21 @@ import time
 from pathlib import Path
 
 from s2s.config import Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Out, Stage, command
 
 log = logging.getLogger("s2s.evaluate.stage")
 
 HELP = "BLEU (tokenised and sacreBLEU) and Figure 3 groups"
-PATHS = ("--translate", "--rescore", "--prepared", "--vocab", "--metrics", "--groups")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--metrics": "bleu.json to write",
-}
+ARGS = (Arg("--translate", "outputs/translate"), Arg("--rescore", "outputs/rescore"),
+        Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
+        Arg("--metrics", "metrics/bleu.json", writes=True, help="bleu.json to write"),
+        Arg("--groups", "outputs/evaluate/figure3.csv", writes=True,
+            help="Figure 3's groups CSV to write (length_drop.csv beside it)"))
 
 
 def stages(params: Params) -> list[Stage]:
-    return [Stage(
-        name="evaluate",
-        cmd="s2s evaluate --translate outputs/translate --rescore outputs/rescore "
-            "--prepared data/prepared --vocab data/vocab --metrics metrics/bleu.json "
-            "--groups outputs/evaluate/figure3.csv",
-        deps=("data/prepared", "data/vocab", "outputs/translate", "outputs/rescore"),
-        outs=(Out("outputs/evaluate/figure3.csv"), Out("outputs/evaluate/length_drop.csv"),
-              Out("metrics/bleu.json")),
+    return [command(
+        "evaluate", "evaluate", ARGS, outs=(Out("outputs/evaluate/length_drop.csv"),),
         params=("systems", "evaluate", "rescore.rescorers", "report.figure3_system",
                 "report.figure3_beam"))]
 

@@ -12,23 +12,17 @@ from __future__ import annotations
 
 from s2s import arch
 from s2s.config import Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 
 HELP = ("write every system as a self-contained folder (checkpoints, vocabularies, text and "
         "decoding settings, fingerprints)")
-PATHS = ("--models", "--vocab", "--prepared", "--out")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "folder of the exports, one per system",
-}
+ARGS = (Arg("--models", "models"), Arg("--vocab", "data/vocab"), Arg("--prepared", "data/prepared"),
+        Arg("--out", "exports", writes=True, help="folder of the exports, one per system"))
 
 
 def stages(params: Params) -> list[Stage]:
-    return [Stage(
-        name="export",
-        cmd="s2s export --models models --vocab data/vocab --prepared data/prepared --out exports",
-        deps=("models", "data/vocab", "data/prepared/train.tok.en", "data/prepared/train.tok.fr"),
-        outs=(Out("exports"),),
+    return [command(
+        "export", "export", ARGS, parts={"--prepared": ("train.tok.en", "train.tok.fr")},
         params=("profile", "data", "prepare", "vocab", "model", "models", "train", "translate",
                 "systems"),
         code=arch.modules(params, {m: None for s in params.systems.values() for m in s.members},

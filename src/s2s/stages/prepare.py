@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from s2s.config import DataConfig, PrepareConfig
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 from s2s.data.prepare import MAX_EVAL_WORDS, filter_train, read_pair, tokenize_parallel
 from s2s.data.text import CorpusError
 from s2s.io import atomic_write_json, atomic_write_lines
@@ -37,20 +37,14 @@ from s2s.io import atomic_write_json, atomic_write_lines
 log = logging.getLogger("s2s.prepare")
 
 HELP = "normalise, filter, tokenise"
-PATHS = ("--raw", "--out", "--metrics")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "folder of the prepared corpora",
-    "--metrics": "what each filter removed (JSON)",
-}
+ARGS = (Arg("--raw", "data/raw"),
+        Arg("--out", "data/prepared", writes=True, help="folder of the prepared corpora"),
+        Arg("--metrics", "metrics/prepare.json", writes=True,
+            help="what each filter removed (JSON)"))
 
 
 def stages(params) -> list[Stage]:
-    return [Stage(
-        name="prepare",
-        cmd="s2s prepare --raw data/raw --out data/prepared --metrics metrics/prepare.json",
-        deps=("data/raw",), outs=(Out("data/prepared"), Out("metrics/prepare.json")),
-        params=("data", "prepare"))]
+    return [command("prepare", "prepare", ARGS, params=("data", "prepare"))]
 
 
 def cli(args, params) -> None:

@@ -28,49 +28,45 @@ from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
+from s2s.evaluate.outputs import COST_FILE
 
 log = logging.getLogger("s2s.report")
 
 HELP = "reports/report.md and .html"
-PATHS = ("--metrics", "--translate", "--groups", "--manifest", "--out")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "folder of the report (report.md, report.html, tables/, figures/)",
-    "--metrics": "the metrics folder it reads",
-}
-OPTIONAL_PATHS = ("--attention", "--analysis", "--prepared", "--rescore", "--claims", "--cost")
+CLAIMS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
+ARGS = (Arg("--metrics", "metrics", help="the metrics folder it reads"),
+        Arg("--translate", "outputs/translate"), Arg("--groups", "outputs/evaluate/figure3.csv"),
+        Arg("--manifest", "data/raw/manifest.json"),
+        # the sections these feed are left out without them
+        Arg("--attention", "outputs/attention/weights.json", optional=True),
+        Arg("--analysis", "outputs/analysis", optional=True),
+        Arg("--prepared", "data/prepared", optional=True),
+        Arg("--rescore", "outputs/rescore", optional=True),
+        Arg("--cost", COST_FILE, optional=True),
+        # cached (DVC's run-cache restores them when an earlier experiment comes back), but for
+        # the verdicts, which git tracks so that every experiment's can be compared
+        Arg("--claims", CLAIMS_FILE, writes=True, cache=False, metric=True, optional=True),
+        Arg("--out", "reports", writes=True,
+            help="folder of the report (report.md, report.html, tables/, figures/)"))
 # The files of s2s the report reads besides its code: the paper's numbers and the prose templates
 # (s2s.report.paper.PAPER_FILE, s2s.report.build.TEMPLATES_DIR), from the project root.
 DATA_FILES = ("src/s2s/report/paper.yaml", "src/s2s/report/templates")
-CLAIMS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
 
 
 def stages(params: Params) -> list[Stage]:
-    from s2s.evaluate.outputs import COST_FILE
     from s2s.report.paper import cost_systems
 
     attention = params.analysis.attention_system is not None
-    cost = COST_FILE if len(cost_systems(params)) >= 2 else None
-    return [Stage(
-        name="report",
-        cmd="s2s report --metrics metrics --translate outputs/translate "
-            "--groups outputs/evaluate/figure3.csv --manifest data/raw/manifest.json "
-            + ("--attention outputs/attention/weights.json " if attention else "")
-            + "--analysis outputs/analysis --prepared data/prepared --rescore outputs/rescore "
-              + (f"--cost {cost} " if cost else "") + f"--claims {CLAIMS_FILE} --out reports",
-        deps=("data/prepared/test.raw.en", "data/prepared/test.raw.fr", "data/prepared/test.tok.fr",
-              "outputs/rescore", *(("outputs/attention/weights.json",) if attention else ()),
-              "outputs/analysis", "metrics/bleu.json", "metrics/train", "metrics/curves",
-              "metrics/prepare.json", "metrics/vocab.json", "outputs/evaluate/figure3.csv",
-              "outputs/evaluate/length_drop.csv",
-              "outputs/translate", "data/raw/manifest.json", *((cost,) if cost else ()),
-              *DATA_FILES),
-        # cached (DVC's run-cache restores them when an earlier experiment comes back), but for
-        # the verdicts, which git tracks so that every experiment's can be compared
-        outs=(*(Out(p) for p in ("reports/report.md", "reports/report.html", "reports/tables",
-                                 "reports/figures")),
-              Out(CLAIMS_FILE, cache=False, metric=True)),
+    cost = len(cost_systems(params)) >= 2
+    return [command(
+        "report", "report", ARGS,
+        include=("--analysis", "--prepared", "--rescore", "--claims",
+                 *(("--attention",) if attention else ()), *(("--cost",) if cost else ())),
+        parts={"--metrics": ("bleu.json", "train", "curves", "prepare.json", "vocab.json"),
+               "--prepared": ("test.raw.en", "test.raw.fr", "test.tok.fr"),
+               "--out": ("report.md", "report.html", "tables", "figures")},
+        deps=("outputs/evaluate/length_drop.csv", *DATA_FILES),  # beside --groups; the words
         params=("profile", "data", "vocab", "model", "models", "systems", "rescore",
                 "evaluate.min_group", "report", *(("timing",) if cost else ())),
         code=arch.modules(params, params.models, part="config"))]  # the models table's words

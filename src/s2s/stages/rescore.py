@@ -20,41 +20,34 @@ from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 
 log = logging.getLogger("s2s.rescore")
 
 HELP = "rescore the baseline's n-best lists"
-PATHS = ("--translate", "--raw", "--prepared", "--vocab", "--models", "--out")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "the rescorer's output folder",
-}
+ARGS = (Arg("--translate", "outputs/translate"), Arg("--raw", "data/raw"),
+        Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
+        Arg("--out", "outputs/rescore/{item}", writes=True, help="the rescorer's output folder"))
 
 
 def stages(params: Params) -> list[Stage]:
     baseline = params.rescore.baseline
-    common = ("metrics/params.json", "data/prepared/test.tok.en")
-    nbest_input = (f"outputs/translate/{baseline}", "data/raw")
-    out = [Stage(
-        name="rescore-oracle",
-        cmd="s2s rescore oracle --translate outputs/translate --raw data/raw "
-            "--prepared data/prepared --vocab data/vocab --models models "
-            "--out outputs/rescore/oracle",
-        deps=(*common, "data/prepared/test.tok.fr", *nbest_input),
-        outs=(Out("outputs/rescore/oracle"),), params=("data.nbest", "rescore.baseline",
+    # the baseline's n-best lists (under --translate), or those of data.nbest (under --raw)
+    nbest = {"--translate": (baseline,)}
+    out = [command(
+        "rescore-oracle", "rescore", ARGS, item="oracle",
+        parts={**nbest, "--prepared": ("test.tok.en", "test.tok.fr"), "--vocab": (),
+               "--models": ()},
+        deps=("metrics/params.json",), params=("data.nbest", "rescore.baseline",
                                                         f"systems.{baseline}"),
         doc="Table 2: the baseline's n-best lists (those of data.nbest, when a profile names "
             "them, else\nthe rescore.baseline system's), rescored by each rescorer; `oracle` "
             "also writes the baseline's\nown 1-best.")]
     for name, members in params.rescore.rescorers.items():
-        out.append(Stage(
-            name=f"rescore-{name}",
-            cmd=f"s2s rescore {name} --translate outputs/translate --raw data/raw "
-                f"--prepared data/prepared --vocab data/vocab --models models "
-                f"--out outputs/rescore/{name}",
-            deps=(*common, "data/vocab", *nbest_input, *(f"models/{m}" for m in members)),
-            outs=(Out(f"outputs/rescore/{name}"),),
+        out.append(command(
+            f"rescore-{name}", "rescore", ARGS, item=name,
+            parts={**nbest, "--prepared": ("test.tok.en",), "--models": tuple(members)},
+            deps=("metrics/params.json",),
             params=("data.nbest", "rescore.baseline", f"systems.{baseline}", "rescore.weight",
                     "rescore.batch_size", f"rescore.rescorers.{name}", "translate.combine",
                     "translate.device", "model", *(f"models.{m}" for m in members)),

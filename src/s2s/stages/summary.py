@@ -24,27 +24,22 @@ import time
 from pathlib import Path
 
 from s2s.config import Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 
 log = logging.getLogger("s2s.summary")
 
 HELP = ("the compact numeric metrics/summary.json that git tracks (dvc metrics show/diff, dvc exp "
         "show) and the DVC plot data")
-PATHS = ("--metrics", "--translate", "--groups", "--out", "--plots")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "summary.json to write",
-}
+ARGS = (Arg("--metrics", "metrics"), Arg("--translate", "outputs/translate"),
+        Arg("--groups", "outputs/evaluate/figure3.csv"),
+        Arg("--out", "metrics/summary.json", writes=True, cache=False, metric=True,
+            help="summary.json to write"),
+        Arg("--plots", "metrics/plots", writes=True))
 
 
 def stages(params: Params) -> list[Stage]:
-    return [Stage(
-        name="summary",
-        cmd="s2s summary --metrics metrics --translate outputs/translate "
-            "--groups outputs/evaluate/figure3.csv --out metrics/summary.json --plots metrics/plots",
-        deps=("metrics/bleu.json", "metrics/train", "outputs/translate",
-              "outputs/evaluate/figure3.csv"),
-        outs=(Out("metrics/summary.json", cache=False, metric=True), Out("metrics/plots")),
+    return [command(
+        "summary", "summary", ARGS, parts={"--metrics": ("bleu.json", "train")},
         params=("systems", "models", "rescore.baseline", "rescore.rescorers",
                 "report.figure3_system", "report.figure3_beam"),
         doc="The run in a few numbers: the only file under metrics/ that git tracks (cache: "

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 from s2s.evaluate.outputs import COST_FILE
 from s2s.report.paper import cost_systems
 
@@ -33,11 +33,8 @@ WARMUP = 50  # sentences each system decodes, untimed, before the first repetiti
 log = logging.getLogger("s2s.timing")
 
 HELP = "time the systems of the paper's cost claim in turns, on one thread (the claim's input)"
-PATHS = ("--prepared", "--vocab", "--models", "--out")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "cost.json to write",
-}
+ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
+        Arg("--out", COST_FILE, writes=True, help="cost.json to write"))
 
 
 def stages(params: Params) -> list[Stage]:
@@ -45,13 +42,10 @@ def stages(params: Params) -> list[Stage]:
     if len(timed) < 2:
         return []
     members = list(dict.fromkeys(m for s, _ in timed for m in params.systems[s].members))
-    return [Stage(
-        name="timing",
-        cmd="s2s timing --prepared data/prepared --vocab data/vocab --models models "
-            f"--out {COST_FILE}",
-        deps=("data/prepared/test.tok.en", "data/vocab", *(f"models/{m}" for m in members),
-              "src/s2s/report/paper.yaml"),  # the claim's rows
-        outs=(Out(COST_FILE),),
+    return [command(
+        "timing", "timing", ARGS,
+        parts={"--prepared": ("test.tok.en",), "--models": tuple(members)},
+        deps=("src/s2s/report/paper.yaml",),  # the claim's rows
         params=("timing", "translate", "report.table1", "model",
                 *(f"systems.{s}" for s in dict.fromkeys(s for s, _ in timed)),
                 *(f"models.{m}" for m in members)),

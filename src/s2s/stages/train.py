@@ -44,30 +44,28 @@ from pathlib import Path
 
 from s2s import arch
 from s2s.config import AnalysisConfig, Params, UndeclaredParams
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 
 HELP = "train one model of params `models`"
-PATHS = ("--prepared", "--vocab", "--model-dir", "--ckpt-dir", "--metrics", "--curves")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--metrics": "the model's training metrics (JSON)",
-}
-OPTIONAL_PATHS = ("--snapshots",)  # the models of `analysis.models` only
+ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
+        # checkpoints/<model>/last.pt, the resume point, is no output (the stage's doc says why)
+        Arg("--model-dir", "models/{item}", writes=True),
+        Arg("--ckpt-dir", "checkpoints/{item}"),
+        Arg("--metrics", "metrics/train/{item}.json", writes=True,
+            help="the model's training metrics (JSON)"),
+        Arg("--curves", "metrics/curves/{item}.csv", writes=True),
+        Arg("--snapshots", "snapshots/{item}", writes=True, optional=True,
+            help="the weights at the epochs of analysis.snapshots (the models of "
+                 "analysis.models only)"))
 
 
 def stages(params: Params) -> list[Stage]:
     analysed = set(params.analysis.models)
     snapshot_keys = ("analysis.snapshots",) * AnalysisConfig.written(params.source, "snapshots")
-    return [Stage(
-        name=f"train-{name}",
-        cmd=f"s2s train {name} --prepared data/prepared --vocab data/vocab "
-            f"--model-dir models/{name} --ckpt-dir checkpoints/{name} "
-            f"--metrics metrics/train/{name}.json --curves metrics/curves/{name}.csv"
-            + (f" --snapshots snapshots/{name}" if name in analysed else ""),
-        deps=("metrics/params.json", "data/prepared", "data/vocab"),
-        outs=(Out(f"models/{name}"), Out(f"metrics/curves/{name}.csv"),
-              Out(f"metrics/train/{name}.json"),
-              *((Out(f"snapshots/{name}"),) if name in analysed else ())),
+    return [command(
+        f"train-{name}", "train", ARGS, item=name,
+        include=("--snapshots",) if name in analysed else (), parts={"--ckpt-dir": ()},
+        deps=("metrics/params.json",),
         params=("model", f"models.{name}", "train",
                 *((*snapshot_keys, "analysis.models") if name in analysed else ())),
         code=arch.modules(params, [name]),

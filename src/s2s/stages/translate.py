@@ -20,27 +20,21 @@ from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 
 log = logging.getLogger("s2s.translate")
 
 HELP = ("decode the test set with one system of `systems` (the pipeline stage; for your own "
         "text see translate-text)")
-PATHS = ("--prepared", "--vocab", "--models", "--out")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "the system's output folder (hypotheses, n-best lists, timing)",
-}
+ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
+        Arg("--out", "outputs/translate/{item}", writes=True,
+            help="the system's output folder (hypotheses, n-best lists, timing)"))
 
 
 def stages(params: Params) -> list[Stage]:
-    return [Stage(
-        name=f"translate-{system}",
-        cmd=f"s2s translate {system} --prepared data/prepared --vocab data/vocab --models models "
-            f"--out outputs/translate/{system}",
-        deps=("data/prepared/test.tok.en", "data/vocab",
-              *(f"models/{m}" for m in cfg.members)),
-        outs=(Out(f"outputs/translate/{system}"),),
+    return [command(
+        f"translate-{system}", "translate", ARGS, item=system,
+        parts={"--prepared": ("test.tok.en",), "--models": cfg.members},
         params=(f"systems.{system}", "translate", "model",
                 *(f"models.{m}" for m in cfg.members)),
         code=arch.modules(params, cfg.members),

@@ -15,27 +15,21 @@ import time
 from pathlib import Path
 
 from s2s.config import VocabConfig
-from s2s.dag import Out, Stage
+from s2s.dag import Arg, Stage, command
 from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
 from s2s.io import atomic_write_json, atomic_write_lines, read_lines
 
 log = logging.getLogger("s2s.vocab")
 
 HELP = "build the vocabularies"
-PATHS = ("--prepared", "--out", "--metrics")
-# what its own path flags mean (s2s <stage> --help)
-PATH_HELP = {
-    "--out": "folder of the vocabularies (en.tsv, fr.tsv)",
-    "--metrics": "vocabulary sizes and UNK rates (JSON)",
-}
+ARGS = (Arg("--prepared", "data/prepared"),
+        Arg("--out", "data/vocab", writes=True, help="folder of the vocabularies (en.tsv, fr.tsv)"),
+        Arg("--metrics", "metrics/vocab.json", writes=True,
+            help="vocabulary sizes and UNK rates (JSON)"))
 
 
 def stages(params) -> list[Stage]:
-    return [Stage(
-        name="vocab",
-        cmd="s2s vocab --prepared data/prepared --out data/vocab --metrics metrics/vocab.json",
-        deps=("data/prepared",), outs=(Out("data/vocab"), Out("metrics/vocab.json")),
-        params=("vocab",))]
+    return [command("vocab", "vocab", ARGS, params=("vocab",))]
 
 
 def cli(args, params) -> None:
