@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         configs += [("ensemble of 5, logaddexp combine", 5, 2),
                     ("ensemble of 5, logaddexp combine", 5, 12)]
     precisions = [p for p in args.precisions.split(",") if p]
-    print(f"precisions: {', '.join(precisions)} (bf16: {precision.describe(True, device)})")
+    print(f"precisions: {', '.join(precisions)} (bf16: {precision.choose(True, device)})")
     results: dict[tuple[str, int], tuple[common.Clock, list]] = {}
     for prec in precisions:
         mm_dtype = torch.bfloat16 if prec == "bf16" else None

@@ -206,15 +206,16 @@ def test_amp_accepts_true_false_and_auto_and_names_the_key_otherwise(tmp_path):
         load_with("bf16")
 
 
-def test_resolve_and_describe():
-    assert precision.resolve(False, CPU) is None
-    assert precision.resolve(True, CPU) is BF16
-    auto = precision.resolve("auto", CPU)
+def test_the_precision_is_chosen_once_with_its_reason():
+    assert precision.choose(False, CPU).dtype is None
+    assert precision.choose(True, CPU).dtype is BF16
+    auto = precision.choose("auto", CPU).dtype
     assert auto == (BF16 if precision.bf16_engine(CPU) else None)
-    assert precision.describe(False, CPU) == "fp32 (amp: false)"
-    assert precision.describe(True, CPU).startswith("bf16 matmuls")
+    assert str(precision.choose(False, CPU)) == "fp32 (amp: false)"
+    assert precision.choose(False, CPU).name == "fp32" and precision.choose(True, CPU).name == "bf16"
+    assert str(precision.choose(True, CPU)).startswith("bf16 matmuls")
     with pytest.raises(ValueError):
-        precision.resolve("yes", CPU)
+        precision.choose("yes", CPU)
     assert precision.autocast(CPU, None).__class__ is contextlib.nullcontext
 
 

@@ -144,7 +144,7 @@ def _device(name: str | None, cfg: TranslateConfig):
 def _mm_dtype(cfg: TranslateConfig, device):
     from s2s import precision
 
-    return precision.resolve(cfg.amp, device)
+    return precision.choose(cfg.amp, device).dtype
 
 
 def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,

@@ -220,22 +220,18 @@ class AnalysisConfig:
     memory_candidates: int = field(default=20, metadata=rng(2))
 
     @staticmethod
-    def written(source: Path, key: str) -> bool:
-        """Whether `analysis.<key>` is written in the parameter file `source`. DVC refuses to
-        track a params key the file lacks, so a stage declares these keys only where they are
-        written; where not, the default above holds (a source dependency of the stage)."""
-        try:
-            raw = read_yaml(source)
-        except ConfigError:
-            return False
-        section = raw.get("analysis") if isinstance(raw, dict) else None
-        return isinstance(section, dict) and key in section
+    def written(params, key: str) -> bool:
+        """Whether `analysis.<key>` is written in the parameter file of `params` (recorded when
+        it was loaded: :attr:`Params.written`). DVC refuses to track a params key the file
+        lacks, so a stage declares these keys only where they are written; where not, the
+        default above holds (a source dependency of the stage)."""
+        return f"analysis.{key}" in params.written
 
     @staticmethod
     def read(params, key: str):
         """`analysis.<key>` through a stage's view of params where the file writes it (and the
         stage declared it), else its default."""
-        if AnalysisConfig.written(params.source, key):
+        if AnalysisConfig.written(params, key):
             return getattr(params.analysis, key)
         return getattr(AnalysisConfig(), key)
 
@@ -283,26 +279,46 @@ class Params:
     # Keyed by stage kind (`train` for every train-M) or `default`; see resources_for().
     resources: dict[str, StageResources] = field(default_factory=dict)
     source: Path = Path(PARAMS_FILE)
+    # The dotted keys the file writes, down to a section's keys (`analysis.snapshots`), recorded
+    # by load(): which defaults a file relies on, without reading it again.
+    written: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def model_config(self, name: str):
         """The architecture of `models.<name>`: the config of its `arch` (s2s.model), from
-        `model` and that entry's overrides."""
+        `model` and that entry's overrides. Built once (load() builds every model's, so a bad
+        one fails there) and then the same value for every caller."""
         if name not in self.models:
             raise ConfigError(f"{self.source}: no model '{name}' under 'models' "
                               f"(known: {', '.join(self.models)})")
-        return model_config(self.model, self.models[name], source=self.source, name=name)
+        built = self._built("model", name)
+        if built is None:
+            built = self._built("model", name, model_config(self.model, self.models[name],
+                                                            source=self.source, name=name))
+        return built
 
     def train_config(self, name: str) -> TrainConfig:
         """How `models.<name>` is trained: `train`, then its architecture's recipe, then its own
-        `train` overrides (`models.<name>.train`)."""
+        `train` overrides (`models.<name>.train`). Built once, as model_config."""
         from s2s.arch import ARCHITECTURES
 
+        built = self._built("train", name)
+        if built is not None:
+            return built
         recipe = dict(ARCHITECTURES[self.model_config(name).arch].recipe)
         own = self.models[name].get("train") or {}
         if not recipe and not own:
-            return self.train
+            return self._built("train", name, self.train)
         raw = {**dataclasses.asdict(self.train), **recipe, **own}
-        return _build(TrainConfig, raw, self.source, f"models.{name}.train")
+        return self._built("train", name,
+                           _build(TrainConfig, raw, self.source, f"models.{name}.train"))
+
+    def _built(self, kind: str, name: str, value: Any = None) -> Any:
+        """The config of `kind` built for model `name` (None if not yet); with `value`, keep it.
+        A Params is immutable, so what is built from it never goes stale."""
+        cache = self.__dict__.setdefault("_configs", {})
+        if value is not None:
+            cache[(kind, name)] = value
+        return cache.get((kind, name))
 
     def resources_for(self, kind: str) -> StageResources:
         """`resources.<kind>`, else `resources.default`, else the defaults of StageResources."""
@@ -337,6 +353,11 @@ class ParamsView:
     @property
     def source(self) -> Path:
         return self._params.source
+
+    @property
+    def written(self) -> frozenset[str]:
+        """Always readable: which keys the file writes (no value of any)."""
+        return self._params.written
 
     @property
     def resources(self) -> dict[str, StageResources]:
@@ -547,8 +568,9 @@ def load(path: str | Path = PARAMS_FILE) -> Params:
     ConfigError naming the key on any problem."""
     path = Path(path)
     raw = resolved(path)
-    params = _build(Params, {k: v for k, v in raw.items()}, path, "", skip={"source"})
-    params = dataclasses.replace(params, source=path)
+    params = _build(Params, {k: v for k, v in raw.items()}, path, "", skip={"source", "written"})
+    params = dataclasses.replace(params, source=path, written=frozenset(
+        [*raw, *(f"{k}.{sub}" for k, v in raw.items() if isinstance(v, dict) for sub in v)]))
     _check_cross_refs(params)
     return params
 

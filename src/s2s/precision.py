@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from dataclasses import dataclass
 
 import torch
 
-__all__ = ["bf16_engine", "cpu_kind", "resolve", "autocast", "matmul_dtype", "describe", "full", "name"]
+__all__ = ["Precision", "autocast", "bf16_engine", "choose", "cpu_kind", "full", "matmul_dtype",
+           "name"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,31 +73,40 @@ def bf16_engine(device: torch.device) -> str | None:
     return None
 
 
-def resolve(amp: bool | str, device: torch.device) -> torch.dtype | None:
-    """The matmul dtype that `amp` asks for on `device`: torch.bfloat16, or None for fp32."""
-    if amp is False:
-        return None
-    if amp == "auto":
-        return torch.bfloat16 if bf16_engine(device) else None
-    if amp is True:
-        return torch.bfloat16
-    raise ValueError(f"amp must be true, false or 'auto', got {amp!r}")
+@dataclass(frozen=True)
+class Precision:
+    """What `amp` resolved to on a device, once (:func:`choose`): the matmul dtype
+    (torch.bfloat16, or None for fp32) and why, in one log phrase."""
+
+    dtype: torch.dtype | None
+    why: str
+
+    @property
+    def name(self) -> str:
+        """"fp32" or "bf16", as metrics and timing files record it."""
+        return name(self.dtype)
+
+    def __str__(self) -> str:
+        return self.why
+
+
+def choose(amp: bool | str, device: torch.device) -> Precision:
+    """The precision `amp` asks for on `device` (``amp`` was checked when params were loaded;
+    an API caller's value is checked here)."""
+    if amp not in (True, False, "auto"):
+        raise ValueError(f"amp must be true, false or 'auto', got {amp!r}")
+    engine = bf16_engine(device)
+    if amp is False or (amp == "auto" and engine is None):
+        why = "amp: false" if amp is False else f"no bf16 matrix engine on {device.type}"
+        return Precision(None, f"fp32 ({why})")
+    hw = engine or "no bf16 matrix engine: emulated, expect it to be slower"
+    return Precision(torch.bfloat16,
+                     f"bf16 matmuls, fp32 weights/state/loss ({hw}; amp: {str(amp).lower()})")
 
 
 def name(dtype: torch.dtype | None) -> str:
     """The precision a resolved matmul dtype stands for, as metrics and timing files record it."""
     return "fp32" if dtype is None else str(dtype).removeprefix("torch.").replace("bfloat16", "bf16")
-
-
-def describe(amp: bool | str, device: torch.device) -> str:
-    """One log phrase: what was chosen and why."""
-    dtype = resolve(amp, device)
-    engine = bf16_engine(device)
-    if dtype is None:
-        why = "amp: false" if amp is False else f"no bf16 matrix engine on {device.type}"
-        return f"fp32 ({why})"
-    hw = engine or "no bf16 matrix engine: emulated, expect it to be slower"
-    return f"bf16 matmuls, fp32 weights/state/loss ({hw}; amp: {str(amp).lower()})"
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None):

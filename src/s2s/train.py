@@ -203,7 +203,8 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
     steps_per_epoch = len(batches_of(0))
     total_steps = max(1, round(cfg.epochs * steps_per_epoch))
     eval_steps = max(1, round(cfg.eval_every * steps_per_epoch))
-    mm_dtype = precision.resolve(cfg.amp, device)
+    chosen = precision.choose(cfg.amp, device)
+    mm_dtype = chosen.dtype
     fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir, mm_dtype=mm_dtype)
 
     step, history, best = 0, [], math.inf
@@ -273,8 +274,7 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
 
     autocast = precision.autocast(device, mm_dtype)
     stochastic = getattr(model_cfg, "dropout", 0.0) > 0  # the RNNs here have no dropout
-    log.info("%s: precision: %s; dev and test perplexity in fp32", name,
-             precision.describe(cfg.amp, device))
+    log.info("%s: precision: %s; dev and test perplexity in fp32", name, chosen)
     bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step",
                    disable=not world.is_main)
     while step < total_steps:

@@ -72,7 +72,7 @@ def stages(params: Params) -> list[Stage]:
         params=("analysis.models", "analysis.phrases", "analysis.sentences",
                 "analysis.max_position",
                 *(f"analysis.{k}" for k in MEMORY_KEYS
-                  if AnalysisConfig.written(params.source, k)),
+                  if AnalysisConfig.written(params, k)),
                 "prepare.lowercase", "model",
                 *(f"models.{m}" for m in both)),
         code=arch.modules(params, both),

@@ -91,10 +91,11 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     for system, beam in timed:
         check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
                           device=device)
-    mm_dtype = precision.resolve(cfg.amp, device)
+    chosen = precision.choose(cfg.amp, device)
+    mm_dtype = chosen.dtype
     log.info("timing %s on %d test sentences, %d repetitions in turns, 1 thread, %s",
              ", ".join(f"{s} beam {b}" for s, b in timed), len(sources),
-             params.timing.repetitions, precision.describe(cfg.amp, device))
+             params.timing.repetitions, chosen)
     for system, beam in timed:  # untimed: the CPU library's first calls set up its kernels
         translate(models[system], sources[:WARMUP], cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
                   device=device, mm_dtype=mm_dtype, desc=f"{system} beam {beam} (warm-up)")

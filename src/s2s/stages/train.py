@@ -61,7 +61,7 @@ ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
 
 def stages(params: Params) -> list[Stage]:
     analysed = set(params.analysis.models)
-    snapshot_keys = ("analysis.snapshots",) * AnalysisConfig.written(params.source, "snapshots")
+    snapshot_keys = ("analysis.snapshots",) * AnalysisConfig.written(params, "snapshots")
     return [command(
         f"train-{name}", "train", ARGS, item=name,
         include=("--snapshots",) if name in analysed else (), parts={"--ckpt-dir": ()},

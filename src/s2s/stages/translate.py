@@ -78,10 +78,11 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     sources = [src_vocab.encode(s) for s in read_lines(prepared_dir / "test.tok.en")]
     check_lengths(sources, configs=[params.model_config(m) for m in sys_cfg.members], cfg=cfg,
                   where=str(prepared_dir / "test.tok.en"))
-    mm_dtype = precision.resolve(cfg.amp, device)
+    chosen = precision.choose(cfg.amp, device)
+    mm_dtype = chosen.dtype
     log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,
              len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
-             precision.describe(cfg.amp, device))
+             chosen)
 
     for beam in sys_cfg.beams:  # every beam checked before the first is decoded
         check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
