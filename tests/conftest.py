@@ -1,4 +1,11 @@
-"""Shared fixtures: the mirror, and one run of the smoke profile through `dvc repro`."""
+"""Shared fixtures: the mirror, and one run of the smoke profile through `dvc repro`.
+
+The suite runs in two processes (pytest-xdist, ``-n 2`` in pyproject.toml), one per core of the
+CI machine: every test that reads the smoke run is sent to the same process, so the run is made
+once; the tests of one module stay together, so a module's own fixtures are made once; and each
+process computes at one thread (two processes of two OpenMP threads each on two cores degrade
+badly).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # before torch is imported, here and in subprocesses
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("S2S_MIRROR", ROOT.parent / "shared" / "data")).resolve()
@@ -40,6 +51,15 @@ EXPECTED_READERS = {
     # the snapshot index's format: the trainer writes it, the analyze stage reads it
     "snapshots.py": RNN_TRAIN | {"train-transformer", "analyze"},
 }
+
+
+def pytest_collection_modifyitems(config, items):
+    """One xdist group per module, and one for every test of any module that reads the smoke
+    run (``--dist loadgroup`` runs a group in one process)."""
+    for item in items:
+        group = "smoke_repo" if "smoke_repo" in getattr(item, "fixturenames", ()) \
+            else item.module.__name__
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def need_mirror() -> Path:
