@@ -125,20 +125,20 @@ def _bad(obj, **change):
 @pytest.mark.parametrize("record, obj, message", [
     (Bleu, _bad(BLEU, translate__ensemble5__12__bleu_tok="34.8"),
      "'translate.ensemble5.12.bleu_tok' must be a number, got str '34.8'"),
-    (Bleu, _bad(BLEU, test_sentences=...), "missing key 'test_sentences' (Bleu)"),
+    (Bleu, _bad(BLEU, test_sentences=...), "missing key 'test_sentences'"),
     (Bleu, _bad(BLEU, translate__forward__12__sentences=...),
-     "missing key 'translate.forward.12.sentences' (Scored)"),
+     "missing key 'translate.forward.12.sentences'"),
     (Bleu, _bad(BLEU, translate__forward__b12={"absent": True, "reason": "x"}),
      "'translate.forward.b12': the keys of 'translate.forward' must be beam widths"),
     (Bleu, _bad(BLEU, rescore__oracle__absent=False), "unknown key 'rescore.oracle.absent'"),
     (Bleu, _bad(BLEU, rescore__forward__absent=False),
-     "'rescore.forward.absent' must be one of true, got bool False"),
+     "'rescore.forward.absent' must be one of [true], got bool False"),
     (Timing, _bad(TIMING, beams__12__seconds=True), "'beams.12.seconds' must be a number"),
-    (Timing, _bad(TIMING, precision=...), "missing key 'precision' (Timing)"),
+    (Timing, _bad(TIMING, precision=...), "missing key 'precision'"),
     (Timing, _bad(TIMING, members="reversed_1"), "'members' must be a list"),
     (TrainMetrics, _bad(TRAIN, steps=24.0), "'steps' must be an integer, got float 24.0"),
-    (TrainMetrics, _bad(TRAIN, lr=0.7), "unknown key 'lr' (TrainMetrics has: model, "),
-    (TrainMetrics, [TRAIN], "'<top>' must be a mapping (TrainMetrics), got list"),
+    (TrainMetrics, _bad(TRAIN, lr=0.7), "unknown key 'lr' (expected one of: model, reverse_source, "),
+    (TrainMetrics, [TRAIN], "'<top>' must be a mapping, got list"),
     (Manifest, _bad(MANIFEST, **{"corpora__wmt14.newstest2014__downloads": ...}), None),
     (Manifest, _bad(MANIFEST, **{"corpora__wmt14.giga_fren__files__en__sha256": None}),
      "'corpora.wmt14.giga_fren.files.en.sha256' must be a string, got NoneType None"),
@@ -179,7 +179,7 @@ def test_the_report_and_summary_stages_name_a_bad_artifact(tmp_path):
     pd.DataFrame(columns=["system", "beam", "axis", "label", "lo", "hi", "sentences", "mean",
                           "bleu"]).to_csv(groups, index=False)
     with pytest.raises(ArtifactError, match=re.escape(
-            f"{metrics / 'train' / 'forward.json'}: missing key 'test_ppl' (TrainMetrics)")):
+            f"{metrics / 'train' / 'forward.json'}: missing key 'test_ppl'")):
         summary_stage.main(params, metrics_dir=metrics, translate_dir=translate,
                            groups_csv=groups, out=tmp_path / "summary.json",
                            plots_dir=tmp_path / "plots")
@@ -355,3 +355,27 @@ def test_a_bad_paper_file_names_the_key(tmp_path):
     bad.write_text(text.replace("{{ table1.forward_beam12 }}", "{{ table1.forward }}"))
     with pytest.raises(ConfigError, match=r"'claims.reversal_bleu.text': .*forward"):
         paper.load(bad)
+
+
+def test_params_and_artifacts_are_read_by_one_decoder_with_their_own_rules(tmp_path):
+    # s2s.schema.decode reads both; what differs is declared once in each one's Rules: a
+    # parameter file refuses an empty string and a non-finite number, an artifact keeps what its
+    # writer wrote (an empty reason, a diverged run's infinite perplexity).
+    from dataclasses import dataclass
+
+    from s2s import config, schema
+
+    @dataclass(frozen=True)
+    class R:
+        name: str
+        ppl: float
+
+    assert schema.decode(R, {"name": "", "ppl": float("inf")}, "a.json", "",
+                         artifacts.RULES) == R("", float("inf"))
+    with pytest.raises(config.ConfigError, match=r"p.yaml: 'x.name' must be a non-empty string"):
+        schema.decode(R, {"name": "", "ppl": 1.0}, "p.yaml", "x", config.RULES)
+    with pytest.raises(config.ConfigError, match=r"p.yaml: 'ppl' must be a finite number, got inf"):
+        schema.decode(R, {"name": "a", "ppl": float("inf")}, "p.yaml", "", config.RULES)
+    for rules, error in ((config.RULES, config.ConfigError), (artifacts.RULES, ArtifactError)):
+        with pytest.raises(error, match=r"f: unknown key 'x.other' \(expected one of: name, ppl\)"):
+            schema.decode(R, {"name": "a", "ppl": 1, "other": 2}, "f", "x", rules)

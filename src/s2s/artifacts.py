@@ -8,8 +8,8 @@ for every stage that reads it.
 - ``data/raw/manifest.json``: :class:`Manifest`, by :mod:`s2s.data.download`.
 
 Each record is a frozen dataclass. ``Record.read(path)`` and ``Record.from_json(obj, source=path)``
-check the whole file against the record's fields and their types: a missing key, an unknown key or
-a value of the wrong type raises :class:`ArtifactError` naming the file and the key path
+check the whole file against the record's fields and their types (:func:`s2s.schema.decode`, which
+reads params too): a missing key, an unknown key or a value of the wrong type raises :class:`ArtifactError` naming the file and the key path
 (``metrics/bleu.json: 'translate.ensemble5.12.bleu_tok' must be a number, got str 'x'``).
 ``to_json()`` is what the writer writes (``Record.write``). A mapping keyed by beam width holds int
 keys here and decimal strings (``"12"``) in the file, as JSON keys must be strings.
@@ -20,12 +20,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
-import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+
+from s2s.schema import Rules, decode
 
 R = TypeVar("R", bound="Record")
 log = logging.getLogger("s2s.artifacts")
@@ -37,6 +37,9 @@ OMIT_NONE = {"omit_none": True}
 
 class ArtifactError(ValueError):
     """An artifact file that does not match its record: the message names the file and the key."""
+
+
+RULES = Rules(ArtifactError)  # how s2s.schema reads an artifact: what its writer wrote, typed
 
 
 def _read_text(path: Path) -> str:
@@ -115,7 +118,7 @@ class Record:
     @classmethod
     def from_json(cls: type[R], obj: Any, *, source: str | Path = "<json>") -> R:
         """The record of `obj` (a parsed JSON object); ArtifactError naming `source` and the key."""
-        return _decode(cls, obj, str(source), "")
+        return decode(cls, obj, str(source), "", RULES)
 
     @classmethod
     def read(cls: type[R], path: str | Path) -> R:
@@ -323,87 +326,6 @@ class Manifest(Record):
 # --- decoding and encoding -----------------------------------------------------------------------
 
 
-def _decode(tp: Any, value: Any, source: str, key: str) -> Any:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if dataclasses.is_dataclass(tp):
-        return _decode_record(tp, value, source, key)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        alternatives = [a for a in args if a is not type(None)]
-        errors = []
-        for alt in alternatives:
-            try:
-                return _decode(alt, value, source, key)
-            except ArtifactError as e:
-                errors.append((_overlap(alt, value), e))
-        if all(dataclasses.is_dataclass(a) for a in alternatives):
-            raise max(errors, key=lambda x: x[0])[1]  # the record the object looks most like
-        raise ArtifactError(f"{source}: '{key or '<top>'}' must be "
-                            f"{' or '.join(_describe(a) for a in args)}, got {_show(value)}")
-    if origin is Literal:
-        if not any(value == a and type(value) is type(a) for a in args):
-            raise ArtifactError(f"{source}: '{key}' must be one of "
-                                f"{', '.join(json.dumps(a) for a in args)}, got {_show(value)}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise ArtifactError(f"{source}: '{key}' must be a list, got {_show(value)}")
-        return tuple(_decode(args[0], v, source, f"{key}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ArtifactError(f"{source}: '{key or '<top>'}' must be a mapping, got "
-                                f"{_show(value)}")
-        out = {}
-        for k, v in value.items():
-            sub = _join(key, k)
-            if args[0] is int:
-                if not (isinstance(k, str) and k.isdigit() and str(int(k)) == k):
-                    raise ArtifactError(f"{source}: '{sub}': the keys of '{key}' must be beam "
-                                        f"widths (decimal integers), got {k!r}")
-                k = int(k)
-            out[k] = _decode(args[1], v, source, sub)
-        return out
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ArtifactError(f"{source}: '{key}' must be true or false, got {_show(value)}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ArtifactError(f"{source}: '{key}' must be an integer, got {_show(value)}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ArtifactError(f"{source}: '{key}' must be a number, got {_show(value)}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ArtifactError(f"{source}: '{key}' must be a string, got {_show(value)}")
-        return value
-    raise TypeError(f"unsupported record type {tp!r} at {key}")  # pragma: no cover - schema bug
-
-
-def _decode_record(cls: type, value: Any, source: str, key: str) -> Any:
-    if not isinstance(value, dict):
-        raise ArtifactError(f"{source}: '{key or '<top>'}' must be a mapping ({cls.__name__}), "
-                            f"got {_show(value)}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = [k for k in value if k not in fields]
-    if unknown:
-        raise ArtifactError(f"{source}: unknown key '{_join(key, unknown[0])}' ({cls.__name__} "
-                            f"has: {', '.join(fields)})")
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for name, f in fields.items():
-        if name not in value:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ArtifactError(f"{source}: missing key '{_join(key, name)}' "
-                                    f"({cls.__name__})")
-            continue
-        kwargs[name] = _decode(hints[name], value[name], source, _join(key, name))
-    return cls(**kwargs)
-
-
 def _encode(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)
@@ -413,28 +335,3 @@ def _encode(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_encode(v) for v in value]
     return value
-
-
-def _overlap(tp: Any, value: Any) -> int:
-    if not (dataclasses.is_dataclass(tp) and isinstance(value, dict)):
-        return 0
-    return len({f.name for f in dataclasses.fields(tp)} & set(value))
-
-
-def _describe(tp: Any) -> str:
-    if tp is type(None):
-        return "null"
-    if typing.get_origin(tp) is tuple:
-        return "a list"
-    return {bool: "true or false", int: "an integer", float: "a number",
-            str: "a string"}.get(tp, getattr(tp, "__name__", str(tp)))
-
-
-def _join(key: str, name: Any) -> str:
-    return f"{key}.{name}" if key else str(name)
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float {value}"
-    return f"{type(value).__name__} {repr(value)[:60]}"

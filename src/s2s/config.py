@@ -15,9 +15,7 @@ and every number must be finite.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +24,7 @@ from typing import Any, Literal
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from s2s.schema import rng
+from s2s.schema import Rules, decode, rng, show
 
 PARAMS_FILE = "params.yaml"
 
@@ -40,6 +38,10 @@ YAML11_BOOLEANS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false"
 
 class ConfigError(ValueError):
     """A parameter file that does not match the schema."""
+
+
+# How s2s.schema reads a parameter file: no empty strings, no .inf or .nan, names as keys.
+RULES = Rules(ConfigError, empty_strings=False, finite=True, key_rule=f"strings ({NAME_RULE})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,7 +312,7 @@ class Params:
             return self._built("train", name, self.train)
         raw = {**dataclasses.asdict(self.train), **recipe, **own}
         return self._built("train", name,
-                           _build(TrainConfig, raw, self.source, f"models.{name}.train"))
+                           decode(TrainConfig, raw, self.source, f"models.{name}.train", RULES))
 
     def _built(self, kind: str, name: str, value: Any = None) -> Any:
         """The config of `kind` built for model `name` (None if not yet); with `value`, keep it.
@@ -445,7 +447,7 @@ def model_config(defaults: dict, overrides: dict, *, source: Path, name: str):
     where = f"models.{name}.arch" if "arch" in overrides else "model.arch"
     if arch not in ARCHITECTURES:
         raise ConfigError(f"{source}: '{where}' must be one of {list(ARCHITECTURES)}, got "
-                          f"{_show(arch)}")
+                          f"{show(arch)}")
     cls = ARCHITECTURES[arch].config
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in overrides:
@@ -461,7 +463,7 @@ def model_config(defaults: dict, overrides: dict, *, source: Path, name: str):
             value, origin = defaults[key], f"model.{key}"
         else:
             continue
-        kwargs[key] = _coerce(hints[key], value, source, origin, f.metadata)
+        kwargs[key] = decode(hints[key], value, source, origin, RULES, f.metadata)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
@@ -521,7 +523,7 @@ def resolved(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
     base_name = raw["extends"]
     if not (isinstance(base_name, str) and NAME_PATTERN.fullmatch(base_name)):
         raise ConfigError(f"{path}: 'extends' must name a profile of {path.parent}/ "
-                          f"({NAME_RULE}), got {_show(base_name)}")
+                          f"({NAME_RULE}), got {show(base_name)}")
     base_path = path.parent / f"{base_name}.yaml"
     if base_path.resolve() in [q.resolve() for q in (*_seen, path)]:
         chain = " -> ".join(str(q) for q in (*_seen, path, base_path))
@@ -533,7 +535,7 @@ def resolved(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
     merged = resolved(base_path, (*_seen, path))
     removals = raw.get("remove", [])
     if not (isinstance(removals, list) and all(isinstance(k, str) for k in removals)):
-        raise ConfigError(f"{path}: 'remove' must be a list of dotted keys, got {_show(removals)}")
+        raise ConfigError(f"{path}: 'remove' must be a list of dotted keys, got {show(removals)}")
     for i, dotted in enumerate(removals):
         *parents, last = dotted.split(".")
         node = merged
@@ -568,130 +570,21 @@ def load(path: str | Path = PARAMS_FILE) -> Params:
     ConfigError naming the key on any problem."""
     path = Path(path)
     raw = resolved(path)
-    params = _build(Params, {k: v for k, v in raw.items()}, path, "", skip={"source", "written"})
+    params = decode(Params, raw, path, "", RULES, skip={"source", "written"})
     params = dataclasses.replace(params, source=path, written=frozenset(
         [*raw, *(f"{k}.{sub}" for k, v in raw.items() if isinstance(v, dict) for sub in v)]))
     _check_cross_refs(params)
     return params
 
 
-def _build(cls: type, raw: Any, path: Path, where: str, skip: frozenset | set = frozenset()):
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: '{where or '<top>'}' must be a mapping, got {_show(raw)}")
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in skip}
-    unknown = sorted(set(raw) - set(fields), key=str)
-    if unknown:
-        key = _join(where, str(unknown[0]))
-        raise ConfigError(f"{path}: unknown key '{key}' (expected one of: {', '.join(fields)})")
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for name, f in fields.items():
-        key = _join(where, name)
-        if name not in raw:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ConfigError(f"{path}: missing key '{key}'")
-            continue
-        kwargs[name] = _coerce(hints[name], raw[name], path, key, f.metadata)
-    return cls(**kwargs)
-
-
-def _coerce(tp: Any, value: Any, path: Path, key: str, meta: Any = None):
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        if len(inner) == 1:
-            return _coerce(inner[0], value, path, key, meta)
-        for alt in inner:  # e.g. bool | Literal["auto"]: the first alternative that fits
-            try:
-                return _coerce(alt, value, path, key, meta)
-            except ConfigError:
-                pass
-        raise ConfigError(f"{path}: '{key}' must be {' or '.join(_describe(a) for a in inner)}, "
-                          f"got {_show(value)}")
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{path}: '{key}' must be one of {list(args)}, got {_show(value)}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{path}: '{key}' must be a list, got {_show(value)}")
-        if Ellipsis not in args and len(value) != len(args):
-            raise ConfigError(f"{path}: '{key}' must be a list of {len(args)}, got {_show(value)}")
-        return tuple(_coerce(args[0], v, path, f"{key}[{i}]", meta) for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{path}: '{key}' must be a mapping, got {_show(value)}")
-        for k in value:
-            if not isinstance(k, str):
-                raise ConfigError(f"{path}: '{key}' has a key {_show(k)}: keys must be strings "
-                                  f"({NAME_RULE})")
-        return {k: _coerce(args[1], v, path, _join(key, k), meta) for k, v in value.items()}
-    if tp is Any:
-        _check_finite(value, path, key)
-        return value
-    if dataclasses.is_dataclass(tp):
-        return _build(tp, value, path, key)
-    if tp is Path:
-        if not isinstance(value, str):
-            raise ConfigError(f"{path}: '{key}' must be a path string, got {_show(value)}")
-        return Path(value)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{path}: '{key}' must be true or false, got {_show(value)}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{path}: '{key}' must be an integer, got {_show(value)}")
-    elif tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{path}: '{key}' must be a number, got {_show(value)}")
-        value = float(value)
-        if not math.isfinite(value):
-            raise ConfigError(f"{path}: '{key}' must be a finite number, got {value}")
-    elif tp is str:
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{path}: '{key}' must be a non-empty string, got {_show(value)}")
-        return value
-    else:  # pragma: no cover - a schema error, not a user error
-        raise TypeError(f"unsupported schema type {tp!r} at {key}")
-    _check_range(value, path, key, meta or {})
-    return value
-
-
-def _check_finite(value: Any, path: Path, key: str) -> None:
-    """No .inf or .nan anywhere under an untyped value (the overrides of `models.<name>`)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{path}: '{key}' must be a finite number, got {value}")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _check_finite(v, path, _join(key, str(k)))
-    if isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_finite(v, path, f"{key}[{i}]")
-
-
 def check_name(name: Any, source: Path | str, key: str) -> None:
     """Refuse a name that would reach a shell command or a path unquoted, naming the key."""
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        raise ConfigError(f"{source}: '{key}' is not a valid name ({_show(name)}): names must "
+        raise ConfigError(f"{source}: '{key}' is not a valid name ({show(name)}): names must "
                           f"be {NAME_RULE}")
     if name.lower() in YAML11_BOOLEANS:
         raise ConfigError(f"{source}: '{key}' is not a valid name ('{name}' is a boolean to "
                           f"YAML 1.1 readers such as PyYAML): pick another")
-
-
-def _check_range(value: float, path: Path, key: str, meta: dict) -> None:
-    lo, hi = meta.get("min"), meta.get("max")
-    if lo is not None:
-        if meta.get("lo_open") and not value > lo:
-            raise ConfigError(f"{path}: '{key}' must be > {lo}, got {value}")
-        if not meta.get("lo_open") and not value >= lo:
-            raise ConfigError(f"{path}: '{key}' must be >= {lo}, got {value}")
-    if hi is not None and not value <= hi:
-        raise ConfigError(f"{path}: '{key}' must be <= {hi}, got {value}")
 
 
 def _check_cross_refs(p: Params) -> None:
@@ -714,11 +607,11 @@ def _check_cross_refs(p: Params) -> None:
         if overrides is None:
             raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping (use {{}} for none)")
         if not isinstance(overrides, dict):
-            raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping, got {_show(overrides)}")
+            raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping, got {show(overrides)}")
         own = overrides.get("train")
         if own is not None and not isinstance(own, dict):
             raise ConfigError(f"{p.source}: 'models.{name}.train' must be a mapping, got "
-                              f"{_show(own)}")
+                              f"{show(own)}")
         cfg = p.model_config(name)
         p.train_config(name)  # its recipe, checked
         if getattr(cfg, "cell", None) == "peephole" and cfg.arch != "seq2seq":
@@ -832,18 +725,3 @@ def _check_one_model_system(p: Params, key: str, name: str, what: str) -> None:
     _check_capable_model(p, key, members[0], what, system=name)
 
 
-def _describe(tp: Any) -> str:
-    if tp is bool:
-        return "true or false"
-    if typing.get_origin(tp) is Literal:
-        return " or ".join(repr(a) for a in typing.get_args(tp))
-    return getattr(tp, "__name__", str(tp))
-
-
-def _join(where: str, name: str) -> str:
-    return f"{where}.{name}" if where else name
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:60]}"
