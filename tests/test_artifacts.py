@@ -352,6 +352,9 @@ def test_a_bad_paper_file_names_the_key(tmp_path):
                                 "rows: [forward_beam12, reversed]"))
     with pytest.raises(ConfigError, match=r"'claims.reversal_bleu.rows\[1\]' must name a row"):
         paper.load(bad)
+    bad.write_text(text.replace("test_ppl: 5.8", "test_ppl: five", 1))  # the shared decoder
+    with pytest.raises(ConfigError, match=r"'perplexity\[0\].test_ppl' must be a number, got str"):
+        paper.load(bad)
     bad.write_text(text.replace("{{ table1.forward_beam12 }}", "{{ table1.forward }}"))
     with pytest.raises(ConfigError, match=r"'claims.reversal_bleu.text': .*forward"):
         paper.load(bad)

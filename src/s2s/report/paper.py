@@ -9,6 +9,7 @@ and the key.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -75,63 +76,94 @@ def paper() -> Paper:
     return load(PAPER_FILE)
 
 
+# --- paper.yaml as it is written, read by the params' decoder (s2s.schema) -----------------------
+
+
+@dataclass(frozen=True)
+class _RowEntry:
+    id: str
+    method: str
+    bleu: str | None  # as printed ("33.30", "~45"); null: not in the paper (a row of ours)
+    ours_never: str | None = None
+
+
+@dataclass(frozen=True)
+class _PerplexityEntry:
+    source_order: str
+    test_ppl: float
+    row: str
+
+
+@dataclass(frozen=True)
+class _ClaimEntry:
+    text: str  # a Jinja template over the paper's numbers
+    rows: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Figure3Entry:
+    lstm: str
+    baseline: str
+
+
+@dataclass(frozen=True)
+class _PaperFile:
+    conditions: str
+    table1: tuple[_RowEntry, ...]
+    table2: tuple[_RowEntry, ...]
+    perplexity: tuple[_PerplexityEntry, ...]
+    figure3: _Figure3Entry
+    claims: dict[str, _ClaimEntry]
+
+
 def load(path: Path) -> Paper:
-    raw = read_yaml(path)
-    _keys(raw, path, "", {"conditions", "table1", "table2", "perplexity", "figure3", "claims"})
+    """paper.yaml, checked whole: its shape by :func:`s2s.schema.decode` (as params are), then
+    what refers to what (a BLEU as printed, row ids, the claims' templates)."""
+    from s2s.config import RULES
+    from s2s.schema import decode
+
+    raw: _PaperFile = decode(_PaperFile, read_yaml(path), path, "", RULES)
     tables = {}
     for table in TABLES:
         rows = []
-        for i, r in enumerate(_list(raw[table], path, table)):
+        for i, r in enumerate(getattr(raw, table)):
             key = f"{table}[{i}]"
-            _keys(r, path, key, {"id", "method", "bleu"}, optional={"ours_never"})
-            if r["bleu"] is None:  # a row of ours beside the paper's (a modern reference)
+            if r.bleu is None:  # a row of ours beside the paper's (a modern reference)
                 text, value = "not in the paper", math.nan
             else:
-                text = _str(r["bleu"], path, f"{key}.bleu")
+                text = r.bleu
                 try:
                     value = float(text.lstrip("~"))
                 except ValueError:
                     raise ConfigError(f"{path}: '{key}.bleu' must be a BLEU score as printed "
                                       f"('33.30', '~45') or null (not in the paper), got "
                                       f"{text!r}") from None
-            rows.append(PaperRow(id=_str(r["id"], path, f"{key}.id"),
-                                 method=_str(r["method"], path, f"{key}.method"),
-                                 paper_bleu=value, paper_text=text,
-                                 ours_never=_str(r.get("ours_never", ""), path,
-                                                 f"{key}.ours_never", empty=True)))
+            rows.append(PaperRow(id=r.id, method=r.method, paper_bleu=value, paper_text=text,
+                                 ours_never=r.ours_never or ""))
         ids = [r.id for r in rows]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{path}: '{table}' names a row id twice")
         tables[table] = tuple(rows)
     table1_ids = {r.id for r in tables["table1"]}
-    perplexity = []
-    for i, r in enumerate(_list(raw["perplexity"], path, "perplexity")):
-        key = f"perplexity[{i}]"
-        _keys(r, path, key, {"source_order", "test_ppl", "row"})
-        perplexity.append(PerplexityRow(_str(r["source_order"], path, f"{key}.source_order"),
-                                        _num(r["test_ppl"], path, f"{key}.test_ppl"),
-                                        _row(r["row"], table1_ids, path, f"{key}.row")))
-    figure3 = raw["figure3"]
-    _keys(figure3, path, "figure3", {"lstm", "baseline"})
+    perplexity = tuple(
+        PerplexityRow(r.source_order, r.test_ppl,
+                      _row(r.row, table1_ids, path, f"perplexity[{i}].row"))
+        for i, r in enumerate(raw.perplexity))
     numbers = {"table1": {r.id: r.paper_text for r in tables["table1"]},
                "table2": {r.id: r.paper_text for r in tables["table2"]},
                "ppl": {p.source_order: p.test_ppl for p in perplexity}}
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
     claims = {}
-    for name, c in raw["claims"].items():
+    for name, c in raw.claims.items():
         key = f"claims.{name}"
-        _keys(c, path, key, {"text"}, optional={"rows"})
         try:
-            text = env.from_string(_str(c["text"], path, f"{key}.text")).render(**numbers)
+            text = env.from_string(c.text).render(**numbers)
         except jinja2.TemplateError as e:
             raise ConfigError(f"{path}: '{key}.text': {e}") from None
-        rows = tuple(_row(r, table1_ids, path, f"{key}.rows[{i}]")
-                     for i, r in enumerate(_list(c.get("rows", []), path, f"{key}.rows")))
+        rows = tuple(_row(r, table1_ids, path, f"{key}.rows[{i}]") for i, r in enumerate(c.rows))
         claims[name] = ClaimSpec(text, rows)
-    return Paper(conditions=_str(raw["conditions"], path, "conditions"), table1=tables["table1"],
-                 table2=tables["table2"], perplexity=tuple(perplexity),
-                 figure3={k: _str(v, path, f"figure3.{k}") for k, v in figure3.items()},
-                 claims=claims)
+    return Paper(conditions=raw.conditions, table1=tables["table1"], table2=tables["table2"],
+                 perplexity=perplexity, figure3=dataclasses.asdict(raw.figure3), claims=claims)
 
 
 # --- which of our outputs answers a row ---------------------------------------------------------
@@ -188,43 +220,8 @@ def check_answers(params: Params) -> None:
 # --- checking paper.yaml ------------------------------------------------------------------------
 
 
-def _keys(raw: Any, path: Path, key: str, required: set[str],
-          optional: frozenset | set = frozenset()) -> None:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: '{key or '<top>'}' must be a mapping")
-    unknown = sorted(set(raw) - required - set(optional), key=str)
-    if unknown:
-        raise ConfigError(f"{path}: unknown key '{_join(key, unknown[0])}' (expected: "
-                          f"{', '.join(sorted(required | set(optional)))})")
-    missing = sorted(required - set(raw))
-    if missing:
-        raise ConfigError(f"{path}: missing key '{_join(key, missing[0])}'")
-
-
-def _list(raw: Any, path: Path, key: str) -> list:
-    if not isinstance(raw, list):
-        raise ConfigError(f"{path}: '{key}' must be a list")
-    return raw
-
-
-def _str(raw: Any, path: Path, key: str, *, empty: bool = False) -> str:
-    if not isinstance(raw, str) or not (raw or empty):
-        raise ConfigError(f"{path}: '{key}' must be a non-empty string, got {raw!r}")
-    return raw
-
-
-def _num(raw: Any, path: Path, key: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise ConfigError(f"{path}: '{key}' must be a number, got {raw!r}")
-    return float(raw)
-
-
 def _row(raw: Any, ids: set[str], path: Path, key: str) -> str:
     if raw not in ids:
         raise ConfigError(f"{path}: '{key}' must name a row of table1 ({', '.join(sorted(ids))}), "
                           f"got {raw!r}")
     return raw
-
-
-def _join(key: str, name: str) -> str:
-    return f"{key}.{name}" if key else name
