@@ -382,3 +382,35 @@ def test_params_and_artifacts_are_read_by_one_decoder_with_their_own_rules(tmp_p
     for rules, error in ((config.RULES, config.ConfigError), (artifacts.RULES, ArtifactError)):
         with pytest.raises(error, match=r"f: unknown key 'x.other' \(expected one of: name, ppl\)"):
             schema.decode(R, {"name": "a", "ppl": 1, "other": 2}, "f", "x", rules)
+
+
+def test_the_stage_metrics_without_a_record_before_have_one_now(tmp_path):
+    # prepare.json, vocab.json, params.json and summary.json are written through their records
+    # and read through them: a damaged one is refused naming the key.
+    train = {"lines_in": 10, "removed": {"empty": 1}, "lines_out": 9, "tokens_en": 90,
+             "tokens_fr": 95, "cleaned": {"crlf_lines": 0}}
+    test = {"lines_in": 5, "lines_out": 5, "empty_en": 0, "empty_fr": 0, "cleaned": {}}
+    prepare = {"splits": {"train": {"a": train}, "test": {"b": test}},
+               "totals": {"train": {"lines_out": 9}, "test": {"lines_out": 5}}}
+    got = artifacts.PrepareMetrics.from_json(prepare)
+    assert isinstance(got.splits["train"]["a"], artifacts.TrainCounts)
+    assert isinstance(got.splits["test"]["b"], artifacts.EvalCounts)
+    assert got.to_json() == prepare  # what the prepare stage writes, key order included
+    assert list(got.to_json()["splits"]["train"]["a"]) == list(train)
+    side = {"size": 14, "words": 10, "train_types": 30, "unk_rate": {"test": 0.1}}
+    for record, obj, message in (
+            (artifacts.PrepareMetrics, {**prepare, "splits": {"train": {"a": {**train,
+                                                                             "lines_out": "9"}}}},
+             "'splits.train.a.lines_out' must be an integer, got str '9'"),
+            (artifacts.VocabMetrics, {"en": side}, "missing key 'fr'"),
+            (artifacts.VocabMetrics, {"en": side, "fr": {**side, "unk_rate": {"test": "x"}}},
+             "'fr.unk_rate.test' must be a number"),
+            (artifacts.ParamsCheck, {"valid": False, "name_pattern": "x"},
+             "'valid' must be one of [true], got bool False"),
+            (artifacts.Summary, {"bleu": {"forward": {"b12": None}}, "rescore": {}, "ppl": {},
+                                 "minutes": {}},
+             "'bleu.forward.b12' must be a number, got NoneType None")):
+        path = tmp_path / "m.json"
+        path.write_text(json.dumps(obj))
+        with pytest.raises(ArtifactError, match=re.escape(f"{path}: {message}")):
+            record.read(path)

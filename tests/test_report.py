@@ -110,7 +110,8 @@ def build_tree(tmp: Path) -> dict:
         (metrics / "curves" / f"{model}.csv").write_text("\n".join(rows) + "\n")
 
     _dump(metrics / "prepare.json", {"splits": {"test": {"wmt14.newstest2014": {
-        "lines_in": n, "lines_out": n, "empty_en": 0, "empty_fr": 0}}},
+        "lines_in": n, "lines_out": n, "empty_en": 0, "empty_fr": 0,
+        "cleaned": {"bom_files": 0, "crlf_lines": 0, "control_char_lines": 0}}}},
         "totals": {"test": {"lines_out": n}}})
     _dump(metrics / "vocab.json", {
         lang: {"size": words + 4, "words": words, "train_types": 9000,

@@ -5,6 +5,7 @@ before that step's update, the final model excluded, and the same files after a 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -62,9 +63,9 @@ def test_snapshots_are_the_weights_before_that_steps_update_and_a_rerun_writes_t
     fresh = work / "fresh"
     run(params, fresh, data)
     index = snapshots.read_index(fresh / "snapshots")
-    spe, total = index["steps_per_epoch"], index["total_steps"]
-    assert total == spe and index["final_epoch"] == 1.0
-    assert [(s["epoch"], s["step"]) for s in index["snapshots"]] == [
+    spe, total = index.steps_per_epoch, index.total_steps
+    assert total == spe and index.final_epoch == 1.0
+    assert [(s.epoch, s.step) for s in index.snapshots] == [
         (0.0, 0), (0.25, round(0.25 * spe)), (0.5, round(0.5 * spe))]  # 1 and 2: the end, past it
     # epoch 0 is the initialisation
     first = checkpoint.load_model(fresh / "snapshots" / "epoch0.pt",
@@ -129,3 +130,21 @@ def test_only_the_analysed_models_train_stages_take_snapshots(setup, tmp_path):
 def _vocab(data: Path, lang: str):
     from s2s.data.vocab import Vocab
     return Vocab.load(data / "vocab" / f"{lang}.tsv")
+
+
+def test_a_damaged_snapshot_index_is_refused_naming_the_key_or_the_file(tmp_path):
+    from s2s.artifacts import ArtifactError
+
+    good = {"steps_per_epoch": 4, "total_steps": 8, "final_epoch": 2.0,
+            "snapshots": [{"epoch": 0.0, "step": 0, "file": "epoch0.pt"}]}
+    index = tmp_path / snapshots.SNAPSHOT_INDEX
+    index.write_text(json.dumps({**good, "snapshots": [{"epoch": 0.0, "step": "0",
+                                                         "file": "epoch0.pt"}]}))
+    with pytest.raises(ArtifactError, match=r"snapshots.json: 'snapshots\[0\].step' must be an "
+                                            r"integer, got str '0'"):
+        snapshots.read_index(tmp_path)
+    index.write_text(json.dumps(good))
+    with pytest.raises(ArtifactError, match=r"lists epoch0.pt, not in"):
+        snapshots.read_index(tmp_path)
+    (tmp_path / "epoch0.pt").write_bytes(b"")
+    assert snapshots.read_index(tmp_path).snapshots[0].file == "epoch0.pt"

@@ -5,7 +5,15 @@ for every stage that reads it.
 - ``outputs/translate/<system>/timing.json``: :class:`Timing`, by the translate stage;
 - ``outputs/timing/cost.json``: :class:`CostTiming`, by the timing stage;
 - ``metrics/train/<model>.json``: :class:`TrainMetrics`, by :mod:`s2s.train`;
-- ``data/raw/manifest.json``: :class:`Manifest`, by :mod:`s2s.data.download`.
+- ``data/raw/manifest.json``: :class:`Manifest`, by :mod:`s2s.data.download`;
+- ``metrics/params.json``, ``prepare.json``, ``vocab.json``: :class:`ParamsCheck`,
+  :class:`PrepareMetrics`, :class:`VocabMetrics`, by the check, prepare and vocab stages;
+- ``metrics/summary.json``: :class:`Summary`, by the summary stage;
+- ``snapshots/<model>/snapshots.json``: :class:`SnapshotIndex`, by :mod:`s2s.train`.
+
+The analyze stage's ``analysis.json``, the attention stage's ``weights.json`` and an export's
+``export.json`` are read by :func:`read_json_object` (checked as JSON objects holding their keys;
+``export.json`` also against the sha256 of each key, :mod:`s2s.exporting`).
 
 Each record is a frozen dataclass. ``Record.read(path)`` and ``Record.from_json(obj, source=path)``
 check the whole file against the record's fields and their types (:func:`s2s.schema.decode`, which
@@ -321,6 +329,105 @@ class Manifest(Record):
     mode: Literal["mirror", "network"]
     mirror: str | None
     corpora: dict[str, CorpusRecord]
+
+
+# --- metrics/params.json, metrics/prepare.json, metrics/vocab.json ----------------------------------
+
+
+@dataclass(frozen=True)
+class ParamsCheck(Record):
+    """``metrics/params.json``: the parameter file passed ``s2s check`` (the check-params stage)."""
+
+    valid: Literal[True]
+    name_pattern: str  # what a model, system or rescorer name must match
+
+
+@dataclass(frozen=True)
+class TrainCounts(Record):
+    """A training corpus through the filters of ``prepare`` (s2s.data.prepare.FilterCounts)."""
+
+    lines_in: int
+    removed: dict[str, int]  # by filter: empty, too_long, ratio, duplicate
+    lines_out: int
+    tokens_en: int
+    tokens_fr: int
+    cleaned: dict[str, int]  # what reading it normalised (s2s.data.text.read_corpus)
+
+
+@dataclass(frozen=True)
+class EvalCounts(Record):
+    """A dev or test corpus: read whole, never filtered."""
+
+    lines_in: int
+    lines_out: int
+    empty_en: int
+    empty_fr: int
+    cleaned: dict[str, int]
+
+
+@dataclass(frozen=True)
+class SplitTotal(Record):
+    lines_out: int
+
+
+@dataclass(frozen=True)
+class PrepareMetrics(Record):
+    """``metrics/prepare.json``: what each filter removed, by split and corpus."""
+
+    splits: dict[str, dict[str, TrainCounts | EvalCounts]]  # split -> corpus -> counts
+    totals: dict[str, SplitTotal]
+
+
+@dataclass(frozen=True)
+class VocabSide(Record):
+    size: int  # with the 4 specials
+    words: int
+    train_types: int
+    unk_rate: dict[str, float]  # split -> share of tokens outside the vocabulary
+
+
+@dataclass(frozen=True)
+class VocabMetrics(Record):
+    """``metrics/vocab.json``: each side's vocabulary."""
+
+    en: VocabSide
+    fr: VocabSide
+
+    def sides(self) -> dict[str, VocabSide]:
+        return {"en": self.en, "fr": self.fr}
+
+
+# --- metrics/summary.json ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary(Record):
+    """``metrics/summary.json``: the run in a few numbers (git-tracked; `dvc exp show`)."""
+
+    bleu: dict[str, dict[str, float]]  # system -> "b<beam>" -> tokenised BLEU
+    rescore: dict[str, float]  # rescoring output -> tokenised BLEU
+    ppl: dict[str, float]  # model -> test perplexity
+    minutes: dict[str, float]  # train, decode
+
+
+# --- snapshots/<model>/snapshots.json ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotEntry(Record):
+    epoch: float
+    step: int  # taken before this step's update
+    file: str  # in the snapshot folder
+
+
+@dataclass(frozen=True)
+class SnapshotIndex(Record):
+    """``snapshots/<model>/snapshots.json`` (s2s.snapshots): the snapshots a train stage kept."""
+
+    steps_per_epoch: int
+    total_steps: int
+    final_epoch: float
+    snapshots: tuple[SnapshotEntry, ...]
 
 
 # --- decoding and encoding -----------------------------------------------------------------------

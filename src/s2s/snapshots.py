@@ -4,8 +4,9 @@ The train stages of ``analysis.models`` keep a checkpoint at each epoch of ``ana
 (``s2s.train.Snapshots`` writes them) in ``snapshots/<model>/``: one ``epoch<E>.pt`` per epoch
 and an index, ``snapshots.json``: ``{"snapshots": [{"epoch", "step", "file"}, ...],
 "final_epoch", "total_steps"}``. The analyze stage reads the index to measure gradient reach over
-training. Both import this module (torch-free), so the file format has one home and the analyze
-stage does not depend on the trainer's code.
+training. Both import this module (torch-free) and the index's record
+(:class:`s2s.artifacts.SnapshotIndex`), so the format has one home and the analyze stage does not
+depend on the trainer's code.
 """
 
 from __future__ import annotations
@@ -28,22 +29,16 @@ def snapshots_due(epochs: Sequence[float], *, steps_per_epoch: int,
     return {e: s for e, s in steps.items() if s < total_steps}
 
 
-def read_index(folder: str | Path) -> dict:
-    """A snapshot folder's index (what ``s2s.train.Snapshots.publish`` wrote), read through the
-    pipeline's checked JSON reader; a damaged index, or one listing a file that is not there,
-    is refused naming the file."""
-    from s2s.artifacts import ArtifactError, read_json_object
+def read_index(folder: str | Path):
+    """A snapshot folder's index (:class:`s2s.artifacts.SnapshotIndex`, what
+    ``s2s.train.Snapshots.publish`` wrote), checked against its record; one listing a file that is
+    not there is refused naming the file."""
+    from s2s.artifacts import ArtifactError, SnapshotIndex
 
     folder = Path(folder)
     path = folder / SNAPSHOT_INDEX
-    index = read_json_object(path, keys=("snapshots", "final_epoch", "total_steps"))
-    try:
-        entries = [(float(s["epoch"]), int(s["step"]), str(s["file"])) for s in index["snapshots"]]
-        float(index["final_epoch"]), int(index["total_steps"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise ArtifactError(f"{path}: not a snapshot index written by the train stage "
-                            f"({type(e).__name__}: {e}); rerun its train stage") from None
-    missing = [f for _, _, f in entries if not (folder / f).is_file()]
+    index = SnapshotIndex.read(path)
+    missing = [s.file for s in index.snapshots if not (folder / s.file).is_file()]
     if missing:
         raise ArtifactError(f"{path}: lists {', '.join(missing)}, not in {folder}; rerun its "
                             "train stage")

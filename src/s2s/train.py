@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from s2s import checkpoint, distributed, precision, runguard
-from s2s.artifacts import TrainMetrics
+from s2s.artifacts import SnapshotEntry, SnapshotIndex, TrainMetrics
 from s2s.config import Params, TrainConfig, train_record
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
@@ -454,10 +454,10 @@ class Snapshots:
             with open(src, "rb") as f, atomic_open(dst, "wb") as g:
                 shutil.copyfileobj(f, g, 1 << 20)
             written.append(dst)
-        atomic_write_json(self.out / SNAPSHOT_INDEX, {
-            "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total_steps,
-            "final_epoch": round(self.total_steps / self.steps_per_epoch, 6),
-            "snapshots": [{"epoch": e, "step": s, "file": snapshot_file(e)}
-                          for e, s in self.due.items()]})
+        SnapshotIndex(
+            steps_per_epoch=self.steps_per_epoch, total_steps=self.total_steps,
+            final_epoch=round(self.total_steps / self.steps_per_epoch, 6),
+            snapshots=tuple(SnapshotEntry(epoch=e, step=s, file=snapshot_file(e))
+                          for e, s in self.due.items())).write(self.out / SNAPSHOT_INDEX)
         written.append(self.out / SNAPSHOT_INDEX)
         return written

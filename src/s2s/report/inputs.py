@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from s2s.artifacts import (Bleu, CostTiming, Manifest, Timing, TrainMetrics, read_json_object,
-                           read_table)
+from s2s.artifacts import (Bleu, CostTiming, Manifest, PrepareMetrics, Timing, TrainMetrics,
+                           VocabMetrics, read_json_object, read_table)
 from s2s.config import Params
 from s2s.evaluate.outputs import (hypothesis_files, rescore_output, timing_file,
                                   translation)
@@ -85,8 +85,8 @@ class Artifacts:
     curves: dict[str, pd.DataFrame]  # by model: metrics/curves/<model>.csv
     timing: dict[str, Timing]  # by system
     groups: pd.DataFrame  # the evaluate stage's Figure 3 groups
-    prepare: dict | None  # metrics/prepare.json
-    vocab: dict | None  # metrics/vocab.json
+    prepare: PrepareMetrics | None  # metrics/prepare.json
+    vocab: VocabMetrics | None  # metrics/vocab.json
     manifest: Manifest | None
     attention: dict | None  # the attention stage's weights.json
     analysis_dir: Path | None  # the analyze stage's folder, when there is one
@@ -141,8 +141,8 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                               None if rescore_dir is None else Path(rescore_dir), read)
         examples = load_examples(params, Path(prepared_dir), Path(translate_dir), read)
     return Artifacts(bleu=bleu, train=train, curves=curves, timing=timing, groups=groups,
-                     prepare=_json(metrics_dir / "prepare.json", read, ("splits", "totals")),
-                     vocab=_json(metrics_dir / "vocab.json", read, ("en", "fr")),
+                     prepare=PrepareMetrics.read_if_present(metrics_dir / "prepare.json", read),
+                     vocab=VocabMetrics.read_if_present(metrics_dir / "vocab.json", read),
                      manifest=Manifest.read_if_present(manifest, read),
                      attention=_json(attention, read, ("system", "model", "beam", "examples"))
                      if attention else None,
@@ -227,8 +227,8 @@ def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
 
 
 def _json(path: Path, read: list[str], keys: tuple[str, ...]) -> Any | None:
-    """A JSON input the pipeline has no record for (metrics/prepare.json, vocab.json, the
-    attention stage's weights.json), checked to be an object with `keys`."""
+    """A JSON input the pipeline has no record for (the attention stage's weights.json),
+    checked to be an object with `keys`."""
     if not path.is_file():
         log.warning("absent: %s", path)
         return None

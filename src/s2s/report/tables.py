@@ -19,7 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-from s2s.artifacts import Absent, Bleu, BleuEntry, Scored, Timing, TrainMetrics
+from s2s.artifacts import (Absent, Bleu, BleuEntry, PrepareMetrics, Scored, Timing, TrainCounts,
+                           TrainMetrics, VocabMetrics)
 from s2s.config import Params
 from s2s.evaluate.outputs import BASELINE, ORACLE, RESCORE_FIXED, rescore_system
 from s2s.report.paper import Ours, answer, paper
@@ -166,12 +167,11 @@ def _model_conditions(params: Params, members: tuple[str, ...],
         f" ({cfg.describe()})" if cfg and cfg.arch != "seq2seq" else "")
 
 
-def vocab_text(params: Params, vocab: dict | None) -> str:
+def vocab_text(params: Params, vocab: VocabMetrics | None) -> str:
     """Vocabulary sizes (words, specials not counted) as built, else the configured caps."""
-    try:
-        return f"vocab {vocab['en']['words']:,}/{vocab['fr']['words']:,} words"
-    except (KeyError, TypeError):
+    if vocab is None:
         return f"vocab <= {params.vocab.src_size:,}/{params.vocab.tgt_size:,} words"
+    return f"vocab {vocab.en.words:,}/{vocab.fr.words:,} words"
 
 
 def _conditions(params: Params, ours: Ours, bleu: Bleu, train: dict[str, TrainMetrics],
@@ -194,7 +194,7 @@ def _conditions(params: Params, ours: Ours, bleu: Bleu, train: dict[str, TrainMe
 
 
 def _bleu_table(params: Params, rows: tuple[Row, ...], bleu: Bleu,
-                train: dict[str, TrainMetrics], vocab: dict | None) -> pd.DataFrame:
+                train: dict[str, TrainMetrics], vocab: VocabMetrics | None) -> pd.DataFrame:
     vocab_sizes = vocab_text(params, vocab)
     out = []
     for row in rows:
@@ -220,14 +220,14 @@ def _bleu_table(params: Params, rows: tuple[Row, ...], bleu: Bleu,
 
 
 def table1(params: Params, bleu: Bleu, train: dict[str, TrainMetrics],
-           vocab: dict | None = None) -> pd.DataFrame:
+           vocab: VocabMetrics | None = None) -> pd.DataFrame:
     """Table 1 (direct translation) in the paper's row order; columns :data:`BLEU_COLUMNS`.
     ``train``: metrics/train/<model>.json by model; ``vocab``: metrics/vocab.json."""
     return _bleu_table(params, rows(params, "table1"), bleu, train, vocab)
 
 
 def other_systems(params: Params, bleu: Bleu, train: dict[str, TrainMetrics],
-                  vocab: dict | None = None) -> pd.DataFrame:
+                  vocab: VocabMetrics | None = None) -> pd.DataFrame:
     """Our translations that answer no row of the paper's Table 1 (e.g. the Cho et al. GRU model
     decoding on its own), with Table 1's columns; their paper columns say there is no such row."""
     covered = {(o.system, o.beam) for o in
@@ -242,7 +242,7 @@ def other_systems(params: Params, bleu: Bleu, train: dict[str, TrainMetrics],
 
 
 def table2(params: Params, bleu: Bleu, train: dict[str, TrainMetrics],
-           vocab: dict | None = None) -> pd.DataFrame:
+           vocab: VocabMetrics | None = None) -> pd.DataFrame:
     """Table 2 (rescoring the baseline's n-best lists) in the paper's row order."""
     return _bleu_table(params, rows(params, "table2"), bleu, train, vocab)
 
@@ -362,26 +362,26 @@ def cost_table(params: Params, timing: dict[str, Timing]) -> pd.DataFrame:
 # --- data ----------------------------------------------------------------------------------------
 
 
-def prepare_table(prepare: dict) -> pd.DataFrame:
+def prepare_table(prepare: PrepareMetrics) -> pd.DataFrame:
     """One row per split and corpus of metrics/prepare.json."""
     rows = []
-    for split, corpora in prepare.get("splits", {}).items():
+    for split, corpora in prepare.splits.items():
         for corpus, c in corpora.items():
-            removed = c.get("removed", {})
-            rows.append({"split": split, "corpus": corpus, "lines in": fmt(c.get("lines_in")),
+            filtered = isinstance(c, TrainCounts)  # dev and test are read whole
+            removed = c.removed if filtered else {}
+            rows.append({"split": split, "corpus": corpus, "lines in": fmt(c.lines_in),
                          **{f"removed: {k.replace('_', ' ')}": fmt(v) for k, v in removed.items()},
-                         "lines out": fmt(c.get("lines_out")),
-                         "tokens en": fmt(c.get("tokens_en", "")),
-                         "tokens fr": fmt(c.get("tokens_fr", ""))})
+                         "lines out": fmt(c.lines_out),
+                         "tokens en": fmt(c.tokens_en) if filtered else "",
+                         "tokens fr": fmt(c.tokens_fr) if filtered else ""})
     return pd.DataFrame(rows).fillna("")
 
 
-def vocab_table(vocab: dict) -> pd.DataFrame:
+def vocab_table(vocab: VocabMetrics) -> pd.DataFrame:
     """One row per side of metrics/vocab.json."""
     rows = []
-    for side, v in vocab.items():
-        rates = v.get("unk_rate", {})
-        rows.append({"side": side, "vocabulary (with 4 specials)": fmt(v.get("size")),
-                     "training word types": fmt(v.get("train_types")),
-                     **{f"UNK rate {split}": f"{100 * r:.2f}%" for split, r in rates.items()}})
+    for side, v in vocab.sides().items():
+        rows.append({"side": side, "vocabulary (with 4 specials)": fmt(v.size),
+                     "training word types": fmt(v.train_types),
+                     **{f"UNK rate {split}": f"{100 * r:.2f}%" for split, r in v.unk_rate.items()}})
     return pd.DataFrame(rows)

@@ -186,7 +186,7 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
         folder = None if snapshots_dir is None else Path(snapshots_dir) / name
         if folder is not None and (folder / snapshots.SNAPSHOT_INDEX).exists():
             index = snapshots.read_index(folder)
-            points = [(s["epoch"], s["step"], folder / s["file"]) for s in index["snapshots"]]
+            points = [(s.epoch, s.step, folder / s.file) for s in index.snapshots]
             for epoch, step, snap in points:
                 r_e, per_e = sentence_reach(load(name, snap), f"{name} epoch {epoch:g}",
                                             reach_pairs, vocab=tgt_vocab,
@@ -194,9 +194,9 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
                 training.append(reach_frame(name, cfg.reverse_source, r_e, max_position,
                                             epoch=epoch, step=step))
                 per_sentence[name, epoch] = per_e
-            end = float(index["final_epoch"])
+            end = index.final_epoch
             training.append(reach_frame(name, cfg.reverse_source, r, max_position,
-                                        epoch=end, step=index["total_steps"]))
+                                        epoch=end, step=index.total_steps))
             per_sentence[name, end] = per
             snapshot_epochs[name] = [e for e, _, _ in points] + [end]
         elif folder is not None:

@@ -42,11 +42,11 @@ def cli(args, params) -> None:
 def main(params_file: Path, *, out: Path) -> None:
     """The file was validated when it was loaded; record that it passed (and that it is
     complete: DVC reads its keys itself)."""
+    from s2s.artifacts import ParamsCheck
     from s2s.config import PARAMS_FILE, require_complete
-    from s2s.io import atomic_write_json
 
     if Path(params_file).name == Path(PARAMS_FILE).name:  # the file DVC reads (Snakemake may run a profile)
         require_complete(params_file)
 
-    atomic_write_json(out, {"valid": True, "name_pattern": NAME_PATTERN.pattern})
+    ParamsCheck(valid=True, name_pattern=NAME_PATTERN.pattern).write(out)
     log.info("%s is valid; wrote %s", params_file, out)

@@ -32,7 +32,8 @@ from s2s.config import DataConfig, PrepareConfig
 from s2s.dag import Arg, Stage, command
 from s2s.data.prepare import MAX_EVAL_WORDS, filter_train, read_pair, tokenize_parallel
 from s2s.data.text import CorpusError
-from s2s.io import atomic_write_json, atomic_write_lines
+from s2s.artifacts import PrepareMetrics
+from s2s.io import atomic_write_lines
 
 log = logging.getLogger("s2s.prepare")
 
@@ -98,7 +99,7 @@ def main(data: DataConfig, cfg: PrepareConfig, *, raw_dir: Path, out_dir: Path,
     totals = {split: {"lines_out": sum(c["lines_out"] for c in corpora.values())}
               for split, corpora in report.items()}
     result = {"splits": report, "totals": totals}
-    atomic_write_json(metrics_out, result)
+    PrepareMetrics.from_json(result, source=metrics_out).write(metrics_out)  # checked as read
     log.info("read %s; wrote %s and %s in %.1fs", raw_dir, out_dir, metrics_out,
              time.perf_counter() - t0)
     return result

@@ -55,10 +55,10 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
          out: Path, plots_dir: Path) -> dict:
     import pandas as pd
 
-    from s2s.artifacts import Bleu, Timing, TrainMetrics
+    from s2s.artifacts import Bleu, Summary, Timing, TrainMetrics
     from s2s.evaluate.outputs import timing_file
     from s2s.evaluate.summary import figure3_plots, summarize
-    from s2s.io import atomic_write_json, atomic_write_text
+    from s2s.io import atomic_write_text
 
     t0 = time.perf_counter()
     read: list[str] = []
@@ -72,7 +72,7 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     timing = {s: t for s in params.systems if (t := Timing.read_if_present(
         timing_file(translate_dir, s), read)) is not None}
     summary = summarize(params, bleu, train, timing)
-    atomic_write_json(Path(out), summary)
+    Summary.from_json(summary, source=out).write(out)  # checked as `s2s exps` reads it
     written = [str(out)]
     groups = pd.read_csv(groups_csv, dtype={"system": str, "beam": str, "label": str},
                          keep_default_na=False)

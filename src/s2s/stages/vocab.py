@@ -17,7 +17,8 @@ from pathlib import Path
 from s2s.config import VocabConfig
 from s2s.dag import Arg, Stage, command
 from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
-from s2s.io import atomic_write_json, atomic_write_lines, read_lines
+from s2s.artifacts import VocabMetrics
+from s2s.io import atomic_write_lines, read_lines
 
 log = logging.getLogger("s2s.vocab")
 
@@ -52,7 +53,7 @@ def main(cfg: VocabConfig, *, prepared_dir: Path, out_dir: Path, metrics_out: Pa
                          "train_types": len(counts), "unk_rate": rates}
         log.info("%s: %d of %d word types kept (min count %d); UNK rate %s", lang, len(entries),
                  len(counts), cfg.min_count, rates)
-    atomic_write_json(metrics_out, metrics)
+    VocabMetrics.from_json(metrics, source=metrics_out).write(metrics_out)  # checked as read
     log.info("read %s; wrote %s, %s in %.1fs", prepared_dir, out_dir, metrics_out,
              time.perf_counter() - t0)
     return metrics
