@@ -187,21 +187,19 @@ def profile_text(src: Path) -> str:
     the order and with the comments of its base where the base has them."""
     from s2s.config import read_yaml, resolved
 
-    raw = read_yaml(src)
-    if "extends" not in raw:
+    chain: list[Path] = []
+    want = resolved(src, chain=chain)
+    if len(chain) == 1:
         return src.read_text(encoding="utf-8")
     import io
 
     from ruamel.yaml import YAML
 
-    chain, path = [src], src
-    while "extends" in (r := read_yaml(path)):
-        path = path.parent / f"{r['extends']}.yaml"
-        chain.append(path)
+    raw = read_yaml(src)
     rt = YAML()  # round trip: the base's comments and flow-style entries survive
     rt.width = 4096
     doc = rt.load(chain[-1].read_text(encoding="utf-8"))
-    _assign(doc, resolved(src))
+    _assign(doc, want)
     out = io.StringIO()
     rt.dump(doc, out)
     header = (f"# Written by `s2s profile {raw.get('profile') or src.stem}`: "

@@ -507,12 +507,16 @@ def read_yaml(path: str | Path) -> Any:
 PROFILE_KEYS = ("extends", "remove")
 
 
-def resolved(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
+def resolved(path: str | Path, _seen: tuple[Path, ...] = (), *,
+             chain: list[Path] | None = None) -> dict:
     """The complete mapping a parameter file stands for: its own, or (with ``extends``) its
     base's resolved mapping with ``remove`` taken out and its keys merged in. ConfigError names
-    the file and key of an unknown base, a cycle, or a removed key the base lacks."""
+    the file and key of an unknown base, a cycle, or a removed key the base lacks. `chain`, if
+    given, receives the files read, the file itself first and the complete base last."""
     path = Path(path)
     raw = read_yaml(path)
+    if chain is not None:
+        chain.append(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of sections at the top level")
     if "extends" not in raw:
@@ -532,7 +536,7 @@ def resolved(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
         raise ConfigError(f"{path}: 'extends' names profile '{base_name}', but {base_path} does "
                           f"not exist (a profile extends one in its own folder; the params file "
                           f"DVC reads must be complete: `s2s profile NAME` writes it)")
-    merged = resolved(base_path, (*_seen, path))
+    merged = resolved(base_path, (*_seen, path), chain=chain)
     removals = raw.get("remove", [])
     if not (isinstance(removals, list) and all(isinstance(k, str) for k in removals)):
         raise ConfigError(f"{path}: 'remove' must be a list of dotted keys, got {show(removals)}")
