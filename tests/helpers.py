@@ -74,7 +74,9 @@ def analysis_markdown(analysis_dir, figures_dir, *, rel_dir: str = "figures") ->
     """The analyses' report sections alone, as Markdown (## headings), without the document's
     own title: what the report writes for them."""
     from s2s.report.analysis import sections
+    from s2s.report.inputs import read_analysis
     from s2s.report.render import Document, to_markdown
 
-    doc = Document("Analyses", sections(analysis_dir, figures_dir, rel_dir=rel_dir))
+    doc = Document("Analyses", sections(read_analysis(analysis_dir), figures_dir,
+                                          rel_dir=rel_dir))
     return to_markdown(doc, contents=False).split("\n", 2)[2]

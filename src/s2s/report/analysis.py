@@ -19,7 +19,6 @@ import pandas as pd
 
 from s2s.report import figures
 from s2s.report.claims import FAILS, HOLDS, NO_DIFFERENCE, UNKNOWN, Claim
-from s2s.report.inputs import read_analysis
 from s2s.report.render import Image, Section, Table
 
 FIGURES = {"figure2": "analysis_figure2.png", "forget": "analysis_forget_gates.png",
@@ -401,10 +400,10 @@ def reach_claim(reach: pd.DataFrame, diff: pd.DataFrame) -> Claim:
     return Claim(claim, UNKNOWN, "needs a forward and a reversed model in analysis.models")
 
 
-def claims(analysis_dir: Path) -> list[Claim]:
+def claims(a: dict) -> list[Claim]:
     """The analyses' verdicts for the report's claims table: the reversal argument (gradient
-    reach) and Figure 2 (paraphrases together, word-order swaps apart), from the artifacts."""
-    a = load(analysis_dir)
+    reach) and Figure 2 (paraphrases together, word-order swaps apart), from the artifacts
+    (:func:`s2s.report.inputs.read_analysis`)."""
     fig2 = a["figure2"]
     out = [dataclasses.replace(reach_claim(a["reach"], a["training_diff"]), key="gradient_reach")]
     claim = ("Figure 2: phrases of one meaning (active/passive) land together, word-order swaps "
@@ -422,16 +421,10 @@ def claims(analysis_dir: Path) -> list[Claim]:
     return out
 
 
-def load(analysis_dir: Path) -> dict:
-    """The analysis stage's artifacts, as frames (and its JSON summary as `meta`), each checked
-    (:func:`s2s.report.inputs.read_analysis`)."""
-    return read_analysis(analysis_dir)
-
-
-def sections(analysis_dir: Path, figures_dir: Path, *, rel_dir: str = "figures") -> list[Section]:
-    """The analysis sections; figures written into figures_dir, linked as rel_dir/<name>
-    (rel_dir: figures_dir relative to the Markdown file)."""
-    a = load(analysis_dir)
+def sections(a: dict, figures_dir: Path, *, rel_dir: str = "figures") -> list[Section]:
+    """The analysis sections from the analyze stage's artifacts `a` (read once by
+    :func:`s2s.report.inputs.read_analysis`); figures written into figures_dir, linked as
+    rel_dir/<name> (rel_dir: figures_dir relative to the Markdown file)."""
     figures_dir = Path(figures_dir)
     return [_figure2_section(a["points"], a["figure2"], a["meta"], figures_dir, rel_dir),
             _forget_section(a["hist"], a["units"], a["forget"], a["meta"], figures_dir, rel_dir),

@@ -60,8 +60,8 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     cost = tables.cost_table(params, art.timing)
     checks = claims_.claims(params, art.bleu, art.train, cost, diff=art.diff, timed=art.cost)
     cost_check = checks[-1]
-    if art.analysis_dir is not None:
-        checks += analysis_sections.claims(art.analysis_dir)
+    if art.analysis is not None:
+        checks += analysis_sections.claims(art.analysis)
     claims = claims_.claims_table(checks)
 
     bleu_notes = (P.bleu_tok_note(art.bleu.bleu_tok_signature),
@@ -126,8 +126,8 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
               P.learning_curves_caption())]))
     if art.attention is not None:
         doc.sections.append(attention_section(params, art, fig_dir))
-    if art.analysis_dir is not None:
-        doc.sections.extend(analysis_sections.sections(art.analysis_dir, fig_dir))
+    if art.analysis is not None:
+        doc.sections.extend(analysis_sections.sections(art.analysis, fig_dir))
     fb = forget_bias.section(params, art, fig_dir, P)
     if fb is not None:
         doc.sections.append(fb)

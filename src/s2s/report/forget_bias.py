@@ -13,7 +13,7 @@ import pandas as pd
 
 from s2s.config import Params
 from s2s.report import figures, seeds, tables
-from s2s.report.inputs import Artifacts, read_analysis
+from s2s.report.inputs import Artifacts
 from s2s.report.paper import Ours
 from s2s.report.render import Image, Section, Table
 
@@ -44,12 +44,12 @@ def _system_of(params: Params, model: str) -> tuple[str, int] | None:
 
 
 def section(params: Params, art: Artifacts, fig_dir: Path, prose) -> Section | None:
-    reach_csv = art.analysis_dir / "init_reach.csv" if art.analysis_dir else None
+    analysis = art.analysis
+    init_reach = analysis["init_reach"] if analysis is not None else None
     found = pairs(params)
-    if not found and (reach_csv is None or not reach_csv.is_file()):
+    if not found and (init_reach is None or not len(init_reach)):
         return None
     parts: list = []
-    analysis = read_analysis(art.analysis_dir) if art.analysis_dir is not None else None
     forget = analysis["forget"] if analysis is not None else None
     rows, verdicts = [], []
     primary = found[:1]  # the first pair carries the verdict, over the seeds of all pairs
@@ -105,8 +105,8 @@ def section(params: Params, art: Artifacts, fig_dir: Path, prose) -> Section | N
                                   or "no model with a forget bias in this profile",
                                   verdict=" ".join(verdicts))
     parts.insert(0, text)
-    if reach_csv is not None and reach_csv.is_file():
-        df = analysis["init_reach"]
+    if init_reach is not None and len(init_reach):
+        df = init_reach
         fig = figures.init_reach(df, fig_dir / "init_reach.png")
 
         def at(cell: str, bias: float | None, back: int = 10) -> str:

@@ -89,7 +89,7 @@ class Artifacts:
     vocab: VocabMetrics | None  # metrics/vocab.json
     manifest: Manifest | None
     attention: dict | None  # the attention stage's weights.json
-    analysis_dir: Path | None  # the analyze stage's folder, when there is one
+    analysis: dict | None  # the analyze stage's artifacts (read_analysis), when there are any
     read: list[str]
     diff: Any = None  # claims.DiffFn over the hypothesis files, when references are given
     examples: list[dict] | None = None  # a few test sentences with every system's output
@@ -146,7 +146,7 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                      manifest=Manifest.read_if_present(manifest, read),
                      attention=_json(attention, read, ("system", "model", "beam", "examples"))
                      if attention else None,
-                     analysis_dir=_folder(analysis, read), read=read, diff=diff,
+                     analysis=_analysis(analysis, read), read=read, diff=diff,
                      examples=examples, length_drop=length_drop,
                      cost=CostTiming.read_if_present(cost, read) if cost else None)
 
@@ -236,11 +236,12 @@ def _json(path: Path, read: list[str], keys: tuple[str, ...]) -> Any | None:
     return read_json_object(path, keys=keys)
 
 
-def _folder(path: Path | None, read: list[str]) -> Path | None:
+def _analysis(path: Path | None, read: list[str]) -> dict | None:
+    """The analyze stage's folder, read once, every file checked (:func:`read_analysis`)."""
     if path is None:
         return None
     if not Path(path).is_dir():
         log.warning("absent: %s", path)
         return None
     read.append(f"{path}/")
-    return Path(path)
+    return read_analysis(Path(path))

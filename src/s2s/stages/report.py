@@ -110,7 +110,7 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
             written["cross_attention"] = fig_dir / "cross_attention.png"
     if (fig_dir / "init_reach.png").is_file():
         written["init_reach"] = fig_dir / "init_reach.png"
-    if art.analysis_dir is not None:
+    if art.analysis is not None:
         written.update({name: fig_dir / file for name, file in analysis_sections.FIGURES.items()
                         if (fig_dir / file).is_file()})
     for name, table in shown.items():
