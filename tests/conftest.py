@@ -46,8 +46,8 @@ EXPECTED_READERS = {
     "model/lstm.py": RNN_TRAIN | RNN_TRANSLATE | RESCORERS | {"analyze", "attention", "timing"},
     "decode/beam.py": RNN_TRANSLATE | {"translate-transformer"} | RESCORERS | {"rescore-oracle",
                                                                               "timing"},
-    "evaluate/bleu.py": RESCORERS | {"rescore-oracle", "evaluate", "report"},
-    "report/tables.py": {"report"},
+    "evaluate/bleu.py": RESCORERS | {"rescore-oracle", "evaluate", "claims", "report"},
+    "report/tables.py": {"claims", "report"},
     # the snapshot index's format: the trainer writes it, the analyze stage reads it
     "snapshots.py": RNN_TRAIN | {"train-transformer", "analyze"},
 }

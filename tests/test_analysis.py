@@ -16,6 +16,7 @@ from s2s.stages import analyze as stage
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
 from s2s.report import analysis as report
+from s2s.report import checks
 from s2s.report.inputs import read_analysis
 from s2s.model.seq2seq import RNNConfig
 
@@ -312,7 +313,7 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     assert "No snapshots of training were measured" in md
 
     # the claims table's verdicts follow the artifacts, and flip with them
-    reach_claim, fig2_claim = report.claims(read_analysis(out))
+    reach_claim, fig2_claim = checks.analysis_claims(read_analysis(out))
     assert reach_claim.status == ("holds" if nr > nf else "does not hold")
     assert f"rev {nr:.3g} vs fwd {nf:.3g}" in reach_claim.evidence
     fig2 = pd.read_csv(out / "figure2_summary.csv")
@@ -322,7 +323,7 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     fig2.to_csv(out / "figure2_summary.csv", index=False)
     reach.loc[reach["model"] == "rev", "mean_norm"] = reach["mean_norm"] * 0 + 2 * nf + 1
     reach.to_csv(out / "gradient_reach.csv", index=False)
-    assert [c.status for c in report.claims(read_analysis(out))] == ["holds", "holds"]
+    assert [c.status for c in checks.analysis_claims(read_analysis(out))] == ["holds", "holds"]
 
 
 def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path):
@@ -422,7 +423,7 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
 
     # the reversal claim rests on the trained early snapshots (epoch 0.5 here; epoch 0 is the
     # initialisation, shown as such and never judged), and says what comes later
-    claim = report.claims(read_analysis(out))[0]
+    claim = checks.analysis_claims(read_analysis(out))[0]
     early = share[(share.index > 0) & (share.index <= 0.5)]
     want = ("holds" if (early["lo"] > 0).any() and not (early["hi"] < 0).any() else
             "does not hold" if (early["hi"] < 0).any() else "no significant difference")
@@ -436,14 +437,14 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     only_init.loc[(only_init["statistic"] == "first_share") & (only_init["epoch"] == 0.5),
                   ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
     only_init.to_csv(out / "gradient_reach_training_diff.csv", index=False)
-    assert report.claims(read_analysis(out))[0].status == "no significant difference"
+    assert checks.analysis_claims(read_analysis(out))[0].status == "no significant difference"
     diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] <= 0.5),
              ["diff", "lo", "hi"]] = [0.2, 0.1, 0.3]
     diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)
-    assert report.claims(read_analysis(out))[0].status == "holds"
+    assert checks.analysis_claims(read_analysis(out))[0].status == "holds"
     diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] == 0.5),
              ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
     diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] == 0.0),
              ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
     diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)
-    assert report.claims(read_analysis(out))[0].status == "no significant difference"
+    assert checks.analysis_claims(read_analysis(out))[0].status == "no significant difference"

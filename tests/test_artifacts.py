@@ -187,6 +187,7 @@ def test_the_report_and_summary_stages_name_a_bad_artifact(tmp_path):
             f"{metrics / 'train' / 'forward.json'}: missing key 'test_ppl'")):
         report_stage.main(params, metrics_dir=metrics, translate_dir=translate,
                           groups_csv=groups, manifest=tmp_path / "none.json",
+                          claims=tmp_path / "claims.json",
                           out_dir=tmp_path / "reports")
 
 

@@ -106,11 +106,11 @@ def test_adding_a_system_to_params_runs_exactly_its_new_stages(smoke_repo, tmp_p
     run([str(BIN / "s2s"), "dag", "write"], repo)  # the one documented command
     proc = run([str(BIN / "dvc"), "repro"], repo, timeout=900)
     ran = set(re.findall(r"Running stage '([^']+)'", proc.stdout + proc.stderr))
-    # Its own stage, the stages that read every system (scores, summary, report, export), and
-    # check-params, which validates the edited params (its output is constant: it reruns
-    # nothing after it).
+    # Its own stage, the stages that read every system (scores, summary, claims, report,
+    # export), and check-params, which validates the edited params (its output is constant: it
+    # reruns nothing after it).
     assert ran == {"check-params", "translate-pair34", "evaluate", "summary", "export",
-                   "report"}, ran
+                   "claims", "report"}, ran
     bleu = json.loads((repo / "metrics/bleu.json").read_text())
     assert set(bleu["translate"]["pair34"]) == {"3"}
     report = (repo / "reports/report.md").read_text()

@@ -24,6 +24,7 @@ from s2s.artifacts import Bleu, TrainMetrics
 from s2s.config import load
 from s2s.report import claims as claims_
 from s2s.report import tables
+from s2s.stages.claims import main as claims_main
 from s2s.stages.report import main as report_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,11 +160,20 @@ def build_tree(tmp: Path) -> dict:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> dict:
     tree = build_tree(tmp_path_factory.mktemp("report"))
-    tree["written"] = report_main(tree["params"], metrics_dir=tree["metrics"],
-                                  translate_dir=tree["translate"], groups_csv=tree["groups"],
-                                  manifest=tree["manifest"], out_dir=tree["out"],
-                                  attention=tree["attention"])
+    tree["written"] = render(tree)
     return tree
+
+
+def render(tree: dict) -> dict:
+    """The claims stage, then the report on its claims: the report's inputs as the DAG gives
+    them (no hypothesis files here: the claims carry no bootstrap intervals)."""
+    claims = tree["out"].parent / "claims.json"
+    claims_main(tree["params"], metrics_dir=tree["metrics"], translate_dir=tree["translate"],
+                out=claims)
+    return report_main(tree["params"], metrics_dir=tree["metrics"],
+                       translate_dir=tree["translate"], groups_csv=tree["groups"],
+                       manifest=tree["manifest"], claims=claims, out_dir=tree["out"],
+                       attention=tree["attention"])
 
 
 def test_outputs_exist(report):
@@ -580,7 +590,8 @@ def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
 
 def test_matplotlib_is_imported_only_by_the_report_figures():
     code = ("import sys; import s2s.cli, s2s.stages.evaluate, s2s.report.tables, "
-            "s2s.report.claims, s2s.report.render, s2s.report.inputs, s2s.artifacts; "
+            "s2s.report.claims, s2s.report.checks, s2s.stages.claims, s2s.report.render, "
+            "s2s.report.inputs, s2s.artifacts; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -636,9 +647,7 @@ def test_the_report_names_our_systems_only_through_params(report, tmp_path):
         tree = build_tree(tmp)
     finally:
         _params_file = original
-    report_main(tree["params"], metrics_dir=tree["metrics"], translate_dir=tree["translate"],
-                groups_csv=tree["groups"], manifest=tree["manifest"], out_dir=tree["out"],
-                attention=tree["attention"])
+    render(tree)
     for name in sorted(p.name for p in (report["out"] / "tables").iterdir()):
         want = (report["out"] / "tables" / name).read_text()
         got = (tree["out"] / "tables" / name).read_text()
@@ -726,3 +735,28 @@ def test_table2_says_where_the_baseline_falls(report):
     assert f"{base} beam {beam} {b:.2f}: {b - r:+.2f} against reversed beam 12 ({r:.2f}" in line
     assert line.endswith(("Verdict: holds at this scale.", "Verdict: does not hold at this scale.",
                           "Verdict: no significant difference.", "Verdict: cannot tell."))
+
+
+def test_the_report_renders_the_claims_stage_verdicts_and_recomputes_none(report, tmp_path):
+    # The claims stage's claims.json is what the report shows: an edited verdict shows as edited
+    # (the report recomputes no claim), and its verdicts file is the claims' own.
+    import json
+
+    claims = report["out"].parent / "claims.json"
+    found = json.loads(claims.read_text())
+    assert [c["key"] for c in found["claims"]][:6] == [
+        "reversal_perplexity", "reversal_bleu", "ensemble", "wider_beam", "rescoring", "cost"]
+    assert found["setting"]["key"] == "baseline_strength" and found["intervals"] is False
+    found["claims"][1]["evidence"] = "EDITED NUMBERS"
+    edited = tmp_path / "claims.json"
+    edited.write_text(json.dumps(found))
+    out = tmp_path / "reports"
+    report_main(report["params"], metrics_dir=report["metrics"], translate_dir=report["translate"],
+                groups_csv=report["groups"], manifest=report["manifest"], claims=edited,
+                out_dir=out, attention=report["attention"])
+    assert "EDITED NUMBERS" in (out / "report.md").read_text()
+    assert "EDITED NUMBERS" not in (report["out"] / "report.md").read_text()
+    with pytest.raises(FileNotFoundError, match="run the claims stage first"):
+        report_main(report["params"], metrics_dir=report["metrics"],
+                    translate_dir=report["translate"], groups_csv=report["groups"],
+                    manifest=report["manifest"], claims=tmp_path / "none.json", out_dir=out)

@@ -268,6 +268,8 @@ def test_commands_without_tensor_work_do_not_import_torch(smoke_repo, tmp_path):
                  "--metrics", f"{tmp_path}/prepare.json"],
                 ["vocab", "--out", f"{tmp_path}/vocab", "--metrics", f"{tmp_path}/vocab.json"],
                 ["summary", "--out", f"{tmp_path}/summary.json", "--plots", f"{tmp_path}/plots"],
+                ["claims", "--out", f"{tmp_path}/claims.json",
+                 "--verdicts", f"{tmp_path}/verdicts.json"],
                 ["report", "--out", f"{tmp_path}/reports",
                  "--claims", f"{tmp_path}/claims.json"]]
     probe = ("import sys; from s2s import cli\n"

@@ -9,6 +9,7 @@ for every stage that reads it.
 - ``metrics/params.json``, ``prepare.json``, ``vocab.json``: :class:`ParamsCheck`,
   :class:`PrepareMetrics`, :class:`VocabMetrics`, by the check, prepare and vocab stages;
 - ``metrics/summary.json``: :class:`Summary`, by the summary stage;
+- ``outputs/claims/claims.json``: :class:`Claims`, by the claims stage;
 - ``snapshots/<model>/snapshots.json``: :class:`SnapshotIndex`, by :mod:`s2s.train`.
 
 The analyze stage's ``analysis.json``, the attention stage's ``weights.json`` and an export's
@@ -408,6 +409,39 @@ class Summary(Record):
     rescore: dict[str, float]  # rescoring output -> tokenised BLEU
     ppl: dict[str, float]  # model -> test perplexity
     minutes: dict[str, float]  # train, decode
+
+
+# --- outputs/claims/claims.json -----------------------------------------------------------------
+
+
+CLAIMS_OUT = "outputs/claims/claims.json"  # the claims stage's findings, which the report renders
+VERDICTS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
+
+
+@dataclass(frozen=True)
+class ClaimRecord(Record):
+    """One claim checked against our numbers (s2s.report.claims.Claim)."""
+
+    key: str  # its id: paper.yaml `claims`, an analysis's, or baseline_strength
+    claim: str
+    status: str  # holds | does not hold | no significant difference | cannot tell
+    evidence: str  # the numbers it rests on, with their intervals
+
+
+@dataclass(frozen=True)
+class Claims(Record):
+    """``outputs/claims/claims.json``: every verdict of the report, computed by the claims stage
+    (the paired bootstraps over test sentences, the intervals over seeds, the timing interval),
+    so that the report only renders them and re-rendering it recomputes nothing."""
+
+    intervals: bool  # the BLEU differences carry paired-bootstrap intervals (hypotheses read)
+    claims: tuple[ClaimRecord, ...]  # the claims table, in its order
+    setting: ClaimRecord  # Table 2's setting: is our baseline as strong as the paper's?
+    forget_bias: tuple[str, ...]  # the forget-bias section's verdicts, one per compared pair
+
+    def verdicts(self) -> dict[str, str]:
+        """claim id -> verdict: metrics/claims.json."""
+        return {c.key: c.status for c in (*self.claims, self.setting) if c.key}
 
 
 # --- snapshots/<model>/snapshots.json ------------------------------------------------------------

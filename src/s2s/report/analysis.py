@@ -11,14 +11,14 @@ The figures are drawn by :mod:`s2s.report.figures` (the only module that calls m
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from pathlib import Path
 
 import pandas as pd
 
 from s2s.report import figures
-from s2s.report.claims import FAILS, HOLDS, NO_DIFFERENCE, UNKNOWN, Claim
+from s2s.report.checks import EARLY, FIRST, REACH_STORY, first_positions
+from s2s.report.checks import interval as _interval
 from s2s.report.render import Image, Section, Table
 
 FIGURES = {"figure2": "analysis_figure2.png", "forget": "analysis_forget_gates.png",
@@ -26,14 +26,6 @@ FIGURES = {"figure2": "analysis_figure2.png", "forget": "analysis_forget_gates.p
            "reach_training": "analysis_gradient_reach_training.png",
            "reach_positions": "analysis_gradient_reach_positions.png",
            "memory": "analysis_memory.png"}
-FIRST = 3  # "the first source words": positions 1..FIRST (measures.FIRST)
-EARLY = 0.5  # the paper's argument is about what SGD finds from the start: epochs <= EARLY
-# Epoch 0 is the initialisation: its gradient reach shows the reading order of untrained
-# weights, not anything SGD learned, so it is shown (labelled) and never part of a verdict.
-# The one sentence every place that gives the verdict uses (claims table, sections, summary):
-REACH_STORY = ("the verdict rests on the trained early snapshots (0 < epoch <= {early:g}); "
-               "epoch 0 is the initialisation (reading order, nothing learned) and the end of "
-               "training is shown beside, not judged")
 
 
 def _label(model: str, reverse: bool) -> str:
@@ -48,16 +40,6 @@ def _f(v: float, digits: int = 3) -> str:
 
 
 # --- sections ------------------------------------------------------------------------------------
-
-
-def first_positions(reach: pd.DataFrame, model: str, upto: int = FIRST) -> tuple[float, float]:
-    """Mean gradient norm and mean share over (sentence, position) at positions 1..upto."""
-    sel = reach[(reach["model"] == model) & (reach["position"] <= upto) & (reach["sentences"] > 0)]
-    n = sel["sentences"].sum()
-    if n == 0:
-        return math.nan, math.nan
-    return (float((sel["mean_norm"] * sel["sentences"]).sum() / n),
-            float((sel["mean_share"] * sel["sentences"]).sum() / n))
 
 
 def _figure2_section(points, summary, meta, figures_dir: Path, rel_dir: str) -> Section:
@@ -230,10 +212,6 @@ def first_over_training(training: pd.DataFrame, upto: int = FIRST) -> pd.DataFra
                         ).sort_values(["model", "epoch"], kind="stable")
 
 
-def _interval(r) -> str:
-    return f"{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
-
-
 def _training_section(training, diff, meta, figures_dir: Path, rel_dir: str) -> Section:
     info = meta.get("gradient_reach_training", {})
     if training.empty:
@@ -361,64 +339,6 @@ def _memory_section(decay, half, meta, figures_dir: Path, rel_dir: str) -> Secti
                         "Mean |difference| of the encoder's state by steps after a substituted "
                         "word: measured, and rolled through the gate alone"))
     return Section("Memory of a one-word change", blocks)
-
-
-def reach_claim(reach: pd.DataFrame, diff: pd.DataFrame) -> Claim:
-    """The reversal argument's verdict: from the early snapshots (epochs <= EARLY) where the
-    over-training measurement is there, with what happens later; else from the end of
-    training."""
-    claim = ("Reversal brings the first source words within reach of the first target word "
-             "(§3.3: 'short term dependencies')")
-    share = diff[diff["statistic"] == "first_share"] if len(diff) else diff
-    early = share[(share["epoch"] > 0) & (share["epoch"] <= EARLY)] if len(share) else share
-    if len(early):
-        above = int((early["lo"] > 0).sum())
-        below = int((early["hi"] < 0).sum())
-        status = (HOLDS if above and not below else FAILS if below else NO_DIFFERENCE)
-        init = share[share["epoch"] == 0]
-        late = share[share["epoch"] > EARLY]
-        r = early.iloc[0]
-        evidence = (f"share of -log p(y_1)'s gradient at source positions 1-{FIRST}, "
-                    f"{r['reversed']} - {r['forward']} with 95% bootstrap interval: trained, "
-                    "early " + "; ".join(f"epoch {x['epoch']:g} {_interval(x)}"
-                                        for _, x in early.iterrows()))
-        if len(init):
-            evidence += f"; at initialisation (reading order) {_interval(init.iloc[0])}"
-        if len(late):
-            evidence += "; later " + "; ".join(f"epoch {x['epoch']:g} {_interval(x)}"
-                                               for _, x in late.iterrows())
-        return Claim(claim, status, evidence + "; " + REACH_STORY.format(early=EARLY))
-    reverse = reach.groupby("model", sort=False)["reverse_source"].first()
-    fwd = [m for m, r in reverse.items() if not r]
-    rev = [m for m, r in reverse.items() if r]
-    if fwd and rev:
-        (nf, _), (nr, _) = first_positions(reach, fwd[0]), first_positions(reach, rev[0])
-        return Claim(claim, HOLDS if nr > nf else FAILS,
-                     f"mean gradient norm of -log p(y_1) at source positions 1-{FIRST} at the "
-                     f"end of training (no snapshots): {rev[0]} {nr:.3g} vs {fwd[0]} {nf:.3g} "
-                     f"({nr / nf:.2f}x)")
-    return Claim(claim, UNKNOWN, "needs a forward and a reversed model in analysis.models")
-
-
-def claims(a: dict) -> list[Claim]:
-    """The analyses' verdicts for the report's claims table: the reversal argument (gradient
-    reach) and Figure 2 (paraphrases together, word-order swaps apart), from the artifacts
-    (:func:`s2s.report.inputs.read_analysis`)."""
-    fig2 = a["figure2"]
-    out = [dataclasses.replace(reach_claim(a["reach"], a["training_diff"]), key="gradient_reach")]
-    claim = ("Figure 2: phrases of one meaning (active/passive) land together, word-order swaps "
-             "apart")
-    rows = [r for r in fig2.to_dict("records")
-            if r["paraphrase_pairs"] > 0 and r["swap_pairs"] > 0]
-    if rows:
-        ok = [r["paraphrase_distance"] < r["swap_distance"] for r in rows]
-        out.append(Claim(claim, HOLDS if all(ok) else FAILS, "; ".join(
-            f"{r['model']}: paraphrases {r['paraphrase_distance']:.2f} vs swaps "
-            f"{r['swap_distance']:.2f} (relative distance)" for r in rows), key="figure2"))
-    else:
-        out.append(Claim(claim, UNKNOWN, "no paraphrase and swap pairs among analysis.phrases",
-                         key="figure2"))
-    return out
 
 
 def sections(a: dict, figures_dir: Path, *, rel_dir: str = "figures") -> list[Section]:

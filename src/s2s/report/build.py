@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
@@ -58,10 +57,10 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
     ppl = tables.perplexity_table(params, art.train)
     trained = tables.models_table(params, art.train)
     cost = tables.cost_table(params, art.timing)
-    checks = claims_.claims(params, art.bleu, art.train, cost, diff=art.diff, timed=art.cost)
-    cost_check = checks[-1]
-    if art.analysis is not None:
-        checks += analysis_sections.claims(art.analysis)
+    found = art.claims  # the claims stage's verdicts: rendered here, never recomputed
+    checks = [claims_.from_record(c) for c in found.claims]
+    cost_check = next(c for c in checks if c.key == "cost")
+    setting = claims_.from_record(found.setting)
     claims = claims_.claims_table(checks)
 
     bleu_notes = (P.bleu_tok_note(art.bleu.bleu_tok_signature),
@@ -84,7 +83,7 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
                       _fmt_frame(cost, {"seconds": 1, "sents_per_sec": 2, "ms_per_sentence": 1}),
                       (P.cost_note(cost_check, cost_check.status != claims_.UNKNOWN),), "cost"),
         "claims": Table(P.claims_title(), claims,
-                        ((P.bootstrap_note(),) if art.diff is not None else ()), "claims"),
+                        ((P.bootstrap_note(),) if found.intervals else ()), "claims"),
     }
     raw = {"table1": t1, "table1_other": t1_other, "table2": t2, "perplexity": ppl,
            "models": trained, "cost": cost, "claims": claims}
@@ -101,9 +100,6 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
         P.about_bleu()]))
     doc.sections.append(Section("Table 1: direct translation", [T["table1"]] + (
         [T["table1_other"]] if len(t1_other) else [])))
-    setting = dataclasses.replace(claims_.baseline_strength(params, art.bleu, diff=art.diff),
-                                  key="baseline_strength")
-    doc.verdicts = claims_.verdicts([*checks, setting])
     doc.sections.append(Section("Table 2: rescoring", [
         P.table2_setting(setting, claims_.claims_table([setting])["here"].iloc[0],
                          tables.baseline_text(params)), T["table2"]]))
@@ -128,7 +124,7 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
         doc.sections.append(attention_section(params, art, fig_dir))
     if art.analysis is not None:
         doc.sections.extend(analysis_sections.sections(art.analysis, fig_dir))
-    fb = forget_bias.section(params, art, fig_dir, P)
+    fb = forget_bias.section(params, art, fig_dir, P, found.forget_bias)
     if fb is not None:
         doc.sections.append(fb)
         for block in fb.blocks:  # its tables are written to reports/tables/ as the others
@@ -160,7 +156,7 @@ def summary_section(checks: list[claims_.Claim], art: Artifacts) -> Section:
     items += [P.summary_item(c.status, c.claim, c.evidence) for c in checks
               if c.status not in order]
     blocks: list = [Bullets(tuple(items))]
-    if art.diff is not None:
+    if art.claims.intervals:
         blocks.append(P.summary_intervals())
     return Section("Summary", blocks)
 

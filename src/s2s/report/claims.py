@@ -31,11 +31,6 @@ class Claim:
     key: str = ""  # its id (paper.yaml `claims`), as metrics/claims.json names it
 
 
-def verdicts(items: list[Claim]) -> dict[str, str]:
-    """claim id -> verdict: metrics/claims.json, which `dvc exp show` and `s2s exps` compare."""
-    return {c.key: c.status for c in items if c.key}
-
-
 HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "cannot tell"
 NO_DIFFERENCE = "no significant difference"  # the 95% interval of the difference contains 0
 # (baseline, system) -> the paired-bootstrap Difference of their tokenised BLEU, or None when
@@ -59,6 +54,11 @@ def claims(params: Params, bleu: Bleu, train: dict[str, TrainMetrics], costs: pd
         "cost": cost_claim(params, costs, timed),
     }
     return [dataclasses.replace(c, key=k) for k, c in checks.items()]
+
+
+def from_record(r) -> Claim:
+    """A claim as the claims stage saved it (:class:`s2s.artifacts.ClaimRecord`)."""
+    return Claim(r.claim, r.status, r.evidence, key=r.key)
 
 
 def claims_table(items: list[Claim]) -> pd.DataFrame:

@@ -1,5 +1,6 @@
 """Everything the report reads, loaded once (:func:`load`), as the records of :mod:`s2s.artifacts`
-where the pipeline has one; and the hypothesis files behind the claims' bootstrap intervals.
+where the pipeline has one; and what the claims stage checks the claims against
+(:func:`load_for_claims`), the hypothesis files behind the bootstrap intervals among them.
 
 A required input that is missing (``metrics/bleu.json``) is an error; an optional one is logged as
 absent and shows in the report as "not run". A file that is there but does not match its record is
@@ -15,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from s2s.artifacts import (Bleu, CostTiming, Manifest, PrepareMetrics, Timing, TrainMetrics,
-                           VocabMetrics, read_json_object, read_table)
+from s2s.artifacts import (Bleu, Claims, CostTiming, Manifest, PrepareMetrics, Timing,
+                           TrainMetrics, VocabMetrics, read_json_object, read_table)
 from s2s.config import Params
 from s2s.evaluate.outputs import (hypothesis_files, rescore_output, timing_file,
                                   translation)
@@ -91,35 +92,29 @@ class Artifacts:
     attention: dict | None  # the attention stage's weights.json
     analysis: dict | None  # the analyze stage's artifacts (read_analysis), when there are any
     read: list[str]
-    diff: Any = None  # claims.DiffFn over the hypothesis files, when references are given
+    diff: Any = None  # claims.DiffFn over the hypothesis files (the claims stage's only)
     examples: list[dict] | None = None  # a few test sentences with every system's output
     length_drop: pd.DataFrame | None = None  # the evaluate stage's length_drop.csv
     cost: CostTiming | None = None  # the timing stage's cost.json
+    claims: Claims | None = None  # the claims stage's findings (the report's only)
 
 
 def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
-         manifest: Path, attention: Path | None = None,
+         manifest: Path, claims: Path, attention: Path | None = None,
          analysis: Path | None = None, prepared_dir: Path | None = None,
-         rescore_dir: Path | None = None, cost: Path | None = None) -> Artifacts:
+         cost: Path | None = None) -> Artifacts:
+    """What the report renders: every input once, the claims stage's findings (`claims`)
+    among them."""
     read: list[str] = []
-    bleu_path = metrics_dir / "bleu.json"
-    if not bleu_path.is_file():
-        raise FileNotFoundError(f"{bleu_path}: no BLEU metrics; run the evaluate stage first")
-    bleu = Bleu.read(bleu_path)
-    read.append(str(bleu_path))
-    train = {}
-    for p in sorted((metrics_dir / "train").glob("*.json")):
-        m = TrainMetrics.read_if_present(p, read)
-        train[m.model] = m
+    bleu, train = _bleu(metrics_dir, read), _train(metrics_dir, read)
+    if not Path(claims).is_file():
+        raise FileNotFoundError(f"{claims}: no claims checked; run the claims stage first")
+    found = Claims.read(claims)
+    read.append(str(claims))
     curves = {}
     for p in sorted((metrics_dir / "curves").glob("*.csv")):
         read.append(str(p))
         curves[p.stem] = read_table(p, columns=CURVE_COLUMNS, numbers=CURVE_COLUMNS)
-    timing = {}
-    for system in params.systems:
-        t = Timing.read_if_present(timing_file(translate_dir, system), read)
-        if t is not None:
-            timing[system] = t
     if groups_csv.is_file():
         read.append(str(groups_csv))
         groups = read_table(groups_csv, columns=tuple(GROUP_COLUMNS),
@@ -135,20 +130,59 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
         read.append(str(drop_csv))
         length_drop = read_table(drop_csv, columns=LENGTH_DROP[0], numbers=LENGTH_DROP[1],
                                  dtype={"system": str, "beam": str}, keep_default_na=False)
-    diff = examples = None
+    examples = None
     if prepared_dir is not None:
-        diff = BootstrapDiffs(Path(prepared_dir), Path(translate_dir),
-                              None if rescore_dir is None else Path(rescore_dir), read)
         examples = load_examples(params, Path(prepared_dir), Path(translate_dir), read)
-    return Artifacts(bleu=bleu, train=train, curves=curves, timing=timing, groups=groups,
+    return Artifacts(bleu=bleu, train=train, curves=curves,
+                     timing=_timing(params, translate_dir, read), groups=groups,
                      prepare=PrepareMetrics.read_if_present(metrics_dir / "prepare.json", read),
                      vocab=VocabMetrics.read_if_present(metrics_dir / "vocab.json", read),
                      manifest=Manifest.read_if_present(manifest, read),
                      attention=_json(attention, read, ("system", "model", "beam", "examples"))
                      if attention else None,
-                     analysis=_analysis(analysis, read), read=read, diff=diff,
-                     examples=examples, length_drop=length_drop,
+                     analysis=_analysis(analysis, read), read=read, examples=examples,
+                     length_drop=length_drop,
+                     cost=CostTiming.read_if_present(cost, read) if cost else None,
+                     claims=found)
+
+
+def load_for_claims(params: Params, *, metrics_dir: Path, translate_dir: Path,
+                    prepared_dir: Path | None = None, rescore_dir: Path | None = None,
+                    analysis: Path | None = None, cost: Path | None = None) -> Artifacts:
+    """What the claims stage checks the claims against: BLEU, training metrics, decoding
+    timings, the cost claim's timing, the analyses, and (with `prepared_dir`) the hypothesis
+    files behind the paired bootstraps; the report's other inputs left empty."""
+    read: list[str] = []
+    bleu, train = _bleu(metrics_dir, read), _train(metrics_dir, read)
+    diff = None
+    if prepared_dir is not None:
+        diff = BootstrapDiffs(Path(prepared_dir), Path(translate_dir),
+                              None if rescore_dir is None else Path(rescore_dir), read)
+    return Artifacts(bleu=bleu, train=train, curves={}, timing=_timing(params, translate_dir, read),
+                     groups=pd.DataFrame(columns=GROUP_COLUMNS), prepare=None, vocab=None,
+                     manifest=None, attention=None, analysis=_analysis(analysis, read),
+                     read=read, diff=diff,
                      cost=CostTiming.read_if_present(cost, read) if cost else None)
+
+
+def _bleu(metrics_dir: Path, read: list[str]) -> Bleu:
+    path = metrics_dir / "bleu.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no BLEU metrics; run the evaluate stage first")
+    read.append(str(path))
+    return Bleu.read(path)
+
+
+def _train(metrics_dir: Path, read: list[str]) -> dict[str, TrainMetrics]:
+    found = (TrainMetrics.read_if_present(p, read)
+             for p in sorted((metrics_dir / "train").glob("*.json")))
+    return {m.model: m for m in found}
+
+
+def _timing(params: Params, translate_dir: Path, read: list[str]) -> dict[str, Timing]:
+    found = {s: Timing.read_if_present(timing_file(translate_dir, s), read)
+             for s in params.systems}
+    return {s: t for s, t in found.items() if t is not None}
 
 
 class BootstrapDiffs:

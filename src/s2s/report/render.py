@@ -65,7 +65,6 @@ def slug(title: str) -> str:
 class Document:
     title: str
     sections: list[Section] = field(default_factory=list)
-    verdicts: dict[str, str] = field(default_factory=dict)  # claim id -> verdict (not rendered)
 
 
 def _cell(v: object) -> str:

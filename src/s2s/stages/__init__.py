@@ -28,7 +28,7 @@ import importlib
 from types import ModuleType
 
 STAGES = ("check", "download", "prepare", "vocab", "train", "translate", "rescore", "evaluate",
-          "summary", "export", "analyze", "attention", "timing", "report")
+          "summary", "export", "analyze", "attention", "timing", "claims", "report")
 
 
 def module(name: str) -> ModuleType:

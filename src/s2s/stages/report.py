@@ -5,7 +5,8 @@ Reads
   ``<metrics_dir>/curves/<model>.csv``, ``<metrics_dir>/prepare.json``,
   ``<metrics_dir>/vocab.json``,
   ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (the evaluate stage's Figure 3 groups),
-  ``manifest`` (the download stage's data manifest) and the parameter file itself (its sha256);
+  ``manifest`` (the download stage's data manifest), ``claims`` (the claims stage's verdicts,
+  rendered as they are) and the parameter file itself (its sha256);
   optional: the attention stage's ``weights.json`` and the analyze stage's folder; and the
   report's own data, :data:`DATA_FILES`: the paper's numbers (``src/s2s/report/paper.yaml``) and
   the prose (``src/s2s/report/templates/``).
@@ -13,8 +14,7 @@ Writes (under ``out_dir``, i.e. ``reports/``)
   ``report.md``, ``report.html``, ``tables/{table1,table1_other,table2,perplexity,models,cost,
   claims}.{csv,md}``,
   ``figures/figure3.png``, ``figures/learning_curves.png``, and with the optional inputs
-  ``figures/attention.png`` and ``figures/analysis_*.png``; and ``claims_out``
-  (:data:`CLAIMS_FILE`), every claim's verdict by its id, a DVC metric that experiments compare.
+  ``figures/attention.png`` and ``figures/analysis_*.png``.
 
 Anything optional that is missing (a system not decoded, no timing, no rescoring) shows up as
 "not run" with the reason; nothing is dropped and nothing is invented.
@@ -29,12 +29,12 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
+from s2s.artifacts import CLAIMS_OUT
 from s2s.evaluate.outputs import COST_FILE
 
 log = logging.getLogger("s2s.report")
 
 HELP = "reports/report.md and .html"
-CLAIMS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
 ARGS = (Arg("--metrics", "metrics", help="the metrics folder it reads"),
         Arg("--translate", "outputs/translate"), Arg("--groups", "outputs/evaluate/figure3.csv"),
         Arg("--manifest", "data/raw/manifest.json"),
@@ -42,11 +42,8 @@ ARGS = (Arg("--metrics", "metrics", help="the metrics folder it reads"),
         Arg("--attention", "outputs/attention/weights.json", optional=True),
         Arg("--analysis", "outputs/analysis", optional=True),
         Arg("--prepared", "data/prepared", optional=True),
-        Arg("--rescore", "outputs/rescore", optional=True),
         Arg("--cost", COST_FILE, optional=True),
-        # cached (DVC's run-cache restores them when an earlier experiment comes back), but for
-        # the verdicts, which git tracks so that every experiment's can be compared
-        Arg("--claims", CLAIMS_FILE, writes=True, cache=False, metric=True, optional=True),
+        Arg("--claims", CLAIMS_OUT, help="the claims stage's claims.json"),
         Arg("--out", "reports", writes=True,
             help="folder of the report (report.md, report.html, tables/, figures/)"))
 # The files of s2s the report reads besides its code: the paper's numbers and the prose templates
@@ -61,10 +58,10 @@ def stages(params: Params) -> list[Stage]:
     cost = len(cost_systems(params)) >= 2
     return [command(
         "report", "report", ARGS,
-        include=("--analysis", "--prepared", "--rescore", "--claims",
+        include=("--analysis", "--prepared",
                  *(("--attention",) if attention else ()), *(("--cost",) if cost else ())),
         parts={"--metrics": ("bleu.json", "train", "curves", "prepare.json", "vocab.json"),
-               "--prepared": ("test.raw.en", "test.raw.fr", "test.tok.fr"),
+               "--prepared": ("test.raw.en", "test.raw.fr", "test.tok.fr"),  # the examples
                "--out": ("report.md", "report.html", "tables", "figures")},
         deps=("outputs/evaluate/length_drop.csv", *DATA_FILES),  # beside --groups; the words
         params=("profile", "data", "vocab", "model", "models", "systems", "rescore",
@@ -74,18 +71,16 @@ def stages(params: Params) -> list[Stage]:
 
 def cli(args, params) -> None:
     main(params, metrics_dir=args.metrics, translate_dir=args.translate, groups_csv=args.groups,
-         manifest=args.manifest, out_dir=args.out, attention=args.attention,
-         analysis=args.analysis, prepared_dir=args.prepared, rescore_dir=args.rescore,
-         claims_out=args.claims, cost=args.cost)
+         manifest=args.manifest, claims=args.claims, out_dir=args.out, attention=args.attention,
+         analysis=args.analysis, prepared_dir=args.prepared, cost=args.cost)
 
 
 def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
-         manifest: Path, out_dir: Path, attention: Path | None = None,
+         manifest: Path, claims: Path, out_dir: Path, attention: Path | None = None,
          analysis: Path | None = None, prepared_dir: Path | None = None,
-         rescore_dir: Path | None = None, claims_out: Path | None = None,
          cost: Path | None = None) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
-    from s2s.io import atomic_write_json, atomic_write_text
+    from s2s.io import atomic_write_text
     from s2s.report import analysis as analysis_sections
     from s2s.report.build import build
     from s2s.report.inputs import load
@@ -96,9 +91,8 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     check_answers(params)  # params name rows of the paper's tables, before anything is read
     metrics_dir, translate_dir, out_dir = Path(metrics_dir), Path(translate_dir), Path(out_dir)
     art = load(params, metrics_dir=metrics_dir, translate_dir=translate_dir,
-               groups_csv=Path(groups_csv), manifest=Path(manifest), attention=attention,
-               analysis=analysis, prepared_dir=prepared_dir, rescore_dir=rescore_dir,
-               cost=cost)
+               groups_csv=Path(groups_csv), manifest=Path(manifest), claims=Path(claims),
+               attention=attention, analysis=analysis, prepared_dir=prepared_dir, cost=cost)
     log.info("read %d files: %s", len(art.read), ", ".join(art.read))
     fig_dir = out_dir / "figures"
     doc, shown, raw = build(params, art, fig_dir)
@@ -119,9 +113,6 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
         notes = "".join(f"\n{n}\n" for n in table.notes)
         atomic_write_text(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
         written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
-    if claims_out is not None:
-        written["verdicts"] = Path(claims_out)
-        atomic_write_json(written["verdicts"], doc.verdicts)
     written["md"], written["html"] = out_dir / "report.md", out_dir / "report.html"
     atomic_write_text(written["md"], to_markdown(doc))
     atomic_write_text(written["html"], to_html(doc))

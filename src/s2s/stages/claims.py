@@ -1,0 +1,91 @@
+"""Stage `claims`: every verdict of the report, checked against our numbers, with its intervals.
+
+Reads:  ``<metrics>/bleu.json``, ``<metrics>/train/<model>.json``,
+        ``<translate>/<system>/timing.json`` and the hypothesis files under ``<translate>`` and
+        ``<rescore>`` with ``<prepared>/test.tok.fr`` (the paired bootstraps over test
+        sentences); optional: the analyze stage's folder (the analyses' claims) and the timing
+        stage's ``cost.json`` (the cost claim); params `systems`, `models`, `model`, `rescore`,
+        `report.table1`, `report.table2` (which outputs answer the paper's rows), `timing`.
+Writes: ``<out>`` (``outputs/claims/claims.json``, :class:`s2s.artifacts.Claims`): each claim
+        with its verdict and the numbers it rests on, which the report renders; ``<verdicts>``
+        (``metrics/claims.json``): claim id -> verdict, the metric `dvc exp show` and `s2s exps`
+        compare (git-tracked).
+
+The report reads only the first, so re-rendering it (a title, a template, a figure) recomputes no
+bootstrap; a verdict changes only when a number it rests on does.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from s2s import arch
+from s2s.artifacts import CLAIMS_OUT, VERDICTS_FILE
+from s2s.config import Params
+from s2s.dag import Arg, Stage, command
+from s2s.evaluate.outputs import COST_FILE
+
+log = logging.getLogger("s2s.claims")
+
+HELP = "check the paper's claims against our numbers, with their intervals (the report's input)"
+ARGS = (Arg("--metrics", "metrics", help="the metrics folder it reads"),
+        Arg("--translate", "outputs/translate"), Arg("--rescore", "outputs/rescore"),
+        Arg("--prepared", "data/prepared"),
+        Arg("--analysis", "outputs/analysis", optional=True),
+        Arg("--cost", COST_FILE, optional=True),
+        Arg("--out", CLAIMS_OUT, writes=True, help="claims.json to write"),
+        # cached but for the verdicts, which git tracks so that every experiment's can be compared
+        Arg("--verdicts", VERDICTS_FILE, writes=True, cache=False, metric=True,
+            help="claim id -> verdict (JSON), the metric experiments compare"))
+
+
+def stages(params: Params) -> list[Stage]:
+    from s2s.report.paper import cost_systems
+
+    cost = len(cost_systems(params)) >= 2
+    return [command(
+        "claims", "claims", ARGS, include=("--analysis", *(("--cost",) if cost else ())),
+        parts={"--metrics": ("bleu.json", "train"), "--prepared": ("test.tok.fr",)},
+        deps=("src/s2s/report/paper.yaml",),  # the claims and the rows they rest on
+        params=("model", "models", "systems", "rescore", "report.table1", "report.table2",
+                *(("timing",) if cost else ())),
+        code=arch.modules(params, params.models, part="config"),  # the configs compared
+        doc="Every verdict of the report with the numbers it rests on (paired bootstraps over "
+            "test sentences,\nintervals over seeds): the report renders them, so re-rendering "
+            "it recomputes none.")]
+
+
+def cli(args, params) -> None:
+    main(params, metrics_dir=args.metrics, translate_dir=args.translate,
+         rescore_dir=args.rescore, prepared_dir=args.prepared, analysis=args.analysis,
+         cost=args.cost, out=args.out, verdicts_out=args.verdicts)
+
+
+def main(params: Params, *, metrics_dir: Path, translate_dir: Path, out: Path,
+         verdicts_out: Path | None = None, rescore_dir: Path | None = None,
+         prepared_dir: Path | None = None, analysis: Path | None = None,
+         cost: Path | None = None):
+    """Check every claim; write `out` (and the verdicts); return the Claims record."""
+    from s2s.io import atomic_write_json
+    from s2s.report.checks import check_all
+    from s2s.report.inputs import load_for_claims
+    from s2s.report.paper import check_answers
+
+    t0 = time.perf_counter()
+    check_answers(params)  # params name rows of the paper's tables, before anything is read
+    art = load_for_claims(params, metrics_dir=Path(metrics_dir),
+                          translate_dir=Path(translate_dir), prepared_dir=prepared_dir,
+                          rescore_dir=rescore_dir, analysis=analysis, cost=cost)
+    found = check_all(params, art)
+    found.write(out)
+    written = [str(out)]
+    if verdicts_out is not None:
+        atomic_write_json(Path(verdicts_out), found.verdicts())
+        written.append(str(verdicts_out))
+    for c in (*found.claims, found.setting):
+        log.info("%s: %s", c.key, c.status)
+    log.info("read %d files: %s; wrote %s in %.1f s", len(art.read), ", ".join(art.read),
+             ", ".join(written), time.perf_counter() - t0)
+    return found
