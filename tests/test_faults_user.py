@@ -208,7 +208,7 @@ def test_a_damaged_csv_the_report_reads_is_one_line_naming_it(report_run, rel, d
     original = path.read_bytes()
     try:
         path.write_bytes(DAMAGE[damage](original.decode()).encode("utf-8", "surrogateescape"))
-        proc = _s2s(["report", "--out", "rep", "--claims", "c.json"], report_run)
+        proc = _s2s(["report", "--out", "rep"], report_run)
     finally:
         path.write_bytes(original)
     _one_line_error(proc, f"ArtifactError: {rel}")
@@ -227,7 +227,7 @@ def test_a_damaged_json_the_report_reads_is_one_line_naming_it(report_run, rel, 
     content = {"empty": "", "not JSON": "{\"a\": 1,", "a list": "[1, 2]", "no keys": "{}"}
     try:
         path.write_text(content[damage])
-        proc = _s2s(["report", "--out", "rep", "--claims", "c.json"], report_run)
+        proc = _s2s(["report", "--out", "rep"], report_run)
     finally:
         path.write_bytes(original)
     _one_line_error(proc, f"ArtifactError: {rel}")
@@ -238,7 +238,8 @@ def test_a_hypothesis_file_one_line_short_names_both_files(report_run):
     original = path.read_bytes()
     try:
         path.write_bytes(b"".join(original.splitlines(keepends=True)[:-1]))
-        proc = _s2s(["report", "--out", "rep", "--claims", "c.json"], report_run)
+        # the claims stage reads the hypotheses (its paired bootstraps); the report, its claims
+        proc = _s2s(["claims", "--out", "c.json", "--verdicts", "v.json"], report_run)
     finally:
         path.write_bytes(original)
     _one_line_error(proc, "outputs/translate/reversed/beam12.tok.fr",
