@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from s2s import checkpoint
+from s2s.artifacts import AnalysisMeta
 from s2s.analysis import measures, probes
 from s2s.stages import analyze as stage
 from s2s.data.vocab import Vocab
@@ -265,9 +266,10 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
                                ("A woman is watching a man.",)],
                       sentences=3, max_position=8, prepared_dir=prepared, vocab_dir=vocab_dir,
                       models_dir=models_dir, out_dir=out, min_length=3, batch_size=2, bins=10)
-    assert meta["test"] == {"pairs": 4, "gate_sentences": 3, "reach_sentences": 3,
+    assert meta.to_json()["test"] == {"pairs": 4, "gate_sentences": 3, "reach_sentences": 3,
                             "reach_min_length": 3, "sentences_cap": 3}
-    assert meta["figure2"]["phrases"][1]["unk"] == ["watched", "by"]
+    assert meta.figure2.phrases[1].unk == ("watched", "by")
+    assert AnalysisMeta.read(out / "analysis.json") == meta  # what is written is what is read
     assert json.loads((out / "analysis.json").read_text())["models"]["rev"]["reverse_source"]
 
     points = pd.read_csv(out / "figure2.csv")
@@ -336,8 +338,8 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
                               "att": models_dir / "att" / "model.pt"},
                       phrases=(), sentences=4, max_position=3, prepared_dir=prepared, vocab_dir=vocab_dir,
                       out_dir=out, min_length=3)
-    assert not meta["models"]["gru"]["forget_gates"] and not meta["models"]["att"]["forget_gates"]
-    assert meta["figure2"]["groups"] == len(probes.MULTI30K_PHRASES)  # no phrases: the default
+    assert not meta.models["gru"].forget_gates and not meta.models["att"].forget_gates
+    assert meta.figure2.groups == len(probes.MULTI30K_PHRASES)  # no phrases: the default
     assert pd.read_csv(out / "forget_summary.csv").empty
     assert list(pd.read_csv(out / "forget_hist.csv").columns) == measures.HIST_COLUMNS
     assert len(pd.read_csv(out / "gradient_reach.csv")) == 6
@@ -377,8 +379,8 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
                       out_dir=out, min_length=3, batch_size=2, bins=10, snapshots_dir=snaps,
                       memory_models=["fwd", "rev", "gru"], memory_steps=5, memory_candidates=5,
                       bootstrap=200)
-    assert meta["gradient_reach_training"]["epochs"] == {"fwd": [0.0, 0.5, 2.0],
-                                                         "rev": [0.0, 0.5, 2.0]}
+    assert meta.gradient_reach_training.epochs == {"fwd": (0.0, 0.5, 2.0),
+                                                   "rev": (0.0, 0.5, 2.0)}
     training = pd.read_csv(out / "gradient_reach_training.csv")
     assert list(training.columns) == measures.TRAINING_COLUMNS
     assert len(training) == 2 * 3 * 8
@@ -408,7 +410,7 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     assert lstm["update_only_dh"].isna().all()
     assert (lstm[lstm["steps_after"] == 0]["forget_only_dc"]
             == lstm[lstm["steps_after"] == 0]["mean_abs_dc"]).all()  # the same start
-    assert meta["memory"]["substituted"] > 0
+    assert meta.memory.substituted > 0
     half = pd.read_csv(out / "memory_half_life.csv")
     assert list(half.columns) == measures.HALF_LIFE_COLUMNS and len(half) == 5
 

@@ -415,3 +415,40 @@ def test_the_stage_metrics_without_a_record_before_have_one_now(tmp_path):
         path.write_text(json.dumps(obj))
         with pytest.raises(ArtifactError, match=re.escape(f"{path}: {message}")):
             record.read(path)
+
+
+def test_the_analysis_and_attention_files_have_records(tmp_path):
+    # analysis.json and weights.json are written through their records and read through them:
+    # the published run's files round-trip byte for byte, and a damaged one is refused naming
+    # the key (the report read them as loose dicts and printed "?" for a missing key).
+    published = ROOT / "reports" / "default" / "analysis"
+    for record, file in ((artifacts.AnalysisMeta, "analysis.json"),
+                         (artifacts.AttentionWeights, "attention_weights.json")):
+        text = (published / file).read_text(encoding="utf-8")
+        got = record.read(published / file)
+        assert json.dumps(got.to_json(), indent=2, ensure_ascii=False) + "\n" == text
+    meta = json.loads((published / "analysis.json").read_text())
+    weights = json.loads((published / "attention_weights.json").read_text())
+    cut = json.loads(json.dumps(weights))
+    cut["examples"][1]["weights"][2] = cut["examples"][1]["weights"][2][:-1]  # a row cut short
+    n = len(weights["examples"][1]["target"])
+    m = len(weights["examples"][1]["source"])
+    line = weights["examples"][1]["index"] + 1
+    cases = (
+        (artifacts.AnalysisMeta, _bad(meta, test__reach_sentences=...),
+         "missing key 'test.reach_sentences'"),
+        (artifacts.AnalysisMeta, _bad(meta, memory__examples=[{"sentence": "a b", "old": "a",
+                                                               "new": "c", "position": "1"}]),
+         "'memory.examples[0].position' must be an integer, got str '1'"),
+        (artifacts.AnalysisMeta, _bad(meta, figure2__representation="last"),
+         "'figure2.representation' must be one of ['top', 'all', 'state'], got str 'last'"),
+        (artifacts.AttentionWeights, _bad(weights, beam="12"), "'beam' must be an integer"),
+        (artifacts.AttentionWeights, cut,
+         f"'examples[1]': test line {line}: {n} rows of weights for {n} target words, of "
+         f"[{m - 1}, {m}] columns for {m} source words"),
+    )
+    for record, obj, message in cases:
+        path = tmp_path / "m.json"
+        path.write_text(json.dumps(obj))
+        with pytest.raises(ArtifactError, match=re.escape(f"{path}: {message}")):
+            record.read(path)

@@ -74,6 +74,20 @@ def test_a_member_dropped_from_both_record_and_digests_is_still_refused(export_c
     _one_line_error(bad, "'files' and 'models' must list exactly", "models/reversed_2.pt")
 
 
+def test_a_careful_edit_of_a_wrong_type_is_refused_naming_the_key(export_copy):
+    # the digests recomputed, so only the record's types catch it (export.json's record,
+    # s2s.exporting.ExportRecord, decoded by the one schema)
+    from s2s.exporting import record_digests
+
+    def retype(meta):
+        meta["translate"]["batch_size"] = "32"
+        meta["record_sha256"] = record_digests(meta)
+
+    _edit_record(export_copy, retype)
+    bad = _s2s(["translate-text", "--system", "ensemble2", "-i", "in.txt"], export_copy)
+    _one_line_error(bad, "export.json: 'translate.batch_size' must be an integer, got str '32'")
+
+
 @pytest.mark.parametrize("key", ["files", "record_sha256", "text"])
 def test_an_export_record_without_a_key_is_one_line_naming_it(export_copy, key):
     _edit_record(export_copy, lambda m: m.pop(key))

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from conftest import BIN, ROOT, run
+from s2s.exporting import read_record
 
 
 def _s2s(args, cwd, **kw):
@@ -203,9 +204,10 @@ def test_translate_text_from_the_run_and_from_an_export_on_a_clean_checkout(smok
     _s2s(["translate-text", "--system", "ensemble5", "-i", "in.txt", "-o", "out.txt"],
          elsewhere)  # the folder name in the cwd: an export
     assert (elsewhere / "out.txt").read_text(encoding="utf-8") == stage
-    meta = json.loads((elsewhere / "ensemble5/export.json").read_text())
-    assert meta["members"] == [f"reversed_{i}" for i in range(1, 6)]
-    assert set(meta["fingerprints"]) == {"training_data_sha256", "params_sha256"}
+    meta = read_record(elsewhere / "ensemble5")  # export.json, typed
+    assert meta.members == tuple(f"reversed_{i}" for i in range(1, 6))
+    assert set(meta.fingerprints.training_data_sha256) == {"train.tok.en", "train.tok.fr"}
+    assert meta.to_json() == json.loads((elsewhere / "ensemble5/export.json").read_text())
     # A vocabulary from elsewhere is refused, naming the file
     vocab = elsewhere / "ensemble5/fr.tsv"
     vocab.write_text(vocab.read_text() + "extra\t1\n")

@@ -21,7 +21,6 @@ vocabularies' fingerprints, checked again by :func:`s2s.checkpoint.load_model`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from s2s.config import PARAMS_FILE, Params, TranslateConfig
 from s2s.config import load as load_params
 from s2s.exporting import (EXPORT_FILE, EXPORT_FORMAT, SRC_LANG, TEXT_PIPELINE,  # noqa: F401
                            TGT_LANG, ExportError, _sha256, _version, check_record, export,
-                           export_all, params_fingerprint)
+                           export_all, params_fingerprint, read_record)
 
 log = logging.getLogger("s2s.api")
 
@@ -203,29 +202,22 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
 
     folder = Path(folder)
     meta_path = folder / EXPORT_FILE
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ExportError(f"{meta_path}: not readable ({e})") from None
-    meta = check_record(meta, meta_path)
-    for rel, digest in meta["files"].items():
+    meta = read_record(folder)
+    for rel, digest in meta.files.items():
         p = folder / rel
         if not p.is_file():
             raise ExportError(f"{p}: listed in {meta_path} but missing")
         if _sha256(p) != digest:
             raise ExportError(f"{p}: sha256 differs from the {digest[:12]} that {meta_path} "
                               f"records: the file was replaced or damaged")
-    text = meta["text"]
-    if text.get("tokenizer") != TEXT_PIPELINE["tokenizer"] or text.get("src_lang") != SRC_LANG:
-        raise ExportError(f"{meta_path}: text settings {text} are not this version's "
+    text = meta.text
+    if text.tokenizer != TEXT_PIPELINE["tokenizer"] or text.src_lang != SRC_LANG:
+        raise ExportError(f"{meta_path}: text settings {text.to_json()} are not this version's "
                           f"({TEXT_PIPELINE['tokenizer']})")
-    if text.get("sacremoses") != _version("sacremoses"):
+    if text.sacremoses != _version("sacremoses"):
         log.warning("%s: exported with sacremoses %s, running %s: tokenisation may differ",
-                    meta_path, text.get("sacremoses"), _version("sacremoses"))
-    try:
-        cfg = TranslateConfig(**meta["translate"])
-    except TypeError as e:
-        raise ExportError(f"{meta_path}: 'translate' does not fit this version: {e}") from None
+                    meta_path, text.sacremoses, _version("sacremoses"))
+    cfg = meta.translate
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     dev = _device(device, cfg)
@@ -234,17 +226,17 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     try:
         from s2s.arch import config_from_dict
 
-        expect = {m: config_from_dict(meta["models"][m]) for m in meta["members"]}
+        expect = {m: config_from_dict(meta.models[m]) for m in meta.members}
     except (KeyError, TypeError) as e:
         raise ExportError(f"{meta_path}: 'models' does not describe every member in this "
                           f"version's terms: {e}") from None
     models = [checkpoint.load_model(folder / "models" / f"{m}.pt", src_vocab=src_vocab,
                                     tgt_vocab=tgt_vocab, device=dev, expect=expect[m], name=m)
-              for m in meta["members"]]
+              for m in meta.members]
     model = models[0] if len(models) == 1 else Ensemble(models, combine=cfg.combine)
-    log.info("loaded export '%s' (%s) from %s on %s", meta["system"],
-             ", ".join(meta["members"]), folder, dev)
-    return Translator(meta["system"], model, src_vocab, tgt_vocab, bool(text["lowercase"]), cfg,
-                      tuple(meta["beams"]), dev, _mm_dtype(cfg, dev),
-                      feature_name(expect[m] for m in meta["members"]),
-                      tuple(expect[m] for m in meta["members"]))
+    log.info("loaded export '%s' (%s) from %s on %s", meta.system, ", ".join(meta.members),
+             folder, dev)
+    return Translator(meta.system, model, src_vocab, tgt_vocab, text.lowercase, cfg,
+                      meta.beams, dev, _mm_dtype(cfg, dev),
+                      feature_name(expect[m] for m in meta.members),
+                      tuple(expect[m] for m in meta.members))

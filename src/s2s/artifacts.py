@@ -10,11 +10,12 @@ for every stage that reads it.
   :class:`PrepareMetrics`, :class:`VocabMetrics`, by the check, prepare and vocab stages;
 - ``metrics/summary.json``: :class:`Summary`, by the summary stage;
 - ``outputs/claims/claims.json``: :class:`Claims`, by the claims stage;
-- ``snapshots/<model>/snapshots.json``: :class:`SnapshotIndex`, by :mod:`s2s.train`.
+- ``snapshots/<model>/snapshots.json``: :class:`SnapshotIndex`, by :mod:`s2s.train`;
+- ``outputs/analysis/analysis.json``: :class:`AnalysisMeta`, by the analyze stage;
+- ``outputs/attention/weights.json``: :class:`AttentionWeights`, by the attention stage.
 
-The analyze stage's ``analysis.json``, the attention stage's ``weights.json`` and an export's
-``export.json`` are read by :func:`read_json_object` (checked as JSON objects holding their keys;
-``export.json`` also against the sha256 of each key, :mod:`s2s.exporting`).
+An export's ``export.json`` is read by :func:`read_json_object` and checked against the sha256 of
+each key (:mod:`s2s.exporting`).
 
 Each record is a frozen dataclass. ``Record.read(path)`` and ``Record.from_json(obj, source=path)``
 check the whole file against the record's fields and their types (:func:`s2s.schema.decode`, which
@@ -462,6 +463,167 @@ class SnapshotIndex(Record):
     total_steps: int
     final_epoch: float
     snapshots: tuple[SnapshotEntry, ...]
+
+
+# --- outputs/analysis/analysis.json --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnalysedModel(Record):
+    """A model the analyze stage measured, as its checkpoint describes it."""
+
+    path: str
+    reverse_source: bool
+    arch: str
+    cell: str
+    forget_gates: bool  # its gates were traced (s2s.arch: the capability `forget_gates`)
+    num_layers: int
+    hidden_size: int
+
+
+@dataclass(frozen=True)
+class AnalysisTest(Record):
+    """How many test sentences each analysis read."""
+
+    pairs: int  # the test set
+    gate_sentences: int  # forget gates and memory
+    reach_sentences: int  # gradient reach: those of at least `reach_min_length` words
+    reach_min_length: int
+    sentences_cap: int  # analysis.sentences
+
+
+@dataclass(frozen=True)
+class Phrase(Record):
+    """A phrase of Figure 2, as encoded: its tokens, and those the vocabulary lacks."""
+
+    text: str
+    group: int  # its meaning: 1-based
+    tokens: tuple[str, ...]
+    unk: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Figure2Meta(Record):
+    representation: Literal["top", "all", "state"]  # analysis.representation
+    groups: int
+    phrases: tuple[Phrase, ...]
+    lowercase: bool
+
+
+@dataclass(frozen=True)
+class ForgetMeta(Record):
+    bins: int
+    boundary: str  # what a boundary step is (s2s.analysis.measures.BOUNDARY_DEFINITION)
+
+
+@dataclass(frozen=True)
+class ReachMeta(Record):
+    max_position: int
+    definition: str  # s2s.analysis.measures.REACH_DEFINITION
+
+
+@dataclass(frozen=True)
+class BootstrapMeta(Record):
+    samples: int
+    interval: float
+    seed: int
+    over: str  # what is resampled
+
+
+@dataclass(frozen=True)
+class ReachTrainingMeta(Record):
+    epochs: dict[str, tuple[float, ...]]  # model -> the epochs measured (snapshots, then the end)
+    first: int  # "the first source words": positions 1..first
+    statistics: dict[str, str]  # statistic -> its definition
+    compared: tuple[str, ...]  # (forward, reversed) of the paired difference, or none
+    bootstrap: BootstrapMeta
+
+
+@dataclass(frozen=True)
+class MemoryModel(Record):
+    cell: str
+    reverse_source: bool
+    gate: str  # which gate keeps the memory traced
+
+
+@dataclass(frozen=True)
+class Substitution(Record):
+    """One substituted source word (an example of the memory analysis)."""
+
+    sentence: str
+    position: int  # 1-based
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class MemoryMeta(Record):
+    models: dict[str, MemoryModel]
+    steps: int
+    sentences: int
+    substituted: int
+    rule: str  # how the word to substitute and its replacement are chosen
+    examples: tuple[Substitution, ...]
+
+
+@dataclass(frozen=True)
+class AnalysisMeta(Record):
+    """``outputs/analysis/analysis.json``: what the analyze stage measured and on what (models,
+    counts, definitions, phrases). No timings: DVC hashes it and a rerun writes the same bytes."""
+
+    models: dict[str, AnalysedModel]
+    test: AnalysisTest
+    figure2: Figure2Meta
+    forget: ForgetMeta
+    gradient_reach: ReachMeta
+    gradient_reach_training: ReachTrainingMeta
+    memory: MemoryMeta
+    threads: int
+
+
+# --- outputs/attention/weights.json --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttentionExample(Record):
+    """One test sentence and a model's own translation of it: the weight of each source word
+    (column) for each target word (row; the last is <eos>)."""
+
+    index: int  # 0-based test line
+    source: tuple[str, ...]
+    target: tuple[str, ...]
+    weights: tuple[tuple[float, ...], ...]
+
+    def __post_init__(self):
+        rows = len(self.weights)
+        cols = {len(w) for w in self.weights}
+        if rows != len(self.target) or cols - {len(self.source)}:
+            raise ArtifactError(
+                f"test line {self.index + 1}: {rows} rows of weights for {len(self.target)} "
+                f"target words, of {sorted(cols)} columns for {len(self.source)} source words")
+
+
+@dataclass(frozen=True)
+class CrossAttention(Record):
+    """A Transformer's cross-attention on the same test sentences."""
+
+    system: str
+    model: str
+    beam: int
+    layer: str  # which weights: s2s.analysis.alignments
+    examples: tuple[AttentionExample, ...]
+
+
+@dataclass(frozen=True)
+class AttentionWeights(Record):
+    """``outputs/attention/weights.json``: the attention stage's alignment figure's weights."""
+
+    system: str  # analysis.attention_system
+    model: str  # its one member
+    beam: int  # its widest beam, whose translations are drawn
+    source_words: tuple[int, int]  # the shortest and longest source drawn
+    examples: tuple[AttentionExample, ...]
+    cross_attention: CrossAttention | None = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 # --- decoding and encoding -----------------------------------------------------------------------

@@ -20,11 +20,14 @@ import json
 import logging
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from s2s.arch import config_record
-from s2s.config import Params, train_record
-from s2s.io import atomic_write_json
+from s2s.artifacts import Record
+from s2s.config import Params, TranslateConfig, train_record
+from s2s.schema import Rules, decode
 
 log = logging.getLogger("s2s.api")
 
@@ -44,6 +47,47 @@ TEXT_PIPELINE = {
 
 class ExportError(ValueError):
     """An export folder that cannot be used: names the file and what is wrong."""
+
+
+RULES = Rules(ExportError)  # how s2s.schema reads export.json
+
+
+@dataclass(frozen=True)
+class ExportText(Record):
+    """How raw text becomes the models' input (TEXT_PIPELINE), with the run's settings."""
+
+    normalize: str
+    tokenizer: str
+    detokenizer: str
+    src_lang: str
+    tgt_lang: str
+    lowercase: bool  # prepare.lowercase
+    sacremoses: str  # its version
+
+
+@dataclass(frozen=True)
+class Fingerprints(Record):
+    training_data_sha256: dict[str, str]  # train.tok.<lang> -> sha256
+    params_sha256: str  # params_fingerprint
+
+
+@dataclass(frozen=True)
+class ExportRecord(Record):
+    """``export.json``: what an export folder holds and how to use it; written by
+    :func:`export`, read by :func:`read_record` (:func:`s2s.api.load_export`)."""
+
+    format: str  # EXPORT_FORMAT
+    system: str
+    members: tuple[str, ...]
+    beams: tuple[int, ...]
+    profile: str
+    text: ExportText
+    translate: TranslateConfig  # the decoding config it was run with
+    models: dict[str, dict[str, Any]]  # member -> its config (s2s.arch.config_record)
+    fingerprints: Fingerprints
+    files: dict[str, str]  # path in the folder -> sha256
+    created_with: dict[str, str]  # package -> version
+    record_sha256: dict[str, str]  # key -> sha256 of its value (record_digests)
 
 
 def _sha256(path: Path) -> str:
@@ -72,9 +116,10 @@ def record_digests(meta: dict) -> dict[str, str]:
             .hexdigest() for k in RECORD_KEYS}
 
 
-def check_record(meta: object, path: Path) -> dict:
-    """`meta` (export.json as read) if it is a whole, unedited record of this version, its
-    files those of its members; else ExportError naming the file and the key."""
+def check_record(meta: object, path: Path) -> ExportRecord:
+    """`meta` (export.json as read) as its record, if it is a whole, unedited record of this
+    version whose files are those of its members; else ExportError naming the file and the
+    key."""
     if not isinstance(meta, dict) or meta.get("format") != EXPORT_FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else None
         raise ExportError(f"{path}: format {found!r}, expected {EXPORT_FORMAT!r}: exported by "
@@ -93,12 +138,24 @@ def check_record(meta: object, path: Path) -> dict:
             raise ExportError(f"{path}: '{key}' differs from what the export recorded (its "
                               f"sha256 is not the one in 'record_sha256'): the record was "
                               f"edited; export the system again instead")
-    members, files = meta["members"], meta["files"]
-    want = {f"{lang}.tsv" for lang in (SRC_LANG, TGT_LANG)} | {f"models/{m}.pt" for m in members}
-    if set(files) != want or set(meta["models"]) != set(members):
+    record = decode(ExportRecord, meta, path, "", RULES)  # its types: an older or newer version
+    want = ({f"{lang}.tsv" for lang in (SRC_LANG, TGT_LANG)}
+            | {f"models/{m}.pt" for m in record.members})
+    if set(record.files) != want or set(record.models) != set(record.members):
         raise ExportError(f"{path}: 'files' and 'models' must list exactly the vocabularies and "
-                          f"the members {members}'s checkpoints, got files {sorted(files)}")
-    return meta
+                          f"the members {list(record.members)}'s checkpoints, got files "
+                          f"{sorted(record.files)}")
+    return record
+
+
+def read_record(folder: Path) -> ExportRecord:
+    """The export folder's ``export.json``, checked (:func:`check_record`)."""
+    path = Path(folder) / EXPORT_FILE
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ExportError(f"{path}: not readable ({e})") from None
+    return check_record(meta, path)
 
 
 def params_fingerprint(params: Params, members) -> str:
@@ -117,7 +174,7 @@ def params_fingerprint(params: Params, members) -> str:
 
 
 def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
-           prepared_dir: Path, out_dir: Path) -> dict:
+           prepared_dir: Path, out_dir: Path) -> ExportRecord:
     """Write system ``system`` as one self-contained folder ``out_dir`` (see the module doc)."""
     if system not in params.systems:
         raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
@@ -137,29 +194,29 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
         files[f"models/{m}.pt"] = _sha256(tmp / "models" / f"{m}.pt")
     data = {f"train.tok.{lang}": _sha256(Path(prepared_dir) / f"train.tok.{lang}")
             for lang in (SRC_LANG, TGT_LANG)}
-    meta = {
-        "format": EXPORT_FORMAT, "system": system, "members": list(sys_cfg.members),
-        "beams": list(sys_cfg.beams), "profile": params.profile,
-        "text": {**TEXT_PIPELINE, "lowercase": params.prepare.lowercase,
-                 "sacremoses": _version("sacremoses")},
-        "translate": dataclasses.asdict(params.translate),
+    record = ExportRecord(
+        format=EXPORT_FORMAT, system=system, members=tuple(sys_cfg.members),
+        beams=tuple(sys_cfg.beams), profile=params.profile,
+        text=ExportText(**TEXT_PIPELINE, lowercase=params.prepare.lowercase,
+                        sacremoses=_version("sacremoses")),
+        translate=params.translate,
         # each member's config, checked against its checkpoint when loaded
-        "models": {m: config_record(params.model_config(m)) for m in sys_cfg.members},
-        "fingerprints": {"training_data_sha256": data,
-                         "params_sha256": params_fingerprint(params, sys_cfg.members)},
-        "files": files,
-        "created_with": {"s2s": _version("s2s-repro"), "torch": _version("torch")},
-    }
-    meta["record_sha256"] = record_digests(meta)
-    atomic_write_json(tmp / EXPORT_FILE, meta)
+        models={m: config_record(params.model_config(m)) for m in sys_cfg.members},
+        fingerprints=Fingerprints(training_data_sha256=data,
+                                  params_sha256=params_fingerprint(params, sys_cfg.members)),
+        files=files,
+        created_with={"s2s": _version("s2s-repro"), "torch": _version("torch")},
+        record_sha256={})
+    record = dataclasses.replace(record, record_sha256=record_digests(record.to_json()))
+    record.write(tmp / EXPORT_FILE)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     tmp.rename(out_dir)
-    return meta
+    return record
 
 
 def export_all(params: Params, *, models_dir: Path, vocab_dir: Path, prepared_dir: Path,
-               out_dir: Path) -> dict[str, dict]:
+               out_dir: Path) -> dict[str, ExportRecord]:
     """Stage `export`: every system of ``params.systems`` as ``<out_dir>/<system>/``."""
     t0 = time.perf_counter()
     out = {s: export(params, s, models_dir=models_dir, vocab_dir=vocab_dir,

@@ -142,7 +142,10 @@ def _record(cls: type, value: Any, source, key: str, rules: Rules, skip) -> Any:
             continue
         kwargs[name] = decode(hints[name], value[name], source, join(key, name), rules,
                               f.metadata)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except err as e:  # the record's own check of its fields together (its __post_init__)
+        raise err(f"{source}: '{key or '<top>'}': {e}") from None
 
 
 def _check_finite(value: Any, source, key: str, rules: Rules) -> None:

@@ -46,12 +46,11 @@ def _figure2_section(points, summary, meta, figures_dir: Path, rel_dir: str) -> 
     titles = {m: _label(m, bool(df["reverse_source"].iloc[0]))
               for m, df in points.groupby("model", sort=False)}
     fig = figures.figure2(points, figures_dir / FIGURES["figure2"], titles=titles)
-    info = meta.get("figure2", {})
+    info = meta.figure2
     rep = {"top": "the top layer's final hidden state h",
            "all": "the final hidden states h of all layers, concatenated",
-           "state": "the final h and c of all layers, concatenated"}.get(
-        info.get("representation", "top"), info.get("representation", "?"))
-    unk = sorted({t for p in info.get("phrases", []) for t in p.get("unk", [])})
+           "state": "the final h and c of all layers, concatenated"}[info.representation]
+    unk = sorted({t for p in info.phrases for t in p.unk})
     blocks: list = [
         f"Each phrase is encoded by the model and represented by {rep} "
         f"({int(summary['dim'].iloc[0])} numbers); PCA (per model) projects them to 2-D. "
@@ -90,27 +89,27 @@ def _figure2_section(points, summary, meta, figures_dir: Path, rel_dir: str) -> 
 
 
 def _forget_section(hist, units, summary, meta, figures_dir: Path, rel_dir: str) -> Section:
-    models = meta.get("models", {})
+    models = meta.models
     if summary.empty:
         return Section("Forget gates", [
             "No forget gates: none of the analysed models (" + ", ".join(models) + ") is the "
             "paper's encoder-decoder with LSTM cells."])
     fig_h = figures.forget_gates(hist, figures_dir / FIGURES["forget"])
     fig_l = figures.half_life(units, figures_dir / FIGURES["half_life"])
-    n = meta.get("test", {}).get("gate_sentences", "?")
+    n = meta.test.gate_sentences
     blocks: list = [
         f"Forget gates recomputed step by step with each model's own weights over {n} test "
         "sentences: the encoder reading the source in the model's own order, the decoder "
         "teacher-forced on the reference; padding excluded. A unit whose forget gate is f keeps "
         "f^n of its memory after n steps, a half-life of ln 0.5 / ln f steps (from the unit's "
         "mean f). Boundary vs inside: "
-        + meta.get("forget", {}).get("boundary", "") + ".",
+        + meta.forget.boundary + ".",
     ]
     rows = []
     lower = 0
     compared = 0
     for _, s in summary.iterrows():
-        rev = models.get(s["model"], {}).get("reverse_source")
+        rev = models[s["model"]].reverse_source if s["model"] in models else None
         b, i = s["boundary_mean_f"], s["inside_mean_f"]
         if math.isfinite(b) and math.isfinite(i):
             compared += 1
@@ -152,14 +151,13 @@ def _reach_section(reach, meta, figures_dir: Path, rel_dir: str) -> Section:
     labels = {m: _label(m, bool(df["reverse_source"].iloc[0]))
               for m, df in reach[reach["sentences"] > 0].groupby("model", sort=False)}
     fig = figures.gradient_reach(reach, figures_dir / FIGURES["reach"], labels=labels)
-    test = meta.get("test", {})
+    test = meta.test
     blocks: list = [
         f"The paper's argument for reversing the source (§3.3): it puts the first source words "
         "close to the first target words (short-term dependencies), so backpropagation has "
         "an easier time 'establishing communication' between them. Measured on "
-        f"{test.get('reach_sentences', '?')} test sentences of at least "
-        f"{test.get('reach_min_length', '?')} words: "
-        + meta.get("gradient_reach", {}).get("definition", "") + ".",
+        f"{test.reach_sentences} test sentences of at least {test.reach_min_length} words: "
+        + meta.gradient_reach.definition + ".",
     ]
     first = {m: first_positions(reach, m) for m in dict.fromkeys(reach["model"])}
     rev = {m: bool(reach[reach["model"] == m]["reverse_source"].iloc[0]) for m in first}
@@ -213,7 +211,6 @@ def first_over_training(training: pd.DataFrame, upto: int = FIRST) -> pd.DataFra
 
 
 def _training_section(training, diff, meta, figures_dir: Path, rel_dir: str) -> Section:
-    info = meta.get("gradient_reach_training", {})
     if training.empty:
         return Section("Gradient reach over training", [
             "No snapshots of training were measured (the train stages of analysis.models keep "
@@ -226,7 +223,7 @@ def _training_section(training, diff, meta, figures_dir: Path, rel_dir: str) -> 
                                       labels=labels, upto=FIRST)
     fig_p = figures.reach_positions_over_training(
         training, figures_dir / FIGURES["reach_positions"], labels=labels)
-    boot = info.get("bootstrap", {})
+    boot = meta.gradient_reach_training.bootstrap
     blocks: list = [
         "The gradient reach of the section above, measured on the same sentences at snapshots "
         "taken during training (epoch 0: the initialisation, before any update) and at the end. "
@@ -234,7 +231,7 @@ def _training_section(training, diff, meta, figures_dir: Path, rel_dir: str) -> 
         f"start, so {REACH_STORY.format(early=EARLY)}; later the model has learned where to "
         "look, whichever order it reads. The difference is reversed "
         f"minus forward of each sentence's share of its gradient at source positions 1-{FIRST}, "
-        f"with a 95% interval from {boot.get('samples', '?')} bootstrap resamples of the "
+        f"with a 95% interval from {boot.samples} bootstrap resamples of the "
         "sentences (paired: the same sentences for both models).",
     ]
     if len(share):
@@ -285,18 +282,18 @@ def explained(decay: pd.DataFrame, model: str, layer: int) -> float:
 
 
 def _memory_section(decay, half, meta, figures_dir: Path, rel_dir: str) -> Section:
-    info = meta.get("memory", {})
-    models = info.get("models", {})
+    info = meta.memory
+    models = info.models
     if decay.empty:
         return Section("Memory of a one-word change", [
             "No memory rows: none of analysis.memory_models has an LSTM or GRU encoder."])
-    labels = {m: _label(m, bool(v.get("reverse_source"))) for m, v in models.items()}
+    labels = {m: _label(m, v.reverse_source) for m, v in models.items()}
     fig = figures.memory_decay(decay, figures_dir / FIGURES["memory"], labels=labels)
-    ex = info.get("examples", [])
+    ex = info.examples
     blocks: list = [
-        f"One source word of each of {info.get('substituted', '?')} test sentences (of "
-        f"{info.get('sentences', '?')}) is substituted: {info.get('rule', '')}"
-        + (" (e.g. " + "; ".join(f"'{e['old']}' -> '{e['new']}' at word {e['position']}"
+        f"One source word of each of {info.substituted} test sentences (of "
+        f"{info.sentences}) is substituted: {info.rule}"
+        + (" (e.g. " + "; ".join(f"'{e.old}' -> '{e.new}' at word {e.position}"
                                  for e in ex[:3]) + ")" if ex else "")
         + ". Both versions are encoded, and at each step after the changed word (in the "
         "model's reading order) the mean over units of |c' - c| and |h' - h| is taken, averaged "
@@ -308,11 +305,11 @@ def _memory_section(decay, half, meta, figures_dir: Path, rel_dir: str) -> Secti
         "encoder the same is done for h through its update gate z. Half-life: the steps after "
         "which the mean difference first falls under half its value at the changed word "
         "(interpolated; inf: not within "
-        f"{info.get('steps', '?')} steps).",
+        f"{info.steps} steps).",
     ]
     rows = []
     for _, r in half.iterrows():
-        lstm = models.get(r["model"], {}).get("cell") not in ("gru", "cho_gru")
+        lstm = r["model"] not in models or models[r["model"]].cell not in ("gru", "cho_gru")
         share = explained(decay, r["model"], int(r["layer"]))
         rows.append({"model": labels.get(r["model"], r["model"]), "layer": int(r["layer"]),
                      "half-life c": _f(r["half_life_c"], 2),
@@ -326,7 +323,7 @@ def _memory_section(decay, half, meta, figures_dir: Path, rel_dir: str) -> Secti
         alone = r["half_life_forget_only"] if what == "c" else r["half_life_update_only"]
         blocks.append(
             f"{labels.get(r['model'], r['model'])}, layer {int(r['layer'])}: the change in "
-            + (f"{what} does not fall to half within {info.get('steps', '?')} steps, "
+            + (f"{what} does not fall to half within {info.steps} steps, "
                if mine == math.inf else f"{what} has a half-life of {_f(mine, 2)} steps, ")
             + f"{_f(alone, 2)} through the {gate} "
             f"alone; summed over the steps after it, the {gate} alone carries "

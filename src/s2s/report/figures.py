@@ -17,6 +17,7 @@ Every matplotlib call of the project is here, and only the report stage imports 
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
+from s2s.artifacts import AttentionExample
 from s2s.io import atomic_open
 
 PNG_META = {"Software": None}  # keep the files free of the matplotlib version stamp
@@ -140,7 +142,7 @@ def learning_curves(curves: dict[str, pd.DataFrame], path: Path, *,
     return save(fig, path)
 
 
-def attention_weights(examples: list[dict], path: Path, *, title: str) -> Path:
+def attention_weights(examples: Sequence[AttentionExample], path: Path, *, title: str) -> Path:
     """One heat map per example: rows are the target words the model produced (ending in <eos>),
     columns the source words; each row is a distribution over the source (weights sum to 1)."""
     n = max(len(examples), 1)
@@ -150,11 +152,11 @@ def attention_weights(examples: list[dict], path: Path, *, title: str) -> Path:
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     image = None
     for ax, ex in zip(axes, examples):
-        image = ax.imshow(ex["weights"], cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
-        ax.set_xticks(range(len(ex["source"])), ex["source"], rotation=60, ha="right",
+        image = ax.imshow(ex.weights, cmap="Greys", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_xticks(range(len(ex.source)), ex.source, rotation=60, ha="right",
                       fontsize=8)
-        ax.set_yticks(range(len(ex["target"])), ex["target"], fontsize=8)
-        ax.set_title(f"test sentence {ex['index'] + 1}", fontsize=9)
+        ax.set_yticks(range(len(ex.target)), ex.target, fontsize=8)
+        ax.set_title(f"test sentence {ex.index + 1}", fontsize=9)
     for ax in axes[len(examples):]:
         ax.axis("off")
     if not examples:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from s2s.artifacts import (Bleu, Claims, CostTiming, Manifest, PrepareMetrics, Timing,
-                           TrainMetrics, VocabMetrics, read_json_object, read_table)
+from s2s.artifacts import (AnalysisMeta, AttentionWeights, Bleu, Claims, CostTiming, Manifest,
+                           PrepareMetrics, Timing, TrainMetrics, VocabMetrics, read_table)
 from s2s.config import Params
 from s2s.evaluate.outputs import (hypothesis_files, rescore_output, timing_file,
                                   translation)
@@ -61,14 +61,13 @@ ANALYSIS_TABLES = {  # key: (file, columns, numbers, required)
     "init_reach": ("init_reach.csv", ("cell", "forget_bias", "steps_back", "relative"),
                    ("steps_back", "relative"), False),
 }
-ANALYSIS_JSON_KEYS = ("models", "test")
 
 
 def read_analysis(analysis_dir: Path) -> dict:
     """The analyze stage's artifacts, each checked: its JSON summary as `meta`, its CSVs as
     frames (an optional one that is absent: an empty frame)."""
     d = Path(analysis_dir)
-    out: dict = {"meta": read_json_object(d / "analysis.json", keys=ANALYSIS_JSON_KEYS)}
+    out: dict = {"meta": AnalysisMeta.read(d / "analysis.json")}
     for key, (file, columns, numbers, required) in ANALYSIS_TABLES.items():
         if required or (d / file).is_file():
             out[key] = read_table(d / file, columns=columns, numbers=numbers)
@@ -89,7 +88,7 @@ class Artifacts:
     prepare: PrepareMetrics | None  # metrics/prepare.json
     vocab: VocabMetrics | None  # metrics/vocab.json
     manifest: Manifest | None
-    attention: dict | None  # the attention stage's weights.json
+    attention: AttentionWeights | None  # the attention stage's weights.json
     analysis: dict | None  # the analyze stage's artifacts (read_analysis), when there are any
     read: list[str]
     diff: Any = None  # claims.DiffFn over the hypothesis files (the claims stage's only)
@@ -138,7 +137,7 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                      prepare=PrepareMetrics.read_if_present(metrics_dir / "prepare.json", read),
                      vocab=VocabMetrics.read_if_present(metrics_dir / "vocab.json", read),
                      manifest=Manifest.read_if_present(manifest, read),
-                     attention=_json(attention, read, ("system", "model", "beam", "examples"))
+                     attention=AttentionWeights.read_if_present(attention, read)
                      if attention else None,
                      analysis=_analysis(analysis, read), read=read, examples=examples,
                      length_drop=length_drop,
@@ -258,16 +257,6 @@ def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
     return [{"line": i + 1, "words": len(src[i].split()), "source": src[i],
              "reference": ref[i], "outputs": {k: v[i] for k, v in outputs.items()}}
             for i in picks]
-
-
-def _json(path: Path, read: list[str], keys: tuple[str, ...]) -> Any | None:
-    """A JSON input the pipeline has no record for (the attention stage's weights.json),
-    checked to be an object with `keys`."""
-    if not path.is_file():
-        log.warning("absent: %s", path)
-        return None
-    read.append(str(path))
-    return read_json_object(path, keys=keys)
 
 
 def _analysis(path: Path | None, read: list[str]) -> dict | None:

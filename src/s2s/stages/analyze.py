@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from s2s import arch, snapshots
+from s2s import artifacts as A
 from s2s.config import AnalysisConfig, Params
 from s2s.dag import Arg, Stage, command
 
@@ -100,7 +101,7 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
          bins: int = 50, threads: int = 1, snapshots_dir: Path | None = None,
          memory_models: Sequence[str] | Mapping[str, Path] = (), memory_steps: int = 12,
          memory_candidates: int = 20, bootstrap: int = 1000,
-         expect: Mapping[str, object] | None = None) -> dict:
+         expect: Mapping[str, object] | None = None) -> A.AnalysisMeta:
     """Run the analyses on each model (names under models_dir, or a name -> model.pt
     mapping) and write the artifacts listed in the module docstring. `sentences` caps the test
     sentences used for the gates, for gradient reach (for the latter, those with at least
@@ -123,7 +124,6 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
                                        memory_frames, reach_frame, sentence_reach, training_diff)
     from s2s.data.batching import load_parallel
     from s2s.data.vocab import Vocab
-    from s2s.io import atomic_write_json
 
     t_start = time.perf_counter()
     if threads:
@@ -161,11 +161,10 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
         t0 = time.perf_counter()
         model = load(name, path)
         cfg = model.cfg
-        meta_models[name] = {"path": str(path), "reverse_source": cfg.reverse_source,
-                             "arch": cfg.arch, "cell": cfg.cell,
-                             "forget_gates": arch.capable(cfg, "forget_gates"),
-                             "num_layers": cfg.num_layers,
-                             "hidden_size": cfg.hidden_size}
+        meta_models[name] = A.AnalysedModel(
+            path=str(path), reverse_source=cfg.reverse_source, arch=cfg.arch, cell=cfg.cell,
+            forget_gates=arch.capable(cfg, "forget_gates"), num_layers=cfg.num_layers,
+            hidden_size=cfg.hidden_size)
         rows, summary = figure2(model, name, phrase_list, pad=src_vocab.pad,
                                 representation=representation)
         fig_rows.append(rows)
@@ -223,8 +222,9 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
         d, h = memory_frames(name, sums, lstm=lstm)
         decays.append(d)
         halves.append(h)
-        memory_meta[name] = {"cell": model.cfg.cell, "reverse_source": model.cfg.reverse_source,
-                             "gate": "forget gate on c" if lstm else "update gate on h"}
+        memory_meta[name] = A.MemoryModel(cell=model.cfg.cell,
+                                          reverse_source=model.cfg.reverse_source,
+                                          gate="forget gate on c" if lstm else "update gate on h")
         log.info("%s: memory of %d substitutions in %.1fs", name, len(subs),
                  time.perf_counter() - t0)
 
@@ -244,7 +244,7 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
     _csv(out_dir / "gradient_reach_training.csv",
          pd.concat(training)[TRAINING_COLUMNS] if training
          else pd.DataFrame(columns=TRAINING_COLUMNS), written)
-    reverse = {n: m["reverse_source"] for n, m in meta_models.items() if n in snapshot_epochs}
+    reverse = {n: m.reverse_source for n, m in meta_models.items() if n in snapshot_epochs}
     fwd = [n for n, r in reverse.items() if not r]
     rev = [n for n, r in reverse.items() if r]
     _csv(out_dir / "gradient_reach_training_diff.csv",
@@ -254,34 +254,35 @@ def main(*, models: Sequence[str] | Mapping[str, Path], phrases: Sequence[str | 
          pd.concat(decays) if decays else pd.DataFrame(columns=DECAY_COLUMNS), written)
     _csv(out_dir / "memory_half_life.csv",
          pd.concat(halves) if halves else pd.DataFrame(columns=HALF_LIFE_COLUMNS), written)
-    meta = {
-        "models": meta_models,
-        "test": {"pairs": len(test), "gate_sentences": len(gate_pairs),
-                 "reach_sentences": len(reach_pairs), "reach_min_length": min_length,
-                 "sentences_cap": sentences},
-        "figure2": {"representation": representation, "groups": len(groups),
-                    "phrases": [{"text": p.text, "group": p.group + 1, "tokens": list(p.tokens),
-                                 "unk": list(p.unk)} for p in phrase_list],
-                    "lowercase": lowercase},
-        "forget": {"bins": bins, "boundary": BOUNDARY_DEFINITION},
-        "gradient_reach": {"max_position": max_position, "definition": REACH_DEFINITION},
-        "gradient_reach_training": {
-            "epochs": snapshot_epochs, "first": FIRST, "statistics": FIRST_STATISTICS,
-            "compared": [fwd[0], rev[0]] if fwd and rev else [],
-            "bootstrap": {"samples": bootstrap, "interval": 0.95, "seed": 0,
-                          "over": "sentences (paired: the same sentences for both models)"}},
-        "memory": {
-            "models": memory_meta, "steps": memory_steps, "sentences": len(sources),
-            "substituted": len(subs),
-            "rule": memory.SUBSTITUTION_RULE.format(n=memory_candidates),
-            "examples": [{"sentence": " ".join(src_vocab.words[i] for i in sources[s.sentence]),
-                          "position": s.position + 1, "old": src_vocab.words[s.old],
-                          "new": src_vocab.words[s.new]} for s in subs[:5]]},
-        # No timings here: this file is content-hashed by DVC, and a rerun must give the same
-        # bytes (the seconds per model are in the log).
-        "threads": torch.get_num_threads(),
-    }
-    atomic_write_json(out_dir / "analysis.json", meta)
+    # No timings in it: DVC hashes this file, and a rerun must give the same bytes (the seconds
+    # per model are in the log).
+    meta = A.AnalysisMeta(
+        models=meta_models,
+        test=A.AnalysisTest(pairs=len(test), gate_sentences=len(gate_pairs),
+                            reach_sentences=len(reach_pairs), reach_min_length=min_length,
+                            sentences_cap=sentences),
+        figure2=A.Figure2Meta(
+            representation=representation, groups=len(groups),
+            phrases=tuple(A.Phrase(text=p.text, group=p.group + 1, tokens=tuple(p.tokens),
+                                   unk=tuple(p.unk)) for p in phrase_list),
+            lowercase=lowercase),
+        forget=A.ForgetMeta(bins=bins, boundary=BOUNDARY_DEFINITION),
+        gradient_reach=A.ReachMeta(max_position=max_position, definition=REACH_DEFINITION),
+        gradient_reach_training=A.ReachTrainingMeta(
+            epochs={n: tuple(e) for n, e in snapshot_epochs.items()}, first=FIRST,
+            statistics=FIRST_STATISTICS, compared=(fwd[0], rev[0]) if fwd and rev else (),
+            bootstrap=A.BootstrapMeta(samples=bootstrap, interval=0.95, seed=0,
+                                      over="sentences (paired: the same sentences for both "
+                                           "models)")),
+        memory=A.MemoryMeta(
+            models=memory_meta, steps=memory_steps, sentences=len(sources),
+            substituted=len(subs), rule=memory.SUBSTITUTION_RULE.format(n=memory_candidates),
+            examples=tuple(A.Substitution(
+                sentence=" ".join(src_vocab.words[i] for i in sources[s.sentence]),
+                position=s.position + 1, old=src_vocab.words[s.old], new=src_vocab.words[s.new])
+                for s in subs[:5])),
+        threads=torch.get_num_threads())
+    meta.write(out_dir / "analysis.json")
     written.append(str(out_dir / "analysis.json"))
     log.info("read %s, %s, %s; wrote %s in %.1fs", ", ".join(str(p) for p in paths.values()),
              vocab_dir, Path(prepared_dir) / "test.tok.{en,fr}", ", ".join(written),

@@ -100,7 +100,7 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                "learning_curves": fig_dir / "learning_curves.png"}
     if art.attention is not None:
         written["attention"] = fig_dir / "attention.png"
-        if art.attention.get("cross_attention") is not None:
+        if art.attention.cross_attention is not None:
             written["cross_attention"] = fig_dir / "cross_attention.png"
     if (fig_dir / "init_reach.png").is_file():
         written["init_reach"] = fig_dir / "init_reach.png"
