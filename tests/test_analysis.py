@@ -1,4 +1,4 @@
-"""The analyses (s2s.analysis, s2s.report.analysis): the instrumented pass computes what the model
+"""The analyses (s2s.analysis, s2s.report.sections.analysis): the instrumented pass computes what the model
 computes, gradient reach is measured in the original word order with nothing leaking into padding,
 PCA and the statistics give hand-checked numbers, and the stage's artifacts render."""
 
@@ -16,7 +16,7 @@ from s2s.analysis import measures, probes
 from s2s.stages import analyze as stage
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
-from s2s.report import analysis as report
+from s2s.report.sections import analysis as report
 from s2s.report import checks
 from s2s.report.inputs import read_analysis
 from s2s.model.seq2seq import RNNConfig
@@ -311,7 +311,7 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     nf, _ = report.first_positions(reach, "fwd")
     nr, _ = report.first_positions(reach, "rev")
     assert f"forward (fwd) {nf:.3g} vs reversed (rev) {nr:.3g}" in md
-    assert len(report.sections(read_analysis(out), figures)) == 5
+    assert len(report.render(read_analysis(out), figures)) == 5
     assert "No snapshots of training were measured" in md
 
     # the claims table's verdicts follow the artifacts, and flip with them

@@ -267,7 +267,7 @@ def test_rescore_outputs_are_where_the_rescore_stages_write_them():
 
 
 def test_the_report_stage_depends_on_its_data_files():
-    from s2s.report.build import TEMPLATES_DIR
+    from s2s.report.sections import TEMPLATES_DIR
 
     assert {ROOT / p for p in report_stage.DATA_FILES} == {paper.PAPER_FILE, TEMPLATES_DIR}
     assert all((ROOT / p).exists() for p in report_stage.DATA_FILES)

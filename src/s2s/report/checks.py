@@ -155,7 +155,8 @@ def system_of(params: Params, model: str) -> tuple[str, int] | None:
 def forget_bias_verdicts(params: Params, art: "Artifacts") -> list[str]:
     """The verdict on the first pair of :func:`pairs` (over the seeds of all pairs: the interval
     over seeds of the paired difference, and for BLEU the test-sentence bootstrap, must both
-    exclude 0), with its numbers; computed by the claims stage, rendered by :func:`s2s.report.forget_bias.section`."""
+    exclude 0), with its numbers; computed by the claims stage, rendered by
+    :mod:`s2s.report.sections.forget_bias`."""
     out = []
     for plain, opened in pairs(params)[:1]:
         a, b = system_of(params, plain), system_of(params, opened)

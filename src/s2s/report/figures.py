@@ -6,7 +6,7 @@
 * :func:`learning_curves`: small multiples of dev (solid) and train (dashed) perplexity per
   epoch, one panel per model; ensemble members share one panel as a band.
 * :func:`attention_weights`: heat maps of an attention model's weights on its own translations.
-* the analyses' (:mod:`s2s.report.analysis`): :func:`figure2` (the paper's Figure 2, PCA of the
+* the analyses' (:mod:`s2s.report.sections.analysis`): :func:`figure2` (the paper's Figure 2, PCA of the
   phrases' encodings), :func:`forget_gates` and :func:`half_life` (forget-gate statistics),
   :func:`gradient_reach`, :func:`reach_over_training` and :func:`reach_positions_over_training`
   (the same at the snapshots of training), :func:`memory_decay` (a one-word change's fade).
@@ -167,7 +167,7 @@ def attention_weights(examples: Sequence[AttentionExample], path: Path, *, title
     return save(fig, path)
 
 
-# --- the analyses (s2s.report.analysis) ------------------------------------------------------
+# --- the analyses (s2s.report.sections.analysis) ---------------------------------------------
 
 
 def init_reach(df: pd.DataFrame, path: Path) -> Path:

@@ -19,8 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from s2s.artifacts import (Absent, Bleu, BleuEntry, PrepareMetrics, Scored, Timing, TrainCounts,
-                           TrainMetrics, VocabMetrics)
+from s2s.artifacts import Absent, Bleu, BleuEntry, Scored, Timing, TrainMetrics, VocabMetrics
 from s2s.config import Params
 from s2s.evaluate.outputs import BASELINE, ORACLE, RESCORE_FIXED, rescore_system
 from s2s.report.paper import Ours, answer, paper
@@ -301,39 +300,6 @@ def perplexity_models(params: Params) -> dict[str, str | None]:
     return out
 
 
-def perplexity_table(params: Params, train: dict[str, TrainMetrics]) -> pd.DataFrame:
-    """Dev and test perplexity of the forward model and a reversed one, beside the paper's."""
-    rows = []
-    for p, model in zip(paper().perplexity, perplexity_models(params).values()):
-        m = train.get(model or "")
-        rows.append({"source order": p.source_order, "model": model or "-",
-                     "dev ppl": m.dev_ppl if m else None,
-                     "best dev ppl": m.best_dev_ppl if m else None,
-                     "test ppl": m.test_ppl if m else None, "epochs": m.epochs if m else None,
-                     "paper's test ppl": p.test_ppl,
-                     "status": "ours" if m else f"{NOT_RUN}: no metrics/train/{model}.json"})
-    return pd.DataFrame(rows)
-
-
-def models_table(params: Params, train: dict[str, TrainMetrics]) -> pd.DataFrame:
-    """Every model of the profile: what it is, its size, perplexities and training speed."""
-    rows = []
-    for name in params.models:
-        cfg = params.model_config(name)
-        m = train.get(name)
-        rows.append({"model": name, "architecture": cfg.describe(),
-                     "layers x cells": cfg.size(),
-                     "source": "reversed" if cfg.reverse_source else "forward",
-                     "parameters": m.parameters if m else None,
-                     "epochs": m.epochs if m else None,
-                     "dev ppl": m.dev_ppl if m else None, "test ppl": m.test_ppl if m else None,
-                     "target words/s": m.tgt_words_per_sec if m else None,
-                     "precision": m.precision if m else None,
-                     "minutes": m.wall_seconds / 60 if m else None,
-                     "status": "ours" if m else f"{NOT_RUN}: no metrics/train/{name}.json"})
-    return pd.DataFrame(rows)
-
-
 # --- decoding cost -------------------------------------------------------------------------------
 
 
@@ -359,29 +325,10 @@ def cost_table(params: Params, timing: dict[str, Timing]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# --- data ----------------------------------------------------------------------------------------
-
-
-def prepare_table(prepare: PrepareMetrics) -> pd.DataFrame:
-    """One row per split and corpus of metrics/prepare.json."""
-    rows = []
-    for split, corpora in prepare.splits.items():
-        for corpus, c in corpora.items():
-            filtered = isinstance(c, TrainCounts)  # dev and test are read whole
-            removed = c.removed if filtered else {}
-            rows.append({"split": split, "corpus": corpus, "lines in": fmt(c.lines_in),
-                         **{f"removed: {k.replace('_', ' ')}": fmt(v) for k, v in removed.items()},
-                         "lines out": fmt(c.lines_out),
-                         "tokens en": fmt(c.tokens_en) if filtered else "",
-                         "tokens fr": fmt(c.tokens_fr) if filtered else ""})
-    return pd.DataFrame(rows).fillna("")
-
-
-def vocab_table(vocab: VocabMetrics) -> pd.DataFrame:
-    """One row per side of metrics/vocab.json."""
-    rows = []
-    for side, v in vocab.sides().items():
-        rows.append({"side": side, "vocabulary (with 4 specials)": fmt(v.size),
-                     "training word types": fmt(v.train_types),
-                     **{f"UNK rate {split}": f"{100 * r:.2f}%" for split, r in v.unk_rate.items()}})
-    return pd.DataFrame(rows)
+def fmt_frame(df: pd.DataFrame, nd: dict[str, int]) -> pd.DataFrame:
+    """`df` for a rendered table: each number by :func:`fmt`, with `nd` digits for its column
+    (default 2); strings as they are."""
+    out = df.copy().astype(object)
+    for col in out.columns:
+        out[col] = [fmt(v, nd.get(col, 2)) if not isinstance(v, str) else v for v in df[col]]
+    return out

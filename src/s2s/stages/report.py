@@ -47,7 +47,7 @@ ARGS = (Arg("--metrics", "metrics", help="the metrics folder it reads"),
         Arg("--out", "reports", writes=True,
             help="folder of the report (report.md, report.html, tables/, figures/)"))
 # The files of s2s the report reads besides its code: the paper's numbers and the prose templates
-# (s2s.report.paper.PAPER_FILE, s2s.report.build.TEMPLATES_DIR), from the project root.
+# (s2s.report.paper.PAPER_FILE, s2s.report.sections.TEMPLATES_DIR), from the project root.
 DATA_FILES = ("src/s2s/report/paper.yaml", "src/s2s/report/templates")
 
 
@@ -81,11 +81,10 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
          cost: Path | None = None) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
     from s2s.io import atomic_write_text
-    from s2s.report import analysis as analysis_sections
     from s2s.report.build import build
     from s2s.report.inputs import load
     from s2s.report.paper import check_answers
-    from s2s.report.render import md_table, to_html, to_markdown
+    from s2s.report.render import Image, md_table, to_html, to_markdown
 
     t0 = time.perf_counter()
     check_answers(params)  # params name rows of the paper's tables, before anything is read
@@ -96,17 +95,9 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     log.info("read %d files: %s", len(art.read), ", ".join(art.read))
     fig_dir = out_dir / "figures"
     doc, shown, raw = build(params, art, fig_dir)
-    written = {"figure3": fig_dir / "figure3.png",
-               "learning_curves": fig_dir / "learning_curves.png"}
-    if art.attention is not None:
-        written["attention"] = fig_dir / "attention.png"
-        if art.attention.cross_attention is not None:
-            written["cross_attention"] = fig_dir / "cross_attention.png"
-    if (fig_dir / "init_reach.png").is_file():
-        written["init_reach"] = fig_dir / "init_reach.png"
-    if art.analysis is not None:
-        written.update({name: fig_dir / file for name, file in analysis_sections.FIGURES.items()
-                        if (fig_dir / file).is_file()})
+    # the figures the sections drew, by name (their file's stem)
+    written = {Path(b.rel).stem: b.path for sec in doc.sections for b in sec.blocks
+               if isinstance(b, Image)}
     for name, table in shown.items():
         csv_path, md_path = out_dir / "tables" / f"{name}.csv", out_dir / "tables" / f"{name}.md"
         atomic_write_text(csv_path, raw[name].to_csv(index=False))

@@ -6,27 +6,27 @@ the verdict over seeds."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from s2s.config import Params
 from s2s.report import figures, tables
 from s2s.report.checks import pairs
 from s2s.report.checks import system_of as _system_of
-from s2s.report.inputs import Artifacts
 from s2s.report.render import Image, Section, Table
+from s2s.report.sections import Context
+from s2s.report.sections import prose as _prose
 
 
-def section(params: Params, art: Artifacts, fig_dir: Path, prose,
-            judged: tuple[str, ...] | list[str]) -> Section | None:
-    """The section: each pair's numbers, the gradient at initialisation, and the verdicts
-    `judged` by the claims stage (:func:`s2s.report.checks.forget_bias_verdicts`)."""
+def sections(ctx: Context) -> list[Section]:
+    """The section: each pair's numbers, the gradient at initialisation, and the verdicts the
+    claims stage judged (:func:`s2s.report.checks.forget_bias_verdicts`); none where the profile
+    has neither a pair nor the analyze stage's init_reach.csv."""
+    params, art, fig_dir, prose = ctx.params, ctx.art, ctx.fig_dir, _prose("forget_bias")
+    judged = art.claims.forget_bias
     analysis = art.analysis
     init_reach = analysis["init_reach"] if analysis is not None else None
     found = pairs(params)
     if not found and (init_reach is None or not len(init_reach)):
-        return None
+        return []
     parts: list = []
     forget = analysis["forget"] if analysis is not None else None
     rows = []
@@ -45,7 +45,8 @@ def section(params: Params, art: Artifacts, fig_dir: Path, prose,
                 "encoder mean forget gate": (round(float(f["mean_f"].mean()), 3)
                                              if f is not None and len(f) else None)})
     if rows:
-        parts.append(Table(prose.forget_bias_title(), pd.DataFrame(rows), (), "forget_bias"))
+        parts.append(ctx.add("forget_bias", Table(prose.forget_bias_title(), pd.DataFrame(rows),
+                                                  (), "forget_bias")))
     text = prose.forget_bias_text(rows=", ".join(f"{p} (bias 0) and {o}" for p, o in found)
                                   or "no model with a forget bias in this profile",
                                   verdict=" ".join(judged))
@@ -64,4 +65,4 @@ def section(params: Params, art: Artifacts, fig_dir: Path, prose,
                            prose.init_reach_caption(rnn10=at("rnn", None),
                                                     lstm10=at("lstm", 0.0),
                                                     open10=at("lstm", 3.0))))
-    return Section(prose.forget_bias_title(), parts)
+    return [Section(prose.forget_bias_title(), parts)]

@@ -1,0 +1,83 @@
+"""The report's sections, one module each, in the order of the report (:data:`ORDER`).
+
+A section module owns everything of its part of the report: its tables (built from the inputs'
+records, by :mod:`s2s.report.tables` where another stage shares them), its figure (drawn by
+:mod:`s2s.report.figures`), and its prose, the macros of its own template
+``templates/<module>.j2``. Each has one function, ``sections(ctx) -> list[Section]``: none where
+its inputs are absent (an optional stage not in the profile), several for the analyze stage's
+five. A table that is also written to ``reports/tables/`` is registered with :meth:`Context.add`.
+
+:func:`s2s.report.build.build` calls them in order. This package imports neither the figures
+nor a section module, so that the claims stage, which imports :mod:`s2s.report.checks`, never
+loads matplotlib.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from s2s.config import Params
+    from s2s.report.claims import Claim
+    from s2s.report.inputs import Artifacts
+    from s2s.report.render import Table
+
+# The report's sections, in order: the modules of this package.
+ORDER = ("summary", "about", "table1", "table2", "paper_claims", "examples", "perplexity",
+         "models", "cost", "figure3", "learning_curves", "attention", "analysis",
+         "forget_bias", "data", "provenance")
+TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
+
+
+@dataclass
+class Context:
+    """What every section reads: the params, the inputs (read once, :mod:`s2s.report.inputs`),
+    the claims stage's verdicts as claims, where figures go; and the tables the sections
+    registered, for ``reports/tables/<key>.{md,csv}``."""
+
+    params: Params
+    art: Artifacts
+    fig_dir: Path
+    checks: list[Claim]  # the claims table's claims, in its order (art.claims, never recomputed)
+    setting: Claim  # Table 2's setting
+    tables: dict[str, Table] = field(default_factory=dict)
+    frames: dict[str, pd.DataFrame] = field(default_factory=dict)  # their raw numbers (CSV)
+
+    def add(self, key: str, table: Table, frame: pd.DataFrame | None = None) -> Table:
+        """Register `table` to be written as ``tables/<key>.md`` and its numbers (`frame`, else
+        the shown frame) as ``tables/<key>.csv``."""
+        self.tables[key] = table
+        self.frames[key] = table.frame if frame is None else frame
+        return table
+
+
+class Prose:
+    """The macros of a section's template, each returning one paragraph (whitespace folded),
+    and the template's mappings (``status_heads``, ``example_rows``)."""
+
+    def __init__(self, module: Any):
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._module, name)
+        if not callable(value):
+            return value
+        return lambda *args, **kwargs: " ".join(str(value(*args, **kwargs)).split())
+
+
+@functools.cache
+def prose(name: str) -> Prose:
+    """The prose of section module `name` (``templates/<name>.j2``; ``bleu``: the BLEU notes of
+    Tables 1 and 2), with the paper's numbers as ``paper``."""
+    import jinja2
+
+    from s2s.report.paper import paper
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+                             undefined=jinja2.StrictUndefined, autoescape=False)
+    return Prose(env.get_template(f"{name}.j2").make_module({"paper": paper()}))

@@ -1,0 +1,35 @@
+"""Source reversal and perplexity: the forward model and a reversed one beside the paper's test
+perplexities (§3.3)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from s2s.artifacts import TrainMetrics
+from s2s.config import Params
+from s2s.report.paper import paper
+from s2s.report.render import Section, Table
+from s2s.report.sections import Context, prose
+from s2s.report.tables import NOT_RUN, fmt_frame, perplexity_models
+
+
+def sections(ctx: Context) -> list[Section]:
+    P = prose("perplexity")
+    ppl = perplexity_table(ctx.params, ctx.art.train)
+    table = ctx.add("perplexity", Table(P.perplexity_title(), fmt_frame(ppl, {"epochs": 2}),
+                                        (P.perplexity_note(),), "perplexity"), ppl)
+    return [Section("Source reversal and perplexity", [table])]
+
+
+def perplexity_table(params: Params, train: dict[str, TrainMetrics]) -> pd.DataFrame:
+    """Dev and test perplexity of the forward model and a reversed one, beside the paper's."""
+    rows = []
+    for p, model in zip(paper().perplexity, perplexity_models(params).values()):
+        m = train.get(model or "")
+        rows.append({"source order": p.source_order, "model": model or "-",
+                     "dev ppl": m.dev_ppl if m else None,
+                     "best dev ppl": m.best_dev_ppl if m else None,
+                     "test ppl": m.test_ppl if m else None, "epochs": m.epochs if m else None,
+                     "paper's test ppl": p.test_ppl,
+                     "status": "ours" if m else f"{NOT_RUN}: no metrics/train/{model}.json"})
+    return pd.DataFrame(rows)
