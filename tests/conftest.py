@@ -55,9 +55,11 @@ EXPECTED_READERS = {
 
 def pytest_collection_modifyitems(config, items):
     """One xdist group per module, and one for every test of any module that reads the smoke
-    run (``--dist loadgroup`` runs a group in one process)."""
+    run or the Snakemake run (``--dist loadgroup`` runs a group in one process, so each run is
+    made once: a module-scoped fixture is made again in every process that uses it)."""
+    shared = {"smoke_repo", "snakemake_repo"}
     for item in items:
-        group = "smoke_repo" if "smoke_repo" in getattr(item, "fixturenames", ()) \
+        group = "smoke_repo" if shared & set(getattr(item, "fixturenames", ())) \
             else item.module.__name__
         item.add_marker(pytest.mark.xdist_group(group))
 
