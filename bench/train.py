@@ -456,8 +456,8 @@ def profile_steps(row: Row, corpus: common.Corpus, device: torch.device, *, step
 # ---------------------------------------------------------------------------------------------
 
 
-def _peak(device: torch.device, precision: str) -> tuple[float, float]:
-    if precision != "bf16":
+def _peak(device: torch.device, prec: str) -> tuple[float, float]:
+    if prec != "bf16":
         return common.peak_gemm_flops(device, dtype=torch.float32)
     small = device.type == "cpu" and precision.bf16_engine(device) is None
     return common.peak_gemm_flops(device, dtype=torch.bfloat16, n=512 if small else 2048,
