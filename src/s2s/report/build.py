@@ -1,12 +1,13 @@
 """The report's document: the sections of :mod:`s2s.report.sections`, each module making its own
 from the inputs (:mod:`s2s.report.inputs`, read once) and the claims stage's verdicts, in the
-order of :data:`s2s.report.sections.ORDER`; rendered by :mod:`s2s.report.render`, written by
-:mod:`s2s.stages.report`.
+order of :data:`SECTIONS`; rendered by :mod:`s2s.report.render`, written by
+:mod:`s2s.stages.report`. The section modules are imported by name here (not looked up by a
+string), so that the report stage's code dependencies (:func:`s2s.pipeline.code_deps`) hold
+every one of them.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +16,13 @@ from s2s.config import Params
 from s2s.report import claims as claims_
 from s2s.report.inputs import Artifacts
 from s2s.report.render import Document, Table
-from s2s.report.sections import ORDER, Context
+from s2s.report.sections import (Context, about, analysis, attention, cost, data, examples,
+                                 figure3, forget_bias, learning_curves, models, paper_claims,
+                                 perplexity, provenance, summary, table1, table2)
+
+# The report's sections, in order.
+SECTIONS = (summary, about, table1, table2, paper_claims, examples, perplexity, models, cost,
+            figure3, learning_curves, attention, analysis, forget_bias, data, provenance)
 
 
 def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict[str, Table],
@@ -26,7 +33,6 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict
                   checks=[claims_.from_record(c) for c in found.claims],
                   setting=claims_.from_record(found.setting))
     doc = Document(params.report.title)
-    for name in ORDER:
-        module = importlib.import_module(f"s2s.report.sections.{name}")
-        doc.sections.extend(module.sections(ctx))
+    for section in SECTIONS:
+        doc.sections.extend(section.sections(ctx))
     return doc, ctx.tables, ctx.frames

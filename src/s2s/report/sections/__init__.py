@@ -1,4 +1,4 @@
-"""The report's sections, one module each, in the order of the report (:data:`ORDER`).
+"""The report's sections, one module each (in order: :data:`s2s.report.build.SECTIONS`).
 
 A section module owns everything of its part of the report: its tables (built from the inputs'
 records, by :mod:`s2s.report.tables` where another stage shares them), its figure (drawn by
@@ -7,9 +7,8 @@ records, by :mod:`s2s.report.tables` where another stage shares them), its figur
 its inputs are absent (an optional stage not in the profile), several for the analyze stage's
 five. A table that is also written to ``reports/tables/`` is registered with :meth:`Context.add`.
 
-:func:`s2s.report.build.build` calls them in order. This package imports neither the figures
-nor a section module, so that the claims stage, which imports :mod:`s2s.report.checks`, never
-loads matplotlib.
+:func:`s2s.report.build.build` calls them in order. This package's ``__init__`` imports neither
+the figures nor a section module, so that importing one section module loads only what it uses.
 """
 
 from __future__ import annotations
@@ -27,10 +26,6 @@ if TYPE_CHECKING:
     from s2s.report.inputs import Artifacts
     from s2s.report.render import Table
 
-# The report's sections, in order: the modules of this package.
-ORDER = ("summary", "about", "table1", "table2", "paper_claims", "examples", "perplexity",
-         "models", "cost", "figure3", "learning_curves", "attention", "analysis",
-         "forget_bias", "data", "provenance")
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 
 
