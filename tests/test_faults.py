@@ -662,6 +662,28 @@ def test_checkpoints_load_with_weights_only_and_refuse_pickled_objects(tmp_path)
     assert not marker.exists()
 
 
+def test_a_checkpoint_config_of_another_version_is_refused_naming_the_key(work, tmp_path):
+    # digest intact (what a later or earlier version wrote), config not this version's: the one
+    # decoder names the key instead of a TypeError from the config's constructor
+    from s2s.data.vocab import Vocab
+
+    vocabs = {s: Vocab.load(work.vocab / f"{s}.tsv") for s in ("en", "fr")}
+    payload = checkpoint.load_payload(work.tmp / "a" / "models" / "forward" / "model.pt")
+    for edit, says in ((lambda c: c.update(hidden_size=str(c["hidden_size"])),
+                        "'config.hidden_size' must be an integer, got str"),
+                       (lambda c: c.update(layer_norm=True), "unknown key 'config.layer_norm'"),
+                       (lambda c: c.update(arch="mamba"), "'config.arch' is 'mamba', not an "
+                                                          "architecture of this version")):
+        changed = {**payload, "config": dict(payload["config"])}
+        edit(changed["config"])
+        changed["digest"] = checkpoint.payload_digest(changed)
+        path = tmp_path / "model.pt"
+        torch.save(changed, path)
+        with pytest.raises(checkpoint.CheckpointError) as e:
+            checkpoint.load_model(path, src_vocab=vocabs["en"], tgt_vocab=vocabs["fr"])
+        assert str(e.value).startswith(f"{path}: ") and says in str(e.value), str(e.value)
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input files
 

@@ -226,10 +226,10 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     try:
         from s2s.arch import config_from_dict
 
-        expect = {m: config_from_dict(meta.models[m]) for m in meta.members}
-    except (KeyError, TypeError) as e:
-        raise ExportError(f"{meta_path}: 'models' does not describe every member in this "
-                          f"version's terms: {e}") from None
+        expect = {m: config_from_dict(meta.models[m], source=str(meta_path), key=f"models.{m}")
+                  for m in meta.members}
+    except ValueError as e:
+        raise ExportError(f"{e} (a member's config in this version's terms)") from None
     models = [checkpoint.load_model(folder / "models" / f"{m}.pt", src_vocab=src_vocab,
                                     tgt_vocab=tgt_vocab, device=dev, expect=expect[m], name=m)
               for m in meta.members]

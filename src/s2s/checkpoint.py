@@ -188,9 +188,10 @@ def load_model(path: Path, *, src_vocab: Vocab, tgt_vocab: Vocab,
                 f"one given ({vocab.fingerprint[:12]}, size {len(vocab)}): retrain or use the "
                 f"matching data/vocab")
     try:
-        cfg = config_from_dict(payload["config"])
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"{path}: model config does not match this version: {e}") from None
+        cfg = config_from_dict(payload["config"], source=str(path), key="config")
+    except ValueError as e:  # a config of another version: an unknown or retyped field
+        raise CheckpointError(f"{e} (the checkpoint's model config, in this version's "
+                              f"terms)") from None
     model = build_model(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=src_vocab.pad)
     try:
         model.load_state_dict(payload["model"])

@@ -135,11 +135,20 @@ def config_record(cfg) -> dict[str, Any]:
             if not (k in later and v == defaults[k])}
 
 
-def config_from_dict(values: Mapping[str, Any]):
-    """A config as a checkpoint records it (:func:`config_record`), of the class its `arch`
-    names (configs written before `arch` existed are the paper's); a field the record leaves out
-    takes its default."""
+def config_from_dict(values: Mapping[str, Any], *, source: str = "config record",
+                     key: str = ""):
+    """A config as a checkpoint or an export records it (:func:`config_record`), of the class
+    its `arch` names (configs written before `arch` existed are the paper's), decoded as params
+    are (:func:`s2s.schema.decode`: an unknown key, a value of the wrong type is a ValueError
+    naming `source` and the key path under `key`); a field the record leaves out takes its
+    default."""
+    from s2s.schema import Rules, decode
+
+    if not isinstance(values, Mapping):
+        raise ValueError(f"{source}: '{key or '<top>'}' must be a mapping (a model config), got "
+                         f"{type(values).__name__}")
     arch = values.get("arch", "seq2seq")
     if arch not in ARCHITECTURES:
-        raise ValueError(f"unknown arch {arch!r} (known: {', '.join(ARCHITECTURES)})")
-    return ARCHITECTURES[arch].config(**values)
+        raise ValueError(f"{source}: '{key + '.' if key else ''}arch' is {arch!r}, not an "
+                         f"architecture of this version ({', '.join(ARCHITECTURES)})")
+    return decode(ARCHITECTURES[arch].config, dict(values), source, key, Rules(ValueError))
