@@ -43,6 +43,16 @@ class Context:
     tables: dict[str, Table] = field(default_factory=dict)
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)  # their raw numbers (CSV)
 
+    @functools.cached_property
+    def bleu_tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Tables 1 and 2 in numbers (:mod:`s2s.report.tables`), built once: each table's section
+        shows its own, and the notes under both name the sacreBLEU signatures of both."""
+        from s2s.report import tables
+
+        p, a = self.params, self.art
+        return (tables.table1(p, a.bleu, a.train, a.vocab),
+                tables.table2(p, a.bleu, a.train, a.vocab))
+
     def add(self, key: str, table: Table, frame: pd.DataFrame | None = None) -> Table:
         """Register `table` to be written as ``tables/<key>.md`` and its numbers (`frame`, else
         the shown frame) as ``tables/<key>.csv``."""

@@ -11,12 +11,11 @@ from s2s.report.sections.table1 import bleu_notes
 
 
 def sections(ctx: Context) -> list[Section]:
-    P, art, params = prose("table2"), ctx.art, ctx.params
-    t1 = tables.table1(params, art.bleu, art.train, art.vocab)  # for the notes' signatures
-    t2 = tables.table2(params, art.bleu, art.train, art.vocab)
+    P, params = prose("table2"), ctx.params
+    _, t2 = ctx.bleu_tables
     lead, shown = tables.split_conditions(tables.display_bleu_table(t2))
     table = ctx.add("table2", Table(P.table2_title(), shown,
-                                    bleu_notes(ctx, t1, t2) + (P.oracle_note(),), "table2",
+                                    bleu_notes(ctx) + (P.oracle_note(),), "table2",
                                     lead), t2)
     setting = ctx.setting
     return [Section("Table 2: rescoring", [
