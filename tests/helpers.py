@@ -1,17 +1,30 @@
 """What several test files share: the tiny vocabulary's special ids, the golden values' four
-pairs, one summed NLL, and two training steps done by the trainer's own ``train_step``.
+pairs, one summed NLL, two training steps done by the trainer's own ``train_step``; the scripted
+model of the search tests and exhaustive search; the tiny smoke params, a process started in
+its own session; the analyses' tiny project.
 
 (Fixtures stay in conftest.py; these are plain functions, imported as ``from helpers import``.)
 """
 
 from __future__ import annotations
 
+import math
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
+from torch import Tensor
 
-from s2s import precision
+from conftest import BIN, MIRROR
+from s2s import checkpoint, precision
 from s2s.config import TrainConfig
+from s2s.data.vocab import Vocab
+from s2s.model import build_model
+from s2s.model.seq2seq import RNNConfig
 from s2s.train import shard_loss, train_step
 
 CPU = torch.device("cpu")
@@ -79,3 +92,133 @@ def analysis_markdown(analysis_dir, figures_dir, *, rel_dir: str = "figures") ->
 
     doc = Document("Analyses", render(read_analysis(analysis_dir), figures_dir, rel_dir=rel_dir))
     return to_markdown(doc, contents=False).split("\n", 2)[2]
+
+
+# --- search: a model whose steps are scripted, and exhaustive search (tests/test_beam.py) ---
+
+PAD, BOS, EOS, A, B, C = range(6)
+V = 6
+
+# A script maps what the decoder has produced so far (a tuple of tokens, <BOS> excluded) or, as a
+# fallback, the step index (an int: the number of tokens so far) to {token: probability}.
+# Anything not scripted ends the sentence: <EOS> with probability 1.
+Script = Mapping[object, Mapping[int, float]]
+CERTAIN_EOS = {EOS: 1.0}
+
+
+@dataclass(frozen=True)
+class ScriptedState:
+    script: Tensor  # (N,) which script each row follows
+    fed: tuple[tuple[int, ...], ...]  # per row, the decoder inputs so far (<BOS> first)
+
+    def select(self, index: Tensor) -> ScriptedState:
+        return ScriptedState(self.script[index], tuple(self.fed[i] for i in index.tolist()))
+
+
+class ScriptedModel:
+    """The inference contract over scripts; sentence i of ``src`` follows script ``src[i, 0]``.
+
+    ``rows_per_step`` records the batch size of every step call (test instrumentation only).
+    """
+
+    def __init__(self, *scripts: Script) -> None:
+        self.scripts = scripts
+        self.rows_per_step: list[int] = []
+
+    def encode(self, src: Tensor, lengths: Tensor) -> ScriptedState:
+        return ScriptedState(src[:, 0].clone(), tuple(() for _ in range(src.size(0))))
+
+    def step(self, prev_tokens: Tensor, state: ScriptedState) -> tuple[Tensor, ScriptedState]:
+        self.rows_per_step.append(prev_tokens.numel())
+        fed = tuple(f + (p,) for f, p in zip(state.fed, prev_tokens.tolist()))
+        probs = [self._probs(self.scripts[s], f[1:]) for s, f in zip(state.script.tolist(), fed)]
+        return torch.tensor(probs, dtype=torch.float64).log(), ScriptedState(state.script, fed)
+
+    @staticmethod
+    def _probs(script: Script, prefix: tuple[int, ...]) -> list[float]:
+        table = script.get(prefix, script.get(len(prefix), CERTAIN_EOS))
+        assert math.isclose(sum(table.values()), 1.0), f"script row {prefix} does not sum to 1"
+        return [table.get(w, 0.0) for w in range(V)]
+
+
+def exhaustive(model, src: Tensor, length: Tensor, *, max_len: int, vocab: int = V,
+               bos: int = BOS, eos: int = EOS, pad: int = PAD):
+    """Every sequence of up to max_len steps (ending in <EOS>, or cut at max_len), best first,
+    over the `vocab` target words but <pad> (tests/test_transformer.py passes its own ids)."""
+    out = []
+
+    def walk(prefix: tuple[int, ...], state, score: float) -> None:
+        lprobs, state = model.step(torch.tensor([prefix[-1] if prefix else bos]), state)
+        for w in range(vocab):
+            if w == pad:
+                continue
+            s = score + lprobs[0, w].item()
+            if w == eos:
+                out.append((s, prefix, True))
+            elif len(prefix) + 1 == max_len:
+                out.append((s, prefix + (w,), False))
+            else:
+                walk(prefix + (w,), state, s)
+
+    with torch.no_grad():
+        walk((), model.encode(src.unsqueeze(0), length.unsqueeze(0)), 0.0)
+    return sorted(out, key=lambda x: -x[0])
+
+
+# --- the tiny smoke params and processes (tests/test_faults.py, tests/test_lifecycle.py) ---
+
+
+def tiny_params_dict() -> dict:
+    """profiles/smoke.yaml with a 1x16 model, half an epoch (48 steps), one thread, a checkpoint
+    every 4 steps, and a forward system decoded at beams 1 and 12."""
+    raw = profile_dict("smoke")
+    raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
+    raw["train"].update(device="cpu", threads=1, epochs=0.5, eval_every=0.25,
+                        checkpoint_every=4, log_every=8)
+    raw["translate"].update(device="cpu", threads=1)
+    raw["systems"]["forward"] = {"members": ["forward"], "beams": [1, 12], "nbest": 2}
+    return raw
+
+
+def write_params(path: Path, raw: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def start(cmd: list[str], cwd: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
+    """A process in its own session, so that it and its children can be killed as a group."""
+    full_env = {**os.environ, "S2S_MIRROR": str(MIRROR),
+                "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {})}
+    with open(log, "wb") as out:
+        return subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+# --- the analyses' tiny project (tests/test_analysis.py, tests/test_reproducible.py) ---
+
+
+def write_vocab(path, words):
+    path.write_text("".join(f"{w}\t0\n" for w in ("<pad>", "<unk>", "<bos>", "<eos>", *words)))
+    return Vocab.load(path)
+
+
+def tiny_analysis_project(tmp_path, configs: dict[str, RNNConfig]):
+    """Tiny test data, vocabularies and one checkpoint per config: (prepared, vocab, models)."""
+    prepared, vocab_dir, models_dir = tmp_path / "prepared", tmp_path / "vocab", tmp_path / "models"
+    for d in (prepared, vocab_dir):
+        d.mkdir()
+    en = ["A", "man", "woman", "is", "watching", "a", "dog", ".", ","]
+    fr = ["Un", "homme", "femme", "regarde", "une", "chien", "."]
+    src_vocab = write_vocab(vocab_dir / "en.tsv", en)
+    tgt_vocab = write_vocab(vocab_dir / "fr.tsv", fr)
+    (prepared / "test.tok.en").write_text(
+        "A man is watching a woman .\nA dog , a man .\nA woman\nA dog is watching a man .\n")
+    (prepared / "test.tok.fr").write_text(
+        "Un homme regarde une femme .\nUn chien .\nUne femme\nUn chien regarde un homme .\n")
+    for seed, (name, cfg) in enumerate(configs.items()):
+        m = build_model(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=0)
+        m.init_weights(seed)
+        checkpoint.save(models_dir / name / "model.pt", m, src_vocab=src_vocab,
+                        tgt_vocab=tgt_vocab)
+    return prepared, vocab_dir, models_dir

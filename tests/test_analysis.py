@@ -21,7 +21,7 @@ from s2s.report import checks
 from s2s.report.inputs import read_analysis
 from s2s.model.seq2seq import RNNConfig
 
-from helpers import analysis_markdown
+from helpers import analysis_markdown, tiny_analysis_project
 
 
 def tiny(cell="lstm", reverse=False, seed=3, layers=2, V=20, arch="seq2seq"):
@@ -230,34 +230,8 @@ def test_representations():
 # --- the stage and the report --------------------------------------------------------------------
 
 
-def _write_vocab(path, words):
-    path.write_text("".join(f"{w}\t0\n" for w in ("<pad>", "<unk>", "<bos>", "<eos>", *words)))
-    return Vocab.load(path)
-
-
-def _project(tmp_path, configs: dict[str, RNNConfig]):
-    """Tiny test data, vocabularies and one checkpoint per config: (prepared, vocab, models)."""
-    prepared, vocab_dir, models_dir = tmp_path / "prepared", tmp_path / "vocab", tmp_path / "models"
-    for d in (prepared, vocab_dir):
-        d.mkdir()
-    en = ["A", "man", "woman", "is", "watching", "a", "dog", ".", ","]
-    fr = ["Un", "homme", "femme", "regarde", "une", "chien", "."]
-    src_vocab = _write_vocab(vocab_dir / "en.tsv", en)
-    tgt_vocab = _write_vocab(vocab_dir / "fr.tsv", fr)
-    (prepared / "test.tok.en").write_text(
-        "A man is watching a woman .\nA dog , a man .\nA woman\nA dog is watching a man .\n")
-    (prepared / "test.tok.fr").write_text(
-        "Un homme regarde une femme .\nUn chien .\nUne femme\nUn chien regarde un homme .\n")
-    for seed, (name, cfg) in enumerate(configs.items()):
-        m = build_model(cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), pad=0)
-        m.init_weights(seed)
-        checkpoint.save(models_dir / name / "model.pt", m, src_vocab=src_vocab,
-                        tgt_vocab=tgt_vocab)
-    return prepared, vocab_dir, models_dir
-
-
 def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
-    prepared, vocab_dir, models_dir = _project(tmp_path, {
+    prepared, vocab_dir, models_dir = tiny_analysis_project(tmp_path, {
         name: RNNConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=reverse)
         for name, reverse in (("fwd", False), ("rev", True))})
     out = tmp_path / "analysis"
@@ -329,7 +303,7 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
 
 
 def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path):
-    prepared, vocab_dir, models_dir = _project(tmp_path, {
+    prepared, vocab_dir, models_dir = tiny_analysis_project(tmp_path, {
         "gru": RNNConfig(cell="gru", num_layers=1, hidden_size=8, embed_size=6),
         "att": RNNConfig(arch="attention", num_layers=1, hidden_size=8, embed_size=6,
                            reverse_source=True)})
@@ -355,7 +329,7 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
                "rev": RNNConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=True),
                "gru": RNNConfig(arch="cho", cell="gru", num_layers=1, hidden_size=8,
                                 embed_size=6)}
-    prepared, vocab_dir, models_dir = _project(tmp_path, configs)
+    prepared, vocab_dir, models_dir = tiny_analysis_project(tmp_path, configs)
     with open(prepared / "test.tok.en", "a") as f:  # "a man", "a woman" twice: substitutable
         f.write("A woman is watching a dog .\nA man , a woman .\n")
     with open(prepared / "test.tok.fr", "a") as f:

@@ -9,7 +9,6 @@ and batched == one sentence at a time.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -21,50 +20,9 @@ from s2s.decode.ensemble import Ensemble, EnsembleState
 from s2s.model import build_model
 from s2s.model.seq2seq import RNNConfig
 
-PAD, BOS, EOS, A, B, C = range(6)
-V = 6
+from helpers import A, B, BOS, C, EOS, PAD, V, ScriptedModel, exhaustive
+
 log = math.log
-
-# A script maps what the decoder has produced so far (a tuple of tokens, <BOS> excluded) or, as a
-# fallback, the step index (an int: the number of tokens so far) to {token: probability}.
-# Anything not scripted ends the sentence: <EOS> with probability 1.
-Script = Mapping[object, Mapping[int, float]]
-CERTAIN_EOS = {EOS: 1.0}
-
-
-@dataclass(frozen=True)
-class ScriptedState:
-    script: Tensor  # (N,) which script each row follows
-    fed: tuple[tuple[int, ...], ...]  # per row, the decoder inputs so far (<BOS> first)
-
-    def select(self, index: Tensor) -> ScriptedState:
-        return ScriptedState(self.script[index], tuple(self.fed[i] for i in index.tolist()))
-
-
-class ScriptedModel:
-    """The inference contract over scripts; sentence i of ``src`` follows script ``src[i, 0]``.
-
-    ``rows_per_step`` records the batch size of every step call (test instrumentation only).
-    """
-
-    def __init__(self, *scripts: Script) -> None:
-        self.scripts = scripts
-        self.rows_per_step: list[int] = []
-
-    def encode(self, src: Tensor, lengths: Tensor) -> ScriptedState:
-        return ScriptedState(src[:, 0].clone(), tuple(() for _ in range(src.size(0))))
-
-    def step(self, prev_tokens: Tensor, state: ScriptedState) -> tuple[Tensor, ScriptedState]:
-        self.rows_per_step.append(prev_tokens.numel())
-        fed = tuple(f + (p,) for f, p in zip(state.fed, prev_tokens.tolist()))
-        probs = [self._probs(self.scripts[s], f[1:]) for s, f in zip(state.script.tolist(), fed)]
-        return torch.tensor(probs, dtype=torch.float64).log(), ScriptedState(state.script, fed)
-
-    @staticmethod
-    def _probs(script: Script, prefix: tuple[int, ...]) -> list[float]:
-        table = script.get(prefix, script.get(len(prefix), CERTAIN_EOS))
-        assert math.isclose(sum(table.values()), 1.0), f"script row {prefix} does not sum to 1"
-        return [table.get(w, 0.0) for w in range(V)]
 
 
 def scripted_src(n: int) -> tuple[Tensor, Tensor]:
@@ -331,30 +289,6 @@ def random_batch(seed: int, lengths: list[int]) -> tuple[Tensor, Tensor]:
     lengths_t = torch.tensor(lengths)
     src = torch.randint(A, V, (len(lengths), max(lengths)), generator=g)  # (N, S)
     return src.masked_fill(torch.arange(src.size(1)) >= lengths_t.unsqueeze(1), PAD), lengths_t
-
-
-def exhaustive(model, src: Tensor, length: Tensor, *, max_len: int, vocab: int = V,
-               bos: int = BOS, eos: int = EOS, pad: int = PAD):
-    """Every sequence of up to max_len steps (ending in <EOS>, or cut at max_len), best first,
-    over the `vocab` target words but <pad> (tests/test_transformer.py passes its own ids)."""
-    out = []
-
-    def walk(prefix: tuple[int, ...], state, score: float) -> None:
-        lprobs, state = model.step(torch.tensor([prefix[-1] if prefix else bos]), state)
-        for w in range(vocab):
-            if w == pad:
-                continue
-            s = score + lprobs[0, w].item()
-            if w == eos:
-                out.append((s, prefix, True))
-            elif len(prefix) + 1 == max_len:
-                out.append((s, prefix + (w,), False))
-            else:
-                walk(prefix + (w,), state, s)
-
-    with torch.no_grad():
-        walk((), model.encode(src.unsqueeze(0), length.unsqueeze(0)), 0.0)
-    return sorted(out, key=lambda x: -x[0])
 
 
 def as_tuples(hyps: list[Hypothesis]) -> list[tuple[tuple[int, ...], float, bool]]:

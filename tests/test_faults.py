@@ -46,7 +46,7 @@ import torch
 import yaml
 
 from conftest import BIN, MIRROR, RangeServer, make_project, run, run_data_stages
-from helpers import profile_dict
+from helpers import start, tiny_params_dict, write_params
 from s2s import checkpoint, config
 from s2s.config import CorpusRef, DataConfig, PrepareConfig
 from s2s.data import download
@@ -68,27 +68,9 @@ PY = sys.executable
 # A tiny configuration of the smoke profile, its data stages once, one model trained on them
 
 
-def tiny_params_dict() -> dict:
-    """profiles/smoke.yaml with a 1x16 model, half an epoch (48 steps), one thread, a checkpoint
-    every 4 steps, and a forward system decoded at beams 1 and 12."""
-    raw = profile_dict("smoke")
-    raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
-    raw["train"].update(device="cpu", threads=1, epochs=0.5, eval_every=0.25,
-                        checkpoint_every=4, log_every=8)
-    raw["translate"].update(device="cpu", threads=1)
-    raw["systems"]["forward"] = {"members": ["forward"], "beams": [1, 12], "nbest": 2}
-    return raw
-
-
 def baseline_nbest_file(params: config.Params) -> str:
     """The n-best file of rescore.baseline's system that rescoring reads: its widest beam's."""
     return f"beam{max(params.systems[params.rescore.baseline].beams)}.nbest"
-
-
-def write_params(path: Path, raw: dict) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    return path
 
 
 @dataclasses.dataclass
@@ -164,15 +146,6 @@ def without_timing(files: dict[str, bytes]) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------------------------------------
 # Killing real processes
-
-
-def start(cmd: list[str], cwd: Path, log: Path, env: dict | None = None) -> subprocess.Popen:
-    """A process in its own session, so that it and its children can be killed as a group."""
-    full_env = {**os.environ, "S2S_MIRROR": str(MIRROR),
-                "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {})}
-    with open(log, "wb") as out:
-        return subprocess.Popen(cmd, cwd=cwd, env=full_env, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
 
 
 def kill_9(proc: subprocess.Popen) -> None:

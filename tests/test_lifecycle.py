@@ -19,7 +19,7 @@ import yaml
 from conftest import BIN, make_project, run
 from s2s import checkpoint, config, runguard
 from s2s.stages import train as train_stage
-from test_faults import start, tiny_params_dict, write_params
+from helpers import start, tiny_params_dict, write_params
 
 
 @pytest.fixture(scope="module")

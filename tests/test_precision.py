@@ -20,7 +20,7 @@ from s2s.losses import linear_cross_entropy
 from s2s.model import build_model
 from s2s.model.fused import lstm_stack
 from s2s.model.seq2seq import RNNConfig
-from test_beam import EOS, ScriptedModel, A, B
+from helpers import EOS, ScriptedModel, A, B
 from helpers import Specials, profile_text, tiny_pairs, two_training_steps as _steps
 
 BF16 = torch.bfloat16

@@ -11,11 +11,11 @@ from s2s.stages import analyze as stage
 from s2s.config import CorpusRef, DataConfig
 from s2s.stages import download as download_stage
 from s2s.model.seq2seq import RNNConfig
-from test_analysis import _project
+from helpers import tiny_analysis_project
 
 
 def test_the_analysis_stage_writes_the_same_bytes_twice(tmp_path):
-    prepared, vocab_dir, models_dir = _project(tmp_path, {
+    prepared, vocab_dir, models_dir = tiny_analysis_project(tmp_path, {
         name: RNNConfig(num_layers=1, hidden_size=8, embed_size=6, reverse_source=reverse)
         for name, reverse in (("fwd", False), ("rev", True))})
     runs = []

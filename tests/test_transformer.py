@@ -24,7 +24,7 @@ from s2s.model import build_model
 from s2s.model.seq2seq import RNNConfig, reverse_padded
 from s2s.model.transformer import Attention, Transformer, TransformerConfig, TransformerState
 from helpers import shard_nll
-from test_beam import exhaustive
+from helpers import exhaustive
 
 torch.set_num_threads(1)
 
