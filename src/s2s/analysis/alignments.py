@@ -8,6 +8,7 @@ import logging
 
 import torch
 
+from s2s import arch
 from s2s.data.batching import collate
 from s2s.data.vocab import Vocab
 
@@ -37,7 +38,7 @@ def weights_for(model, src_vocab: Vocab, tgt_vocab: Vocab, source: list[str],
     over the heads (each head's row is a distribution over the source, so is their mean)."""
     b = collate([(src_vocab.encode(" ".join(source)), tgt_vocab.encode(" ".join(target)))],
                 pad=src_vocab.pad, bos=tgt_vocab.bos, eos=tgt_vocab.eos)
-    if hasattr(model, "cross_attention"):
+    if arch.capable(model.cfg, "cross_attention_map"):  # declared by its architecture
         weights = model.cross_attention(b.src, b.src_lengths, b.tgt_in)[:, -1].mean(1)
     else:
         _, weights = model.teacher_forced(b.src, b.src_lengths, b.tgt_in)  # (1, T + 1, S)
