@@ -273,7 +273,7 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
                         **({"optimizer": opt.state_dict()} if opt.state_dict()["state"] else {}))
 
     autocast = precision.autocast(device, mm_dtype)
-    stochastic = getattr(model_cfg, "dropout", 0.0) > 0  # the RNNs here have no dropout
+    stochastic = model_cfg.dropout > 0  # every config declares its dropout (RNNs: none)
     log.info("%s: precision: %s; dev and test perplexity in fp32", name, chosen)
     bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step",
                    disable=not world.is_main)

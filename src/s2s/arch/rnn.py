@@ -46,6 +46,9 @@ class RNNConfig:
     # Fields added after checkpoints existed: a config record leaves each out while it holds its
     # default (s2s.model.config_record), so old checkpoints and fingerprints stay what they were.
     LATER_FIELDS: ClassVar[tuple[str, ...]] = ("forget_bias",)
+    # The paper's models have no dropout (a constant, not a field: no record or fingerprint
+    # holds it); TransformerConfig's is a field. The trainer reads `dropout` of every config.
+    dropout: ClassVar[float] = 0.0
 
     def __post_init__(self):
         if self.forget_bias != 0.0 and self.cell not in ("lstm", "peephole"):
