@@ -49,6 +49,7 @@ class RNNConfig:
     # The paper's models have no dropout (a constant, not a field: no record or fingerprint
     # holds it); TransformerConfig's is a field. The trainer reads `dropout` of every config.
     dropout: ClassVar[float] = 0.0
+    recurrent: ClassVar[bool] = True  # a stack of num_layers recurrent layers of hidden_size
 
     def __post_init__(self):
         if self.forget_bias != 0.0 and self.cell not in ("lstm", "peephole"):

@@ -7,7 +7,7 @@ No torch here: params validation (`s2s check`) and the report read it without th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 # Vaswani et al. 2017 (§5.3, §5.4): Adam (0.9, 0.98, 1e-9), linear warmup then inverse square
 # root decay, label smoothing 0.1 (dropout is the model's: TransformerConfig.dropout). The peak
@@ -20,6 +20,7 @@ RECIPE = {"optimizer": "adam", "adam_betas": (0.9, 0.98), "adam_eps": 1e-9,
 class TransformerConfig:
     """Architecture of one Transformer. The first four fields are common to all architectures."""
 
+    recurrent: ClassVar[bool] = False  # no num_layers x hidden_size: its own size()
     arch: Literal["transformer"] = "transformer"
     reverse_source: bool = False
     init_seed: int = 1

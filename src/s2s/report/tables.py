@@ -154,7 +154,7 @@ def _model_conditions(params: Params, members: tuple[str, ...],
                       train: dict[str, TrainMetrics]) -> str:
     m = train.get(members[0]) if members else None
     cfg = params.model_config(members[0]) if members and members[0] in params.models else None
-    if cfg is not None and not hasattr(cfg, "num_layers"):  # not recurrent: its own description
+    if cfg is not None and not cfg.recurrent:  # no layers x cells: its own description
         pairs_text = f"{m.train_pairs:,} train pairs" if m else "train pairs unknown"
         return f"{pairs_text}; {len(members)} model(s): {cfg.describe()}"
     layers = m.num_layers if m else (cfg.num_layers if cfg else "?")
