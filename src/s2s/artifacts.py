@@ -14,8 +14,8 @@ for every stage that reads it.
 - ``outputs/analysis/analysis.json``: :class:`AnalysisMeta`, by the analyze stage;
 - ``outputs/attention/weights.json``: :class:`AttentionWeights`, by the attention stage.
 
-An export's ``export.json`` is read by :func:`read_json_object` and checked against the sha256 of
-each key (:mod:`s2s.exporting`).
+An export's ``export.json`` has its record in :mod:`s2s.exporting` (``ExportRecord``), decoded
+after the sha256 of each key is checked.
 
 Each record is a frozen dataclass. ``Record.read(path)`` and ``Record.from_json(obj, source=path)``
 check the whole file against the record's fields and their types (:func:`s2s.schema.decode`, which
@@ -59,24 +59,6 @@ def _read_text(path: Path) -> str:
         raise ArtifactError(f"{path}: not found") from None
     except UnicodeDecodeError as e:
         raise ArtifactError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-
-
-def read_json_object(path: str | Path, *, keys: tuple[str, ...] = ()) -> dict:
-    """A JSON file the pipeline keeps no record class for (metrics/prepare.json, vocab.json, the
-    attention stage's weights.json, the analyze stage's analysis.json): a JSON object holding
-    `keys`; ArtifactError naming the file (and line, or key) otherwise."""
-    path = Path(path)
-    text = _read_text(path)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ArtifactError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if not isinstance(obj, dict):
-        raise ArtifactError(f"{path}: expected a JSON object, got {type(obj).__name__}")
-    missing = [k for k in keys if k not in obj]
-    if missing:
-        raise ArtifactError(f"{path}: missing key '{missing[0]}'")
-    return obj
 
 
 def read_table(path: str | Path, *, columns: tuple[str, ...], numbers: tuple[str, ...] = (),
