@@ -47,6 +47,7 @@ import common  # noqa: E402
 
 from s2s import checkpoint, precision  # noqa: E402
 from s2s.config import TranslateConfig  # noqa: E402
+from s2s.data.batching import collate  # noqa: E402
 from s2s.decode.beam import Hypothesis  # noqa: E402
 from s2s.decode.ensemble import Ensemble  # noqa: E402
 from s2s.decode import translate as translate_stage  # noqa: E402
@@ -199,6 +200,29 @@ def profile_search(model, sources, *, cfg, vocab, device, mm_dtype, beam: int = 
                                     for e in top])])
 
 
+@torch.no_grad()
+def describe_gaps(model, sources: list[list[int]], fp32: list[Hypothesis], bf16: list[Hypothesis],
+                  *, vocab, device: torch.device, batch: int = 100) -> str:
+    """Where the bf16 search's 1-best differs from the fp32 search's: both scored by the model
+    in fp32 (the fp32 search's own score; the bf16 hypothesis rescored by teacher forcing), how
+    often the bf16 choice scores lower or higher, and by how much."""
+    differ = [i for i, (x, y) in enumerate(zip(fp32, bf16)) if x.tokens != y.tokens]
+    gaps = []  # fp32 score of the bf16 1-best minus the fp32 1-best's score
+    for k in range(0, len(differ), batch):
+        idx = differ[k: k + batch]
+        b = collate([(sources[i], []) for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
+        rescored = translate_stage.exact_scores(
+            model, b.src.to(device), b.src_lengths.to(device), [[bf16[i]] for i in idx],
+            vocab=vocab)
+        gaps += [r[0].score - fp32[i].score for i, r in zip(idx, rescored)]
+    lower = sum(g < 0 for g in gaps)
+    size = sorted(abs(g) for g in gaps)
+    return (f"the {len(gaps)} sentences whose 1-best differs, scored in fp32: the bf16 choice "
+            f"scores lower on {lower}, higher on {len(gaps) - lower} (a search error of the fp32 "
+            f"beam); |difference| median {size[len(size) // 2]:.3f} nats, 90th percentile "
+            f"{size[int(0.9 * (len(size) - 1))]:.3f}, max {size[-1]:.3f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -324,6 +348,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"bf16 vs fp32, {name} beam {beam}: {a[0].cpu / b[0].cpu:.2f} x faster in CPU "
                   f"time ({a[0].wall / b[0].wall:.2f} x wall), same 1-best on {same}/"
                   f"{len(sources)} sentences ({100 * same / len(sources):.1f}%)")
+            if name == "1 model" and beam == 12 and same < len(sources):
+                print("  " + describe_gaps(models[0], sources, a[1], b[1], vocab=tgt_vocab,
+                                           device=device))
     if args.alt_combine:
         alt = results[("ensemble of 5, logaddexp combine", 2)][0]
         same = all(a.tokens == b.tokens for k in (2, 12) for a, b in zip(
