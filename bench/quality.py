@@ -133,35 +133,25 @@ def read_run(out: Path, name: str) -> dict | None:
         raise SystemExit(f"{path}: not JSON ({e})") from None
 
 
-def bleu(out: Path, data: Path | None, name: str) -> float | None:
-    from s2s.evaluate import significance
+def hypotheses(out: Path, name: str) -> list[str] | None:
+    """The run's test translation at beam 12 (Moses-tokenised), if it was decoded."""
     from s2s.io import read_lines
 
-    hyp = out / "outputs" / name / "beam12.tok.fr"
-    if not hyp.exists() or data is None:
-        return None
-    refs = read_lines(data / "prepared" / "test.tok.fr")
-    return significance.score(read_lines(hyp), refs, tokenized=True).bleu_tok
-
-
-def paired(out: Path, data: Path, fp32: str, auto: str) -> str:
-    """auto's tokenised BLEU minus fp32's, with sacreBLEU's paired bootstrap 95% interval."""
-    from s2s.evaluate import significance
-    from s2s.io import read_lines
-
-    hyps = [out / "outputs" / n / "beam12.tok.fr" for n in (fp32, auto)]
-    if not all(h.exists() for h in hyps):
-        return ""
-    refs = read_lines(data / "prepared" / "test.tok.fr")
-    diff = significance.paired_bootstrap(read_lines(hyps[0]), read_lines(hyps[1]), refs,
-                                         baseline_name=fp32, system_name=auto, ref_name="test")
-    return diff.describe()
+    path = out / "outputs" / name / "beam12.tok.fr"
+    return read_lines(path) if path.exists() else None
 
 
 def report(out: Path, data: Path | None, sides: list[str], precisions: list[str],
            seeds: list[int]) -> str:
+    """The table of every run, then per side the paired differences (see the module's doc);
+    BLEU only with `data` (its test references)."""
+    from s2s.evaluate import significance
+    from s2s.io import read_lines
+
+    refs = None if data is None else read_lines(data / "prepared" / "test.tok.fr")
     rows, lines = [], []
     runs: dict[tuple[str, str, int], dict] = {}
+    hyps: dict[tuple[str, str, int], list[str]] = {}
     for side in sides:
         for seed in seeds:
             for prec in precisions:
@@ -171,41 +161,42 @@ def report(out: Path, data: Path | None, sides: list[str], precisions: list[str]
                     rows.append([name, "not run", "", "", "", "", "", ""])
                     continue
                 runs[side, prec, seed] = m
-                b = bleu(out, data, name)
+                h = None if refs is None else hypotheses(out, name)
+                if h is not None:
+                    hyps[side, prec, seed] = h
+                b = None if h is None else significance.score(h, refs, tokenized=True).bleu_tok
                 rows.append([name, m["precision"], f"{m['tgt_words_per_sec']:,.0f}",
                              f"{m['train_seconds'] / 60:.1f}", f"{m['dev_ppl']:.3f}",
                              f"{m['best_dev_ppl']:.3f}", f"{m['test_ppl']:.3f}",
                              "" if b is None else f"{b:.2f}"])
     lines.append(common.table(["run", "precision", "tgt words/s", "train min", "dev ppl",
                                "best dev", "test ppl", "BLEU b12"], rows))
-    if {"fp32", "auto"} <= set(precisions):
-        summary = []
-        for side in sides:
-            both = [s for s in seeds if (side, "fp32", s) in runs and (side, "auto", s) in runs]
-            if not both:
-                continue
-            fp = [runs[side, "fp32", s]["dev_ppl"] for s in both]
-            au = [runs[side, "auto", s]["dev_ppl"] for s in both]
-            diffs = [a / f - 1 for a, f in zip(au, fp)]
-            summary.append([side, ",".join(map(str, both)), f"{statistics.mean(fp):.3f}",
-                            f"{statistics.mean(au):.3f}",
-                            " ".join(f"{d:+.1%}" for d in diffs),
-                            f"{statistics.mean(au) / statistics.mean(fp) - 1:+.1%}"])
-            if data is not None:
-                for s in both:
-                    if d := paired(out, data, run_name(side, "fp32", s), run_name(side, "auto", s)):
-                        summary[-1].append(f"s{s}: {d}")
-        if summary:
-            lines.append("")
-            lines.append(common.table(["side", "seeds", "fp32 mean dev ppl",
-                                       "auto mean dev ppl", "auto/fp32 - 1 per seed",
-                                       "of the means"], [r[:6] for r in summary]))
-            paired_lines = [f"{r[0]} {x}" for r in summary for x in r[6:]]
-            if paired_lines:
-                lines.append("")
-                lines.append("test BLEU (beam 12, fp32 decoding), auto - fp32, paired bootstrap "
-                             "(1000 resamples, 95%):")
-                lines.extend("  " + x for x in paired_lines)
+    if not {"fp32", "auto"} <= set(precisions):
+        return "\n".join(lines)
+    summary, bootstrap = [], []
+    for side in sides:
+        both = [s for s in seeds if (side, "fp32", s) in runs and (side, "auto", s) in runs]
+        if not both:
+            continue
+        fp = [runs[side, "fp32", s]["dev_ppl"] for s in both]
+        au = [runs[side, "auto", s]["dev_ppl"] for s in both]
+        summary.append([side, ",".join(map(str, both)), f"{statistics.mean(fp):.3f}",
+                        f"{statistics.mean(au):.3f}",
+                        " ".join(f"{a / f - 1:+.1%}" for a, f in zip(au, fp)),
+                        f"{statistics.mean(au) / statistics.mean(fp) - 1:+.1%}"])
+        for s in both:
+            if (side, "fp32", s) in hyps and (side, "auto", s) in hyps:
+                diff = significance.paired_bootstrap(
+                    hyps[side, "fp32", s], hyps[side, "auto", s], refs,
+                    baseline_name=run_name(side, "fp32", s),
+                    system_name=run_name(side, "auto", s), ref_name="test")
+                bootstrap.append(f"  {side} s{s}: {diff.describe()}")
+    if summary:
+        lines += ["", common.table(["side", "seeds", "fp32 mean dev ppl", "auto mean dev ppl",
+                                    "auto/fp32 - 1 per seed", "of the means"], summary)]
+    if bootstrap:
+        lines += ["", "test BLEU (beam 12, fp32 decoding), auto - fp32, paired bootstrap "
+                      "(1000 resamples, 95%):", *bootstrap]
     return "\n".join(lines)
 
 
