@@ -1,0 +1,193 @@
+"""Where bf16 training's error comes from: each precision's gradient against the exact one (fp64),
+per part of the model, on real batches.
+
+    python bench/grad_error.py --data DEFRUN/data                    # forward and reversed
+    python bench/grad_error.py --data DEFRUN/data --warm-steps 400   # a model further in
+
+For each side (forward, reversed source) a model of the default profile's size (2 x 384 LSTM,
+the run's vocabularies) starts from the paper's init with seed 11, is trained `--warm-steps`
+steps in fp32 (so the gradients are those of a model that has learnt something, not of the
+init), then on the next `--batches` minibatches of the training order the gradient of the
+summed NLL is computed by `s2s.train.shard_loss`, the trainer's own loss, in each recipe:
+
+- fp32, as `amp: false` trains;
+- bf16, as `amp: auto` trains on a CPU with a bf16 engine (`s2s.precision`);
+- bf16 with the LSTM stacks in fp32 (only the softmax layer's products in bf16), and bf16 with
+  the softmax layer's products in fp32 (the LSTMs in bf16): the two halves of bf16's error, the
+  candidates for a mixed recipe;
+
+and in fp64 on a copy of the same weights, the reference. A cell is the relative error
+||g - g_fp64|| / ||g_fp64|| of one part's gradient, over the measured batches together.
+bench/README.md ("Where bf16's gradient error comes from") has a table and what it says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+import s2s.model.lstm  # noqa: E402
+import s2s.train  # noqa: E402
+from s2s import precision  # noqa: E402
+from s2s.arch.rnn import RNNConfig  # noqa: E402
+from s2s.config import TrainConfig  # noqa: E402
+from s2s.data.batching import epoch_batches  # noqa: E402
+from s2s.model.seq2seq import Seq2Seq  # noqa: E402
+
+RECIPES = {  # name: (matmul dtype, parts kept in fp32 under it)
+    "fp32": (None, ()),
+    "bf16": (torch.bfloat16, ()),
+    "bf16, fp32 LSTMs": (torch.bfloat16, ("lstm",)),
+    "bf16, fp32 softmax layer": (torch.bfloat16, ("softmax",)),
+}
+LR, CLIP = 0.7, 5.0  # the paper's recipe, as the default profile trains
+
+
+def part_of(name: str) -> str:
+    """The row a parameter's gradient is counted in: the embeddings, each encoder layer, the
+    decoder's layers together, the softmax layer."""
+    if name.startswith("src_embed."):
+        return "encoder embedding"
+    if name.startswith("tgt_embed."):
+        return "decoder embedding"
+    if name.startswith("proj."):
+        return "softmax layer"
+    if name.startswith("decoder."):
+        return "decoder layers"
+    m = re.fullmatch(r"encoder\.lstm\.\w+_l(\d+)", name)
+    if m:
+        return f"encoder layer {int(m.group(1)) + 1}"
+    raise ValueError(f"parameter {name!r}: no part of the model's table holds it")
+
+
+@contextlib.contextmanager
+def kept_fp32(parts: tuple[str, ...]):
+    """Inside: the LSTM stacks ("lstm") or the softmax layer ("softmax") computed in fp32 under
+    bf16 autocast, the rest as it is. The fp32 softmax layer multiplies the LSTM's bf16 outputs,
+    exactly widened, by fp32 weights; fp32 LSTMs hand fp32 outputs to a bf16 softmax layer."""
+    lstm_cls = s2s.model.lstm.StandardLSTM
+    saved = lstm_cls.forward, s2s.train.linear_cross_entropy
+    if "lstm" in parts:
+        def fp32_forward(self, x, *args, **kwargs):
+            with torch.autocast("cpu", enabled=False):
+                return saved[0](self, x.float(), *args, **kwargs)
+        lstm_cls.forward = fp32_forward
+    if "softmax" in parts:
+        def fp32_loss(features, *args, mm_dtype=None, **kwargs):
+            with torch.autocast("cpu", enabled=False):
+                return saved[1](features.float(), *args, mm_dtype=None, **kwargs)
+        s2s.train.linear_cross_entropy = fp32_loss
+    try:
+        yield
+    finally:
+        lstm_cls.forward, s2s.train.linear_cross_entropy = saved
+
+
+def gradients(model: Seq2Seq, pairs, vocab, device, autocast) -> dict[str, torch.Tensor]:
+    """The gradient of the batch's summed NLL, per parameter, in fp64."""
+    model.zero_grad(set_to_none=True)
+    loss, _, _ = s2s.train.shard_loss(model, pairs, vocab=vocab, device=device,
+                                      autocast=autocast)
+    loss.backward()
+    return {n: p.grad.detach().double().clone() for n, p in model.named_parameters()
+            if p.grad is not None}
+
+
+def measure(corpus: common.Corpus, *, reverse: bool, warm_steps: int, batches: int, seed: int,
+            hidden: int = 384, layers: int = 2, batch_size: int = 64,
+            progress=print) -> dict[str, dict[str, float]]:
+    """{recipe: {part: relative gradient error}}, with the part "all parameters" too."""
+    device = torch.device("cpu")
+    cfg = RNNConfig(cell="lstm", num_layers=layers, hidden_size=hidden, embed_size=hidden,
+                    reverse_source=reverse, init_seed=seed)
+    model = Seq2Seq(cfg, src_vocab=len(corpus.src_vocab), tgt_vocab=len(corpus.tgt_vocab),
+                    pad=corpus.src_vocab.pad)
+    model.init_weights(seed)
+    model.train()
+    lengths = [(len(s), len(t)) for s, t in corpus.pairs]
+    plan = epoch_batches(len(corpus.pairs), lengths, batch_size=batch_size, bucket_batches=100,
+                         seed=100 + seed, epoch=0)
+    if len(plan) < warm_steps + batches:
+        raise SystemExit(f"{len(plan)} minibatches in an epoch: fewer than --warm-steps "
+                         f"{warm_steps} + --batches {batches}")
+    tcfg = TrainConfig(lr=LR, clip_norm=CLIP)
+    opt = s2s.train.make_optimizer(model, tcfg)
+    fp32 = precision.autocast(device, None)
+    for i, idx in enumerate(plan[:warm_steps]):
+        s2s.train.train_step(model, opt, [corpus.pairs[j] for j in idx], batch_size=len(idx),
+                             lr=LR, cfg=tcfg, vocab=corpus.tgt_vocab, device=device,
+                             autocast=fp32)
+        if (i + 1) % 100 == 0:
+            progress(f"  {'reversed' if reverse else 'forward'}: {i + 1}/{warm_steps} fp32 "
+                     "warm-up steps")
+    exact = copy.deepcopy(model).double()
+    sq_err: dict[str, dict[str, float]] = {r: {} for r in RECIPES}
+    sq_ref: dict[str, float] = {}
+    for idx in plan[warm_steps:warm_steps + batches]:
+        pairs = [corpus.pairs[j] for j in idx]
+        ref = gradients(exact, pairs, corpus.tgt_vocab, device, fp32)
+        for n, g in ref.items():
+            sq_ref[part_of(n)] = sq_ref.get(part_of(n), 0.0) + float(g.pow(2).sum())
+        for recipe, (dtype, parts) in RECIPES.items():
+            with kept_fp32(parts):
+                got = gradients(model, pairs, corpus.tgt_vocab, device,
+                                precision.autocast(device, dtype))
+            for n, g in ref.items():
+                k = part_of(n)
+                sq_err[recipe][k] = sq_err[recipe].get(k, 0.0) + float((got[n] - g).pow(2).sum())
+    out = {}
+    for recipe in RECIPES:
+        out[recipe] = {k: (sq_err[recipe][k] / sq_ref[k]) ** 0.5 for k in sq_ref}
+        out[recipe]["all parameters"] = (sum(sq_err[recipe].values())
+                                         / sum(sq_ref.values())) ** 0.5
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, required=True,
+                    help="a run's data folder: prepared/train.tok.{en,fr} and vocab/{en,fr}.tsv")
+    ap.add_argument("--warm-steps", type=int, default=200,
+                    help="fp32 training steps before the gradients are measured (default 200)")
+    ap.add_argument("--batches", type=int, default=4, help="minibatches measured (default 4)")
+    ap.add_argument("--sides", default="fwd,rev", help="fwd, rev or both (default fwd,rev)")
+    ap.add_argument("--seed", type=int, default=11, help="init seed; order seed 100 + it")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    sides = args.sides.split(",")
+    for side in sides:
+        if side not in ("fwd", "rev"):
+            raise SystemExit(f"--sides: {side!r} is not fwd or rev")
+    threads = common.set_threads(args.threads)
+    corpus = common.load_corpus(args.data)
+    if corpus.origin.startswith("synthetic"):
+        raise SystemExit(f"{args.data}: no prepared/ and vocab/ there; this benchmark measures "
+                         "real sentences (a run's data folder)")
+    print(common.machine_line(threads))
+    print(corpus.origin)
+    print(f"2 x 384 LSTM, seed {args.seed}: {args.warm_steps} fp32 warm-up steps, then "
+          f"{args.batches} measured batches of 64", flush=True)
+    for side in sides:
+        res = measure(corpus, reverse=side == "rev", warm_steps=args.warm_steps,
+                      batches=args.batches, seed=args.seed,
+                      progress=lambda line: print(line, flush=True))
+        first = ["encoder embedding"]  # then the encoder's layers, the decoder, the softmax
+        last = ["decoder embedding", "decoder layers", "softmax layer", "all parameters"]
+        parts = first + sorted(k for k in res["fp32"] if k not in first + last) + last
+        rows = [[part] + [f"{res[r][part]:.2e}" for r in RECIPES] for part in parts]
+        print(f"\n{'reversed' if side == 'rev' else 'forward'} source: relative gradient error "
+              "against fp64")
+        print(common.table(["part"] + list(RECIPES), rows), flush=True)
+
+
+if __name__ == "__main__":
+    main()
