@@ -18,7 +18,13 @@ summed NLL is computed by `s2s.train.shard_loss`, the trainer's own loss, in eac
 
 and in fp64 on a copy of the same weights, the reference. A cell is the relative error
 ||g - g_fp64|| / ||g_fp64|| of one part's gradient, over the measured batches together.
-bench/README.md ("Where bf16's gradient error comes from") has a table and what it says.
+
+    python bench/grad_error.py --data DEFRUN/data --evaluate QRUN/models/q_fwd_auto_s14/model.pt
+
+instead evaluates trained checkpoints: the dev perplexity by the trainer's own loss in fp32 and
+in bf16, which says whether a model trained in bf16 is judged fairly by the fp32 evaluation
+every run reports (no train/eval mismatch) or does better in the precision it was trained in.
+bench/README.md ("Where bf16's gradient error comes from") has the tables and what they say.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import math
 import re
 import sys
 from pathlib import Path
@@ -39,6 +46,7 @@ import s2s.model.lstm  # noqa: E402
 import s2s.train  # noqa: E402
 from s2s import precision  # noqa: E402
 from s2s.arch.rnn import RNNConfig  # noqa: E402
+from s2s.checkpoint import load_model  # noqa: E402
 from s2s.config import TrainConfig  # noqa: E402
 from s2s.data.batching import epoch_batches  # noqa: E402
 from s2s.model.seq2seq import Seq2Seq  # noqa: E402
@@ -152,6 +160,36 @@ def measure(corpus: common.Corpus, *, reverse: bool, warm_steps: int, batches: i
     return out
 
 
+def dev_perplexity(model, pairs, vocab, dtype: torch.dtype | None, batch_size: int = 64) -> float:
+    """exp(summed NLL / target tokens) of `pairs` by `s2s.train.shard_loss` (the trainer's
+    loss: fused LSTM, fused softmax layer) with its products in `dtype` (None: fp32)."""
+    device = torch.device("cpu")
+    model.train()  # the training path; the LSTMs here have no dropout
+    nll, tokens = 0.0, 0
+    with torch.no_grad():
+        for i in range(0, len(pairs), batch_size):
+            _, n, k = s2s.train.shard_loss(model, pairs[i:i + batch_size], vocab=vocab,
+                                           device=device,
+                                           autocast=precision.autocast(device, dtype))
+            nll, tokens = nll + float(n), tokens + k
+    return math.exp(nll / tokens)
+
+
+def evaluate(data: Path, checkpoints: list[Path]) -> None:
+    """Each checkpoint's dev perplexity in fp32 and in bf16, as a table."""
+    dev = common.load_corpus(data, split="dev")
+    if dev.origin.startswith("synthetic"):
+        raise SystemExit(f"{data}: no prepared/dev.tok.{{en,fr}} and vocab/ there")
+    rows = []
+    for path in checkpoints:
+        model = load_model(path, src_vocab=dev.src_vocab, tgt_vocab=dev.tgt_vocab)
+        fp32 = dev_perplexity(model, dev.pairs, dev.tgt_vocab, None)
+        bf16 = dev_perplexity(model, dev.pairs, dev.tgt_vocab, torch.bfloat16)
+        rows.append([str(path), f"{fp32:.4f}", f"{bf16:.4f}", f"{100 * (bf16 / fp32 - 1):+.3f}%"])
+    print(f"\ndev perplexity ({len(dev.pairs)} pairs) by the trainer's loss, in each precision")
+    print(common.table(["checkpoint", "fp32", "bf16", "bf16/fp32 - 1"], rows))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, required=True,
@@ -162,7 +200,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sides", default="fwd,rev", help="fwd, rev or both (default fwd,rev)")
     ap.add_argument("--seed", type=int, default=11, help="init seed; order seed 100 + it")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--evaluate", type=Path, nargs="+", metavar="MODEL_PT",
+                    help="instead: these checkpoints' dev perplexity in fp32 and in bf16")
     args = ap.parse_args(argv)
+    if args.evaluate:
+        print(common.machine_line(common.set_threads(args.threads)))
+        evaluate(args.data, args.evaluate)
+        return
     sides = args.sides.split(",")
     for side in sides:
         if side not in ("fwd", "rev"):

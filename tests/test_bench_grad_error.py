@@ -69,3 +69,16 @@ def test_a_parameter_outside_the_table_is_named():
     assert grad_error.part_of("encoder.lstm.weight_hh_l2") == "encoder layer 3"
     with pytest.raises(ValueError, match="'encoder.attn.weight'"):
         grad_error.part_of("encoder.attn.weight")
+
+
+def test_dev_perplexity_in_fp32_is_the_trainers_and_bf16_is_close():
+    corpus = tiny_corpus()
+    model = Seq2Seq(RNNConfig(cell="lstm", num_layers=2, hidden_size=16, embed_size=16,
+                              reverse_source=True, init_seed=2), src_vocab=40, tgt_vocab=50, pad=0)
+    model.init_weights(2)
+    vocab, device = corpus.tgt_vocab, torch.device("cpu")
+    want = s2s.train.perplexity(model, corpus.pairs, vocab=vocab, device=device)
+    fp32 = grad_error.dev_perplexity(model, corpus.pairs, vocab, None, batch_size=16)
+    bf16 = grad_error.dev_perplexity(model, corpus.pairs, vocab, torch.bfloat16, batch_size=16)
+    assert abs(fp32 / want - 1) < 1e-5 and fp32 > 40  # near uniform over 50 words at init
+    assert bf16 != fp32 and abs(bf16 / fp32 - 1) < 0.01
