@@ -231,13 +231,15 @@ class TimedSystem(Record):
 @dataclass(frozen=True)
 class CostTiming(Record):
     """``outputs/timing/cost.json``: the cost claim's systems, decoded in turns (system 1, system
-    2, ..., then again), each `repetitions` times in one process on one thread."""
+    2, ..., then again), each `repetitions` times in one process on one thread. `device`: the
+    GPU they decoded on (s2s.device.describe), absent for the CPU, whose kind `cpu` names."""
 
     sentences: int
     threads: int
     precision: str
     cpu: str
     systems: tuple[TimedSystem, ...]
+    device: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 # --- metrics/train/<model>.json ------------------------------------------------------------------

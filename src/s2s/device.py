@@ -1,16 +1,156 @@
-"""Where a stage runs: `train.device` / `translate.device` (auto, cpu or cuda) as a torch device."""
+"""Where a stage runs: `train.device` / `translate.device` (auto, cpu or cuda) and the stage's
+`resources.<kind>.gpus` as a torch device, and which of the machine's GPUs a job may use.
+
+Policy (:func:`pick_device`): `cpu` is the CPU; `cuda` is CUDA or an error naming the key;
+`auto` follows the GPUs the stage's resources ask for: the CPU at 0, CUDA above, and an error
+where torch sees no CUDA device (a GPU job never trains silently on the CPU). Without resources
+(translating one's own text) `auto` is CUDA when torch sees a GPU.
+
+Jobs side by side (:func:`claim_gpus`): a job that asks for N GPUs (``S2S_JOB_GPUS``, set by the
+Snakemake rule from its `gpu` resource) takes N of the visible GPUs that no other job of this user
+holds, by ``flock`` on one lock file per GPU, and narrows ``CUDA_VISIBLE_DEVICES`` to them before
+CUDA starts. The kernel drops a dead job's locks. Under SLURM the scheduler has already confined
+the job to its GPUs, so nothing is claimed.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
 import torch
 
+log = logging.getLogger("s2s.device")
 
-def pick_device(name: str, *, key: str) -> torch.device:
-    """`auto`: CUDA when torch sees a GPU, else the CPU; `cuda` without one is an error naming
-    `key`, where the choice came from (`train.device`, `translate.device`, `--device`)."""
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"{key} is 'cuda' but torch sees no CUDA device "
-                           f"(torch {torch.__version__}; install a CUDA build, see README)")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
+JOB_GPUS = "S2S_JOB_GPUS"  # how many GPUs the job's rule asks for
+LOCK_DIR = "S2S_GPU_LOCK_DIR"  # where the per-GPU lock files live (default: a per-user temp dir)
+NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")  # one folder per GPU the driver sees
+
+_held: list[int] = []  # file descriptors of claimed GPUs: open for the life of the process
+
+
+class NoCudaError(RuntimeError):
+    """A stage asks for a GPU where torch sees none."""
+
+
+def _no_cuda(reason: str) -> NoCudaError:
+    build = "a CPU build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+    return NoCudaError(f"{reason} but torch sees no CUDA device (torch {torch.__version__}, "
+                       f"{build}): install a CUDA build of torch (README, GPUs)")
+
+
+def pick_device(name: str, *, key: str, gpus: int | None = None,
+                gpus_key: str | None = None) -> torch.device:
+    """The device of `name` (auto, cpu, cuda), read from params `key`. With `gpus` (the stage's
+    `resources.<kind>.gpus`, read from `gpus_key`), `auto` is the CPU at 0 and CUDA above."""
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise _no_cuda(f"{key} is 'cuda'")
+        return torch.device("cuda")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name != "auto":
+        raise ValueError(f"{key} must be auto, cpu or cuda, got {name!r}")
+    if gpus is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if gpus == 0:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise _no_cuda(f"{gpus_key or 'resources'} is {gpus} ({key}: auto); set it to 0 to run "
+                       f"on the CPU, or")
+    return torch.device("cuda")
+
+
+def for_stage(params, kind: str, *, name: str, key: str) -> torch.device:
+    """The device of a stage of `kind` (train, translate, rescore, timing): its GPUs claimed
+    first where a Snakemake job asks for them (:func:`claim_job_gpus`), then :func:`pick_device`
+    with the stage's resources."""
+    claim_job_gpus()
+    gpus = params.resources_for(kind).gpus
+    return pick_device(name, key=key, gpus=gpus, gpus_key=f"resources.{kind}.gpus")
+
+
+def visible_gpus(env: Mapping[str, str] | None = None, proc: Path = NVIDIA_PROC) -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them: its entries where it is
+    set (an empty value: none), else one index per GPU the NVIDIA driver lists."""
+    env = os.environ if env is None else env
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return [d.strip() for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+    try:
+        count = sum(1 for p in proc.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [str(i) for i in range(count)]
+
+
+def _lock_name(gpu: str) -> str:
+    return "gpu-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in gpu) + ".lock"
+
+
+def claim_gpus(n: int, gpus: list[str], *, lock_dir: Path, wait: float = 5.0,
+               report_every: float = 60.0) -> list[str]:
+    """Take `n` of `gpus` that no other live process holds (one ``flock`` per GPU in `lock_dir`),
+    waiting while fewer are free; the locks live as long as this process. Returns their names."""
+    if n > len(gpus):
+        raise ValueError(f"the job asks for {n} GPUs but {len(gpus)} are visible "
+                         f"({','.join(gpus) or 'none'})")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    waited, last_report = 0.0, -report_every
+    while True:
+        taken: list[tuple[str, int]] = []
+        for gpu in gpus:
+            fd = os.open(lock_dir / _lock_name(gpu), os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            taken.append((gpu, fd))
+            if len(taken) == n:
+                _held.extend(fd for _, fd in taken)
+                return [g for g, _ in taken]
+        for _, fd in taken:  # not enough: give back what was taken, so no two jobs deadlock
+            os.close(fd)
+        if waited - last_report >= report_every:
+            log.info("waiting for %d free GPU(s) of %s (held by other jobs; locks in %s)", n,
+                     ",".join(gpus), lock_dir)
+            last_report = waited
+        time.sleep(wait)
+        waited += wait
+
+
+def claim_job_gpus(env: dict[str, str] | None = None) -> list[str] | None:
+    """Narrow CUDA_VISIBLE_DEVICES to the GPUs this job claims, where its rule asks for some
+    (``S2S_JOB_GPUS``) and no scheduler has confined it (``SLURM_JOB_ID``). Returns the GPUs
+    claimed, or None. Call before anything starts CUDA."""
+    env = os.environ if env is None else env
+    raw = env.get(JOB_GPUS, "").strip()
+    if not raw or "SLURM_JOB_ID" in env:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(f"{JOB_GPUS} must be a whole number of GPUs, got {raw!r}") from None
+    gpus = visible_gpus(env)
+    if n <= 0 or not gpus:  # no GPU here: the device choice says what that means for the stage
+        return None
+    lock_dir = Path(env.get(LOCK_DIR) or Path(tempfile.gettempdir()) / f"s2s-gpus-{os.getuid()}")
+    mine = claim_gpus(min(n, len(gpus)), gpus, lock_dir=lock_dir)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(mine)
+    del env[JOB_GPUS]  # claimed: the job's own processes (data-parallel ranks) claim nothing more
+    log.info("job GPUs: %s (of %s)", ",".join(mine), ",".join(gpus))
+    return mine
+
+
+def describe(device: torch.device) -> str:
+    """The device in words for records: "cpu", or "cuda (NVIDIA H200)"."""
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return device.type

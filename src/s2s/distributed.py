@@ -3,20 +3,31 @@
 Every rank walks the same batch order (a function of order_seed and epoch) and takes a disjoint
 share of each minibatch's sentences; the per-rank losses are divided by the *global* batch size and
 the gradients summed over ranks, so each update is that of single-process training on the whole
-batch, up to floating-point reduction order. The learning-rate schedule, clipping and checkpoints
-are unchanged; only rank 0 writes files.
+batch, up to floating-point reduction order, for every model without dropout (the recurrent
+ones). A model with dropout draws its masks from a stream of its own on each rank (the step and
+the rank seed it), so its update equals one process's in distribution, not in its bits. The
+learning-rate schedule, clipping and checkpoints are unchanged; only rank 0 writes files.
 
-Processes come from ``torchrun`` (which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) or
-from :func:`spawn`, which `s2s train` uses when `resources.train.gpus` > 1 and that many CUDA
-devices are visible (one SLURM job with several GPUs). Backend: NCCL on CUDA, gloo on CPU.
+The ranks act as one: rank 0 reads the resume point and sends every rank the step, the weights
+and the optimizer's state (:func:`broadcast_object`, :func:`broadcast_parameters`,
+:func:`broadcast_optimizer_state`); a stop signal seen by any rank stops all of them after the
+same step (:func:`any_rank`); a collective waits at most :data:`TIMEOUT` for a dead peer.
+
+Processes come from ``torchrun`` (which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT),
+from SLURM's ``srun``, or from :func:`spawn`, which `s2s train` uses when `resources.train.gpus` > 1
+and that many CUDA devices are visible (one SLURM job with several GPUs). Backend: NCCL on CUDA,
+gloo on CPU.
 """
 
 from __future__ import annotations
 
 import atexit
+import datetime
 import logging
 import os
+import signal
 import socket
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -32,6 +43,12 @@ T = TypeVar("T")
 # Gradients are all-reduced in flat buckets of at most this many elements: one collective per
 # bucket instead of one per tensor, without a second copy of a 384M-parameter model's gradients.
 BUCKET_NUMEL = 1 << 25
+# How long a collective waits for a peer before the rank fails (a dead or hung rank must not hold
+# the others and their GPUs for NCCL's default). Longer than any gap between two collectives: a
+# dev evaluation and rank 0's checkpoint writes.
+TIMEOUT = datetime.timedelta(minutes=15)
+# After one rank fails, how long the others get to stop before they are killed (s2s spawn).
+GRACE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -63,7 +80,7 @@ def init(world: World, device: torch.device) -> torch.device:
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
-                                rank=world.rank, world_size=world.size,
+                                rank=world.rank, world_size=world.size, timeout=TIMEOUT,
                                 device_id=device if device.type == "cuda" else None)
         atexit.register(_destroy)
     log.info("rank %d of %d on %s (%s)", world.rank, world.size, device, dist.get_backend())
@@ -104,6 +121,70 @@ def all_reduce_sum(values: Iterable[float | torch.Tensor], world: World,
     t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t)
     return t.tolist()
+
+
+def any_rank(flag: bool, world: World, device: torch.device) -> bool:
+    """True on every rank if `flag` is true on any (one collective; one process: `flag`)."""
+    if world.size == 1:
+        return flag
+    t = torch.tensor([int(flag)], dtype=torch.int32, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def broadcast_object(obj: Any, world: World, device: torch.device) -> Any:
+    """Rank 0's `obj` (picklable, small: no weights) on every rank."""
+    if world.size == 1:
+        return obj
+    box = [obj if world.is_main else None]
+    dist.broadcast_object_list(box, src=0, device=device if device.type == "cuda" else None)
+    return box[0]
+
+
+def broadcast_optimizer_state(opt: torch.optim.Optimizer, world: World,
+                              device: torch.device) -> None:
+    """Give every rank rank 0's optimizer state (Adam's moments after a resume; SGD has none): the
+    layout travels as an object, each tensor by a broadcast on the device."""
+    if world.size == 1:
+        return
+    state = opt.state_dict()
+    tensors: list[torch.Tensor] = []
+
+    def placeholders(obj):  # the state with each tensor replaced by its (shape, dtype)
+        if isinstance(obj, torch.Tensor):
+            tensors.append(obj)
+            return ("tensor", tuple(obj.shape), str(obj.dtype).removeprefix("torch."))
+        if isinstance(obj, dict):
+            return {k: placeholders(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(placeholders(v) for v in obj)
+        return obj
+
+    layout = broadcast_object(placeholders(state["state"]) if world.is_main else None, world,
+                              device)
+    if not layout:  # rank 0 has no state to give
+        return
+    received: list[torch.Tensor] = []
+
+    def build(obj):
+        if isinstance(obj, tuple) and len(obj) == 3 and obj[0] == "tensor":
+            t = torch.empty(obj[1], dtype=getattr(torch, obj[2]), device=device)
+            received.append(t)
+            return t
+        if isinstance(obj, dict):
+            return {k: build(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(build(v) for v in obj)
+        return obj
+
+    if world.is_main:
+        for t in tensors:
+            dist.broadcast(t.data if t.device == device else t.to(device), src=0)
+        return
+    new_state = build(layout)
+    for t in received:
+        dist.broadcast(t, src=0)
+    opt.load_state_dict({"state": new_state, "param_groups": state["param_groups"]})
 
 
 def all_reduce_gradients(model: nn.Module, world: World) -> None:
@@ -151,22 +232,65 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def barrier(world: World) -> None:
+    """Wait until every rank is here (one process: at once)."""
+    if world.size > 1:
+        dist.barrier()
+
+
 def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, **kwargs: Any) -> None:
     """Run fn(*args, **kwargs) in `nprocs` new processes that form one world on this machine,
-    as torchrun would; return when all have finished (an exception in any is raised here)."""
+    as torchrun would; return when all have finished.
+
+    SIGTERM or SIGINT here is passed on to every rank, which then stop together after a step (the
+    trainer writes its final checkpoint); a rank that stopped so exits with 128 + the signal, and
+    this raises :class:`s2s.runguard.Stopped` with that status. If a rank fails, the others get
+    GRACE_SECONDS to end before they are killed, and its error is raised here. A rank whose parent
+    dies gets SIGINT (torch.multiprocessing), i.e. stops as on a signal."""
     import torch.multiprocessing as mp
+
+    from s2s.runguard import Stopped
 
     port = free_port()
     root = logging.getLogger()
     formatter = root.handlers[0].formatter if root.handlers else None
     if type(formatter) is not logging.Formatter:  # a subclass (pytest's) may not pickle
         formatter = None
-    mp.spawn(_worker, args=(nprocs, port, (root.level, formatter), fn, args, kwargs),
-             nprocs=nprocs, join=True)
+    ctx = mp.start_processes(_worker, nprocs=nprocs, join=False, start_method="spawn",
+                             args=(nprocs, port, (root.level, formatter), fn, args, kwargs))
+    received: list[int] = []
+
+    def pass_on(signum, frame) -> None:
+        if not received:
+            log.warning("%s received: passing it on to the %d training processes",
+                        signal.Signals(signum).name, nprocs)
+        received.append(signum)
+        for p in ctx.processes:
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGTERM)
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not ctx.join(timeout=1.0, grace_period=GRACE_SECONDS):
+            pass
+    except mp.ProcessExitedException as e:
+        stopped_by = e.exit_code - 128 if e.exit_code and e.exit_code > 128 else None
+        if stopped_by in (signal.SIGTERM, signal.SIGINT):
+            raise Stopped(f"training process {e.error_index} stopped by "
+                          f"{signal.Signals(stopped_by).name}; every rank stopped after the same "
+                          f"step with a final checkpoint: rerun to resume", stopped_by) from None
+        raise
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _worker(rank: int, size: int, port: int, logging_setup: tuple, fn: Callable[..., Any],
             args: tuple, kwargs: dict) -> None:
+    from s2s.runguard import Stopped
+
     level, formatter = logging_setup  # a spawned process starts with logging unconfigured
     handler = logging.StreamHandler()
     handler.setFormatter(formatter)
@@ -176,5 +300,8 @@ def _worker(rank: int, size: int, port: int, logging_setup: tuple, fn: Callable[
                        "MASTER_PORT": str(port)})
     try:
         fn(*args, **kwargs)
+    except Stopped as e:  # not a failure: the exit status tells the parent which signal
+        log.warning("%s", e)
+        raise SystemExit(e.exit_status) from None
     finally:
         _destroy()

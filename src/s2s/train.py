@@ -5,14 +5,18 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
 import hashlib
 import io
 import json
 import logging
 import math
 import shutil
+import signal
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
@@ -23,12 +27,13 @@ from s2s.artifacts import SnapshotEntry, SnapshotIndex, TrainMetrics
 from s2s.config import Params, TrainConfig, train_record
 from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
-from s2s.device import pick_device
+from s2s.device import for_stage
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy
 from s2s.model import build_model, config_record
 from s2s.model.base import Model
 from s2s.progress import progress
+from s2s.schema import Rules, decode
 from s2s.snapshots import SNAPSHOT_INDEX, snapshot_file, snapshots_due
 
 log = logging.getLogger("s2s.train")
@@ -165,208 +170,378 @@ def perplexity(model: Model, pairs, *, vocab: Vocab, device: torch.device,
     return math.exp(nll / ntok) if ntok else float("nan")
 
 
-def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
-           ckpt_dir: Path, metrics_out: Path, curves_out: Path, stop_after: int | None,
-           world: distributed.World, stop: runguard.StopSignals | None,
-           snapshot_dir: Path | None = None, snapshot_epochs: tuple[float, ...] = ()) -> dict:
+@dataclass
+class TrainState:
+    """Where a run is: everything a resumed run needs besides the weights and the optimizer's
+    state, written into ``last.pt`` beside them (:meth:`payload`) and read back as a typed record
+    (:meth:`from_payload`). `best_state`: the weights of the lowest dev perplexity so far, on the
+    CPU (rank 0 only; None before any evaluation, or on other ranks)."""
+
+    fingerprint: str
+    step: int = 0
+    history: list[dict] = field(default_factory=list)  # the curves' rows, one per evaluation
+    best_dev_ppl: float = math.inf
+    best_step: int | None = None
+    best_state: dict[str, torch.Tensor] | None = None
+    train_seconds: float = 0.0
+    train_tokens: int = 0
+    window_nll: float = 0.0  # training loss since the last dev evaluation
+    window_tok: int = 0
+
+    def payload(self) -> dict:
+        """The entries of ``last.pt`` beside the weights (s2s.checkpoint.save's `extra`). The best
+        weights travel with the resume point unless they are its own, so that a rerun can always
+        write best.pt, even when no later evaluation improves."""
+        return dict(fingerprint=self.fingerprint, step=self.step, history=self.history,
+                    best_dev_ppl=self.best_dev_ppl, best_step=self.best_step,
+                    best_model=None if self.best_step == self.step else self.best_state,
+                    train_seconds=self.train_seconds, train_tokens=self.train_tokens,
+                    window_nll=self.window_nll, window_tok=self.window_tok)
+
+    @classmethod
+    def from_payload(cls, payload: dict, *, source: Path, weights: dict) -> TrainState:
+        """The state a checkpoint's entries record; `weights`: its own weights (the best ones when
+        it does not carry others). A ResumeError names the entry that is missing or mistyped."""
+        scalars = {f.name: payload.get(f.name, _MISSING) for f in fields(_ResumeRecord)}
+        missing = [k for k, v in scalars.items() if v is _MISSING]
+        if missing:
+            raise ResumeError(f"{source}: no '{missing[0]}' in the resume point")
+        decode(_ResumeRecord, scalars, source, "", _RESUME_RULES)  # raises on a mistyped entry
+        best = payload.get("best_model")
+        if best is None and scalars["best_step"] is not None:
+            best = weights
+        return cls(**scalars, best_state=best)
+
+    def agreed(self, world: distributed.World, device: torch.device) -> TrainState:
+        """Rank 0's state on every rank (the best weights stay with rank 0, the only writer)."""
+        if world.size == 1:
+            return self
+        shared = distributed.broadcast_object(
+            dataclasses.replace(self, best_state=None), world, device)
+        return dataclasses.replace(shared, best_state=self.best_state if world.is_main else None)
+
+
+class ResumeError(ValueError):
+    """A resume point whose entries are not those of this version's trainer."""
+
+
+_MISSING = object()
+_RESUME_RULES = Rules(ResumeError)
+
+
+@dataclass(frozen=True)
+class _CurveRow:
+    step: int
+    epoch: float
+    lr: float
+    train_ppl: float
+    dev_ppl: float
+
+
+@dataclass(frozen=True)
+class _ResumeRecord:
+    """The typed scalar entries of a resume point (TrainState.payload)."""
+
+    fingerprint: str
+    step: int
+    history: tuple[_CurveRow, ...]
+    best_dev_ppl: float
+    best_step: int | None
+    train_seconds: float
+    train_tokens: int
+    window_nll: float
+    window_tok: int
+
+
+@dataclass
+class Run:
+    """What one training run holds fixed: its params, data, model, optimizer, batch plan and
+    files. :func:`run` is its loop; the methods are the loop's parts."""
+
+    name: str
+    cfg: TrainConfig
+    model_cfg: object
+    world: distributed.World
+    device: torch.device
+    chosen: precision.Precision
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    train_pairs: list
+    dev_pairs: list
+    model: Model
+    opt: torch.optim.Optimizer
+    steps_per_epoch: int
+    total_steps: int
+    eval_steps: int
+    fingerprint: str
+    prepared_dir: Path
+    ckpt_dir: Path
+    model_dir: Path
+    snaps: Snapshots | None
+
+    @property
+    def last(self) -> Path:
+        return self.ckpt_dir / "last.pt"
+
+    def batches_of(self, epoch: int) -> list[list[int]]:
+        """The minibatches of `epoch` in training order: a function of (order_seed, epoch)."""
+        lengths = [(len(s), len(t)) for s, t in self.train_pairs]
+        return epoch_batches(len(self.train_pairs), lengths, batch_size=self.cfg.batch_size,
+                             bucket_batches=self.cfg.bucket_batches, seed=self.model_cfg.order_seed,
+                             epoch=epoch)
+
+    def resume(self) -> TrainState:
+        """The state to go on from: ``last.pt`` where it belongs to this run (its fingerprint and
+        name, every snapshot before its step present), else a fresh start. Rank 0 decides and
+        reads; every rank then holds its step, weights and optimizer state."""
+        state = self._read_resume_point() if self.world.is_main else None
+        if self.world.is_main and self.snaps is not None and state is None:
+            self.snaps.clear()
+        state = TrainState.agreed(state or TrainState(self.fingerprint), self.world, self.device)
+        distributed.broadcast_parameters(self.model, self.world)
+        distributed.broadcast_optimizer_state(self.opt, self.world, self.device)
+        return state
+
+    def _read_resume_point(self) -> TrainState | None:
+        if not self.last.exists():
+            return None
+        try:
+            payload = checkpoint.load_payload(self.last)
+        except checkpoint.CheckpointError as e:  # a resume point is only a cache: recompute
+            log.warning("%s; starting afresh", e)
+            return None
+        if payload.get("fingerprint") != self.fingerprint or payload.get("name") != self.name:
+            log.info("%s: %s belongs to other params or data; starting afresh", self.name,
+                     self.last)
+            return None
+        if self.snaps is not None and not self.snaps.complete_before(payload["step"]):
+            log.warning("%s: a snapshot before step %d is missing; starting afresh", self.name,
+                        payload["step"])
+            return None
+        try:
+            state = TrainState.from_payload(payload, source=self.last,
+                                            weights=payload["model"])
+        except ResumeError as e:
+            log.warning("%s; starting afresh", e)
+            return None
+        self.model.load_state_dict(payload["model"])
+        if "optimizer" in payload:  # Adam's moments (SGD has no state beyond the rate)
+            self.opt.load_state_dict(payload["optimizer"])
+        if state.step >= self.total_steps:
+            log.info("%s: resuming a finished run from %s (step %d of %d): no step is trained; "
+                     "outputs rewritten from the checkpoint", self.name, self.last, state.step,
+                     self.total_steps)
+        else:
+            log.info("%s: resuming from %s at step %d of %d", self.name, self.last, state.step,
+                     self.total_steps)
+        return state
+
+    def save(self, state: TrainState) -> None:
+        """Write the resume point (rank 0)."""
+        if not self.world.is_main:
+            return
+        opt_state = self.opt.state_dict()
+        checkpoint.save(self.last, self.model, src_vocab=self.src_vocab,
+                        tgt_vocab=self.tgt_vocab, name=self.name, **state.payload(),
+                        **({"optimizer": opt_state} if opt_state["state"] else {}))
+
+    def evaluate(self, state: TrainState, lr: float) -> None:
+        """Dev perplexity now: a row of the curves, the training loss window restarted, the best
+        weights kept if it is the lowest so far."""
+        dev_ppl = perplexity(self.model, self.dev_pairs, vocab=self.tgt_vocab, device=self.device)
+        row = {"step": state.step, "epoch": round(state.step / self.steps_per_epoch, 4), "lr": lr,
+               "train_ppl": round(math.exp(state.window_nll / state.window_tok), 4),
+               "dev_ppl": round(dev_ppl, 4)}
+        state.history.append(row)
+        state.window_nll, state.window_tok = 0.0, 0
+        log.info("%s: step %d epoch %.2f lr %.4g train ppl %.2f dev ppl %.2f "
+                 "(%.0f target words/s)", self.name, state.step, row["epoch"], lr,
+                 row["train_ppl"], dev_ppl, state.train_tokens / max(state.train_seconds, 1e-9))
+        if dev_ppl < state.best_dev_ppl:
+            state.best_dev_ppl, state.best_step = dev_ppl, state.step
+            state.best_state = _cpu_copy(self.model) if self.world.is_main else None
+
+    def stop_together(self, state: TrainState, stop: runguard.StopSignals | None) -> None:
+        """Every rank stops after this step if any rank has a stop signal: rank 0 writes the
+        resume point, and all raise Stopped once it is written."""
+        asked = stop is not None and stop.requested is not None
+        if not distributed.any_rank(asked, self.world, self.device):
+            return
+        self.save(state)
+        distributed.barrier(self.world)
+        signum = stop.requested if asked else signal.SIGTERM
+        raise runguard.Stopped(f"{self.name}: stopped by {signal.Signals(signum).name} at step "
+                               f"{state.step} of {self.total_steps}; {self.last} holds it: rerun "
+                               f"to resume", signum)
+
+    def write_outputs(self, state: TrainState, *, metrics_out: Path, curves_out: Path,
+                      t_start: float) -> dict:
+        """After the last step: test perplexity, model.pt (the final weights: the paper's
+        choice), best.pt, the snapshots, the metrics and the curves (rank 0 writes)."""
+        test_pairs = load_parallel(self.prepared_dir / "test.tok", self.src_vocab,
+                                   self.tgt_vocab)
+        test_ppl = perplexity(self.model, test_pairs, vocab=self.tgt_vocab, device=self.device)
+        dev_ppl = state.history[-1]["dev_ppl"]
+        save = functools.partial(checkpoint.save, src_vocab=self.src_vocab,
+                                 tgt_vocab=self.tgt_vocab, name=self.name)
+        if self.world.is_main:
+            save(self.model_dir / "model.pt", self.model, step=state.step, dev_ppl=dev_ppl,
+                 test_ppl=test_ppl)
+            if state.best_state is not None:  # None only if no dev perplexity was finite
+                save(self.model_dir / "best.pt", self.model, state=state.best_state,
+                     step=state.best_step, dev_ppl=state.best_dev_ppl)
+            if self.snaps is not None:
+                self.snaps.publish()
+        metrics = TrainMetrics(  # the record the report and the summary read (s2s.artifacts)
+            model=self.name, reverse_source=self.model_cfg.reverse_source,
+            **self.model_cfg.shape(), parameters=self.model.num_parameters(),
+            device=str(self.device), precision=self.chosen.name,
+            threads=torch.get_num_threads(), epochs=self.cfg.epochs, steps=state.step,
+            train_pairs=len(self.train_pairs),
+            train_target_words=sum(len(t) + 1 for _, t in self.train_pairs),
+            tgt_words_per_sec=round(state.train_tokens / max(state.train_seconds, 1e-9), 1),
+            train_seconds=round(state.train_seconds, 1),
+            wall_seconds=round(time.perf_counter() - t_start, 1),
+            dev_ppl=dev_ppl, test_ppl=round(test_ppl, 4),
+            best_dev_ppl=round(state.best_dev_ppl, 4),
+            processes=self.world.size if self.world.size > 1 else None,
+        ).to_json()
+        if not self.world.is_main:
+            return metrics
+        atomic_write_json(metrics_out, metrics)
+        write_curves(curves_out, state.history)
+        log.info("%s: dev ppl %.2f, test ppl %.2f, %.0f target words/s; wrote %s, %s, %s in "
+                 "%.1fs", self.name, dev_ppl, test_ppl, metrics["tgt_words_per_sec"],
+                 self.model_dir, metrics_out, curves_out, time.perf_counter() - t_start)
+        return metrics
+
+
+def setup(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+          ckpt_dir: Path, world: distributed.World, snapshot_dir: Path | None,
+          snapshot_epochs: tuple[float, ...]) -> Run:
+    """Read the data, build and initialise the model on its device, plan the batches."""
     cfg = params.train_config(name)  # `train`, with the model's recipe
     model_cfg = params.model_config(name)
-    t_start = time.perf_counter()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = distributed.init(world, pick_device(cfg.device, key="train.device"))
+    device = distributed.init(world, for_stage(params, "train", name=cfg.device,
+                                               key="train.device"))
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
     train_pairs = load_parallel(prepared_dir / "train.tok", src_vocab, tgt_vocab)
     dev_pairs = load_parallel(prepared_dir / "dev.tok", src_vocab, tgt_vocab)
-    lengths = [(len(s), len(t)) for s, t in train_pairs]
     log.info("%s: %d training pairs, %d dev pairs, vocab %d/%d, device %s", name,
              len(train_pairs), len(dev_pairs), len(src_vocab), len(tgt_vocab), device)
 
     model = build_model(model_cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab),
                         pad=src_vocab.pad)
     model.init_weights(model_cfg.init_seed)
-    n_params = model.num_parameters()
-    log.info("%s: %s, %d parameters (the paper's 4x1000 model: 384M)", name, model_cfg, n_params)
+    log.info("%s: %s, %d parameters (the paper's 4x1000 model: 384M)", name, model_cfg,
+             model.num_parameters())
     model.to(device).train()
-    distributed.broadcast_parameters(model, world)
     opt = make_optimizer(model, cfg)
     log.info("%s: recipe: %s, lr %g, schedule %s%s%s", name, cfg.optimizer, cfg.lr, cfg.schedule,
              f" (warmup {cfg.warmup_steps} steps)" if cfg.schedule == "inverse_sqrt" else "",
              f", label smoothing {cfg.label_smoothing:g}" if cfg.label_smoothing else "")
-
-    def batches_of(epoch: int) -> list[list[int]]:
-        return epoch_batches(len(train_pairs), lengths, batch_size=cfg.batch_size,
-                             bucket_batches=cfg.bucket_batches, seed=model_cfg.order_seed,
-                             epoch=epoch)
-
-    steps_per_epoch = len(batches_of(0))
-    total_steps = max(1, round(cfg.epochs * steps_per_epoch))
-    eval_steps = max(1, round(cfg.eval_every * steps_per_epoch))
     chosen = precision.choose(cfg.amp, device)
-    mm_dtype = chosen.dtype
-    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir, mm_dtype=mm_dtype)
-
-    step, history, best = 0, [], math.inf
-    best_step, best_state = None, None  # the weights of the lowest dev perplexity so far (CPU)
-    train_seconds, train_tokens = 0.0, 0
-    window_nll, window_tok = 0.0, 0  # training loss since the last dev evaluation
-    last = ckpt_dir / "last.pt"
+    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir, mm_dtype=chosen.dtype)
     if world.is_main:
         # A run killed inside torch.save leaves its temporary file (as large as a checkpoint) in
         # the checkpoint folder, which DVC keeps across runs (persist: true).
         for folder in (ckpt_dir, model_dir):
             for tmp in remove_temporaries(folder):
                 log.info("%s: removed %s, left by a killed run", name, tmp)
-    payload = None
-    if last.exists():
-        try:
-            payload = checkpoint.load_payload(last)
-        except checkpoint.CheckpointError as e:  # a resume point is only a cache: recompute
-            log.warning("%s; starting afresh", e)
-    snaps = None if snapshot_dir is None else Snapshots(
-        snapshot_epochs, steps_per_epoch=steps_per_epoch, total_steps=total_steps,
-        ckpt_dir=ckpt_dir, out_dir=snapshot_dir, fingerprint=fp, writer=world.is_main,
-        save=lambda path, **kw: checkpoint.save(path, model, src_vocab=src_vocab,
-                                                tgt_vocab=tgt_vocab, name=name, **kw))
-    if snaps is not None and payload is not None and payload.get("fingerprint") == fp \
-            and not snaps.complete_before(payload["step"]):
-        log.warning("%s: a snapshot before step %d is missing; starting afresh", name,
-                    payload["step"])
-        payload = None
-    if payload is not None:
-        if payload.get("fingerprint") == fp and payload.get("name") == name:
-            model.load_state_dict(payload["model"])
-            if "optimizer" in payload:  # Adam's moments (SGD has no state beyond the rate)
-                opt.load_state_dict(payload["optimizer"])
-            step, history, best = payload["step"], payload["history"], payload["best_dev_ppl"]
-            train_seconds, train_tokens = payload["train_seconds"], payload["train_tokens"]
-            window_nll, window_tok = payload["window_nll"], payload["window_tok"]
-            best_step = payload.get("best_step")
-            if best_step is not None:
-                best_state = payload["best_model"] if payload.get("best_model") is not None else \
-                    _cpu_copy(model)  # None: the best weights were the checkpoint's own
-            if step >= total_steps:
-                log.info("%s: resuming a finished run from %s (step %d of %d): no step is "
-                         "trained; outputs rewritten from the checkpoint", name, last, step,
-                         total_steps)
-            else:
-                log.info("%s: resuming from %s at step %d of %d", name, last, step, total_steps)
-        else:
-            log.info("%s: %s belongs to other params or data; starting afresh", name, last)
-    if snaps is not None and step == 0:
-        snaps.clear()
+    run = Run(name=name, cfg=cfg, model_cfg=model_cfg, world=world, device=device, chosen=chosen,
+              src_vocab=src_vocab, tgt_vocab=tgt_vocab, train_pairs=train_pairs,
+              dev_pairs=dev_pairs, model=model, opt=opt, steps_per_epoch=0, total_steps=0,
+              eval_steps=0, fingerprint=fp, prepared_dir=Path(prepared_dir),
+              ckpt_dir=Path(ckpt_dir), model_dir=Path(model_dir), snaps=None)
+    run.steps_per_epoch = len(run.batches_of(0))
+    run.total_steps = max(1, round(cfg.epochs * run.steps_per_epoch))
+    run.eval_steps = max(1, round(cfg.eval_every * run.steps_per_epoch))
+    if snapshot_dir is not None:
+        run.snaps = Snapshots(
+            snapshot_epochs, steps_per_epoch=run.steps_per_epoch, total_steps=run.total_steps,
+            ckpt_dir=ckpt_dir, out_dir=snapshot_dir, fingerprint=fp, writer=world.is_main,
+            save=functools.partial(checkpoint.save, model=model, src_vocab=src_vocab,
+                                   tgt_vocab=tgt_vocab, name=name))
+    return run
+
+
+def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+        ckpt_dir: Path, metrics_out: Path, curves_out: Path, stop_after: int | None,
+        world: distributed.World, stop: runguard.StopSignals | None,
+        snapshot_dir: Path | None = None, snapshot_epochs: tuple[float, ...] = ()) -> dict:
+    """Train model `name` of params to its last step, resuming from ``<ckpt_dir>/last.pt`` where
+    it can, and write its outputs (s2s.stages.train says which). Returns its metrics."""
+    t_start = time.perf_counter()
+    r = setup(params, name, prepared_dir=prepared_dir, vocab_dir=vocab_dir, model_dir=model_dir,
+              ckpt_dir=ckpt_dir, world=world, snapshot_dir=snapshot_dir,
+              snapshot_epochs=snapshot_epochs)
+    state = r.resume()
     if world.is_main:
-        model_dir.mkdir(parents=True, exist_ok=True)
-
-    def save_last() -> None:
-        if not world.is_main:
-            return
-        # The best weights travel with the resume point (unless they are its own), so that a
-        # rerun can always write best.pt, even when no later evaluation improves.
-        checkpoint.save(last, model, src_vocab=src_vocab, tgt_vocab=tgt_vocab, name=name,
-                        fingerprint=fp, step=step, history=history, best_dev_ppl=best,
-                        best_step=best_step,
-                        best_model=None if best_step == step else best_state,
-                        train_seconds=train_seconds, train_tokens=train_tokens,
-                        window_nll=window_nll, window_tok=window_tok,
-                        **({"optimizer": opt.state_dict()} if opt.state_dict()["state"] else {}))
-
-    autocast = precision.autocast(device, mm_dtype)
-    stochastic = model_cfg.dropout > 0  # every config declares its dropout (RNNs: none)
-    log.info("%s: precision: %s; dev and test perplexity in fp32", name, chosen)
-    bar = progress(total=total_steps, initial=step, desc=f"train {name}", unit="step",
+        r.model_dir.mkdir(parents=True, exist_ok=True)
+    autocast = precision.autocast(r.device, r.chosen.dtype)
+    stochastic = r.model_cfg.dropout > 0  # every config declares its dropout (RNNs: none)
+    log.info("%s: precision: %s; dev and test perplexity in fp32", name, r.chosen)
+    bar = progress(total=r.total_steps, initial=state.step, desc=f"train {name}", unit="step",
                    disable=not world.is_main)
-    while step < total_steps:
-        epoch, offset = divmod(step, steps_per_epoch)
-        for idx in batches_of(epoch)[offset:]:
-            if step >= total_steps:
+    while state.step < r.total_steps:
+        epoch, offset = divmod(state.step, r.steps_per_epoch)
+        for idx in r.batches_of(epoch)[offset:]:
+            if state.step >= r.total_steps:
                 break
-            if snaps is not None:
-                snaps.at(step)  # the weights before this step's update
+            if r.snaps is not None:
+                r.snaps.at(state.step)  # the weights before this step's update
+            # one update on this rank's share of the minibatch
             t0 = time.perf_counter()
-            lr = lr_at(step, steps_per_epoch, cfg)
+            lr = lr_at(state.step, r.steps_per_epoch, r.cfg)
             share = distributed.shard(idx, world)  # all of idx with one process
             if stochastic:  # dropout masks a function of the step: a resumed run draws the same
-                torch.manual_seed(model_cfg.order_seed * 1_000_003 + step)
+                torch.manual_seed(dropout_seed(r.model_cfg.order_seed, state.step, world))
             batch_nll, batch_tok = train_step(
-                model, opt, [train_pairs[i] for i in share], batch_size=len(idx), lr=lr,
-                cfg=cfg, vocab=tgt_vocab, device=device, autocast=autocast, world=world)
+                r.model, r.opt, [r.train_pairs[i] for i in share], batch_size=len(idx), lr=lr,
+                cfg=r.cfg, vocab=r.tgt_vocab, device=r.device, autocast=autocast, world=world)
             if not math.isfinite(batch_nll):
                 raise TrainingError(
-                    f"{name}: non-finite loss ({batch_nll / len(idx)}) at step {step + 1} (epoch "
-                    f"{step / steps_per_epoch:.2f}, lr {lr:g}); the last good checkpoint "
-                    f"{last} is kept" + ("" if last.exists() else " (none written yet)"))
-            train_seconds += time.perf_counter() - t0
-            train_tokens += int(batch_tok)
-            window_nll += batch_nll
-            window_tok += int(batch_tok)
-            step += 1
+                    f"{name}: non-finite loss ({batch_nll / len(idx)}) at step {state.step + 1} "
+                    f"(epoch {state.step / r.steps_per_epoch:.2f}, lr {lr:g}); the last good "
+                    f"checkpoint {r.last} is kept" + ("" if r.last.exists() else
+                                                     " (none written yet)"))
+            state.train_seconds += time.perf_counter() - t0
+            state.train_tokens += int(batch_tok)
+            state.window_nll += batch_nll
+            state.window_tok += int(batch_tok)
+            state.step += 1
             bar.update(1)
-            if step % cfg.log_every == 0:
-                bar.set_postfix(lr=f"{lr:.3g}", ppl=f"{math.exp(window_nll / window_tok):.1f}",
-                                wps=f"{train_tokens / train_seconds:.0f}")
-            if step % eval_steps == 0 or step == total_steps:
-                dev_ppl = perplexity(model, dev_pairs, vocab=tgt_vocab, device=device)
-                row = {"step": step, "epoch": round(step / steps_per_epoch, 4), "lr": lr,
-                       "train_ppl": round(math.exp(window_nll / window_tok), 4),
-                       "dev_ppl": round(dev_ppl, 4)}
-                history.append(row)
-                window_nll, window_tok = 0.0, 0
-                log.info("%s: step %d epoch %.2f lr %.4g train ppl %.2f dev ppl %.2f "
-                         "(%.0f target words/s)", name, step, row["epoch"], lr, row["train_ppl"],
-                         dev_ppl, train_tokens / max(train_seconds, 1e-9))
-                if dev_ppl < best:
-                    best, best_step, best_state = dev_ppl, step, _cpu_copy(model)
-            if step % cfg.checkpoint_every == 0 or step == stop_after:
-                save_last()
-            if stop is not None and stop.requested:
-                save_last()
+            if state.step % r.cfg.log_every == 0:
+                bar.set_postfix(lr=f"{lr:.3g}",
+                                ppl=f"{math.exp(state.window_nll / state.window_tok):.1f}",
+                                wps=f"{state.train_tokens / state.train_seconds:.0f}")
+            # dev perplexity every eval_every epochs and after the last step
+            if state.step % r.eval_steps == 0 or state.step == r.total_steps:
+                r.evaluate(state, lr)
+            # the resume point; a stop signal on any rank stops every rank here
+            if state.step % r.cfg.checkpoint_every == 0 or state.step == stop_after:
+                r.save(state)
+            r.stop_together(state, stop)
+            if state.step == stop_after:
                 bar.close()
-                raise runguard.Stopped(f"{name}: stopped by {stop.name} at step {step} of "
-                                       f"{total_steps}; {last} holds it: rerun to resume",
-                                       stop.requested)
-            if step == stop_after:
-                bar.close()
-                raise Interrupted(f"{name}: stopped after step {step} (stop_after)")
+                raise Interrupted(f"{name}: stopped after step {state.step} (stop_after)")
     bar.close()
-    save_last()
+    r.save(state)
     if stop is not None and stop.requested:  # during the last evaluation
-        raise runguard.Stopped(f"{name}: stopped by {stop.name} after the last step; {last} "
+        raise runguard.Stopped(f"{name}: stopped by {stop.name} after the last step; {r.last} "
                                f"holds it: rerun to write the outputs", stop.requested)
+    return r.write_outputs(state, metrics_out=metrics_out, curves_out=curves_out,
+                           t_start=t_start)
 
-    test_pairs = load_parallel(prepared_dir / "test.tok", src_vocab, tgt_vocab)
-    test_ppl = perplexity(model, test_pairs, vocab=tgt_vocab, device=device)
-    dev_ppl = history[-1]["dev_ppl"]
-    if world.is_main:
-        checkpoint.save(model_dir / "model.pt", model, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-                        name=name, step=step, dev_ppl=dev_ppl, test_ppl=test_ppl)
-        if best_state is not None:  # None only if no dev perplexity was finite
-            checkpoint.save(model_dir / "best.pt", model, src_vocab=src_vocab,
-                            tgt_vocab=tgt_vocab, name=name, state=best_state, step=best_step,
-                            dev_ppl=best)
-        if snaps is not None:
-            snaps.publish()
-    metrics = TrainMetrics(  # the record the report and the summary read (s2s.artifacts)
-        model=name, reverse_source=model_cfg.reverse_source, **model_cfg.shape(),
-        parameters=n_params, device=str(device), precision=precision.name(mm_dtype),
-        threads=torch.get_num_threads(), epochs=cfg.epochs, steps=step,
-        train_pairs=len(train_pairs),
-        train_target_words=sum(len(t) + 1 for _, t in train_pairs),
-        tgt_words_per_sec=round(train_tokens / max(train_seconds, 1e-9), 1),
-        train_seconds=round(train_seconds, 1),
-        wall_seconds=round(time.perf_counter() - t_start, 1),
-        dev_ppl=dev_ppl, test_ppl=round(test_ppl, 4), best_dev_ppl=round(best, 4),
-        processes=world.size if world.size > 1 else None,
-    ).to_json()
-    if not world.is_main:
-        return metrics
-    atomic_write_json(metrics_out, metrics)
-    write_curves(curves_out, history)
-    log.info("%s: dev ppl %.2f, test ppl %.2f, %.0f target words/s; wrote %s, %s, %s in %.1fs",
-             name, dev_ppl, test_ppl, metrics["tgt_words_per_sec"], model_dir, metrics_out,
-             curves_out, time.perf_counter() - t_start)
-    return metrics
+
+def dropout_seed(order_seed: int, step: int, world: distributed.World) -> int:
+    """The seed of step `step`'s dropout masks on this rank: a function of the step, so that a
+    resumed run draws the masks of an uninterrupted one, and of the rank (rank 0's is the
+    one-process seed), so that no two ranks draw the same masks for their shares."""
+    return order_seed * 1_000_003 + step + world.rank * (1 << 40)
 
 
 def _cpu_copy(model: nn.Module) -> dict[str, torch.Tensor]:

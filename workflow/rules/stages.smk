@@ -2,7 +2,9 @@
 # outputs, the command = its cmd, params = the values of the params keys it reads (a changed value
 # reruns it, as in DVC), resources from `resources.<kind>` of the parameter file.
 # The command travels in `params`: those are evaluated here, in the loop, while `shell:` is only
-# evaluated when a job runs, after the loop has ended.
+# evaluated when a job runs, after the loop has ended. S2S_JOB_GPUS tells the stage how many GPUs
+# its job asked for: on a local machine it claims that many free ones for itself (s2s.device),
+# under SLURM the scheduler has already given them.
 
 for _stage in STAGES:
     _res = PARAMS.resources_for(_stage.kind)
@@ -28,4 +30,4 @@ for _stage in STAGES:
             gpu=_res.gpus,
             **_site,
         shell:
-            "{params.cmd} > {log} 2>&1"
+            "S2S_JOB_GPUS={resources.gpu} {params.cmd} > {log} 2>&1"

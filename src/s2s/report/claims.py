@@ -195,10 +195,11 @@ def cost_claim(params: Params, costs: pd.DataFrame, timed: CostTiming | None = N
                                     diffs=tuple(a - b for a, b in zip(s, e)))
             iv = stats.interval
             way = stats.excludes_zero()
+            where = (f"the GPU {timed.device} ({timed.precision}" if timed.device else
+                     f"{timed.threads} thread ({timed.cpu}, {timed.precision}")
             ev = (f"{_name(ensemble)} {statistics.fmean(e):.2f} +- {_sd(e):.2f} ms/sentence vs "
                   f"{_name(single)} {statistics.fmean(s):.2f} +- {_sd(s):.2f}, {len(e)} "
-                  f"repetitions in turns on {timed.threads} thread ({timed.cpu}, "
-                  f"{timed.precision}, {timed.sentences} sentences); difference "
+                  f"repetitions in turns on {where}, {timed.sentences} sentences); difference "
                   f"{stats.mean:+.2f} ms" + (f" (95% interval {iv[0]:+.2f} to {iv[1]:+.2f})"
                                              if iv else ""))
             return Claim(spec.text, _SIGN[way], ev)

@@ -71,7 +71,7 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
     from s2s.data.vocab import Vocab
     from s2s.decode.rescore import lstm_scores, nbest_path, read_nbest
     from s2s.decode.translate import load_members
-    from s2s.device import pick_device
+    from s2s.device import for_stage
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()
@@ -92,7 +92,8 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
         if rescorer not in cfg.rescorers:
             raise KeyError(f"{params.source}: no rescorer '{rescorer}' under 'rescore.rescorers' "
                            f"(known: {', '.join(cfg.rescorers)}, or 'oracle')")
-        device = pick_device(params.translate.device, key="translate.device")
+        device = for_stage(params, "rescore", name=params.translate.device,
+                           key="translate.device")
         src_vocab = Vocab.load(vocab_dir / "en.tsv")
         tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
         model = load_members(cfg.rescorers[rescorer], params=params, models_dir=models_dir,

@@ -68,7 +68,7 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     from s2s.artifacts import CostTiming, TimedSystem
     from s2s.data.vocab import Vocab
     from s2s.decode.translate import check_search_size, load_members, translate
-    from s2s.device import pick_device
+    from s2s.device import describe, for_stage
     from s2s.io import read_lines
 
     t0 = time.perf_counter()
@@ -78,7 +78,7 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
                          f"to time, got {timed}")
     torch.set_num_threads(1)  # the claim is about one thread
     cfg = params.translate
-    device = pick_device(cfg.device, key="translate.device")
+    device = for_stage(params, "timing", name=cfg.device, key="translate.device")
     src_vocab = Vocab.load(Path(vocab_dir) / "en.tsv")
     tgt_vocab = Vocab.load(Path(vocab_dir) / "fr.tsv")
     lines = read_lines(Path(prepared_dir) / "test.tok.en")
@@ -93,9 +93,10 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
                           device=device)
     chosen = precision.choose(cfg.amp, device)
     mm_dtype = chosen.dtype
-    log.info("timing %s on %d test sentences, %d repetitions in turns, 1 thread, %s",
+    log.info("timing %s on %d test sentences, %d repetitions in turns, %s, %s",
              ", ".join(f"{s} beam {b}" for s, b in timed), len(sources),
-             params.timing.repetitions, chosen)
+             params.timing.repetitions, "1 thread" if device.type == "cpu" else describe(device),
+             chosen)
     for system, beam in timed:  # untimed: the CPU library's first calls set up its kernels
         translate(models[system], sources[:WARMUP], cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
                   device=device, mm_dtype=mm_dtype, desc=f"{system} beam {beam} (warm-up)")
@@ -112,7 +113,8 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     record = CostTiming(sentences=len(sources), threads=torch.get_num_threads(),
                         precision=precision.name(mm_dtype), cpu=precision.cpu_kind(),
                         systems=tuple(TimedSystem(system=s, beam=b, ms_per_sentence=tuple(v))
-                                      for (s, b), v in ms.items()))
+                                      for (s, b), v in ms.items()),
+                        device=describe(device) if device.type != "cpu" else None)
     record.write(Path(out))
     log.info("read %s, %s, %s; wrote %s in %.1fs", models_dir, prepared_dir, vocab_dir, out,
              time.perf_counter() - t0)

@@ -29,10 +29,12 @@ rewritten, whenever the run was killed. The test set is read after training: a r
 test set resumes the finished checkpoint and recomputes test perplexity. A rerun of a finished
 run (``dvc repro -f``) trains no step and says so; its outputs are rewritten from the checkpoint.
 
-Data-parallel (``s2s.distributed``): under torchrun, or with `resources.train.gpus` > 1 and that
-many GPUs visible, each process takes a share of every minibatch and the gradients are summed over
-processes, so the updates are those of one process up to floating-point reduction order; only
-rank 0 writes files.
+Data-parallel (``s2s.distributed``): under torchrun or srun, or with `resources.train.gpus` > 1
+and that many GPUs visible, each process takes a share of every minibatch and the gradients are
+summed over processes, so the updates are those of one process up to floating-point reduction
+order (for models with dropout: in distribution, each rank drawing its own masks); only rank 0
+reads the resume point and writes files, and a stop signal to any rank stops all of them after
+the same step with a final checkpoint.
 """
 
 from __future__ import annotations
@@ -99,26 +101,28 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
          ckpt_dir: Path, metrics_out: Path, curves_out: Path,
          stop_after: int | None = None, snapshot_dir: Path | None = None) -> dict:
     from s2s import distributed, runguard, train
+    from s2s.device import claim_job_gpus
 
     cfg = params.train
     params.model_config(name)  # an unknown model fails before any work
     epochs = tuple(AnalysisConfig.read(params, "snapshots")) if snapshot_dir is not None else ()
     world = distributed.World.from_env()
     if world.size == 1:
+        claim_job_gpus()  # before CUDA starts: this job's GPUs, where Snakemake ran it locally
         nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
         if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
+            runguard.tie_to_pipeline()  # a signal here is passed on to every rank
             distributed.spawn(main, nprocs, params, name, prepared_dir=prepared_dir,
                               vocab_dir=vocab_dir, model_dir=model_dir, ckpt_dir=ckpt_dir,
                               metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after,
                               snapshot_dir=snapshot_dir)
             return json.loads(Path(metrics_out).read_text(encoding="utf-8"))
-    # One writer per checkpoint folder; stopped by a signal (or by its dvc dying) between steps,
-    # with a final resumable checkpoint (s2s.runguard).
+    # One writer per checkpoint folder; every rank stopped by a signal (or by its pipeline dying)
+    # after the same step, with a final resumable checkpoint (s2s.runguard, s2s.train).
     with (runguard.FolderLock(ckpt_dir) if world.is_main else contextlib.nullcontext()), \
-            (runguard.StopSignals() if world.size == 1 else contextlib.nullcontext()) as stop:
-        if world.is_main:
-            runguard.tie_to_pipeline()
+            runguard.StopSignals() as stop:
+        runguard.tie_to_pipeline()
         return train.run(params, name, prepared_dir=prepared_dir, vocab_dir=vocab_dir,
-                      model_dir=model_dir, ckpt_dir=ckpt_dir, metrics_out=metrics_out,
-                      curves_out=curves_out, stop_after=stop_after, world=world, stop=stop,
-                      snapshot_dir=snapshot_dir, snapshot_epochs=epochs)
+                         model_dir=model_dir, ckpt_dir=ckpt_dir, metrics_out=metrics_out,
+                         curves_out=curves_out, stop_after=stop_after, world=world, stop=stop,
+                         snapshot_dir=snapshot_dir, snapshot_epochs=epochs)

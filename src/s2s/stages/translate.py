@@ -60,7 +60,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     from s2s.data.text import detokenize
     from s2s.data.vocab import Vocab
     from s2s.decode.translate import check_lengths, check_search_size, load_members, translate
-    from s2s.device import pick_device
+    from s2s.device import for_stage
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()
@@ -70,7 +70,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     sys_cfg, cfg = params.systems[system], params.translate
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = pick_device(cfg.device, key="translate.device")
+    device = for_stage(params, "translate", name=cfg.device, key="translate.device")
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
     model = load_members(sys_cfg.members, params=params, models_dir=models_dir, src_vocab=src_vocab,
