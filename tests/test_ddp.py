@@ -118,3 +118,152 @@ def test_two_process_training_ends_with_the_one_process_weights(data):
     # Only rank 0 wrote, and the resume point is the same step.
     assert sorted(p.name for p in (tmp / "two" / "model").iterdir()) == ["best.pt", "model.pt"]
     assert torch.load(tmp / "two" / "ckpt" / "last.pt", weights_only=True)["step"] == 12
+
+
+# ---------------------------------------------------------------------------------------------
+# The ranks act as one: a signal to one rank stops all after the same step, a dead rank ends the
+# run in bounded time, only rank 0 reads the resume point; each case resumes to the weights of an
+# uninterrupted two-process run.
+
+FAULT_STEP = 6  # a checkpoint every 4 steps: the last before it is step 4
+
+
+def _faulty_worker(params, kwargs: dict, fault_rank: int, fault_step: int, sig: int | None,
+                   unreadable_rank: int | None = None) -> None:
+    """train_stage.main on this rank, with rank `fault_rank` sending itself `sig` as its step
+    `fault_step` starts, and rank `unreadable_rank` unable to read any checkpoint."""
+    import itertools
+    import os
+
+    from s2s import checkpoint, train
+
+    world = distributed.World.from_env()
+    if sig is not None and world.rank == fault_rank:
+        step_of_run, calls = train.train_step, itertools.count(1)
+
+        def train_step(*args, **kw):
+            if next(calls) == fault_step:
+                os.kill(os.getpid(), sig)
+            return step_of_run(*args, **kw)
+
+        train.train_step = train_step
+    if world.rank == unreadable_rank:
+        def load_payload(path):
+            raise checkpoint.CheckpointError(f"{path}: unreadable on rank {world.rank}")
+
+        checkpoint.load_payload = load_payload
+    train_stage.main(params, "reversed_1", **kwargs)
+
+
+@pytest.fixture(scope="module")
+def two_process_reference(data):
+    """An uninterrupted two-process run with a checkpoint every 4 steps."""
+    tmp, params = data
+    params = dataclasses.replace(params, train=dataclasses.replace(params.train,
+                                                                   checkpoint_every=4))
+    distributed.spawn(train_stage.main, 2, params, "reversed_1", **train_kwargs(tmp, "ref2"))
+    return params, torch.load(tmp / "ref2" / "model" / "model.pt", weights_only=True)["model"]
+
+
+def assert_same_weights(got: dict, want: dict) -> None:
+    assert set(got) == set(want)
+    for k in want:  # the same ranks, shares and reduction order: the same bits
+        assert torch.equal(got[k], want[k]), k
+
+
+def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step_and_the_rerun_resumes(
+        data, two_process_reference):
+    import signal
+
+    from s2s import runguard
+
+    tmp, _ = data
+    params, want = two_process_reference
+    kwargs = train_kwargs(tmp, "sigterm")
+    with pytest.raises(runguard.Stopped) as stopped:
+        distributed.spawn(_faulty_worker, 2, params, kwargs, 1, FAULT_STEP, signal.SIGTERM)
+    assert stopped.value.exit_status == 128 + signal.SIGTERM
+    assert "SIGTERM" in str(stopped.value)
+    # rank 0 was not signalled, yet wrote the resume point at the step where rank 1 stopped
+    last = torch.load(tmp / "sigterm" / "ckpt" / "last.pt", weights_only=True)
+    assert last["step"] == FAULT_STEP
+    assert not (tmp / "sigterm" / "model" / "model.pt").exists()
+    distributed.spawn(train_stage.main, 2, params, "reversed_1", **kwargs)
+    got = torch.load(tmp / "sigterm" / "model" / "model.pt", weights_only=True)
+    assert got["step"] == 12
+    assert_same_weights(got["model"], want)
+
+
+def test_a_killed_rank_ends_the_run_in_bounded_time_and_the_rerun_resumes(
+        data, two_process_reference):
+    import signal
+    import time
+
+    import torch.multiprocessing as mp
+
+    tmp, _ = data
+    params, want = two_process_reference
+    kwargs = train_kwargs(tmp, "sigkill")
+    t0 = time.monotonic()
+    with pytest.raises(mp.ProcessException):  # rank 1's death or rank 0's failed collective
+        distributed.spawn(_faulty_worker, 2, params, kwargs, 1, FAULT_STEP, signal.SIGKILL)
+    # rank 0's collective fails as its peer's socket closes; nothing waits for the timeout
+    assert time.monotonic() - t0 < 60 + distributed.GRACE_SECONDS
+    assert torch.load(tmp / "sigkill" / "ckpt" / "last.pt", weights_only=True)["step"] == 4
+    distributed.spawn(train_stage.main, 2, params, "reversed_1", **kwargs)
+    assert_same_weights(torch.load(tmp / "sigkill" / "model" / "model.pt",
+                                   weights_only=True)["model"], want)
+
+
+def test_only_rank_0_reads_the_resume_point(data, two_process_reference):
+    """A rank that cannot read the checkpoint folder (another node's disk, a transient error)
+    still resumes at rank 0's step, with rank 0's weights."""
+    import signal
+
+    from s2s import runguard
+
+    tmp, _ = data
+    params, want = two_process_reference
+    kwargs = train_kwargs(tmp, "unreadable")
+    with pytest.raises(runguard.Stopped):
+        distributed.spawn(_faulty_worker, 2, params, kwargs, 0, FAULT_STEP, signal.SIGTERM)
+    distributed.spawn(_faulty_worker, 2, params, kwargs, 0, 0, None, 1)
+    got = torch.load(tmp / "unreadable" / "model" / "model.pt", weights_only=True)
+    assert_same_weights(got["model"], want)
+
+
+def _adam_worker(out: str) -> None:
+    torch.set_num_threads(1)
+    world = distributed.World.from_env()
+    device = distributed.init(world, torch.device("cpu"))
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    if world.is_main:  # rank 0 resumed an Adam run: it has moments, rank 1 has none
+        model(torch.ones(4, 3)).sum().backward()
+        opt.step()
+    distributed.broadcast_optimizer_state(opt, world, device)
+    state = opt.state_dict()["state"]
+    torch.save(state, f"{out}.{world.rank}")
+
+
+def test_adams_moments_reach_every_rank(tmp_path):
+    out = str(tmp_path / "adam")
+    distributed.spawn(_adam_worker, 2, out)
+    a, b = (torch.load(f"{out}.{r}", weights_only=True) for r in (0, 1))
+    assert set(a) == set(b) == {0, 1}
+    for i in a:
+        assert set(a[i]) == set(b[i]) == {"step", "exp_avg", "exp_avg_sq"}
+        for k in a[i]:
+            assert torch.equal(a[i][k], b[i][k]), (i, k)
+        assert a[i]["exp_avg"].abs().sum() > 0
+
+
+def test_each_rank_draws_its_own_dropout_masks_and_rank_0_the_one_process_ones():
+    from s2s.train import dropout_seed
+
+    one = dropout_seed(111, 7, distributed.World())
+    assert one == 111 * 1_000_003 + 7
+    seeds = {dropout_seed(111, step, distributed.World(rank=r, size=4))
+             for r in range(4) for step in range(1000)}
+    assert len(seeds) == 4000  # no two (rank, step) share a stream
+    assert dropout_seed(111, 7, distributed.World(rank=0, size=4)) == one
