@@ -1,0 +1,131 @@
+"""Which device a stage runs on and which GPUs a job takes (s2s.device), on the CPU: the policy
+is a function of the device key, the stage's `resources.<kind>.gpus` and what torch sees; GPU
+slots are lock files, so two jobs side by side never share a GPU."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from s2s import device
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.fixture
+def cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+
+
+def test_auto_follows_the_gpus_the_stage_asks_for(cuda):
+    assert device.pick_device("auto", key="train.device", gpus=0).type == "cpu"
+    assert device.pick_device("auto", key="train.device", gpus=1).type == "cuda"
+    assert device.pick_device("auto", key="train.device", gpus=4).type == "cuda"
+    # without resources (one's own text): CUDA where there is one
+    assert device.pick_device("auto", key="--device").type == "cuda"
+    assert device.pick_device("cpu", key="train.device", gpus=4).type == "cpu"
+
+
+def test_a_gpu_stage_where_torch_sees_none_is_refused_naming_the_key_and_the_fix(no_cuda):
+    assert device.pick_device("auto", key="train.device", gpus=0).type == "cpu"
+    assert device.pick_device("auto", key="--device").type == "cpu"
+    with pytest.raises(device.NoCudaError) as e:
+        device.pick_device("auto", key="train.device", gpus=4, gpus_key="resources.train.gpus")
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "resources.train.gpus is 4 (train.device: auto)" in msg
+    assert "set it to 0 to run on the CPU" in msg and "install a CUDA build of torch" in msg
+    with pytest.raises(device.NoCudaError, match="translate.device is 'cuda'"):
+        device.pick_device("cuda", key="translate.device", gpus=0)
+    with pytest.raises(ValueError, match="train.device must be auto, cpu or cuda"):
+        device.pick_device("gpu", key="train.device")
+
+
+class _Params:
+    def __init__(self, gpus: int):
+        from s2s.config import StageResources
+
+        self.res = StageResources(gpus=gpus)
+
+    def resources_for(self, kind):
+        return self.res
+
+
+def test_a_stage_reads_its_own_resources(no_cuda, monkeypatch):
+    monkeypatch.delenv(device.JOB_GPUS, raising=False)
+    assert device.for_stage(_Params(0), "timing", name="auto", key="translate.device").type \
+        == "cpu"
+    with pytest.raises(device.NoCudaError, match="resources.timing.gpus is 1"):
+        device.for_stage(_Params(1), "timing", name="auto", key="translate.device")
+
+
+def test_visible_gpus_come_from_cuda_visible_devices_or_the_driver(tmp_path):
+    assert device.visible_gpus({"CUDA_VISIBLE_DEVICES": "2, 3"}) == ["2", "3"]
+    assert device.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+    proc = tmp_path / "gpus"
+    for bus in ("0000:18:00.0", "0000:3b:00.0", "0000:86:00.0"):
+        (proc / bus).mkdir(parents=True)
+    assert device.visible_gpus({}, proc) == ["0", "1", "2"]
+    assert device.visible_gpus({}, tmp_path / "no-driver") == []
+
+
+def _claim(n: int, gpus: list[str], lock_dir: str, out, hold: float) -> None:
+    import time
+
+    got = device.claim_gpus(n, gpus, lock_dir=Path(lock_dir), wait=0.05)
+    out.put((os.getpid(), got, time.monotonic()))
+    time.sleep(hold)
+
+
+def test_jobs_side_by_side_take_different_gpus_and_wait_for_a_free_one(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    gpus = ["0", "1", "2", "3"]
+    first = [ctx.Process(target=_claim, args=(2, gpus, str(tmp_path), out, 3.0))
+             for _ in range(2)]
+    for p in first:
+        p.start()
+    claims = [out.get(timeout=60) for _ in first]
+    taken = [g for _, got, _ in claims for g in got]
+    assert sorted(taken) == gpus  # two jobs of two GPUs: all four, none twice
+    late = ctx.Process(target=_claim, args=(1, gpus, str(tmp_path), out, 0.0))
+    late.start()  # every GPU is held: it waits until a job ends (the kernel drops its locks)
+    pid, got, when = out.get(timeout=60)
+    assert when >= max(t for *_, t in claims) + 2.5
+    assert len(got) == 1 and got[0] in gpus
+    for p in (*first, late):
+        p.join(timeout=30)
+
+
+def test_a_job_claims_its_gpus_once_and_not_under_slurm(tmp_path, monkeypatch):
+    monkeypatch.setattr(device, "_held", [])
+    env = {device.JOB_GPUS: "1", "CUDA_VISIBLE_DEVICES": "4,5", device.LOCK_DIR: str(tmp_path)}
+    assert device.claim_job_gpus(env) == ["4"]
+    assert env["CUDA_VISIBLE_DEVICES"] == "4"
+    assert device.JOB_GPUS not in env  # its data-parallel ranks claim nothing more
+    slurm = {device.JOB_GPUS: "2", "SLURM_JOB_ID": "7", "CUDA_VISIBLE_DEVICES": "0,1"}
+    assert device.claim_job_gpus(slurm) is None
+    assert slurm["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert device.claim_job_gpus({device.JOB_GPUS: "0", "CUDA_VISIBLE_DEVICES": "0"}) is None
+    with pytest.raises(ValueError, match="S2S_JOB_GPUS must be a whole number"):
+        device.claim_job_gpus({device.JOB_GPUS: "two", "CUDA_VISIBLE_DEVICES": "0"})
+
+
+def test_the_timing_record_names_the_gpu_it_decoded_on_and_the_cpu_record_is_as_before():
+    from s2s.artifacts import CostTiming, TimedSystem
+
+    systems = (TimedSystem(system="ensemble5", beam=2, ms_per_sentence=(1.0, 2.0)),)
+    cpu = CostTiming(sentences=3, threads=1, precision="bf16", cpu="AMD EPYC (AVX512-BF16)",
+                     systems=systems)
+    assert "device" not in cpu.to_json()
+    gpu = CostTiming(sentences=3, threads=1, precision="bf16", cpu="AMD EPYC (AVX512-BF16)",
+                     systems=systems, device="cuda (NVIDIA H200)")
+    assert gpu.to_json()["device"] == "cuda (NVIDIA H200)"
+    assert CostTiming.from_json(gpu.to_json(), source="cost.json") == gpu
