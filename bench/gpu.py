@@ -1,21 +1,28 @@
-"""The paper-size model on one CUDA GPU: training words/s in fp32 and bf16 autocast, MFU, memory,
-and the projected time of one paper-scale training run. Run through bench/gpu.sh.
+"""The trainer's own step at the paper's size on one CUDA GPU, for each cell and precision: target
+words/s, MFU, peak memory and the projected time of a paper-scale run. Run through bench/gpu.sh.
 
-Model: 4 x 1000 LSTM encoder and decoder, E 1000, vocab 160k/80k (384M parameters), the step of
-``s2s.train`` (``shard_nll``: fp32 through the fused softmax-layer loss, bf16 through autocast
-with the loss in fp32; zero_grad, backward, clip_grad_norm_(5), SGD at 0.7), batch 128 of
-synthetic sentences with WMT'14-like lengths (348M French words in 12M pairs: ~29 target and ~27
-source words per sentence, gamma-distributed, <= 80), in length buckets as s2s.train forms them.
+Model: ``s2s.model.build_model`` of an RNNConfig (``--cells``: `lstm` is nn.LSTM/cuDNN, the
+`wmt14` profile's cell; `peephole` is the paper's cell, the `paper` profile's), at ``--size``
+`paper` (4 x 1000, E 1000, vocab 160k/80k: 384M parameters) or `wmt14` (4 x 512, 80k/40k). The
+step is ``s2s.train.train_step`` itself: the trainer's loss, gradient clipping at 5 and SGD at 0.7,
+under the precision ``amp`` resolves to (``s2s.precision.choose``: fp32 is `amp: false`, bf16 is
+`amp: true`), on batches of 128 synthetic sentences with WMT'14-like lengths (348M French words in
+12M pairs: ~29 target and ~27 source words per sentence, gamma-distributed, <= 80) in length
+buckets as the trainer forms them.
 
 MFU = model FLOPs (bench/train.py's formula: 3 x the matmul FLOPs of the forward pass, real
-tokens only) per second over (a) the GPU's nominal dense peak for that dtype where the device is
-in NOMINAL, (b) the best torch.mm of 8192^3 measured here. Projected run: 7.5 epochs x 348M
-target words / words per second (the paper: ~10 days on 8 GPUs).
+tokens only) per second over (a) the best torch.mm of 8192^3 measured here in that dtype and (b)
+the GPU's nominal dense peak where the device is in NOMINAL. Projected run: 7.5 epochs x 348M
+target words / words per second (the paper: about 10 days on 8 GPUs of 2014).
+
+``--device cpu --size tiny`` runs the same code on the CPU at a toy size: a check that the script
+works (the tests run it), not a measurement.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import sys
@@ -26,41 +33,55 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
-from train import LR, CLIP, Size, flops_per_target_word, param_count  # noqa: E402
+from train import CLIP, LR, Size, flops_per_target_word, param_count  # noqa: E402
 
-from s2s.model.seq2seq import RNNConfig  # noqa: E402
+from s2s import precision  # noqa: E402
+from s2s.config import TrainConfig  # noqa: E402
 from s2s.data.batching import epoch_batches  # noqa: E402
-from s2s.model.seq2seq import Seq2Seq  # noqa: E402
-from s2s.train import shard_nll  # noqa: E402
+from s2s.model import build_model  # noqa: E402
+from s2s.model.seq2seq import RNNConfig  # noqa: E402
+from s2s.train import make_optimizer, train_step  # noqa: E402
 
-PAPER = Size("paper", 4, 1000, 1000, 160_000, 80_000)
+SIZES = {s.name: s for s in (Size("paper", 4, 1000, 1000, 160_000, 80_000),
+                             Size("wmt14", 4, 512, 512, 80_000, 40_000),
+                             Size("tiny", 1, 16, 16, 200, 200))}
 RUN_WORDS = 7.5 * 348e6  # 7.5 epochs of the paper's 348M French words
 # Nominal dense peaks in TFLOP/s (vendor data sheets, no sparsity): fp32 without TF32, bf16.
 NOMINAL = {"H200": (67.0, 989.0), "H100 80GB HBM3": (67.0, 989.0), "H100": (51.0, 756.0),
            "A100": (19.5, 312.0), "L40S": (91.6, 362.0), "A10": (31.2, 125.0)}
+# The issue's bars for bf16 at the paper's size on one H200 (bench/README.md).
+TARGETS = {"lstm": 100_000, "peephole": 50_000}
+AMP = {"fp32": False, "bf16": True}
 
 
-def wmt_like_pairs(n: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+def wmt_like_pairs(n: int, size: Size, seed: int = 0) -> list[tuple[list[int], list[int]]]:
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):
         s = min(80, max(1, round(rng.gammavariate(6.0, 27.0 / 6.0))))
         t = min(80, max(1, round(s * 29.0 / 27.0 + rng.gauss(0.0, 3.0))))
-        pairs.append(([rng.randrange(4, PAPER.src_vocab) for _ in range(s)],
-                      [rng.randrange(4, PAPER.tgt_vocab) for _ in range(t)]))
+        pairs.append(([rng.randrange(4, size.src_vocab) for _ in range(s)],
+                      [rng.randrange(4, size.tgt_vocab) for _ in range(t)]))
     return pairs
 
 
-def mm_peak(dtype: torch.dtype, n: int = 8192, reps: int = 10) -> float:
-    a = torch.randn(n, n, device="cuda", dtype=dtype)
-    b = torch.randn(n, n, device="cuda", dtype=dtype)
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def mm_peak(dtype: torch.dtype, device: torch.device, n: int = 8192, reps: int = 10) -> float:
+    """FLOP/s of the best of `reps` n^3 products (n = 256 on the CPU: a check only)."""
+    n = n if device.type == "cuda" else 256
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
     torch.mm(a, b)
-    torch.cuda.synchronize()
+    sync(device)
     best = math.inf
     for _ in range(reps):
         t0 = time.perf_counter()
         torch.mm(a, b)
-        torch.cuda.synchronize()
+        sync(device)
         best = min(best, time.perf_counter() - t0)
     return 2 * n ** 3 / best
 
@@ -72,85 +93,125 @@ def nominal_peak(name: str, bf16: bool) -> float | None:
     return None
 
 
-def run(mode: str, pairs, batches, *, warmup: int, steps: int) -> dict:
-    device = torch.device("cuda")
-    cfg = RNNConfig(cell="lstm", num_layers=PAPER.layers, hidden_size=PAPER.hidden,
-                      embed_size=PAPER.embed, reverse_source=True, init_seed=1)
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    model = Seq2Seq(cfg, src_vocab=PAPER.src_vocab, tgt_vocab=PAPER.tgt_vocab, pad=0)
+def measure(cell: str, mode: str, size: Size, pairs, batches, *, device: torch.device,
+            warmup: int, steps: int) -> dict:
+    """Time `steps` trainer steps after `warmup` untimed ones (compilation happens there)."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    cfg = RNNConfig(cell=cell, num_layers=size.layers, hidden_size=size.hidden,
+                    embed_size=size.embed, reverse_source=True, init_seed=1)
+    vocab = common.synthetic_vocab(size.tgt_vocab, "fr")
+    model = build_model(cfg, src_vocab=size.src_vocab, tgt_vocab=size.tgt_vocab, pad=vocab.pad)
     model.init_weights(1)
     model.to(device).train()
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "bf16")
-    vocab = common.synthetic_vocab(PAPER.tgt_vocab, "fr")
+    tcfg = TrainConfig(amp=AMP[mode], batch_size=len(batches[0]), lr=LR, clip_norm=CLIP)
+    opt = make_optimizer(model, tcfg)
+    chosen = precision.choose(tcfg.amp, device)
+    autocast = precision.autocast(device, chosen.dtype)
 
-    def step(idx):
-        nll, ntok = shard_nll(model, [pairs[i] for i in idx], vocab=vocab, device=device,
-                              autocast=autocast)
-        opt.zero_grad(set_to_none=True)
-        (nll / len(idx)).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-        opt.step()
+    def step(idx) -> int:
+        nll, ntok = train_step(model, opt, [pairs[i] for i in idx], batch_size=len(idx), lr=LR,
+                               cfg=tcfg, vocab=vocab, device=device, autocast=autocast)
+        if not math.isfinite(nll):
+            raise RuntimeError(f"{cell} {mode}: non-finite loss {nll}")
         return ntok
 
+    t0 = time.perf_counter()
     for idx in batches[:warmup]:
         step(idx)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    words = sum(step(idx) for idx in batches[warmup:warmup + steps])
-    torch.cuda.synchronize()
-    seconds = time.perf_counter() - t0
+    sync(device)
+    warm_seconds = time.perf_counter() - t0
     timed = batches[warmup:warmup + steps]
+    t0 = time.perf_counter()
+    words = sum(step(idx) for idx in timed)
+    sync(device)
+    seconds = time.perf_counter() - t0
     src = sum(max(len(pairs[i][0]), 1) for idx in timed for i in idx)
     tgt = sum(len(pairs[i][1]) + 1 for idx in timed for i in idx)
-    out = {"words": words, "seconds": seconds, "steps": steps,
-           "flops_per_word": flops_per_target_word(PAPER, src, tgt),
-           "peak_gib": torch.cuda.max_memory_allocated() / 2 ** 30}
-    return out
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    return {"cell": cell, "precision": chosen.name, "recorded": str(chosen), "words": words,
+            "seconds": seconds, "steps": len(timed), "warmup_seconds": warm_seconds,
+            "flops_per_word": flops_per_target_word(size, src, tgt), "peak_gib": peak / 2 ** 30}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cells", default="lstm,peephole")
+    ap.add_argument("--modes", default="fp32,bf16", help="precisions: fp32, bf16")
+    ap.add_argument("--size", default="paper", choices=sorted(SIZES))
     ap.add_argument("--batch", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=20, help="timed steps per mode")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps per cell and precision")
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--modes", default="fp32,bf16")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
+    cells = [c for c in args.cells.split(",") if c]
+    modes = [m for m in args.modes.split(",") if m]
+    for m in modes:
+        if m not in AMP:
+            ap.error(f"--modes: {m!r} is not one of {', '.join(AMP)}")
+    if args.device == "cuda" and not torch.cuda.is_available():
         print(f"bench/gpu.py: no CUDA device (torch {torch.__version__}, "
               f"torch.version.cuda={torch.version.cuda}); this benchmark needs one",
               file=sys.stderr)
         return 2
-    name = torch.cuda.get_device_name()
-    print(f"bench/gpu.py on {name}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
-          f"{torch.cuda.get_device_properties(0).total_memory / 2 ** 30:.0f} GiB")
-    pairs = wmt_like_pairs(args.batch * 100)
+    device = torch.device(args.device)
+    size = SIZES[args.size]
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        memory = torch.cuda.get_device_properties(device).total_memory / 2 ** 30
+        print(f"bench/gpu.py on {name}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
+              f"{memory:.0f} GiB")
+    else:
+        name = precision.cpu_kind()
+        print(f"bench/gpu.py on the CPU ({name}): a check of the script, not a measurement")
+    pairs = wmt_like_pairs(args.batch * (args.warmup + args.steps + 8), size)
     lengths = [(len(s), len(t)) for s, t in pairs]
     batches = epoch_batches(len(pairs), lengths, batch_size=args.batch, bucket_batches=100,
                             seed=7, epoch=0)
-    print(f"model: paper size, {param_count(PAPER) / 1e6:.1f}M parameters; batch {args.batch}; "
-          f"{args.warmup} warm-up + {args.steps} timed steps per mode")
-    rows = []
-    for mode in [m for m in args.modes.split(",") if m]:
-        bf16 = mode == "bf16"
-        peak_mm = mm_peak(torch.bfloat16 if bf16 else torch.float32)
-        nominal = nominal_peak(name, bf16)
-        res = run(mode, pairs, batches, warmup=args.warmup, steps=args.steps)
-        wps = res["words"] / res["seconds"]
-        achieved = res["flops_per_word"] * wps
-        days = RUN_WORDS / wps / 86400
-        rows.append([mode, f"{1e3 * res['seconds'] / res['steps']:.0f}", f"{wps:,.0f}",
-                     f"{achieved / 1e12:.1f}", f"{peak_mm / 1e12:.1f}",
-                     f"{100 * achieved / peak_mm:.1f}",
-                     "-" if nominal is None else f"{nominal / 1e12:.0f}",
-                     "-" if nominal is None else f"{100 * achieved / nominal:.1f}",
-                     f"{res['peak_gib']:.1f}", f"{days:.1f}"])
-        print(f"  {mode}: done", flush=True)
-    print(common.table(["mode", "ms/step", "tgt words/s", "TFLOP/s", "mm peak", "MFU % (mm)",
-                        "nominal", "MFU % (nominal)", "peak GiB", "run days"], rows))
-    print("run days: 7.5 epochs x 348M target words at this rate on this one GPU (the paper: "
-          "about 10 days on 8 GPUs)")
+    print(f"model: {size.name} size, {param_count(size) / 1e6:.1f}M parameters (nn.LSTM count); "
+          f"batch {args.batch}; {args.warmup} warm-up + {args.steps} timed steps each",
+          flush=True)
+    rows, records = [], []
+    for mode in modes:
+        dtype = torch.bfloat16 if mode == "bf16" else torch.float32
+        peak_mm = mm_peak(dtype, device)
+        nominal = nominal_peak(name, mode == "bf16") if device.type == "cuda" else None
+        for cell in cells:
+            try:
+                res = measure(cell, mode, size, pairs, batches, device=device,
+                              warmup=args.warmup, steps=args.steps)
+            except torch.cuda.OutOfMemoryError:
+                longest = max(max(len(pairs[i][0]), len(pairs[i][1])) for b in batches
+                              for i in b)
+                print(f"  {cell} {mode}: out of GPU memory at batch {args.batch}, sentences up "
+                      f"to {longest} words: lower --batch", flush=True)
+                rows.append([cell, mode] + ["OOM"] * 9)
+                continue
+            wps = res["words"] / res["seconds"]
+            achieved = res["flops_per_word"] * wps
+            hours = RUN_WORDS / wps / 3600
+            res.update(words_per_sec=wps, tflops=achieved / 1e12, mm_peak_tflops=peak_mm / 1e12,
+                       nominal_tflops=None if nominal is None else nominal / 1e12,
+                       run_hours=hours, device=name)
+            records.append(res)
+            rows.append([cell, mode, f"{1e3 * res['seconds'] / res['steps']:.0f}", f"{wps:,.0f}",
+                         f"{achieved / 1e12:.1f}", f"{100 * achieved / peak_mm:.1f}",
+                         "-" if nominal is None else f"{100 * achieved / nominal:.1f}",
+                         f"{res['peak_gib']:.1f}", f"{hours:.1f}",
+                         f"{res['warmup_seconds']:.0f}",
+                         "-" if mode != "bf16" or cell not in TARGETS or device.type != "cuda"
+                         else
+                         ("met" if wps >= TARGETS[cell] else f"not met ({TARGETS[cell]:,})")])
+            print(f"  {cell} {mode}: {wps:,.0f} target words/s ({res['recorded']})", flush=True)
+    print(common.table(["cell", "precision", "ms/step", "tgt words/s", "TFLOP/s",
+                        "MFU % (mm)", "MFU % (nominal)", "peak GiB", "run hours",
+                        "warm-up s", "bf16 target"], rows))
+    print("run hours: 7.5 epochs x 348M target words at this rate on this one GPU (the paper: "
+          "about 10 days on 8 GPUs of 2014); warm-up s: the untimed steps, compilation included")
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

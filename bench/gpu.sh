@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The paper-size model on one CUDA GPU: words/s in fp32 and bf16, MFU, memory, projected
-# training time (bench/gpu.py). Under 8 minutes on an A100/H100-class GPU; fails with exit
-# status 2 and a one-line message where torch sees no CUDA device.
-#   bench/gpu.sh [--steps N] [--batch B] [--modes fp32,bf16]
+# The trainer's step at the paper's size on one CUDA GPU, cells lstm and peephole in fp32 and bf16:
+# words/s, MFU, memory, projected training time (bench/gpu.py). About 5 minutes on an H200; fails
+# with exit status 2 and a one-line message where torch sees no CUDA device.
+#   bench/gpu.sh [--cells lstm,peephole] [--modes fp32,bf16] [--steps N] [--batch B] [--json F]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 [ -x "$PY" ] || PY=python3
-exec timeout 480 "$PY" bench/gpu.py "$@"
+exec timeout "${GPU_BENCH_TIMEOUT:-480}" "$PY" bench/gpu.py "$@"

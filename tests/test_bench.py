@@ -1,0 +1,58 @@
+"""Every script in bench/ starts (its imports and arguments work: a renamed library function fails
+here, not on the machine that runs the benchmark), and bench/gpu.py, whose machine is rare, runs
+its whole measurement on the CPU at a toy size and stops in one line where CUDA is asked for and
+absent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")
+                                          if p.name != "common.py"))
+def test_every_bench_script_starts(script):
+    proc = bench(str(BENCH / script), "--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "usage:" in proc.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: the benchmark would run")
+@pytest.mark.parametrize("command", [["bench/gpu.py"], ["bench/gpu.sh"]])
+def test_the_gpu_benchmark_without_cuda_stops_in_one_line(command):
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT / "src")}
+    args = [sys.executable, *command] if command[0].endswith(".py") else command
+    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "bench/gpu.py: no CUDA device" in proc.stderr
+
+
+def test_the_gpu_benchmark_measures_the_trainers_step_on_the_cpu_at_a_toy_size(tmp_path):
+    out = tmp_path / "rows.json"
+    proc = bench("bench/gpu.py", "--device", "cpu", "--size", "tiny", "--batch", "8",
+                 "--steps", "2", "--warmup", "1", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert [(r["cell"], r["precision"]) for r in rows] == [
+        ("lstm", "fp32"), ("peephole", "fp32"), ("lstm", "bf16"), ("peephole", "bf16")]
+    for r in rows:
+        assert r["steps"] == 2 and r["words"] > 0 and r["words_per_sec"] > 0
+        # 3 x the forward matmul FLOPs per target word of a 1 x 16 model, vocab 200
+        assert 3 * 2 * 16 * 200 < r["flops_per_word"] < 3 * (2 * 16 * 200 + 4 * 2 * 4 * 16 * 32)
+    assert "tgt words/s" in proc.stdout and "a check of the script" in proc.stdout
