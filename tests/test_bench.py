@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 
 
-def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+def bench(*args: str, timeout: float = 300, env: dict | None = None
+          ) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src"), **(env or {})}
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -33,14 +34,37 @@ def test_every_bench_script_starts(script):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: the benchmark would run")
-@pytest.mark.parametrize("command", [["bench/gpu.py"], ["bench/gpu.sh"]])
+@pytest.mark.parametrize("command", [["bench/gpu.py"], ["bench/gpu.sh"], ["bench/gpu_check.sh"]])
 def test_the_gpu_benchmark_without_cuda_stops_in_one_line(command):
     env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT / "src")}
     args = [sys.executable, *command] if command[0].endswith(".py") else command
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0, proc.stderr
-    assert "bench/gpu.py: no CUDA device" in proc.stderr
+    script = "bench/gpu.py" if command[0] == "bench/gpu.sh" else command[0]  # gpu.sh runs it
+    assert f"{script}: no CUDA device" in proc.stderr
+
+
+def test_the_gpu_checks_dag_runner_and_twin_run_on_the_cpu(tmp_path, mirror):
+    """bench/gpu_check.sh's parts that do not need CUDA, on the CPU: the data stages of the
+    default profile through bench/gpu_dag.py, a few steps of reversed_1 by bench/gpu_twin.py,
+    and its comparison with itself."""
+    env_mirror = {"S2S_MIRROR": str(mirror)}
+    proc = bench("bench/gpu_dag.py", str(tmp_path / "p"), "--profile", "default", "--device",
+                 "cpu", "--only", "vocab", "--jobs", "2", env=env_mirror)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "4 stages ok, 0 failed" in proc.stdout
+    assert (tmp_path / "p" / "data" / "vocab" / "fr.tsv").exists()
+    out = tmp_path / "cpu.csv"
+    proc = bench("bench/gpu_twin.py", "train", str(tmp_path / "p"), "--steps", "3",
+                 "--device", "cpu", "--out", str(out), env=env_mirror)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = out.read_text().splitlines()
+    assert rows[0] == "step,loss,device,precision" and len(rows) == 4
+    first = float(rows[1].split(",")[1])
+    assert 8.0 < first < 9.5  # ~ln(6503): an untrained model's loss on the default's vocabulary
+    proc = bench("bench/gpu_twin.py", "compare", str(out), str(out))
+    assert proc.returncode == 0 and "+0.00%" in proc.stdout
 
 
 def test_the_gpu_benchmark_measures_the_trainers_step_on_the_cpu_at_a_toy_size(tmp_path):

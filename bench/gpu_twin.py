@@ -1,0 +1,112 @@
+"""The first steps of one model of a project's params, trained by the trainer's own setup and step
+on a device, its loss per step written to a CSV; or two such CSVs (a CUDA run and its CPU twin)
+compared. For the GPU check (bench/gpu_check.sh): does CUDA training follow the CPU's curve?
+
+    gpu_twin.py train PROJECT --model reversed_1 --steps 150 --device cuda --out cuda.csv
+    gpu_twin.py compare cpu.csv cuda.csv
+
+PROJECT holds params.yaml and the data stages' outputs (data/prepared, data/vocab). Both runs
+start from the same initial weights and see the same batches (the model's seeds); they differ by
+their devices' rounding, and where `amp` resolves to bf16 by that device's bf16 kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import torch  # noqa: E402
+
+from s2s import distributed, precision  # noqa: E402
+from s2s.config import load  # noqa: E402
+from s2s.train import lr_at, setup, train_step  # noqa: E402
+
+
+def train(project: Path, model: str, steps: int, device: str, out: Path) -> None:
+    params = load(project / "params.yaml")
+    params = dataclasses.replace(params, train=dataclasses.replace(params.train, device=device))
+    r = setup(params, model, prepared_dir=project / "data" / "prepared",
+              vocab_dir=project / "data" / "vocab", model_dir=out.parent / f"{out.stem}-model",
+              ckpt_dir=out.parent / f"{out.stem}-ckpt", world=distributed.World(),
+              snapshot_dir=None, snapshot_epochs=())
+    autocast = precision.autocast(r.device, r.chosen.dtype)
+    print(f"{model} on {r.device}: {r.chosen}", flush=True)
+    rows, step, t0 = [], 0, time.perf_counter()
+    while step < steps:
+        for idx in r.batches_of(step // r.steps_per_epoch)[step % r.steps_per_epoch:]:
+            if step >= steps:
+                break
+            lr = lr_at(step, r.steps_per_epoch, r.cfg)
+            nll, ntok = train_step(r.model, r.opt, [r.train_pairs[i] for i in idx],
+                                   batch_size=len(idx), lr=lr, cfg=r.cfg, vocab=r.tgt_vocab,
+                                   device=r.device, autocast=autocast)
+            step += 1
+            rows.append((step, nll / ntok))
+    seconds = time.perf_counter() - t0
+    with open(out, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["step", "loss", "device", "precision"])
+        w.writerows((s, f"{loss:.6f}", str(r.device), r.chosen.name) for s, loss in rows)
+    print(f"{steps} steps in {seconds:.1f}s; loss per target word: step 1 {rows[0][1]:.4f}, "
+          f"step {steps} {rows[-1][1]:.4f}; wrote {out}", flush=True)
+
+
+def read(path: Path) -> tuple[dict[int, float], str]:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return {int(r["step"]): float(r["loss"]) for r in rows}, \
+        f"{rows[0]['device']} {rows[0]['precision']}"
+
+
+def compare(a: Path, b: Path) -> int:
+    x, name_x = read(a)
+    y, name_y = read(b)
+    steps = sorted(set(x) & set(y))
+    if not steps:
+        print(f"{a} and {b} share no step")
+        return 1
+    print(f"loss per target word, {name_x} ({a.name}) vs {name_y} ({b.name})")
+    print(f"{'step':>6} {name_x:>14} {name_y:>14} {'rel. diff':>10}")
+    for s in sorted({steps[0], *[k for k in (10, 25, 50, 100, 150, 200) if k in x and k in y],
+                     steps[-1]}):
+        print(f"{s:>6} {x[s]:>14.4f} {y[s]:>14.4f} {(y[s] - x[s]) / x[s]:>+10.2%}")
+    last = steps[-min(50, len(steps)):]
+    mx, my = statistics.fmean(x[s] for s in last), statistics.fmean(y[s] for s in last)
+    print(f"mean of the last {len(last)} steps: {mx:.4f} vs {my:.4f} ({(my - mx) / mx:+.2%}); "
+          f"perplexity {math.exp(mx):.1f} vs {math.exp(my):.1f}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("project", type=Path)
+    t.add_argument("--model", default="reversed_1")
+    t.add_argument("--steps", type=int, default=150)
+    t.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    t.add_argument("--threads", type=int, default=0)
+    t.add_argument("--out", type=Path, required=True)
+    c = sub.add_parser("compare")
+    c.add_argument("a", type=Path)
+    c.add_argument("b", type=Path)
+    args = ap.parse_args(argv)
+    if args.command == "compare":
+        return compare(args.a, args.b)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    train(args.project, args.model, args.steps, args.device, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
