@@ -129,3 +129,21 @@ def test_the_timing_record_names_the_gpu_it_decoded_on_and_the_cpu_record_is_as_
                      systems=systems, device="cuda (NVIDIA H200)")
     assert gpu.to_json()["device"] == "cuda (NVIDIA H200)"
     assert CostTiming.from_json(gpu.to_json(), source="cost.json") == gpu
+
+
+def test_a_checkpoint_made_on_one_kind_of_device_never_resumes_on_another(tmp_path):
+    from s2s.config import TrainConfig
+    from s2s.data.vocab import Vocab
+    from s2s.model.seq2seq import RNNConfig
+    from s2s.train import fingerprint
+
+    for split in ("train", "dev"):
+        for lang in ("en", "fr"):
+            (tmp_path / f"{split}.tok.{lang}").write_text(f"a {split} {lang}\n")
+    vocab = Vocab(words=("<pad>", "<unk>", "<s>", "</s>", "a"), fingerprint="v")
+    args = (RNNConfig(), TrainConfig(), vocab, vocab, tmp_path)
+    cpu = fingerprint(*args)
+    assert fingerprint(*args, device_type="cpu") == cpu
+    assert fingerprint(*args, device_type="cuda") != cpu
+    assert fingerprint(*args, mm_dtype=torch.bfloat16, device_type="cuda") \
+        != fingerprint(*args, mm_dtype=torch.bfloat16)

@@ -77,16 +77,21 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
 
 
 def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
-                prepared_dir: Path, *, mm_dtype: torch.dtype | None = None) -> str:
+                prepared_dir: Path, *, mm_dtype: torch.dtype | None = None,
+                device_type: str = "cpu") -> str:
     """What the weights, the curves and best.pt depend on: the model config, every `train` key
     but BOOKKEEPING, the precision `amp` resolved to on this machine (`auto` is bf16 on one and
-    fp32 on another), both vocabularies, the training and the dev files. A checkpoint with
+    fp32 on another), the kind of device (a CPU checkpoint never resumes on a GPU, whose kernels
+    round otherwise), both vocabularies, the training and the dev files. A checkpoint with
     another fingerprint is never resumed. (The test set is read only after training.)"""
-    # (train_record: the recipe keys only where they are not the paper's, so a run of the
-    # paper's recipe hashes as it did before they existed)
+    # Keys are added only where they differ from what a CPU fp32 run of the paper's recipe had
+    # before they existed, so that such a run hashes as it always did (train_record: the recipe
+    # keys only where they are not the paper's).
     relevant = {k: v for k, v in train_record(cfg).items() if k not in BOOKKEEPING}
-    if mm_dtype is not None:  # fp32 adds nothing: a run with amp false hashes as before amp
+    if mm_dtype is not None:
         relevant["matmul_dtype"] = str(mm_dtype)
+    if device_type != "cpu":
+        relevant["device_type"] = device_type
     h = hashlib.sha256(json.dumps([config_record(model_cfg), relevant, src.fingerprint,
                                    tgt.fingerprint], sort_keys=True).encode())
     for split in ("train", "dev"):
@@ -444,7 +449,8 @@ def setup(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mod
              f" (warmup {cfg.warmup_steps} steps)" if cfg.schedule == "inverse_sqrt" else "",
              f", label smoothing {cfg.label_smoothing:g}" if cfg.label_smoothing else "")
     chosen = precision.choose(cfg.amp, device)
-    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir, mm_dtype=chosen.dtype)
+    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir, mm_dtype=chosen.dtype,
+                     device_type=device.type)
     if world.is_main:
         # A run killed inside torch.save leaves its temporary file (as large as a checkpoint) in
         # the checkpoint folder, which DVC keeps across runs (persist: true).
