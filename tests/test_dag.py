@@ -38,6 +38,26 @@ def test_committed_dvc_yaml_is_what_params_generate():
         "dvc.yaml is stale: run `s2s dag write`"
 
 
+def test_the_pipeline_map_in_docs_is_current():
+    assert (ROOT / "docs" / "pipeline.md").read_text() \
+        == pipeline.describe_markdown(load(ROOT / "params.yaml")), \
+        "docs/pipeline.md is stale: run `s2s dag show > docs/pipeline.md`"
+
+
+def test_the_pipeline_map_has_one_row_per_kind_of_stage_with_placeholders():
+    rows = {r["stage"]: r for r in pipeline.describe(load(ROOT / "profiles" / "smoke.yaml"))}
+    assert list(rows)[:5] == ["check-params", "download", "prepare", "vocab", "train-<model>"]
+    train = rows["train-<model>"]
+    assert train["runs"].startswith("15: forward, forward_2")
+    assert train["writes"] == ("models/<model>, metrics/train/<model>.json, "
+                               "metrics/curves/<model>.csv, snapshots/<model> (some)")
+    assert train["params"] == ("model, models.<model>, train, analysis.snapshots (some), "
+                               "analysis.models (some)")
+    assert "src/" not in " ".join(r["reads"] for r in rows.values())  # no code dependencies
+    assert rows["rescore-oracle"]["runs"] == "1"  # not one of the rescorers
+    assert rows["translate-<system>"]["reads"] == "data/prepared, data/vocab, models/<model>"
+
+
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
 def test_translate_and_rescore_stages_match_the_profile(profile):
     params, dag = load(profile), dag_of(profile)

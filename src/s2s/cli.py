@@ -255,6 +255,9 @@ def _cmd_dag(a, params_path: Path):
     from s2s.config import require_complete
 
     params = load(params_path)
+    if a.action == "show":
+        print(pipeline.describe_markdown(params), end="")
+        return
     require_complete(params_path)
     if a.action == "write":
         changed = pipeline.write(params, DVC_YAML)
@@ -443,12 +446,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--against", type=Path, default=Path("reports/default"),
                    help="the reference run (the published default run)")
 
-    s = sub.add_parser("dag", help="write dvc.yaml from params (write) or check it is current",
+    s = sub.add_parser("dag", help="show the pipeline, write dvc.yaml from params (write) or "
+                                   "check it is current",
                        description="dvc.yaml is generated from the parameter file and the stage "
                                    "modules (src/s2s/stages): run `s2s dag write` after adding "
                                    "or removing a model, system or rescorer.")
-    s.add_argument("action", choices=("write", "check"),
-                   help="write: regenerate dvc.yaml; check: fail if it is not what params give")
+    s.add_argument("action", choices=("show", "write", "check"),
+                   help="show: one line per kind of stage, what it reads, writes and watches "
+                        "(docs/pipeline.md); write: regenerate dvc.yaml; check: fail if it is "
+                        "not what params give")
     s.set_defaults(fn=None)
     s = sub.add_parser("profile", help="show or switch the parameter profile",
                        description="Without NAME: the profile params.yaml holds, and whether "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import re
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
@@ -250,3 +251,95 @@ def stale(params: Params, dvc_yaml: Path = Path("dvc.yaml")) -> bool:
     """True if `dvc_yaml` is not what `params` generates."""
     old = dvc_yaml.read_text(encoding="utf-8") if dvc_yaml.exists() else None
     return old != render(params)
+
+
+# --- The pipeline in one table (`s2s dag show`, docs/pipeline.md) --------------------------------
+
+# What the positional argument of a stage kind names: one stage per model, system or rescorer.
+ITEM = {"train": "model", "translate": "system", "rescore": "rescorer"}
+# The params sections whose keys are names (a model, a system, a rescorer).
+NAMED_SECTIONS = (("models.", "model"), ("systems.", "system"), ("rescore.rescorers.", "rescorer"))
+
+
+def _named(stage: dag.Stage, params: Params) -> bool:
+    """Whether `stage` is one of a kind run once per entry of a params section (not the oracle
+    of rescore, whose item names no rescorer)."""
+    section = {"train": params.models, "translate": params.systems,
+               "rescore": params.rescore.rescorers}.get(stage.kind, {})
+    return stage.item is not None and stage.item in section
+
+
+def _general_path(path: str, stage: dag.Stage) -> str:
+    """`path` of `stage` with its item (a model, system or rescorer name) as a placeholder."""
+    if stage.item is None or stage.kind not in ITEM or stage.name.endswith("-oracle"):
+        return path
+    return re.sub(rf"(?<=/){re.escape(stage.item)}(?=$|/|\.)", f"<{ITEM[stage.kind]}>", path)
+
+
+def _general_key(key: str) -> str:
+    for prefix, what in NAMED_SECTIONS:
+        if key.startswith(prefix) and "." not in key[len(prefix):]:
+            return f"{prefix}<{what}>"
+    return key
+
+
+def describe(params: Params) -> list[dict[str, str]]:
+    """One row per kind of stage, in pipeline order: the stage (a placeholder for its model,
+    system or rescorer), how many there are, what it reads (other stages' outputs and
+    params.yaml, not source code), what it writes, the params keys it watches. An entry that
+    only some stages of a kind have is marked ``(some)``."""
+    stages = generate(params)
+    producer_of = {o.path: s for s in stages for o in s.outs if not o.persist}
+    kinds: dict[str, list[dag.Stage]] = {}
+    for s in stages:
+        name = f"{s.kind}-<{ITEM[s.kind]}>" if _named(s, params) else s.name
+        kinds.setdefault(name, []).append(s)
+    rows = []
+    for name, group in kinds.items():
+        def collect(entries_of) -> str:
+            seen: dict[str, int] = {}
+            for s in group:
+                for e in dict.fromkeys(entries_of(s)):
+                    seen[e] = seen.get(e, 0) + 1
+            return ", ".join(e + ("" if n == len(group) else " (some)") for e, n in seen.items())
+
+        def reads(s: dag.Stage) -> list[str]:
+            out = []
+            for p in dag.inputs(s, stages):
+                if p in producer_of:
+                    out.append(_general_path(p, producer_of[p]))
+                elif not p.startswith(str(SOURCE_PREFIX)):
+                    out.append(p)
+            return out
+
+        items = [s.item for s in group if _named(s, params)]
+        rows.append({
+            "stage": name,
+            "runs": f"{len(group)}: {', '.join(items)}" if items else "1",
+            "reads": collect(reads),
+            "writes": collect(lambda s: [_general_path(o.path, s) for o in s.outs]),
+            "params": collect(lambda s: [_general_key(k) for k in s.params]) or "-",
+        })
+    return rows
+
+
+def describe_markdown(params: Params) -> str:
+    """:func:`describe` as the Markdown of docs/pipeline.md."""
+    lines = [
+        "# The pipeline, one line per kind of stage",
+        "",
+        f"`s2s dag show > docs/pipeline.md` writes this from `{params.source.name}` (profile",
+        f"`{params.profile}`); `tests/test_dag.py` checks that it is current. Each stage reads",
+        "the outputs of the stages before it and writes its own; DVC (`dvc.yaml`) and Snakemake",
+        "(`workflow/`) run the same stages. A stage also depends on the source files it runs",
+        "(listed in `dvc.yaml`, not here). `<model>`, `<system>`, `<rescorer>`: one stage per",
+        "entry of params `models`, `systems`, `rescore.rescorers`; `(some)`: only some of them.",
+        "",
+        "| stage | runs | reads | writes | params it watches |",
+        "|---|---|---|---|---|",
+    ]
+    for r in describe(params):
+        cells = [r["stage"], r["runs"], r["reads"], r["writes"], r["params"]]
+        lines.append("| " + " | ".join(f"`{c}`" if i == 0 else c.replace("|", "\\|")
+                                       for i, c in enumerate(cells)) + " |")
+    return "\n".join(lines) + "\n"
