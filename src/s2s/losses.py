@@ -277,21 +277,26 @@ def summed_nll(features: Tensor, weight: Tensor, bias: Tensor, target: Tensor, *
     """The summed NLL for evaluation: a scalar in the weights' dtype (fp32), no gradient, no
     autocast dtype; arguments as linear_cross_entropy. On the CPU it equals ``F.cross_entropy(F.linear(features, weight,
     bias).flatten(0, -2), target.flatten(), ignore_index=ignore_index, reduction="sum")`` to
-    the bit: each row's log-prob is that kernel's, and the sum is ``F.nll_loss``'s over the
-    flattened positions (its summation order depends on where the real targets sit, so they are
-    put back in their places in an (N*T, 1) column)."""
+    the bit: each row's logits are computed as F.linear computes them on `features`, its
+    log-probs by the same kernel, and the sum is ``F.nll_loss``'s over the flattened positions
+    (its summation order depends on where the real targets sit, so they are put back in their
+    places in an (N*T, 1) column)."""
+    # F.linear adds the bias inside the GEMM (addmm) for 2-D and contiguous 3-D input, and after
+    # a plain product otherwise (e.g. an LSTM's unpacked outputs): the two round differently.
+    fused_bias = features.dim() == 2 or (features.dim() == 3 and features.is_contiguous())
     with torch.autocast(features.device.type, enabled=False):
         return _summed_nll(features, weight, bias, target, rows=_rows(target, ignore_index, rows),
-                           chunk=_chunk_rows(weight.shape[0], chunk_bytes))
+                           chunk=_chunk_rows(weight.shape[0], chunk_bytes), fused_bias=fused_bias)
 
 
 def _summed_nll(features: Tensor, weight: Tensor, bias: Tensor, target: Tensor, *, rows: Tensor,
-                chunk: int) -> Tensor:
+                chunk: int, fused_bias: bool) -> Tensor:
     x, t = _kept(features, target, rows)
     logp = torch.empty(x.shape[0], 1, dtype=weight.dtype, device=x.device)  # (M, 1)
     for start in range(0, x.shape[0], chunk):
         tc = t[start:start + chunk, None]  # (C, 1)
-        z = _logits(x[start:start + chunk], weight, bias, None)  # (C, V)
+        xc = x[start:start + chunk]  # (C, H)
+        z = torch.addmm(bias, xc, weight.t()) if fused_bias else torch.mm(xc, weight.t()).add_(bias)
         if z.device.type == "cpu":
             logp[start:start + chunk] = _log_softmax_(z).gather(1, tc)
         else:
