@@ -195,3 +195,29 @@ def test_on_cuda_the_streamed_loss_equals_cross_entropy_and_holds_one_chunk(mm_d
                      rows=rows, chunk_bytes=budget)
     if mm_dtype is None:
         torch.testing.assert_close(nll, want[0], rtol=1e-5, atol=0)
+
+
+@CUDA
+def test_on_cuda_copying_a_batch_and_the_loss_with_its_rows_never_wait_for_the_device():
+    """torch's sync debug mode raises at any device-to-host wait: none in the pinned copy, the
+    streamed loss over the batch's rows, or its backward (the trainer's one wait is its NLL
+    read)."""
+    cuda = torch.device("cuda")
+    pinned = collate(tiny_pairs(), pad=Specials.pad, bos=Specials.bos,
+                     eos=Specials.eos).pin_memory()
+    N, T = pinned.tgt_out.shape
+    feats = torch.randn(N, T, 16, device=cuda, requires_grad=True)
+    weight = torch.randn(31, 16, device=cuda, requires_grad=True)
+    bias = torch.zeros(31, device=cuda, requires_grad=True)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        b = pinned.to(cuda)
+        loss = linear_cross_entropy(feats, weight, bias, b.tgt_out, ignore_index=Specials.pad,
+                                    rows=b.target_rows)
+        (loss / N).backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    want = F.cross_entropy(F.linear(feats, weight, bias).flatten(0, 1),
+                           b.tgt_out.flatten(), ignore_index=Specials.pad, reduction="sum")
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-5)
