@@ -338,3 +338,19 @@ def test_perplexity_is_the_published_computations_to_the_bit(arch, cell, budget_
     got = perplexity(model, pairs, vocab=Specials, device=torch.device("cpu"), batch_size=16)
     assert got == want and got > 70  # worse than uniform: the scaled layer is confidently wrong
     assert model.training
+
+
+def test_bench_loss_quick_prints_its_table():
+    """bench/loss.py starts and prints a row per loss, the streamed one within its budget."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, str(root / "bench" / "loss.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, check=True)
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("quick")]
+    assert len(rows) == 4
+    for row in rows:
+        chunks, largest = int(row[-4]), float(row[-2])
+        assert (chunks, largest <= 0.5) == ((8, True) if row[-5] == "streamed" else (1, False))
