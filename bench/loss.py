@@ -2,7 +2,7 @@
 largest buffer and the peak of live memory, for the one-buffer loss (every row in one chunk, as
 the CPU trains today) beside the streamed one (rows in chunks of ``--chunk-mib``), on the CPU.
 
-    .venv/bin/python bench/loss.py [--quick] [--threads 1] [--chunk-mib 64]
+    .venv/bin/python bench/loss.py [--quick] [--threads 1] [--chunk-mib 64] [--sizes default,paper]
 
 Each row: M target rows (a batch's real positions), H features, V words, fp32 or bf16 products;
 ms is the median over ``--repeat`` runs of forward + backward; "largest" and "peak" come from the
@@ -42,16 +42,21 @@ def problem(M: int, H: int, V: int):
 
 
 def step(inputs, *, mm_dtype, chunk_bytes):
+    """A function running forward + backward once, its gradients freed before (outside the
+    measured time and memory: its previous gradients would be freed inside it)."""
     feats, weight, bias, target = inputs
 
     def run():
-        for t in (feats, weight, bias):
-            t.grad = None
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mm_dtype is not None):
             loss = linear_cross_entropy(feats, weight, bias, target, ignore_index=0,
                                         mm_dtype=mm_dtype, chunk_bytes=chunk_bytes)
         loss.backward()
-    return run
+
+    def fresh():
+        for t in (feats, weight, bias):
+            t.grad = None
+        return run
+    return fresh
 
 
 def memory(run) -> tuple[int, int]:
@@ -66,6 +71,7 @@ def memory(run) -> tuple[int, int]:
 
     allocs = sorted((n for n in walk(prof.profiler.kineto_results.experimental_event_tree())
                      if n.tag == _EventType.Allocation), key=lambda n: n.start_time_ns)
+    # (frees are events too, of negative size)
     start = allocs[0].extra_fields.total_allocated - allocs[0].extra_fields.alloc_size
     return (max(n.extra_fields.alloc_size for n in allocs),
             max(n.extra_fields.total_allocated for n in allocs) - start)
@@ -78,14 +84,14 @@ def main() -> None:
     ap.add_argument("--chunk-mib", type=float, default=None,
                     help="the streamed rows' budget: the largest (C, V) fp32 buffer, MiB "
                          "(default 64; --quick: 0.5, 8 chunks)")
-    ap.add_argument("--no-paper", action="store_true", help="leave out the paper's size")
+    ap.add_argument("--sizes", default="default,paper", help="comma list of default, paper")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     sizes, repeat = (QUICK, 1) if args.quick else (SIZES, args.repeat)
-    if args.no_paper:
-        sizes = [s for s in sizes if not s[0].startswith("paper")]
+    if not args.quick:
+        sizes = [s for s in sizes if s[0].split(",")[0] in args.sizes.split(",")]
     args.chunk_mib = args.chunk_mib or (0.5 if args.quick else 64.0)
     budget = int(args.chunk_mib * (1 << 20))
     print(f"bench/loss.py{' --quick' if args.quick else ''} on {cpu_kind()}; torch "
@@ -98,14 +104,15 @@ def main() -> None:
         inputs = problem(M, H, V)
         for mm_dtype in (None, torch.bfloat16):
             for kind, chunk_bytes in (("one buffer", 4 * M * V), ("streamed", budget)):
-                run = step(inputs, mm_dtype=mm_dtype, chunk_bytes=chunk_bytes)
-                run()  # warm-up
+                fresh = step(inputs, mm_dtype=mm_dtype, chunk_bytes=chunk_bytes)
+                fresh()()  # warm-up
                 times = []
                 for _ in range(repeat):
+                    run = fresh()
                     t0 = time.perf_counter()
                     run()
                     times.append(time.perf_counter() - t0)
-                largest, peak = memory(run)
+                largest, peak = memory(fresh())
                 chunks = -(-M // max(1, chunk_bytes // (4 * V)))
                 rows.append([name, M, H, V, "fp32" if mm_dtype is None else "bf16", kind,
                              chunks, f"{1000 * statistics.median(times):.0f}",

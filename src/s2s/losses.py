@@ -19,8 +19,9 @@ on CPU for two reasons (bench/README.md, "Where the time goes"):
   GEMMs on it. The plain path allocates logits, log-probs, their gradient and the logits'
   gradient, four (M, V) tensors.
 
-Memory: no buffer of the softmax layer has more than ``chunk_bytes`` (default ``CHUNK_BYTES``)
-of fp32 rows, whatever M. Where all M rows fit in one such chunk on the CPU, the loss is the
+Memory: no (C, V) buffer of the softmax layer (logits, log-probs, their gradient) holds more
+than ``chunk_bytes`` (default ``CHUNK_BYTES``) of fp32 rows, whatever M; what grows with M is
+(M, H) only (the kept features, their gradient). Where all M rows fit in one such chunk on the CPU, the loss is the
 one-buffer computation above (and so the same numbers, to the bit, at any budget that holds
 them). Otherwise (more rows, or another device, where torch's log-softmax has no in-place
 kernel) the rows are streamed: each chunk's logits are computed, turned into its loss and, in
@@ -42,8 +43,8 @@ from torch import Tensor
 
 __all__ = ["CHUNK_BYTES", "linear_cross_entropy", "smoothed_cross_entropy", "summed_nll"]
 
-# The largest (C, V) fp32 buffer of the softmax layer: 1 GiB is 3,355 rows at V = 80k, rows
-# enough for GEMMs at full speed; at V = 10k a batch of 64 x 51 targets is one chunk.
+# The largest (C, V) fp32 buffer of the softmax layer: 1 GiB is 3,355 rows at V = 80k, wide
+# GEMMs still; at the default profile's V (6.5k) a batch of 64 x 51 targets is one chunk.
 CHUNK_BYTES = 1 << 30
 
 _log_softmax_out = torch.ops.aten._log_softmax.out
