@@ -21,16 +21,17 @@ on CPU for two reasons (bench/README.md, "Where the time goes"):
 
 Memory: no (C, V) buffer of the softmax layer (logits, log-probs, their gradient) holds more
 than ``chunk_bytes`` (default ``CHUNK_BYTES``) of fp32 rows, whatever M; what grows with M is
-(M, H) only (the kept features, their gradient). Where all M rows fit in one such chunk on the CPU, the loss is the
-one-buffer computation above (and so the same numbers, to the bit, at any budget that holds
-them). Otherwise (more rows, or another device, where torch's log-softmax has no in-place
-kernel) the rows are streamed: each chunk's logits are computed, turned into its loss and, in
-the forward pass already, into its share of the three gradients (of x: its rows; of the weight
-and the bias: summed over chunks), and dropped; backward only scales the saved gradients by the
-incoming one, which is exact because the loss is a scalar. Besides the chunk, this holds the
-(M, H) and (V, H) gradients that backward returns anyway. Recomputing the chunks' logits in
-backward instead (saving each row's log-sum-exp) would free the (V, H) gradient for the rest of
-the forward pass but costs a fourth GEMM of (M, H) x (H, V), a third more softmax-layer work.
+(M, H) only (the kept features, their gradient). Where all M rows fit in one such chunk on the
+CPU, the loss is the one-buffer computation above (and so the same numbers, to the bit, at any
+budget that holds them). Otherwise (more rows, or another device, where torch's log-softmax
+has no in-place kernel) the rows are streamed: each chunk's logits are computed, turned into its
+loss and, in the forward pass already, into its share of the three gradients (of x: its rows;
+of the weight and the bias: summed over chunks), and dropped; backward only scales the saved
+gradients by the incoming one, which is exact because the loss is a scalar. Besides the chunk,
+this holds the (M, H) and (V, H) gradients that backward returns anyway. Recomputing the
+chunks' logits in backward instead (saving each row's log-sum-exp) would free the (V, H)
+gradient for the rest of the forward pass but costs a fourth GEMM of (M, H) x (H, V), a third
+more softmax-layer work.
 
 Dimension letters: see ``s2s.model.lstm``; M = rows with a real target, C = rows of a chunk.
 """
@@ -276,12 +277,12 @@ def summed_nll(features: Tensor, weight: Tensor, bias: Tensor, target: Tensor, *
                ignore_index: int, rows: Tensor | None = None,
                chunk_bytes: int | None = None) -> Tensor:
     """The summed NLL for evaluation: a scalar in the weights' dtype (fp32), no gradient, no
-    autocast dtype; arguments as linear_cross_entropy. On the CPU it equals ``F.cross_entropy(F.linear(features, weight,
-    bias).flatten(0, -2), target.flatten(), ignore_index=ignore_index, reduction="sum")`` to
-    the bit: each row's logits are computed as F.linear computes them on `features`, its
-    log-probs by the same kernel, and the sum is ``F.nll_loss``'s over the flattened positions
-    (its summation order depends on where the real targets sit, so they are put back in their
-    places in an (N*T, 1) column)."""
+    autocast dtype; arguments as linear_cross_entropy. On the CPU it equals
+    ``F.cross_entropy(F.linear(features, weight, bias).flatten(0, -2), target.flatten(),
+    ignore_index=ignore_index, reduction="sum")`` to the bit: each row's logits are computed as
+    F.linear computes them on `features`, its log-probs by the same kernel, and the sum is
+    ``F.nll_loss``'s over the flattened positions (its summation order depends on where the
+    real targets sit, so they are put back in their places in an (N*T, 1) column)."""
     # F.linear adds the bias inside the GEMM (addmm) for 2-D and contiguous 3-D input, and after
     # a plain product otherwise (e.g. an LSTM's unpacked outputs): the two round differently.
     fused_bias = features.dim() == 2 or (features.dim() == 3 and features.is_contiguous())
@@ -297,7 +298,10 @@ def _summed_nll(features: Tensor, weight: Tensor, bias: Tensor, target: Tensor, 
     for start in range(0, x.shape[0], chunk):
         tc = t[start:start + chunk, None]  # (C, 1)
         xc = x[start:start + chunk]  # (C, H)
-        z = torch.addmm(bias, xc, weight.t()) if fused_bias else torch.mm(xc, weight.t()).add_(bias)
+        if fused_bias:
+            z = torch.addmm(bias, xc, weight.t())  # (C, V)
+        else:
+            z = torch.mm(xc, weight.t()).add_(bias)
         if z.device.type == "cpu":
             logp[start:start + chunk] = _log_softmax_(z).gather(1, tc)
         else:
