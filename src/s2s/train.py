@@ -25,11 +25,11 @@ from torch import nn
 from s2s import checkpoint, distributed, precision, runguard
 from s2s.artifacts import SnapshotEntry, SnapshotIndex, TrainMetrics
 from s2s.config import Params, TrainConfig, train_record
-from s2s.data.batching import collate, epoch_batches, eval_batches, load_parallel
+from s2s.data.batching import Batch, collate, epoch_batches, eval_batches, load_parallel
 from s2s.data.vocab import Vocab
 from s2s.device import for_stage
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
-from s2s.losses import linear_cross_entropy, smoothed_cross_entropy
+from s2s.losses import linear_cross_entropy, smoothed_cross_entropy, summed_nll
 from s2s.model import build_model, config_record
 from s2s.model.base import Model
 from s2s.progress import progress
@@ -104,15 +104,20 @@ def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
     return h.hexdigest()
 
 
-def shard_loss(model: Model, pairs, *, vocab: Vocab, device: torch.device,
-               autocast, label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, int]:
+def shard_loss(model: Model, pairs: Sequence[tuple[list[int], list[int]]] | Batch | None, *,
+               vocab: Vocab, device: torch.device, autocast,
+               label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, int]:
     """The training loss of `pairs`, their summed NLL (what perplexity reports) and their target
-    tokens. Without label smoothing the loss is the NLL itself; with it, the loss is
-    (1 - eps) NLL + eps * the mean over the vocabulary of -log p (s2s.losses)."""
+    tokens. `pairs`: id pairs (collated here), or their Batch already collated (on any device;
+    ``s2s.data.batching.prefetch_batches``), or empty/None for an empty share. Without label
+    smoothing the loss is the NLL itself; with it, the loss is (1 - eps) NLL + eps * the mean
+    over the vocabulary of -log p (s2s.losses). Nothing here waits for the device."""
     if not pairs:
         zero = torch.zeros((), device=device)
         return zero, zero, 0
-    b = collate(pairs, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
+    b = pairs if isinstance(pairs, Batch) else collate(pairs, pad=vocab.pad, bos=vocab.bos,
+                                                       eos=vocab.eos)
+    b = b.to(device)
     with autocast:
         feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
         # The softmax layer and the loss in one, over the real target positions only
@@ -120,21 +125,30 @@ def shard_loss(model: Model, pairs, *, vocab: Vocab, device: torch.device,
         if label_smoothing:
             loss, nll = smoothed_cross_entropy(
                 feats, model.proj.weight, model.proj.bias, b.tgt_out, ignore_index=vocab.pad,
-                epsilon=label_smoothing, mm_dtype=precision.matmul_dtype(feats))
+                epsilon=label_smoothing, mm_dtype=precision.matmul_dtype(feats),
+                rows=b.target_rows)
             return loss, nll, b.ntokens
         nll = linear_cross_entropy(feats, model.proj.weight, model.proj.bias, b.tgt_out,
-                                   ignore_index=vocab.pad, mm_dtype=precision.matmul_dtype(feats))
+                                   ignore_index=vocab.pad, mm_dtype=precision.matmul_dtype(feats),
+                                   rows=b.target_rows)
     return nll, nll, b.ntokens
 
 
-def train_step(model: nn.Module, opt: torch.optim.Optimizer, pairs, *, batch_size: int,
+def train_step(model: nn.Module, opt: torch.optim.Optimizer,
+               pairs: Sequence[tuple[list[int], list[int]]] | Batch | None, *, batch_size: int,
                lr: float, cfg: TrainConfig, vocab: Vocab, device: torch.device, autocast,
                world: distributed.World | None = None) -> tuple[float, int]:
     """One update (§3.4) on a minibatch of `batch_size` sentences, of which `pairs` is this
-    process's share: the loss summed per sentence and averaged over the batch, its gradient
-    summed over processes, clipped to `clip_norm`, and one step of the recipe's optimizer at
-    `lr`. Returns the batch's summed NLL and target tokens over all processes; a non-finite
-    NLL is returned before any update (the caller stops). bench/train.py times this function."""
+    process's share (as shard_loss takes it): the loss summed per sentence and averaged over the
+    batch, its gradient summed over processes, clipped to `clip_norm`, and one step of the
+    recipe's optimizer at `lr`. Returns the batch's summed NLL and target tokens over all
+    processes; a non-finite NLL is returned before any update (the caller stops).
+
+    Reading the NLL is the step's one wait for the device: on a GPU, the backward pass and the
+    update may still be running when this returns (the next step's read waits for them), so a
+    caller that times steps synchronises the device before it stops its clock (at an
+    evaluation, say); over consecutive steps the time adds up. bench/train.py times this
+    function."""
     world = world or distributed.World()
     for group in opt.param_groups:
         group["lr"] = lr
@@ -155,24 +169,29 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer, pairs, *, batch_siz
         nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
     with torch.profiler.record_function("optimizer_step"):
         opt.step()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
     return batch_nll, int(batch_tok)
 
 
 @torch.no_grad()
 def perplexity(model: Model, pairs, *, vocab: Vocab, device: torch.device,
                batch_size: int = 64) -> float:
+    """exp(summed NLL / target tokens) of `pairs` (id pairs), teacher-forced, in eval mode and
+    fp32, in batches of `batch_size` sorted by length; nan for no tokens. The softmax layer
+    runs over the real target positions only, in row chunks (``s2s.losses.summed_nll``: on the
+    CPU each batch's NLL is ``F.cross_entropy``'s over the (N, T, V) logits to the bit); the
+    sum stays on the device in fp64 (as Python floats would add the batches) and is read once.
+    The model is left in train mode."""
     model.eval()
-    nll, ntok = 0.0, 0
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    ntok = 0
     for idx in eval_batches(pairs, batch_size):
         b = collate([pairs[i] for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
-        logits = model(b.src, b.src_lengths, b.tgt_in)  # (N, T, V)
-        nll += nn.functional.cross_entropy(logits.flatten(0, 1).float(), b.tgt_out.flatten(),
-                                           ignore_index=vocab.pad, reduction="sum").item()
+        feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
+        total += summed_nll(feats, model.proj.weight, model.proj.bias, b.tgt_out,
+                            ignore_index=vocab.pad, rows=b.target_rows).double()
         ntok += b.ntokens
     model.train()
-    return math.exp(nll / ntok) if ntok else float("nan")
+    return math.exp(total.item() / ntok) if ntok else float("nan")
 
 
 @dataclass

@@ -174,39 +174,45 @@ def beam_search(
 
         # Candidates that take <EOS> among the B best leave the beam for the finished set.
         finishing = top_eos[:, :beam] & (top_scores[:, :beam] > -math.inf)  # (n, B)
-        if finishing.any():
-            rank_scores = _rank(top_scores[:, :beam], t, length_penalty)  # (n, B)
-            sent, col = finishing.nonzero(as_tuple=True)
-            rows = (first_row + top_beam[:, :beam])[sent, col]
-            _collect(found, sentence=active[sent], tokens=history[rows],
-                     scores=top_scores[sent, col], rank_scores=rank_scores[sent, col],
-                     finished=True)
-            n_finished += finishing.sum(1)
-            fin_rank = rank_scores.masked_fill(~finishing, -math.inf)
-            best_finished = torch.cat([best_finished, fin_rank], 1).topk(nbest, dim=1).values
+        rank_scores = _rank(top_scores[:, :beam], t, length_penalty)  # (n, B)
+        # Unconditional, so that no host read is needed here: with nothing finishing they add
+        # zeros and -inf, and leave both as they were.
+        n_finished = n_finished + finishing.sum(1)
+        fin_rank = rank_scores.masked_fill(~finishing, -math.inf)
+        best_finished = torch.cat([best_finished, fin_rank], 1).topk(nbest, dim=1).values
 
         # The next beam: the B best candidates that do not take <EOS>, in rank order.
         keep = top_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :beam]  # (n, B) positions
         scores = top_scores.gather(1, keep)  # (n, B), best first
         parent = (first_row + top_beam.gather(1, keep)).view(-1)  # (n*B,) rows of the parents
         token = top_token.gather(1, keep)  # (n, B)
+        old_history = history
         history = torch.cat([history[parent], token.view(-1, 1)], 1)  # (n*B, t)
 
         at_max = max_len[active] == t  # (n,)
-        if at_max.any():
+        bound = scores[:, 0]  # (n,) best open log-prob
+        if length_penalty > 0:
+            bound = bound / _penalty(max_len[active].to(bound.dtype), length_penalty)
+        done = at_max | (n_finished >= width) | (best_finished[:, -1] >= bound)  # (n,)
+        # The step's decisions in one read from the device (each read waits for it).
+        any_finishing, any_at_max, all_done, any_done = torch.stack(
+            [finishing.any(), at_max.any(), done.all(), done.any()]).tolist()
+
+        if any_finishing:
+            sent, col = finishing.nonzero(as_tuple=True)
+            rows = (first_row + top_beam[:, :beam])[sent, col]
+            _collect(found, sentence=active[sent], tokens=old_history[rows],
+                     scores=top_scores[sent, col], rank_scores=rank_scores[sent, col],
+                     finished=True)
+        if any_at_max:
             cut = at_max.unsqueeze(1) & (scores > -math.inf)  # (n, B)
             sent, col = cut.nonzero(as_tuple=True)
             cut_rank = _rank(scores, t, length_penalty)  # (n, B)
             _collect(found, sentence=active[sent], tokens=history[sent * beam + col],
                      scores=scores[sent, col], rank_scores=cut_rank[sent, col], finished=False)
-
-        bound = scores[:, 0]  # (n,) best open log-prob
-        if length_penalty > 0:
-            bound = bound / _penalty(max_len[active].to(bound.dtype), length_penalty)
-        done = at_max | (n_finished >= width) | (best_finished[:, -1] >= bound)  # (n,)
-        if bool(done.all()):
+        if all_done:
             break
-        if bool(done.any()):
+        if any_done:
             alive = (~done).nonzero().squeeze(1)  # (n',)
             alive_rows = (alive.unsqueeze(1) * beam + torch.arange(beam, device=device)).view(-1)
             parent, history, token = parent[alive_rows], history[alive_rows], token[alive]
@@ -372,8 +378,10 @@ def _collect(
     finished: bool,
 ) -> None:
     """Append hypotheses (rows of ``tokens`` (M, L)) to the finished lists of their sentences."""
-    rows = zip(sentence.tolist(), tokens.tolist(), scores.tolist(), rank_scores.tolist())
-    for i, toks, s, r in rows:
+    # two reads from the device, not four: ids with ids, scores with scores (one dtype each)
+    ids = torch.cat([sentence.unsqueeze(1), tokens], 1).tolist()  # (M, 1 + L)
+    both = torch.stack([scores, rank_scores], 1).tolist()  # (M, 2)
+    for (i, *toks), (s, r) in zip(ids, both):
         found[i].append((r, Hypothesis(tuple(toks), s, finished)))
 
 
