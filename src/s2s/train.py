@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import functools
@@ -25,7 +26,8 @@ from torch import nn
 from s2s import checkpoint, distributed, precision, runguard
 from s2s.artifacts import SnapshotEntry, SnapshotIndex, TrainMetrics
 from s2s.config import Params, TrainConfig, train_record
-from s2s.data.batching import Batch, collate, epoch_batches, eval_batches, load_parallel
+from s2s.data.batching import (Batch, collate, epoch_batches, eval_batches, load_parallel,
+                                prefetch_batches)
 from s2s.data.vocab import Vocab
 from s2s.device import for_stage
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
@@ -212,6 +214,14 @@ class TrainState:
     window_nll: float = 0.0  # training loss since the last dev evaluation
     window_tok: int = 0
 
+    @property
+    def window_ppl(self) -> float:
+        return math.exp(self.window_nll / self.window_tok)
+
+    @property
+    def words_per_sec(self) -> float:
+        return self.train_tokens / max(self.train_seconds, 1e-9)
+
     def payload(self) -> dict:
         """The entries of ``last.pt`` beside the weights (s2s.checkpoint.save's `extra`). The best
         weights travel with the resume point unless they are its own, so that a rerun can always
@@ -301,7 +311,17 @@ class Run:
     prepared_dir: Path
     ckpt_dir: Path
     model_dir: Path
-    snaps: Snapshots | None
+    snaps: Snapshots | None = None
+
+    @property
+    def autocast(self):
+        """The products' precision context (s2s.precision), made anew for each step."""
+        return precision.autocast(self.device, self.chosen.dtype)
+
+    def sync(self) -> None:
+        """Wait for the device to finish what this process queued (a GPU runs behind)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     @property
     def last(self) -> Path:
@@ -359,6 +379,44 @@ class Run:
             log.info("%s: resuming from %s at step %d of %d", self.name, self.last, state.step,
                      self.total_steps)
         return state
+
+    def batches(self, order: list[list[int]]):
+        """This rank's share of each minibatch of `order` (all of it with one process) as a
+        Batch: on a GPU collated one step ahead on a side thread, in pinned memory for an
+        asynchronous copy; on the CPU when it is asked for."""
+        on_gpu = self.device.type == "cuda"
+        shares = ([self.train_pairs[i] for i in distributed.shard(idx, self.world)]
+                  for idx in order)
+        return prefetch_batches(shares, pad=self.tgt_vocab.pad, bos=self.tgt_vocab.bos,
+                                eos=self.tgt_vocab.eos, pin=on_gpu, ahead=1 if on_gpu else 0)
+
+    def update(self, state: TrainState, idx: list[int], batch, *,
+               stop_after: int | None) -> float:
+        """One SGD step on this rank's share (`batch`) of minibatch `idx`, counted in `state`;
+        returns its learning rate. A non-finite loss stops training (TrainingError)."""
+        t0 = time.perf_counter()
+        lr = lr_at(state.step, self.steps_per_epoch, self.cfg)
+        if self.model_cfg.dropout > 0:  # masks a function of the step: a resumed run draws the same
+            torch.manual_seed(dropout_seed(self.model_cfg.order_seed, state.step, self.world))
+        batch_nll, batch_tok = train_step(
+            self.model, self.opt, batch, batch_size=len(idx), lr=lr, cfg=self.cfg,
+            vocab=self.tgt_vocab, device=self.device, autocast=self.autocast, world=self.world)
+        if not math.isfinite(batch_nll):
+            raise TrainingError(
+                f"{self.name}: non-finite loss ({batch_nll / len(idx)}) at step {state.step + 1} "
+                f"(epoch {state.step / self.steps_per_epoch:.2f}, lr {lr:g}); the last good "
+                f"checkpoint {self.last} is kept"
+                + ("" if self.last.exists() else " (none written yet)"))
+        step = state.step + 1
+        if step % self.cfg.log_every == 0 or step % self.eval_steps == 0 \
+                or step in (self.total_steps, stop_after):
+            self.sync()  # a GPU may still run the update: its time belongs to this step
+        state.train_seconds += time.perf_counter() - t0
+        state.train_tokens += int(batch_tok)
+        state.window_nll += batch_nll
+        state.window_tok += int(batch_tok)
+        state.step = step
+        return lr
 
     def save(self, state: TrainState) -> None:
         """Write the resume point (rank 0)."""
@@ -506,53 +564,31 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
     state = r.resume()
     if world.is_main:
         r.model_dir.mkdir(parents=True, exist_ok=True)
-    autocast = precision.autocast(r.device, r.chosen.dtype)
-    stochastic = r.model_cfg.dropout > 0  # every config declares its dropout (RNNs: none)
     log.info("%s: precision: %s; dev and test perplexity in fp32", name, r.chosen)
     bar = progress(total=r.total_steps, initial=state.step, desc=f"train {name}", unit="step",
                    disable=not world.is_main)
     while state.step < r.total_steps:
         epoch, offset = divmod(state.step, r.steps_per_epoch)
-        for idx in r.batches_of(epoch)[offset:]:
-            if state.step >= r.total_steps:
-                break
-            if r.snaps is not None:
-                r.snaps.at(state.step)  # the weights before this step's update
-            # one update on this rank's share of the minibatch
-            t0 = time.perf_counter()
-            lr = lr_at(state.step, r.steps_per_epoch, r.cfg)
-            share = distributed.shard(idx, world)  # all of idx with one process
-            if stochastic:  # dropout masks a function of the step: a resumed run draws the same
-                torch.manual_seed(dropout_seed(r.model_cfg.order_seed, state.step, world))
-            batch_nll, batch_tok = train_step(
-                r.model, r.opt, [r.train_pairs[i] for i in share], batch_size=len(idx), lr=lr,
-                cfg=r.cfg, vocab=r.tgt_vocab, device=r.device, autocast=autocast, world=world)
-            if not math.isfinite(batch_nll):
-                raise TrainingError(
-                    f"{name}: non-finite loss ({batch_nll / len(idx)}) at step {state.step + 1} "
-                    f"(epoch {state.step / r.steps_per_epoch:.2f}, lr {lr:g}); the last good "
-                    f"checkpoint {r.last} is kept" + ("" if r.last.exists() else
-                                                     " (none written yet)"))
-            state.train_seconds += time.perf_counter() - t0
-            state.train_tokens += int(batch_tok)
-            state.window_nll += batch_nll
-            state.window_tok += int(batch_tok)
-            state.step += 1
-            bar.update(1)
-            if state.step % r.cfg.log_every == 0:
-                bar.set_postfix(lr=f"{lr:.3g}",
-                                ppl=f"{math.exp(state.window_nll / state.window_tok):.1f}",
-                                wps=f"{state.train_tokens / state.train_seconds:.0f}")
-            # dev perplexity every eval_every epochs and after the last step
-            if state.step % r.eval_steps == 0 or state.step == r.total_steps:
-                r.evaluate(state, lr)
-            # the resume point; a stop signal on any rank stops every rank here
-            if state.step % r.cfg.checkpoint_every == 0 or state.step == stop_after:
-                r.save(state)
-            r.stop_together(state, stop)
-            if state.step == stop_after:
-                bar.close()
-                raise Interrupted(f"{name}: stopped after step {state.step} (stop_after)")
+        order = r.batches_of(epoch)[offset:]
+        with contextlib.closing(r.batches(order)) as batches:
+            for idx, batch in zip(order, batches):
+                if state.step >= r.total_steps:
+                    break
+                if r.snaps is not None:
+                    r.snaps.at(state.step)  # the weights before this step's update
+                lr = r.update(state, idx, batch, stop_after=stop_after)
+                bar.update(1)
+                if state.step % r.cfg.log_every == 0:
+                    bar.set_postfix(lr=f"{lr:.3g}", ppl=f"{state.window_ppl:.1f}",
+                                    wps=f"{state.words_per_sec:.0f}")
+                if state.step % r.eval_steps == 0 or state.step == r.total_steps:
+                    r.evaluate(state, lr)
+                if state.step % r.cfg.checkpoint_every == 0 or state.step == stop_after:
+                    r.save(state)
+                r.stop_together(state, stop)  # a signal to any rank stops every rank here
+                if state.step == stop_after:
+                    bar.close()
+                    raise Interrupted(f"{name}: stopped after step {state.step} (stop_after)")
     bar.close()
     r.save(state)
     if stop is not None and stop.requested:  # during the last evaluation
