@@ -4,6 +4,8 @@ stays close to fp32, and what must be fp32 (state, loss, n-best scores) is."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import math
 import re
 
@@ -284,3 +286,334 @@ def test_outputs_do_not_depend_on_the_batching_beyond_the_stated_tolerance(arch,
     for a, b in zip(runs[1], runs[-1]):  # and the middle batching
         if a[0].tokens == b[0].tokens:
             assert abs(a[0].score - b[0].score) <= BATCH_TOLERANCE[mm_dtype]
+
+
+# --- the precision plan: which part runs in which dtype on each device (s2s.precision.plan) ---
+
+FP32, FP16 = torch.float32, torch.float16
+H200 = "bf16 tensor cores (sm_90, NVIDIA H200)"
+
+# (amp, device type, bf16 engine, recurrent) -> products' dtype, parts, tf32
+PLANS = [
+    ((False, "cpu", "AVX512-BF16", None), None,
+     {"products": "fp32", "recurrent": "fp32", "state": "fp32", "softmax": "fp32"}, False),
+    (("auto", "cpu", "AVX512-BF16", None), BF16,
+     {"products": "bf16", "recurrent": "bf16", "state": "fp32", "softmax": "fp32"}, False),
+    (("auto", "cpu", None, None), None,
+     {"products": "fp32", "recurrent": "fp32", "state": "fp32", "softmax": "fp32"}, False),
+    ((True, "cpu", None, None), BF16,
+     {"products": "bf16", "recurrent": "bf16", "state": "fp32", "softmax": "fp32"}, False),
+    ((False, "cuda", H200, None), None,
+     {"products": "fp32", "recurrent": "fp32", "state": "fp32", "softmax": "fp32"}, False),
+    (("auto", "cuda", H200, None), BF16,
+     {"products": "bf16", "recurrent": "tf32", "state": "fp32", "softmax": "fp32"}, True),
+    (("auto", "cuda", H200, FP32), BF16,
+     {"products": "bf16", "recurrent": "tf32", "state": "fp32", "softmax": "fp32"}, True),
+    (("auto", "cuda", H200, BF16), BF16,
+     {"products": "bf16", "recurrent": "bf16", "state": "bf16", "softmax": "fp32"}, True),
+    (("auto", "cuda", None, None), None,  # a GPU older than sm_80
+     {"products": "fp32", "recurrent": "fp32", "state": "fp32", "softmax": "fp32"}, False),
+    ((True, "cuda", None, None), BF16,
+     {"products": "bf16", "recurrent": "tf32", "state": "fp32", "softmax": "fp32"}, True),
+]
+
+
+@pytest.mark.parametrize("args,dtype,parts,tf32", PLANS, ids=[str(p[0]) for p in PLANS])
+def test_the_plan_names_the_dtype_of_every_part_on_each_device(args, dtype, parts, tf32):
+    amp, device_type, engine, recurrent = args
+    p = precision.plan(amp, device_type=device_type, engine=engine, recurrent=recurrent)
+    assert p.dtype == dtype and p.name == precision.name(dtype)
+    assert p.parts() == parts and p.tf32 is tf32
+    assert p.device_type == device_type and p.hardware == engine
+    assert p.recurrent == (recurrent or FP32) and p.state == p.recurrent
+    assert p.engine == (f"{device_type}: {parts['products']} products, {parts['recurrent']} "
+                        f"recurrent, {parts['state']} state")
+    record = json.loads(json.dumps(p.record()))
+    assert record == {"device": device_type, **parts, "tf32": tf32, "hardware": engine,
+                      "engine": p.engine}
+
+
+def test_the_plan_says_why_in_one_phrase():
+    cuda = functools.partial(precision.plan, device_type="cuda", engine=H200)
+    assert str(cuda(False)) == "fp32 (amp: false; TF32 off)"
+    assert str(cuda("auto")) == (f"bf16 matmuls, TF32 recurrence, fp32 state, fp32 weights/loss "
+                                 f"({H200}; amp: auto)")
+    assert "bf16 recurrence and state" in str(cuda(True, recurrent=BF16))
+    cpu = precision.plan(True, device_type="cpu", engine="AVX512-BF16")
+    assert str(cpu) == "bf16 matmuls, fp32 weights/state/loss (AVX512-BF16; amp: true)"
+
+
+def test_the_plan_refuses_a_recurrent_dtype_it_cannot_keep():
+    with pytest.raises(ValueError, match="needs bf16 products"):
+        precision.plan(False, device_type="cuda", engine=H200, recurrent=BF16)
+    with pytest.raises(ValueError, match="off the CPU"):
+        precision.plan(True, device_type="cpu", engine=None, recurrent=BF16)
+    with pytest.raises(ValueError, match="torch.float32 or torch.bfloat16"):
+        precision.plan(True, device_type="cuda", engine=H200, recurrent=FP16)
+    with pytest.raises(ValueError, match="amp must be"):
+        precision.plan("bf16", device_type="cuda", engine=H200)
+
+
+def test_a_cpu_runs_fingerprint_keys_are_what_they_were_and_a_cuda_run_adds_its_engine():
+    """train.fingerprint adds these: nothing for CPU fp32, matmul_dtype for CPU bf16 (the keys
+    a CPU run always had), the engine besides off the CPU; no two plans share them."""
+    def entries(*args, **kw):
+        return precision.plan(*args, **kw).fingerprint_entries()
+
+    assert entries(False, device_type="cpu", engine="AVX512-BF16") == {}
+    assert entries(True, device_type="cpu", engine=None) == {"matmul_dtype": "torch.bfloat16"}
+    assert entries("auto", device_type="cuda", engine=H200) == {
+        "matmul_dtype": "torch.bfloat16",
+        "engine": "cuda: bf16 products, tf32 recurrent, fp32 state"}
+    assert entries(False, device_type="cuda", engine=H200) == {
+        "engine": "cuda: fp32 products, fp32 recurrent, fp32 state"}
+    every = [entries(a, recurrent=r, device_type=d, engine=e) for (a, d, e, r), *_ in PLANS]
+    assert len({json.dumps(x, sort_keys=True) for x in every}) == 5  # fp32/bf16 x cpu/cuda + bf16
+    # the GPU model is not part of it: an H100 run resumes on an H200
+    assert entries("auto", device_type="cuda", engine="bf16 tensor cores (sm_90, H100)") == \
+        entries("auto", device_type="cuda", engine=H200)
+
+
+@pytest.fixture
+def tf32_restored():
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_a_cuda_plan_sets_tf32_off_where_fp32_is_promised_and_on_in_bf16_mode(tf32_restored):
+    """The flags are process settings, readable without a GPU: the cuBLAS matmul and the cuDNN
+    RNN settings both follow the plan, and strict_fp32 turns them off for its block only."""
+    strict = precision.plan(False, device_type="cuda", engine=H200)
+    mixed = precision.plan("auto", device_type="cuda", engine=H200)
+    mixed.apply()
+    assert precision.tf32_flags() == {"matmul": True, "cudnn_rnn": True}
+    strict.apply()
+    assert precision.tf32_flags() == {"matmul": False, "cudnn_rnn": False}
+    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    mixed.apply()
+    with mixed.strict_fp32():
+        assert precision.tf32_flags() == {"matmul": False, "cudnn_rnn": False}
+    assert precision.tf32_flags() == {"matmul": True, "cudnn_rnn": True}
+    with pytest.raises(KeyError):
+        with mixed.strict_fp32():
+            raise KeyError("the flags come back on an error too")
+    assert precision.tf32_flags() == {"matmul": True, "cudnn_rnn": True}
+
+
+def test_a_cpu_plan_leaves_the_cuda_flags_alone(tf32_restored):
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = True, False
+    for amp in (False, True, "auto"):
+        p = precision.choose(amp, CPU)
+        with p.strict_fp32():
+            pass
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (True, False)
+
+
+def test_the_plans_autocast_serves_every_step_and_nests():
+    p = precision.plan(True, device_type="cpu", engine=None)
+    cast = p.autocast()
+    for _ in range(2):
+        with cast:
+            assert precision.matmul_dtype(torch.ones(1)) == BF16
+            with cast:
+                assert precision.matmul_dtype(torch.ones(1)) == BF16
+            assert precision.matmul_dtype(torch.ones(1)) == BF16
+        assert precision.matmul_dtype(torch.ones(1)) is None
+    assert isinstance(precision.plan(False, device_type="cpu", engine=None).autocast(),
+                      contextlib.nullcontext)
+
+
+def test_recurrent_layers_keep_the_cpus_own_paths_unless_a_dtype_is_asked_for():
+    x = torch.ones(2, 3)
+    assert precision.recurrent_dtype(x) is None  # no autocast
+    with precision.autocast(CPU, BF16):
+        assert precision.recurrent_dtype(x) is None  # the CPU's own paths
+        with precision.recurrent(FP32):
+            assert precision.recurrent_dtype(x) == FP32
+            with precision.recurrent(BF16):
+                assert precision.recurrent_dtype(x) == BF16
+            assert precision.recurrent_dtype(x) == FP32
+    with precision.recurrent(BF16):
+        assert precision.recurrent_dtype(x) is None  # without autocast the layer runs as it is
+
+
+# --- the recurrent layers' explicit dtypes: the CUDA code path, run on the CPU ---
+
+def _stack(kind: str):
+    from s2s.model.lstm import StandardLSTM
+    from s2s.model.stacks import StandardGRU
+
+    torch.manual_seed(4)
+    if kind == "lstm":
+        stack = StandardLSTM(8, 16, 2)
+        stack.fused_cpu = False  # nn.LSTM itself, as on CUDA
+    else:
+        stack = StandardGRU(8, 16, 2)
+    return stack.train()
+
+
+def _run_stack(stack, dtype):
+    """outputs, final state and every gradient of a stack over a padded batch with an initial
+    state, in fp32 (dtype None) or under bf16 autocast with its recurrent layers in `dtype`."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 6, 8, generator=g, requires_grad=True)
+    h0 = torch.randn(2, 4, 16, generator=g, requires_grad=True)
+    c0 = torch.randn(2, 4, 16, generator=g, requires_grad=True)
+    lengths = torch.tensor([6, 3, 5, 1])
+    from s2s.model.lstm import StandardLSTM
+
+    lstm = isinstance(stack, StandardLSTM)
+    state = (h0, c0) if lstm else (h0, None)
+    stack.zero_grad()
+    ctx = contextlib.nullcontext() if dtype is None else precision.recurrent(dtype)
+    with precision.autocast(CPU, None if dtype is None else BF16), ctx:
+        out, (h, c) = stack(x, state, lengths=lengths)
+    loss = (out.float() ** 2).sum() + h.float().sum() + (0 if c is None else (c.float() ** 3).sum())
+    inputs = [x, h0] + ([c0] if lstm else [])
+    grads = torch.autograd.grad(loss, inputs + list(stack.parameters()))
+    return [out, h] + ([c] if lstm else []), grads
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_recurrent_layer_asked_for_fp32_under_autocast_is_the_fp32_layer_bit_for_bit(kind):
+    stack = _stack(kind)
+    want_out, want_grads = _run_stack(stack, None)
+    got_out, got_grads = _run_stack(stack, FP32)
+    for w, g in zip(want_out + list(want_grads), got_out + list(got_grads)):
+        assert g.dtype == FP32
+        assert torch.equal(w, g)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_recurrent_layer_asked_for_bf16_runs_in_bf16_and_trains_its_fp32_weights(kind):
+    stack = _stack(kind)
+    want_out, want_grads = _run_stack(stack, None)
+    got_out, got_grads = _run_stack(stack, BF16)
+    assert all(t.dtype == BF16 for t in got_out)  # output, h (and c): what cuDNN returns
+    for w, g in zip(want_out, got_out):
+        err = float((w - g.float()).detach().abs().max() / w.detach().abs().max())
+        assert 1e-4 < err < 2e-2
+    assert all(p.dtype == FP32 for p in stack.parameters())
+    for w, g in zip(want_grads, got_grads):
+        assert g.dtype == FP32  # the gradients of the fp32 weights and inputs, through the casts
+        err = float((w - g).abs().max() / w.abs().max())
+        assert 1e-4 < err < 5e-2
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_the_attention_encoder_takes_the_recurrent_dtype_asked_for(cell):
+    model = tiny_model("attention", cell).eval()
+    src, lengths = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]]), torch.tensor([4, 2])
+    with torch.no_grad():
+        want = model.encode(src, lengths)
+        with precision.autocast(CPU, BF16):
+            with precision.recurrent(FP32):
+                fp32 = model.encode(src, lengths)
+            with precision.recurrent(BF16):
+                bf16 = model.encode(src, lengths)
+    assert fp32.memory.dtype == FP32 and torch.equal(fp32.memory, want.memory)
+    assert bf16.memory.dtype == BF16
+    err = float((bf16.memory.float() - want.memory).abs().max() / want.memory.abs().max())
+    assert 1e-4 < err < 2e-2
+
+
+# --- the peephole cell: products under autocast, everything else fp32 ---
+
+def test_the_peephole_step_under_bf16_rounds_only_its_products():
+    """Under bf16 autocast, the cell's only bf16 values are its two products: the sum of the
+    pre-activations, the bias, the peepholes, every sigmoid and tanh, c and h are fp32. The same
+    step computed by hand that way is bit for bit what the cell gives."""
+    from s2s.model.lstm import PeepholeLSTM, peephole_update
+
+    torch.manual_seed(6)
+    stack = PeepholeLSTM(8, 16, 1)
+    for p in stack.parameters():
+        nn.init.uniform_(p, -1, 1)
+    cell = stack.cells[0]
+    x, h, c = torch.randn(5, 8), torch.randn(5, 16), torch.randn(5, 16)
+    with torch.autocast("cpu", dtype=BF16):
+        gates_x = cell.input_products(x)
+        h_new, c_new = cell(gates_x, h, c)
+    assert gates_x.dtype == h_new.dtype == c_new.dtype == FP32
+    want_x = (x.to(BF16) @ cell.weight_ih.to(BF16).t()).float() + cell.bias
+    want_gates = want_x + (h.to(BF16) @ cell.weight_hh.to(BF16).t()).float()
+    want_h, want_c = peephole_update(want_gates, c, cell.peephole)  # fp32: no autocast here
+    assert torch.equal(gates_x, want_x)
+    assert torch.equal(h_new, want_h) and torch.equal(c_new, want_c)
+    # a tanh in bf16 (as autocast would leave it) is a different number: the test can fail
+    assert not torch.equal(torch.tanh(want_gates.to(BF16)).float(), torch.tanh(want_gates))
+
+
+def test_the_peephole_stack_keeps_its_state_fp32_under_bf16():
+    model = tiny_model("seq2seq", "peephole")
+    src, lengths = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]]), torch.tensor([4, 2])
+    with precision.autocast(CPU, BF16):
+        out, (h, c) = model.encoder(model.source(src, lengths), lengths=lengths)
+    assert out.dtype == h.dtype == c.dtype == FP32
+
+
+# --- the runtime check: what ran is what the plan records (s2s.precision.watch) ---
+
+BF16_CPU = precision.plan(True, device_type="cpu", engine=None)
+FP32_CPU = precision.plan(False, device_type="cpu", engine=None)
+
+
+@pytest.mark.parametrize("arch,cell", ARCHS, ids=[f"{a}/{c}" for a, c in ARCHS])
+@pytest.mark.parametrize("plan", [FP32_CPU, BF16_CPU], ids=["fp32", "bf16"])
+def test_a_training_step_passes_the_precision_check(arch, cell, plan):
+    torch.set_num_threads(1)
+    model = tiny_model(arch, cell)
+    watch = precision.watch(model, plan)
+    _steps(model, plan.dtype)
+    seen = watch.check()
+    assert "features" in seen and "features" not in vars(model)  # the wrapper is gone
+    stacks = [k for k in seen if k.startswith(("encoder", "decoder"))]
+    assert len(stacks) == 2  # both recurrent layers were seen
+    for label, dtypes in seen.items():
+        for what, dtype in dtypes.items():
+            assert dtype in ("fp32", plan.name), (label, what)
+            if what in ("h", "c"):
+                assert dtype == "fp32", (label, what)
+    assert all(not m._forward_hooks for m in model.modules())
+
+
+def test_an_fp16_recurrence_stops_the_run_with_one_line_naming_the_module():
+    """What torch's autocast does to cuDNN RNNs, simulated on the CPU: the recurrent layers run
+    in fp16 while the run records bf16 products and fp32 state."""
+    model = tiny_model("seq2seq", "lstm")
+    for stack in (model.encoder, model.decoder):
+        stack.fused_cpu = False
+    watch = precision.watch(model, BF16_CPU)
+    with precision.recurrent(FP16):
+        _steps(model, BF16)
+    with pytest.raises(precision.PrecisionMismatch) as err:
+        watch.check()
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "precision check: encoder (StandardLSTM) returned its output in float16, where the run "
+        "records 'cpu: bf16 products, bf16 recurrent, fp32 state' (expected bf16 or fp32)")
+    assert message.endswith("more)")  # h, c, the decoder's and the features' too
+
+
+def test_a_bf16_cell_state_where_the_plan_keeps_it_fp32_is_a_mismatch():
+    """nn.LSTM over a padded batch under CPU bf16 autocast (oneDNN) keeps c in bf16: the path the
+    fused LSTM replaces; the check sees it."""
+    model = tiny_model("seq2seq", "lstm").eval()
+    model.decoder.fused_cpu = False
+    watch = precision.watch(model, BF16_CPU)
+    with torch.no_grad(), precision.autocast(CPU, BF16):
+        model.features(torch.tensor([[5, 6, 7]]), torch.tensor([3]), torch.tensor([[1, 8, 9]]))
+    with pytest.raises(precision.PrecisionMismatch,
+                       match=r"^precision check: decoder \(StandardLSTM\) returned its h in "
+                             r"bf16, where the run records .* \(expected fp32\)"):
+        watch.check()
+
+
+def test_the_check_wants_fp32_master_weights():
+    model = tiny_model("cho", "gru")
+    model.proj.to(BF16)
+    with pytest.raises(precision.PrecisionMismatch,
+                       match=r"parameter proj.weight has its weights in bf16; master weights"):
+        precision.watch(model, FP32_CPU).check()

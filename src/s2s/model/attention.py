@@ -29,7 +29,7 @@ from s2s.model.gru import ChoGRU
 from s2s.model.lstm import run_padded
 from s2s.model.seq2seq import EncoderDecoder, RNNConfig, start_from_summary
 from s2s.model.stacks import make_stack
-from s2s.precision import bf16_engine, full, matmul_dtype
+from s2s.precision import bf16_engine, full, matmul_dtype, recurrent_dtype
 
 
 @dataclass(frozen=True)
@@ -84,14 +84,16 @@ class AttentionEncoderDecoder(EncoderDecoder):
         S = x.shape[1]
         if isinstance(self.encoder, ChoGRU):  # it takes lengths itself
             memory, final = self.encoder(x, lengths=lengths)  # (N, S, M)
-        elif (isinstance(self.encoder, nn.LSTM) and matmul_dtype(x) is not None
-              and x.device.type == "cpu" and bf16_engine(x.device) is None):
-            # autocast sends a bf16 nn.LSTM to oneDNN, whose bf16 LSTM needs a bf16 engine: on a
-            # CPU without one (`amp: true` there; `auto` picks fp32) the encoder runs in fp32
-            with torch.autocast("cpu", enabled=False):
-                memory, final = run_padded(self.encoder, x.float(), lengths=lengths)
         else:
-            memory, final = run_padded(self.encoder, x, lengths=lengths)  # (N, S, M)
+            # off the CPU under autocast: autocast off, the plan's dtype (s2s.precision). On the
+            # CPU as it is: torch's kernel for a packed nn.LSTM/nn.GRU runs its products under
+            # autocast and keeps its state fp32; a bf16 nn.LSTM needs a bf16 engine there (oneDNN),
+            # so on a CPU without one (`amp: true`; `auto` picks fp32) the encoder runs in fp32
+            dtype = recurrent_dtype(x)
+            if (dtype is None and isinstance(self.encoder, nn.LSTM) and x.device.type == "cpu"
+                    and matmul_dtype(x) is not None and bf16_engine(x.device) is None):
+                dtype = torch.float32
+            memory, final = run_padded(self.encoder, x, lengths=lengths, dtype=dtype)  # (N,S,M)
         h_n = final[0] if isinstance(final, tuple) else final  # (2L, N, H): per layer fwd, bwd
         # the top layer's fwd state after the last word and bwd state after the first: (N, M)
         h, c = start_from_summary(self.init_proj, torch.cat([h_n[-2], h_n[-1]], dim=-1),

@@ -9,15 +9,34 @@ Dimension letters used in shape comments throughout ``s2s.model``:
 Both stacks take and return the full state as two tensors ``h, c`` of shape (L, N, H), with the
 same gate layout as nn.LSTM (input, forget, cell, output), so the same weights can be loaded into
 either: with the peepholes at zero the peephole stack computes exactly what nn.LSTM computes.
+
+Precision (``s2s.precision``), the same on every device: the peephole stack runs its two products
+under autocast (bf16 in bf16 mode) and returns each to fp32 at once, so the gate pre-activations,
+every non-linearity, c and h are fp32. ``StandardLSTM`` (and every nn.LSTM/nn.GRU run through
+:func:`run_padded`) takes the dtype of :func:`s2s.precision.recurrent_dtype`: off the CPU under
+autocast the layer runs with autocast off, in fp32 (TF32 math in bf16 mode) or, when the plan
+asks for it, in bf16 (bf16 copies of the input, the initial state and the weights, whose
+gradients reach the fp32 weights); on the CPU the fused LSTM of ``s2s.model.fused``.
+
+The element-wise part of a peephole step (everything but the recurrent product) can run compiled
+(``torch.compile``, one fused kernel forward and one backward, batch size dynamic):
+``PeepholeLSTM.compiled`` is None (compiled on CUDA, eager elsewhere), True or False. Compiled and
+eager agree to rounding; the eager CPU path is the reference.
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from s2s.model.fused import lstm_stack, lstm_step
-from s2s.precision import matmul_dtype
+from s2s.precision import full, matmul_dtype, recurrent_dtype
+
+log = logging.getLogger(__name__)
 
 
 class PeepholeLSTMCell(nn.Module):
@@ -50,18 +69,94 @@ class PeepholeLSTMCell(nn.Module):
             nn.init.uniform_(p, -bound, bound)
 
     def forward(self, gates_x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
-        """One time step. gates_x = W_ih x_t + b, precomputed for all steps: (N, 4H)."""
-        gates = gates_x + h @ self.weight_hh.t()  # (N, 4H)
-        gi, gf, gc, go = gates.chunk(4, dim=1)  # each (N, H)
-        i = torch.sigmoid(gi + self.peephole[0] * c)
-        f = torch.sigmoid(gf + self.peephole[1] * c)
-        c = f * c + i * torch.tanh(gc)
-        o = torch.sigmoid(go + self.peephole[2] * c)  # W_co sees c_t, not c_{t-1}
-        return o * torch.tanh(c), c
+        """One time step. gates_x = W_ih x_t + b, precomputed for all steps: (N, 4H) fp32;
+        h, c: (N, H) fp32."""
+        return peephole_update(gates_x + self.recurrent_product(h), c, self.peephole)
+
+    def recurrent_product(self, h: Tensor) -> Tensor:
+        """W_hh h_{t-1}: (N, 4H), in fp32 whatever dtype autocast ran the product in."""
+        if matmul_dtype(h) is None:
+            return h @ self.weight_hh.t()
+        # F.linear hands autocast the weight itself, whose cast it caches for the context
+        return full(F.linear(h, self.weight_hh))
+
+    def preactivations(self, gates_x: Tensor, h: Tensor) -> Tensor:
+        """gates_x + W_hh h_{t-1} in fp32 in one kernel where it can: (N, 4H). (An fp32 plus a
+        bf16 tensor adds in fp32: the bf16 product is exact in fp32.)"""
+        if matmul_dtype(h) is None:
+            return torch.addmm(gates_x, h, self.weight_hh.t())
+        return gates_x + F.linear(h, self.weight_hh)
+
+    def input_products(self, x: Tensor) -> Tensor:
+        """W_ih x_t + b for every step at once: x (N*T, E_in) -> (N*T, 4H) fp32."""
+        if matmul_dtype(x) is None:
+            return torch.addmm(self.bias, x, self.weight_ih.t())
+        return full(F.linear(x, self.weight_ih)) + self.bias  # the bias added in fp32
+
+
+def peephole_update(gates: Tensor, c: Tensor, peephole: Tensor) -> tuple[Tensor, Tensor]:
+    """The element-wise part of a peephole step: gates (N, 4H) pre-activations (i, f, c, o),
+    c (N, H) the cell state before it, peephole (3, H). Returns h_t and c_t, (N, H) each."""
+    gi, gf, gc, go = gates.chunk(4, dim=1)  # each (N, H)
+    i = torch.sigmoid(gi + peephole[0] * c)
+    f = torch.sigmoid(gf + peephole[1] * c)
+    c = f * c + i * torch.tanh(gc)
+    o = torch.sigmoid(go + peephole[2] * c)  # W_co sees c_t, not c_{t-1}
+    return o * torch.tanh(c), c
+
+
+def _masked_step(gates: Tensor, h: Tensor, c: Tensor, peephole: Tensor,
+                 keep: Tensor) -> tuple[Tensor, Tensor]:
+    """What the compiled step computes: peephole_update, then rows whose `keep` (N, 1) bool is
+    False hold their h and c (padding)."""
+    h_new, c_new = peephole_update(gates, c, peephole)
+    return torch.where(keep, h_new, h), torch.where(keep, c_new, c)
+
+
+# device type -> the compiled step, or None where compiling is unavailable or failed
+_COMPILED: dict[str, object] = {}
+_COMPILED_RAN: set[str] = set()  # device types whose compiled step has run once
+
+
+def compiled_step(device_type: str):
+    """:func:`_masked_step` compiled for `device_type` (dynamic shapes: a new batch size does not
+    recompile), or None where torch.compile cannot run here (logged once)."""
+    if device_type not in _COMPILED:
+        _COMPILED[device_type] = torch.compile(_masked_step, dynamic=True)
+        if device_type == "cuda":
+            from torch.utils._triton import has_triton
+
+            if not has_triton():
+                _COMPILED[device_type] = None
+                log.warning("peephole LSTM: Triton is not installed, so the step cannot be "
+                            "compiled; running eager")
+    return _COMPILED[device_type]
+
+
+def _run_compiled(step, device_type: str, args) -> tuple[Tensor, Tensor] | None:
+    """step(*args); None if the first call, which compiles, fails: then this device type runs
+    eager from now on (one log line). A failure after a first success is raised."""
+    if device_type in _COMPILED_RAN:
+        return step(*args)
+    try:
+        result = step(*args)
+    except Exception as e:  # noqa: BLE001 -- whatever the compiler raised: run eager instead
+        _COMPILED[device_type] = None
+        first = str(e).splitlines()[0] if str(e) else ""
+        log.warning("peephole LSTM: torch.compile failed (%s: %s); running eager",
+                    type(e).__name__, first)
+        return None
+    _COMPILED_RAN.add(device_type)
+    return result
 
 
 class PeepholeLSTM(nn.Module):
-    """A stack of PeepholeLSTMCell layers over a (N, T, E) batch, batch_first like nn.LSTM here."""
+    """A stack of PeepholeLSTMCell layers over a (N, T, E) batch, batch_first like nn.LSTM here.
+
+    ``compiled``: None (the element-wise part of each step compiled on CUDA, eager elsewhere),
+    True or False to force either (tests, benchmarks)."""
+
+    compiled: bool | None = None
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int):
         super().__init__()
@@ -88,16 +183,33 @@ class PeepholeLSTM(nn.Module):
         if lengths is not None:
             steps = torch.arange(T, device=x.device)
             mask = (steps[None, :] < lengths[:, None]).unsqueeze(-1)  # (N, T, 1)
+        step = self._step_function(x.device.type)
+        if step is not None:
+            # fresh tensors, never views at an offset: the compiled step's guards would otherwise
+            # specialise on storage offsets and recompile for the first steps
+            keeps = [x.new_ones(N, 1, dtype=torch.bool)] * T if mask is None else \
+                [m.clone() for m in mask.unbind(1)]  # T x (N, 1)
         hs, cs = [], []
         layer_in = x
         for k, cell in enumerate(self.cells):
             h, c = h_all[k], c_all[k]  # (N, H)
-            gates_x = torch.addmm(cell.bias, layer_in.reshape(N * T, -1), cell.weight_ih.t())
+            gates_x = cell.input_products(layer_in.reshape(N * T, -1))  # (N*T, 4H)
             # unbind once: indexing gates_x[:, t] per step would make each step's backward
             # allocate and add a full (N, T, 4H) gradient, quadratic in T (bench/README.md).
             steps_x = gates_x.view(N, T, -1).unbind(1)  # T x (N, 4H)
+            if step is not None:
+                h, c = h.clone(), c.clone()
             outs = []
             for t in range(T):
+                if step is not None:
+                    done = _run_compiled(step, x.device.type, (
+                        cell.preactivations(steps_x[t], h), h, c, cell.peephole, keeps[t]))
+                    if done is None:  # compiling failed: eager from here on
+                        step = None
+                    else:
+                        h, c = done
+                        outs.append(h)
+                        continue
                 h_new, c_new = cell(steps_x[t], h, c)
                 if mask is not None:
                     h_new = torch.where(mask[:, t], h_new, h)
@@ -109,16 +221,49 @@ class PeepholeLSTM(nn.Module):
             cs.append(c)
         return layer_in, (torch.stack(hs), torch.stack(cs))
 
+    def _step_function(self, device_type: str):
+        """The compiled step to use on `device_type`, or None for the eager cell."""
+        if self.compiled is False or (self.compiled is None and device_type != "cuda"):
+            return None
+        return compiled_step(device_type)
 
-def run_padded(rnn: nn.RNNBase, x: Tensor, state=None, lengths: Tensor | None = None):
+
+def run_padded(rnn: nn.RNNBase, x: Tensor, state=None, lengths: Tensor | None = None, *,
+               dtype: torch.dtype | None = None):
     """``rnn(x, state)`` for a batch_first torch RNN (LSTM or GRU); with ``lengths`` (N,) over the
     packed batch, so the final state is each sequence's own and padded outputs are zero.
-    Returns outputs (N, T, D) and the RNN's final state as torch returns it."""
+    Returns outputs (N, T, D) and the RNN's final state as torch returns it.
+
+    ``dtype`` (``s2s.precision.recurrent_dtype``): run with autocast off on x's device, the input
+    and the state in `dtype`, and the weights too (a differentiable copy, so their gradients reach
+    the weights in their own dtype); outputs and state come back in `dtype`. None: as it is.
+    (Under autocast torch would run a cuDNN RNN in fp16 whatever the autocast dtype.)"""
+    if dtype is None:
+        return _run(rnn, x, state, lengths)
+    with torch.autocast(x.device.type, enabled=False):
+        x = x.to(dtype)
+        if state is not None:
+            state = tuple(s.to(dtype) for s in state) if isinstance(state, tuple) \
+                else state.to(dtype)
+        if all(p.dtype == dtype for p in rnn.parameters()):
+            return _run(rnn, x, state, lengths)
+        weights = {n: p.to(dtype) for n, p in rnn.named_parameters()}
+
+        def call(inp, hx):
+            with warnings.catch_warnings():
+                # the copies are not one contiguous cuDNN buffer: cuDNN copies them into one
+                warnings.filterwarnings("ignore", message="RNN module weights are not part")
+                return torch.func.functional_call(rnn, weights, (inp, hx))
+
+        return _run(call, x, state, lengths)
+
+
+def _run(call, x: Tensor, state, lengths: Tensor | None):
     if lengths is None:
-        return rnn(x, state)
+        return call(x, state)
     packed = nn.utils.rnn.pack_padded_sequence(
         x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-    out, final = rnn(packed, state)
+    out, final = call(packed, state)
     out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
     return out, final
 
@@ -129,6 +274,8 @@ class StandardLSTM(nn.Module):
     On the CPU the same weights run through ``s2s.model.fused`` instead: ``lstm_stack`` when
     training (the same maths, a faster backward), ``lstm_step`` for single steps (decoding);
     bench/README.md has the numbers. ``fused_cpu = False`` turns both off (benchmarks compare).
+    Elsewhere nn.LSTM runs in the dtype of ``s2s.precision.recurrent_dtype`` (see the module
+    docstring).
     """
 
     fused_cpu = True
@@ -149,7 +296,7 @@ class StandardLSTM(nn.Module):
                 # (in bf16 also when encoding for decoding: nn.LSTM under autocast would keep
                 # c in bf16)
                 return lstm_stack(self.lstm, x, state, lengths, mm_dtype=mm_dtype)
-        out, (h, c) = run_padded(self.lstm, x, state, lengths)
+        out, (h, c) = run_padded(self.lstm, x, state, lengths, dtype=recurrent_dtype(x))
         return out, (h, c)  # (N, T, H), (L, N, H) x 2
 
 

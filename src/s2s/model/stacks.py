@@ -1,7 +1,13 @@
 """One constructor for the recurrent stacks every model uses: `cell` picks the paper's peephole
 LSTM, nn.LSTM, nn.GRU (`gru`) or Cho et al.'s GRU (`cho_gru`, ``s2s.model.gru``). Every stack
 takes and returns the state as a pair (h, c) of (L, N, H) tensors; a GRU has no cell, so its c is
-None."""
+None.
+
+Precision (``s2s.precision``) of `gru`: a sequence runs nn.GRU in the dtype of
+``s2s.precision.recurrent_dtype`` (off the CPU under autocast: autocast off, fp32 or the plan's
+bf16; on the CPU torch's kernel, whose products autocast casts, its state fp32); a single step
+under autocast (decoding, the attention decoder) runs :func:`gru_step` on every device: the
+products in the autocast dtype, the gates and the state in fp32."""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from torch import Tensor, nn
 
 from s2s.model.gru import ChoGRU
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM, run_padded
-from s2s.precision import full, matmul_dtype
+from s2s.precision import full, matmul_dtype, recurrent_dtype
 
 CELLS = ("lstm", "peephole", "gru", "cho_gru")
 GRU_CELLS = ("gru", "cho_gru")  # their state is h alone: c is None
@@ -29,14 +35,16 @@ class StandardGRU(nn.Module):
                 lengths: Tensor | None = None) -> tuple[Tensor, tuple[Tensor, None]]:
         if x.shape[1] == 1 and lengths is None and matmul_dtype(x) is not None:
             return gru_step(self.gru, x, None if state is None else state[0])
-        out, h = run_padded(self.gru, x, None if state is None else state[0], lengths)
+        out, h = run_padded(self.gru, x, None if state is None else state[0], lengths,
+                            dtype=recurrent_dtype(x))
         return out, (h, None)  # (N, T, H), (L, N, H)
 
 
 def gru_step(gru: nn.GRU, x: Tensor, h0: Tensor | None) -> tuple[Tensor, tuple[Tensor, None]]:
-    """One step of ``gru`` (x: (N, 1, E), h0: (L, N, H)) with its products under autocast and the
-    gates and state in fp32: nn.GRU has no autocast rule on the CPU, so under bf16 it would run
-    in fp32 throughout. The maths of nn.GRU (the reset gate multiplies W_hn h + b_hn):
+    """One step of ``gru`` (x: (N, 1, E), h0: (L, N, H)) with its products under autocast (the
+    weight casts cached for the context) and the gates and state in fp32; on CUDA nn.GRU under
+    autocast would be cuDNN's fp16 GRU. The maths of nn.GRU (the reset gate multiplies
+    W_hn h + b_hn):
         r = sigma(W_ir x + b_ir + W_hr h + b_hr)    z = sigma(W_iz x + b_iz + W_hz h + b_hz)
         n = tanh(W_in x + b_in + r * (W_hn h + b_hn))    h' = (1 - z) * n + z * h
     Single steps are what the attention decoder runs, in training and decoding."""
