@@ -51,7 +51,9 @@ NOMINAL = {"H200": (67.0, 989.0), "H100 80GB HBM3": (67.0, 989.0), "H100": (51.0
            "A100": (19.5, 312.0), "L40S": (91.6, 362.0), "A10": (31.2, 125.0)}
 # The issue's bars for bf16 at the paper's size on one H200 (bench/README.md).
 TARGETS = {"lstm": 100_000, "peephole": 50_000}
-AMP = {"fp32": False, "bf16": True}
+# Precisions measured: products fp32 (amp false) or bf16 (amp true); `bf16r`: bf16 products and
+# the cuDNN recurrence in bf16 too (s2s.precision.plan's `recurrent`), against bf16's TF32 one.
+AMP = {"fp32": False, "bf16": True, "bf16r": True}
 
 
 def wmt_like_pairs(n: int, size: Size, seed: int = 0) -> list[tuple[list[int], list[int]]]:
@@ -107,8 +109,9 @@ def measure(cell: str, mode: str, size: Size, pairs, batches, *, device: torch.d
     model.to(device).train()
     tcfg = TrainConfig(amp=AMP[mode], batch_size=len(batches[0]), lr=LR, clip_norm=CLIP)
     opt = make_optimizer(model, tcfg)
-    chosen = precision.choose(tcfg.amp, device)
-    autocast = precision.autocast(device, chosen.dtype)
+    chosen = precision.choose(tcfg.amp, device,
+                              recurrent=torch.bfloat16 if mode == "bf16r" else None)
+    autocast = chosen.autocast()
 
     def step(idx) -> int:
         nll, ntok = train_step(model, opt, [pairs[i] for i in idx], batch_size=len(idx), lr=LR,
@@ -130,7 +133,7 @@ def measure(cell: str, mode: str, size: Size, pairs, batches, *, device: torch.d
     src = sum(max(len(pairs[i][0]), 1) for idx in timed for i in idx)
     tgt = sum(len(pairs[i][1]) + 1 for idx in timed for i in idx)
     peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    return {"cell": cell, "precision": chosen.name, "recorded": str(chosen), "words": words,
+    return {"cell": cell, "precision": mode, "recorded": chosen.engine, "words": words,
             "seconds": seconds, "steps": len(timed), "warmup_seconds": warm_seconds,
             "flops_per_word": flops_per_target_word(size, src, tgt), "peak_gib": peak / 2 ** 30}
 
@@ -138,7 +141,9 @@ def measure(cell: str, mode: str, size: Size, pairs, batches, *, device: torch.d
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cells", default="lstm,peephole")
-    ap.add_argument("--modes", default="fp32,bf16", help="precisions: fp32, bf16")
+    ap.add_argument("--modes", default="fp32,bf16",
+                    help="precisions: fp32, bf16 (TF32 cuDNN recurrence), bf16r (bf16 cuDNN "
+                         "recurrence; CUDA only)")
     ap.add_argument("--size", default="paper", choices=sorted(SIZES))
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--steps", type=int, default=20, help="timed steps per cell and precision")
@@ -151,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     for m in modes:
         if m not in AMP:
             ap.error(f"--modes: {m!r} is not one of {', '.join(AMP)}")
+        if m == "bf16r" and args.device != "cuda":
+            ap.error("--modes bf16r: the bf16 cuDNN recurrence is a CUDA plan")
     if args.device == "cuda" and not torch.cuda.is_available():
         print(f"bench/gpu.py: no CUDA device (torch {torch.__version__}, "
               f"torch.version.cuda={torch.version.cuda}); this benchmark needs one",
@@ -175,10 +182,12 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     rows, records = [], []
     for mode in modes:
-        dtype = torch.bfloat16 if mode == "bf16" else torch.float32
+        dtype = torch.float32 if mode == "fp32" else torch.bfloat16
         peak_mm = mm_peak(dtype, device)
-        nominal = nominal_peak(name, mode == "bf16") if device.type == "cuda" else None
+        nominal = nominal_peak(name, mode != "fp32") if device.type == "cuda" else None
         for cell in cells:
+            if mode == "bf16r" and cell != "lstm":
+                continue  # only nn.LSTM runs through cuDNN
             try:
                 res = measure(cell, mode, size, pairs, batches, device=device,
                               warmup=args.warmup, steps=args.steps)
@@ -201,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                          "-" if nominal is None else f"{100 * achieved / nominal:.1f}",
                          f"{res['peak_gib']:.1f}", f"{hours:.1f}",
                          f"{res['warmup_seconds']:.0f}",
-                         "-" if mode != "bf16" or cell not in TARGETS or device.type != "cuda"
+                         "-" if mode == "fp32" or cell not in TARGETS or device.type != "cuda"
                          else
                          ("met" if wps >= TARGETS[cell] else f"not met ({TARGETS[cell]:,})")])
             print(f"  {cell} {mode}: {wps:,.0f} target words/s ({res['recorded']})", flush=True)

@@ -65,7 +65,7 @@ CUDA_TESTS=$(grep -l "mark.cuda" tests/test_*.py | tr '\n' ' ')
 part "pytest -m cuda" 120 "$PY" -m pytest -m cuda -o addopts="" -p no:cacheprovider -q \
   -x --durations=10 $CUDA_TESTS
 part "bench/gpu.py, paper size" 240 "$PY" bench/gpu.py --size paper --cells lstm,peephole \
-  --modes fp32,bf16 --steps 12 --warmup 3 --json "$OUT/gpu_bench.json"
+  --modes fp32,bf16,bf16r --steps 12 --warmup 3 --json "$OUT/gpu_bench.json"
 part "reversed_1 on CUDA, 150 steps" 60 "$PY" bench/gpu_twin.py train "$WORK/default" \
   --steps 150 --device cuda --out "$OUT/twin_cuda.csv"
 part "smoke DAG on CUDA" 150 "$PY" bench/gpu_dag.py "$WORK/smoke" --profile smoke \

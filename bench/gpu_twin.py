@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
-from s2s import distributed, precision  # noqa: E402
+from s2s import distributed  # noqa: E402
 from s2s.config import load  # noqa: E402
 from s2s.train import lr_at, setup, train_step  # noqa: E402
 
@@ -38,7 +38,6 @@ def train(project: Path, model: str, steps: int, device: str, out: Path) -> None
               vocab_dir=project / "data" / "vocab", model_dir=out.parent / f"{out.stem}-model",
               ckpt_dir=out.parent / f"{out.stem}-ckpt", world=distributed.World(),
               snapshot_dir=None, snapshot_epochs=())
-    autocast = precision.autocast(r.device, r.chosen.dtype)
     print(f"{model} on {r.device}: {r.chosen}", flush=True)
     rows, step, t0 = [], 0, time.perf_counter()
     while step < steps:
@@ -48,7 +47,7 @@ def train(project: Path, model: str, steps: int, device: str, out: Path) -> None
             lr = lr_at(step, r.steps_per_epoch, r.cfg)
             nll, ntok = train_step(r.model, r.opt, [r.train_pairs[i] for i in idx],
                                    batch_size=len(idx), lr=lr, cfg=r.cfg, vocab=r.tgt_vocab,
-                                   device=r.device, autocast=autocast)
+                                   device=r.device, autocast=r.autocast)
             step += 1
             rows.append((step, nll / ntok))
     seconds = time.perf_counter() - t0

@@ -32,16 +32,17 @@ def tiny_batch(n: int, seed: int) -> list[tuple[list[int], list[int]]]:
     return sorted(pairs, key=lambda p: (len(p[0]), len(p[1])))
 
 
-def batch_gradient(pairs, world: distributed.World) -> dict[str, torch.Tensor]:
+def batch_gradient(pairs, world: distributed.World,
+                   device: torch.device = torch.device("cpu")) -> dict[str, torch.Tensor]:
     """One training step's gradient as train.main computes it: this rank's share, the loss over
-    the global batch size, the gradients summed over ranks."""
+    the global batch size, the gradients summed over ranks (on `device`: tests/test_cuda.py)."""
     torch.manual_seed(0)
     model = Seq2Seq(CFG, src_vocab=len(VOCAB), tgt_vocab=len(VOCAB), pad=VOCAB.pad)
     model.init_weights(7)
+    model.to(device)
     share = distributed.shard(list(range(len(pairs))), world)
-    cpu = torch.device("cpu")
-    nll, _ = shard_nll(model, [pairs[i] for i in share], vocab=VOCAB, device=cpu,
-                             autocast=torch.autocast("cpu", enabled=False))
+    nll, _ = shard_nll(model, [pairs[i] for i in share], vocab=VOCAB, device=device,
+                       autocast=torch.autocast(device.type, enabled=False))
     loss = nll / len(pairs)
     if share:
         loss.backward()

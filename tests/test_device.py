@@ -142,8 +142,15 @@ def test_a_checkpoint_made_on_one_kind_of_device_never_resumes_on_another(tmp_pa
             (tmp_path / f"{split}.tok.{lang}").write_text(f"a {split} {lang}\n")
     vocab = Vocab(words=("<pad>", "<unk>", "<s>", "</s>", "a"), fingerprint="v")
     args = (RNNConfig(), TrainConfig(), vocab, vocab, tmp_path)
+    from s2s.precision import plan
+
     cpu = fingerprint(*args)
-    assert fingerprint(*args, device_type="cpu") == cpu
-    assert fingerprint(*args, device_type="cuda") != cpu
-    assert fingerprint(*args, mm_dtype=torch.bfloat16, device_type="cuda") \
-        != fingerprint(*args, mm_dtype=torch.bfloat16)
+    assert fingerprint(*args, chosen=plan(False, device_type="cpu", engine=None)) == cpu
+    assert fingerprint(*args, chosen=plan(False, device_type="cuda", engine=None)) != cpu
+    gpu = plan(True, device_type="cuda", engine="tensor cores")
+    cpu_bf16 = plan(True, device_type="cpu", engine="AVX512-BF16")
+    assert fingerprint(*args, chosen=gpu) != fingerprint(*args, chosen=cpu_bf16) != cpu
+    # the bf16 recurrence is another plan: its checkpoints never resume a TF32 one's
+    assert fingerprint(*args, chosen=plan(True, device_type="cuda", engine="tensor cores",
+                                          recurrent=torch.bfloat16)) \
+        != fingerprint(*args, chosen=gpu)

@@ -21,7 +21,9 @@ from helpers import CPU, Specials, tiny_pairs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def CUDA(test):  # noqa: N802 - a marker: skipped without CUDA, run by `pytest -m cuda`
+    return pytest.mark.cuda(pytest.mark.skipif(not torch.cuda.is_available(),
+                                               reason="no CUDA device")(test))
 
 
 def prefetch_threads() -> list[threading.Thread]:

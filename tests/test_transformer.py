@@ -563,6 +563,7 @@ def test_bf16_autocast_training_loss_is_close_to_fp32():
     assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in model.parameters())
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @torch.no_grad()
 def test_on_cuda_incremental_decoding_equals_teacher_forcing_and_bf16_is_close():

@@ -273,6 +273,8 @@ class TrainMetrics(Record):
     test_ppl: float
     best_dev_ppl: float
     processes: int | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # data-parallel
+    # off the CPU: every part's precision in one phrase (s2s.precision.Precision.engine)
+    engine: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
 # --- data/raw/manifest.json ----------------------------------------------------------------------

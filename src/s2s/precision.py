@@ -58,7 +58,7 @@ import torch
 
 __all__ = ["Precision", "PrecisionMismatch", "Watch", "autocast", "bf16_engine", "choose",
            "cpu_kind", "full", "matmul_dtype", "name", "name_of", "plan", "recurrent",
-           "recurrent_dtype", "set_tf32", "tf32_flags", "watch"]
+           "recurrent_dtype", "set_tf32", "strict_fp32", "tf32_flags", "watch"]
 
 FP32, BF16 = torch.float32, torch.bfloat16
 
@@ -340,6 +340,21 @@ def full(x: torch.Tensor) -> torch.Tensor:
     """``x`` in fp32 if it is in a 16-bit float dtype (a product under autocast), else ``x``
     itself (fp32 and fp64 tensors pass unchanged: the fp32 path stays bit for bit)."""
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
+@contextlib.contextmanager
+def strict_fp32(device: torch.device):
+    """fp32 without TF32 for the block on CUDA, the flags as they were after it (a caller that
+    holds no Precision: the fp32 rescoring of a bf16 search); a no-op elsewhere."""
+    if device.type != "cuda":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    set_tf32(False)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
 class PrecisionMismatch(RuntimeError):

@@ -79,21 +79,18 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
 
 
 def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
-                prepared_dir: Path, *, mm_dtype: torch.dtype | None = None,
-                device_type: str = "cpu") -> str:
+                prepared_dir: Path, *, chosen: precision.Precision | None = None) -> str:
     """What the weights, the curves and best.pt depend on: the model config, every `train` key
-    but BOOKKEEPING, the precision `amp` resolved to on this machine (`auto` is bf16 on one and
-    fp32 on another), the kind of device (a CPU checkpoint never resumes on a GPU, whose kernels
-    round otherwise), both vocabularies, the training and the dev files. A checkpoint with
+    but BOOKKEEPING, the precision `amp` resolved to on this machine (`chosen`: `auto` is bf16 on
+    one and fp32 on another; off the CPU its whole plan, so a CPU checkpoint never resumes on a
+    GPU), both vocabularies, the training and the dev files. A checkpoint with
     another fingerprint is never resumed. (The test set is read only after training.)"""
     # Keys are added only where they differ from what a CPU fp32 run of the paper's recipe had
     # before they existed, so that such a run hashes as it always did (train_record: the recipe
     # keys only where they are not the paper's).
     relevant = {k: v for k, v in train_record(cfg).items() if k not in BOOKKEEPING}
-    if mm_dtype is not None:
-        relevant["matmul_dtype"] = str(mm_dtype)
-    if device_type != "cpu":
-        relevant["device_type"] = device_type
+    if chosen is not None:
+        relevant.update(chosen.fingerprint_entries())
     h = hashlib.sha256(json.dumps([config_record(model_cfg), relevant, src.fingerprint,
                                    tgt.fingerprint], sort_keys=True).encode())
     for split in ("train", "dev"):
@@ -315,8 +312,8 @@ class Run:
 
     @property
     def autocast(self):
-        """The products' precision context (s2s.precision), made anew for each step."""
-        return precision.autocast(self.device, self.chosen.dtype)
+        """The forward pass's precision context (s2s.precision.Precision.autocast)."""
+        return self.chosen.autocast()
 
     def sync(self) -> None:
         """Wait for the device to finish what this process queued (a GPU runs behind)."""
@@ -430,7 +427,9 @@ class Run:
     def evaluate(self, state: TrainState, lr: float) -> None:
         """Dev perplexity now: a row of the curves, the training loss window restarted, the best
         weights kept if it is the lowest so far."""
-        dev_ppl = perplexity(self.model, self.dev_pairs, vocab=self.tgt_vocab, device=self.device)
+        with self.chosen.strict_fp32():
+            dev_ppl = perplexity(self.model, self.dev_pairs, vocab=self.tgt_vocab,
+                                 device=self.device)
         row = {"step": state.step, "epoch": round(state.step / self.steps_per_epoch, 4), "lr": lr,
                "train_ppl": round(math.exp(state.window_nll / state.window_tok), 4),
                "dev_ppl": round(dev_ppl, 4)}
@@ -462,7 +461,9 @@ class Run:
         choice), best.pt, the snapshots, the metrics and the curves (rank 0 writes)."""
         test_pairs = load_parallel(self.prepared_dir / "test.tok", self.src_vocab,
                                    self.tgt_vocab)
-        test_ppl = perplexity(self.model, test_pairs, vocab=self.tgt_vocab, device=self.device)
+        with self.chosen.strict_fp32():
+            test_ppl = perplexity(self.model, test_pairs, vocab=self.tgt_vocab,
+                                  device=self.device)
         dev_ppl = state.history[-1]["dev_ppl"]
         save = functools.partial(checkpoint.save, src_vocab=self.src_vocab,
                                  tgt_vocab=self.tgt_vocab, name=self.name)
@@ -487,6 +488,7 @@ class Run:
             dev_ppl=dev_ppl, test_ppl=round(test_ppl, 4),
             best_dev_ppl=round(state.best_dev_ppl, 4),
             processes=self.world.size if self.world.size > 1 else None,
+            engine=None if self.device.type == "cpu" else self.chosen.engine,
         ).to_json()
         if not self.world.is_main:
             return metrics
@@ -526,8 +528,7 @@ def setup(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mod
              f" (warmup {cfg.warmup_steps} steps)" if cfg.schedule == "inverse_sqrt" else "",
              f", label smoothing {cfg.label_smoothing:g}" if cfg.label_smoothing else "")
     chosen = precision.choose(cfg.amp, device)
-    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir, mm_dtype=chosen.dtype,
-                     device_type=device.type)
+    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir, chosen=chosen)
     if world.is_main:
         # A run killed inside torch.save leaves its temporary file (as large as a checkpoint) in
         # the checkpoint folder, which DVC keeps across runs (persist: true).
@@ -567,6 +568,7 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
     log.info("%s: precision: %s; dev and test perplexity in fp32", name, r.chosen)
     bar = progress(total=r.total_steps, initial=state.step, desc=f"train {name}", unit="step",
                    disable=not world.is_main)
+    watch = precision.watch(r.model, r.chosen)  # the first step's dtypes against the record
     while state.step < r.total_steps:
         epoch, offset = divmod(state.step, r.steps_per_epoch)
         order = r.batches_of(epoch)[offset:]
@@ -577,6 +579,9 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
                 if r.snaps is not None:
                     r.snaps.at(state.step)  # the weights before this step's update
                 lr = r.update(state, idx, batch, stop_after=stop_after)
+                if watch is not None:
+                    watch.check()
+                    watch = None
                 bar.update(1)
                 if state.step % r.cfg.log_every == 0:
                     bar.set_postfix(lr=f"{lr:.3g}", ppl=f"{state.window_ppl:.1f}",
@@ -590,6 +595,8 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
                     bar.close()
                     raise Interrupted(f"{name}: stopped after step {state.step} (stop_after)")
     bar.close()
+    if watch is not None:  # no step trained (a finished run): nothing to check, hooks off
+        watch.check()
     r.save(state)
     if stop is not None and stop.requested:  # during the last evaluation
         raise runguard.Stopped(f"{name}: stopped by {stop.name} after the last step; {r.last} "

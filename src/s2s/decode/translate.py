@@ -132,7 +132,8 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
                                max_len=max_len.to(device), nbest=nbest,
                                length_penalty=cfg.length_penalty, pad=vocab.pad)
         if mm_dtype is not None and nbest > 1:
-            hyps = exact_scores(model, src, src_lengths, hyps, vocab=vocab)
+            with precision.strict_fp32(device):
+                hyps = exact_scores(model, src, src_lengths, hyps, vocab=vocab)
         for i, h in zip(idx, hyps):
             results[i] = h
         bar.update(len(idx))

@@ -71,6 +71,7 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
     from s2s.data.vocab import Vocab
     from s2s.decode.rescore import lstm_scores, nbest_path, read_nbest
     from s2s.decode.translate import load_members
+    from s2s import precision
     from s2s.device import for_stage
     from s2s.io import atomic_write_lines, read_lines
 
@@ -101,8 +102,10 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
                              combine=params.translate.combine)
         sources = [src_vocab.encode(s) for s in sources_tok]
         flat = [c for cands in lists for c in cands]
-        lstm = lstm_scores(model, flat, sources, vocab=tgt_vocab, src_pad=src_vocab.pad,
-                           batch_size=cfg.batch_size, device=device, desc=f"rescore {rescorer}")
+        with precision.strict_fp32(device):  # the models' own fp32 scores, TF32 off on a GPU
+            lstm = lstm_scores(model, flat, sources, vocab=tgt_vocab, src_pad=src_vocab.pad,
+                               batch_size=cfg.batch_size, device=device,
+                               desc=f"rescore {rescorer}")
         combined = [(1 - cfg.weight) * c.score + cfg.weight * s for c, s in zip(flat, lstm)]
         best: dict[int, tuple[float, str]] = {}
         for c, s in zip(flat, combined):
