@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from s2s import stages
+from s2s import projectlock, stages
 from s2s.config import NAME_PATTERN, NAME_RULE, PARAMS_FILE, ConfigError, load, only
 from s2s.runguard import Stopped
 
@@ -239,12 +239,13 @@ def _cmd_profile(a, params_path: Path):
         raise ConfigError(f"no profile '{a.name}' in {PROFILES_DIR}/ "
                           f"(available: {', '.join(available)})")
     load(src)  # never switch to a profile that does not validate
-    tmp = params_path.with_name(f".{params_path.name}.tmp")
-    tmp.write_text(profile_text(src), encoding="utf-8")
-    os.replace(tmp, params_path)
     from s2s import pipeline
 
-    pipeline.write(load(params_path), DVC_YAML)
+    with projectlock.for_stage():  # never under a run that reads them
+        tmp = params_path.with_name(f".{params_path.name}.tmp")
+        tmp.write_text(profile_text(src), encoding="utf-8")
+        os.replace(tmp, params_path)
+        pipeline.write(load(params_path), DVC_YAML)
     print(f"{params_path} is now profile '{a.name}' (from {src}), {DVC_YAML} regenerated; run "
           f"`dvc repro`")
 
@@ -257,7 +258,8 @@ def _cmd_dag(a, params_path: Path):
     params = load(params_path)
     require_complete(params_path)
     if a.action == "write":
-        changed = pipeline.write(params, DVC_YAML)
+        with projectlock.for_stage():
+            changed = pipeline.write(params, DVC_YAML)
         print(f"{DVC_YAML} {'regenerated' if changed else 'already up to date'} from {params_path}")
     elif pipeline.stale(params, DVC_YAML):
         raise ConfigError(f"{DVC_YAML} is not what {params_path} generates (a model, system or "
@@ -500,8 +502,11 @@ def main(argv: list[str] | None = None) -> int:
         params = load(args.params)  # the whole file is validated before any stage works
         spec = stage_of(args, params)  # an unknown model or system named first
         fill_path_defaults(args, spec, STAGE_PATHS[args.command], STAGE_OPTIONAL[args.command])
-        # the stage sees only the params keys its dvc.yaml entry declares
-        args.fn(args, only(params, spec.params, stage=spec.name))
+        # One writer per project: a stage run by hand holds the project lock (s2s.projectlock);
+        # under `dvc repro` or inside a Snakemake run the engine holds it.
+        with projectlock.for_stage():
+            # the stage sees only the params keys its dvc.yaml entry declares
+            args.fn(args, only(params, spec.params, stage=spec.name))
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130
