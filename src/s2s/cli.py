@@ -145,6 +145,8 @@ def _cmd_exps(a, _params):
         raise ValueError(f"--width must be at least 40, got {a.width}")
     exps = experiments.experiments(experiments.dvc_exp_show(all_commits=a.all_commits))
     sys.stdout.write(experiments.render(exps, width=a.width))
+    for line in experiments.damage(exps):  # also where a script reading stdout cannot miss it
+        log.warning("%s", line)
 
 
 def _not_made(path: Path, params_path: Path) -> str:
