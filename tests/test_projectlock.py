@@ -239,3 +239,31 @@ def test_snakemake_with_a_mistyped_params_key_ends_in_one_line_without_frames(tm
     out = proc.stdout + proc.stderr
     assert 'File "' not in out and "Traceback" not in out and ' in file "' not in out, out
     assert last_line(proc).startswith("ConfigError: params.yaml: unknown key 'train.epochz'")
+
+
+def test_two_processes_fetching_into_one_download_cache_take_turns(tmp_path):
+    """The cache is shared by every project: the second process waits, then finds the file
+    whole in the cache (one request), and no one appends to the other's .part."""
+    import hashlib
+
+    from conftest import RangeServer
+
+    body = bytes(range(256)) * 2400  # 600 KB, sent slowly: the two overlap
+    with RangeServer() as server:
+        server.files["/b.bin"] = body
+        server.delay = 0.02
+        code = ("import sys\nfrom pathlib import Path\nfrom s2s.data.http import fetch\n"
+                "from s2s.data.sources import Remote\n"
+                "path, info = fetch(Remote(sys.argv[1], sha256=sys.argv[2]), Path(sys.argv[3]))\n"
+                "print(path.read_bytes() == Path(sys.argv[4]).read_bytes(), info['verified'])\n")
+        (tmp_path / "body").write_bytes(body)
+        args = [server.url("/b.bin"), hashlib.sha256(body).hexdigest(), str(tmp_path / "cache"),
+                str(tmp_path / "body")]
+        procs = [subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert [o.strip() for o, _ in outs] == ["True sha256", "True sha256"]
+    assert server.requests == [("/b.bin", None)]  # downloaded once, whole
+    cached = list((tmp_path / "cache").iterdir())
+    assert len(cached) == 1 and cached[0].name.endswith("-b.bin")  # the file, no .part

@@ -5,9 +5,10 @@ complete and verified against the registry (sha256, else md5, where one is known
 known). A ``.part`` left by an interrupted run is resumed with an HTTP Range request; if the
 server ignores the range the download restarts. A connection cut mid-file is retried, resuming
 where it stopped. The cache is ``$S2S_DOWNLOAD_CACHE``, else ``$XDG_CACHE_HOME/s2s/downloads``
-(``~/.cache``), shared by every project of the user: a process downloading a file holds
-``<file>.lock`` (``flock``, naming its PID), and another that wants the same file waits for it,
-then finds it in the cache, so no process appends to or removes a ``.part`` another is writing.
+(``~/.cache``), shared by every project of the user: a process fetching into it holds the cache
+folder (``flock`` on the folder itself, so no lock file shows in it) and another waits, so no
+process appends to or removes a ``.part`` another is writing; the second then finds a file both
+wanted in the cache.
 """
 
 from __future__ import annotations
@@ -107,29 +108,28 @@ def fetch(remote: Remote, cache_dir: Path, *, retries: int = 3, backoff: float =
     """
     dest = cache_path(remote, cache_dir)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with _cache_lock(dest, remote.url):
+    with _cache_lock(dest.parent, remote.url):
         return _fetch(remote, dest, retries=retries, backoff=backoff, timeout=timeout)
 
 
 @contextlib.contextmanager
-def _cache_lock(dest: Path, url: str):
-    """Hold ``<dest>.lock`` while `dest` is looked up, downloaded and verified; wait (saying
-    for whom) while another process holds it."""
-    fd = os.open(dest.with_name(dest.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o666)
+def _cache_lock(cache_dir: Path, url: str):
+    """Hold the cache folder while a file is looked up, downloaded and verified there; wait,
+    saying so, while another process holds it."""
+    fd = os.open(cache_dir, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            if e.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            log.info("%s: PID %s is downloading it into the cache; waiting for it", url, holder)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                log.info("%s: another process is downloading into %s; waiting for it", url,
+                         cache_dir)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:  # a file system without flock on folders (some NFS): as before, unlocked
+                log.debug("%s: cannot lock the download cache (%s)", cache_dir, e)
         yield
     finally:
-        os.close(fd)  # drops the flock; an empty or stale PID in the file is only a name
+        os.close(fd)  # drops the flock
 
 
 def _fetch(remote: Remote, dest: Path, *, retries: int, backoff: float, timeout: float
