@@ -6,7 +6,9 @@ path; a path flag left out defaults to what dvc.yaml passes (both come from the 
 declaration, s2s.dag.Arg). Each stage sees only the params keys
 its dvc.yaml entry declares. Validating a parameter file builds each model's config from its
 architecture's config module (s2s.arch), which imports no torch: only the stages that run a
-model (train, translate, rescore, analyze, attention) and translate-text import it.
+model (train, translate, rescore, analyze, attention) and translate-text import it. A stage run
+by hand, `s2s profile NAME` and `s2s dag write` hold the project lock while they write
+(s2s.projectlock): one writer per project, beside `dvc repro` and Snakemake.
 """
 
 from __future__ import annotations

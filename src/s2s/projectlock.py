@@ -101,13 +101,17 @@ class ProjectLock:
 
     def acquire(self) -> ProjectLock:
         from dvc.config import Config
+        from dvc.exceptions import DvcException
         from dvc.fs import localfs
         from dvc.lock import LockError, make_lock
         from dvc.rwlock import rwlock
 
         self.tmp.mkdir(parents=True, exist_ok=True)
-        hardlink = bool(Config(dvc_dir=str(self.root / ".dvc"))["core"].get("hardlink_lock",
-                                                                              False))
+        try:
+            hardlink = bool(Config(dvc_dir=str(self.root / ".dvc"))["core"].get(
+                "hardlink_lock", False))
+        except DvcException as e:  # DVC refuses to run here too, with the same words
+            raise RuntimeError(f"{self.root / '.dvc'}: {e}") from None
         repo_lock = make_lock(str(self.tmp / "lock"), tmp_dir=str(self.tmp),
                               hardlink_lock=hardlink)
         try:
@@ -121,6 +125,9 @@ class ProjectLock:
             held.enter_context(rwlock(str(self.tmp), localfs, self.command, [], paths, hardlink))
         except LockError as e:
             raise ProjectLocked(self._refusal(_blockers(str(e)))) from None
+        except DvcException as e:  # a damaged rwlock file: DVC cannot read it either
+            raise RuntimeError(f"{e}: remove {self.tmp / 'rwlock'} when no dvc or s2s "
+                               f"process runs in {self.root}") from None
         finally:
             repo_lock.unlock()
         self._held, self.pid = held, os.getpid()
