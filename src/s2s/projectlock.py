@@ -18,7 +18,9 @@ live process refuses in one line naming that process (:class:`ProjectLocked`). N
 DVC and Snakemake both refuse a second run of their own rather than wait, DVC can do nothing
 else here, and a Snakemake run that waited would then execute a plan made before the other
 writer changed the project. A writer that dies (even by ``kill -9``) leaves an entry of a dead
-PID, which DVC and this module drop (DVC logs "Auto removed it from the lock file").
+PID, which DVC and this module drop (DVC logs "Auto removed it from the lock file"). PIDs are
+those of one host: start the engines of a project from one machine (SLURM jobs elsewhere only
+carry the token, which needs no PID).
 
 Who takes it:
 
