@@ -199,8 +199,8 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
                       tuple(params.model_config(m) for m in sys_cfg.members))
 
 
-def _check_trained_text(path: Path, payload: dict, claimed: dict, meta_path: Path, *vocabs
-                        ) -> None:
+def _check_trained_text(path: Path, payload: dict, *, claimed: dict, meta_path: Path,
+                        vocabs: tuple) -> None:
     """Refuse an export whose text settings are not those the checkpoint at `path` was trained
     with, naming the key; for a checkpoint without the record, its vocabularies decide
     ``lowercase`` (see the module doc)."""
@@ -265,7 +265,8 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     for m in meta.members:
         path = folder / "models" / f"{m}.pt"
         payload = checkpoint.load_payload(path)
-        _check_trained_text(path, payload, claimed, meta_path, src_vocab, tgt_vocab)
+        _check_trained_text(path, payload, claimed=claimed, meta_path=meta_path,
+                            vocabs=(src_vocab, tgt_vocab))
         for side, lang, vocab in (("src", SRC_LANG, src_vocab), ("tgt", TGT_LANG, tgt_vocab)):
             trained = payload.get("vocab", {}).get(side)
             if trained != vocab.fingerprint:
