@@ -170,7 +170,9 @@ def smoke_repo(tmp_path_factory) -> Path:
 class RangeServer:
     """A loopback HTTP server (127.0.0.1 only) serving `files` with Range support, and switches
     to misbehave: `ignore_range`, `drop_after` (close after that many body bytes), `delay`
-    (seconds of sleep after each 16 KiB chunk). `requests` records (path, Range header)."""
+    (seconds of sleep after each 16 KiB chunk), `require_agent` (answer 406 to a User-Agent
+    without that text, as manythings.org does to non-browsers). `requests` records (path, Range
+    header), `agents` the User-Agent of each request."""
 
     CHUNK = 16384
 
@@ -180,6 +182,8 @@ class RangeServer:
         self.ignore_range = False
         self.drop_after: int | None = None
         self.delay = 0.0
+        self.require_agent: str | None = None
+        self.agents: list[str] = []
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -189,6 +193,11 @@ class RangeServer:
             def do_GET(self):
                 rng = self.headers.get("Range")
                 outer.requests.append((self.path, rng))
+                agent = self.headers.get("User-Agent") or ""
+                outer.agents.append(agent)
+                if outer.require_agent is not None and outer.require_agent not in agent:
+                    self.send_error(406)
+                    return
                 body = outer.files.get(self.path)
                 if body is None:
                     self.send_error(404)

@@ -23,8 +23,8 @@ def model_deps(stage) -> set[str]:
     return {d.removeprefix("models/") for d in stage.deps if d.startswith("models/")}
 
 
-def test_all_four_profiles_exist():
-    assert {p.stem for p in PROFILES} == {"smoke", "default", "wmt14", "paper"}
+def test_all_five_profiles_exist():
+    assert {p.stem for p in PROFILES} == {"smoke", "default", "wmt14", "paper", "paper_statmt"}
 
 
 def test_params_yaml_is_the_default_profile():

@@ -15,7 +15,13 @@ were trained on reversed sources (``reverse_source`` in their checkpoint's confi
 An export (:mod:`s2s.exporting`, written by the export stage) is one versioned folder per
 system; :func:`load` checks every file against the sha256 that ``export.json`` records before it decodes,
 so an old checkpoint is never paired with a new vocabulary (the checkpoint also carries the
-vocabularies' fingerprints, checked again by :func:`s2s.checkpoint.load_model`).
+vocabularies' fingerprints, checked again by :func:`s2s.checkpoint.load_model`). The text
+settings ``export.json`` gives (lowercasing, tokenizer, languages) must be those each checkpoint
+recorded when it was trained (:mod:`s2s.text_settings`): a record edited and re-hashed is
+refused naming the key. A checkpoint saved before checkpoints recorded them is accepted only
+where its vocabularies, which it does bind, agree with the export's ``lowercase`` (a vocabulary
+of lowercased text has no capital letter; one of cased text has); the other settings are this
+version's, which every export must have.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from s2s.config import load as load_params
 from s2s.exporting import (EXPORT_FILE, EXPORT_FORMAT, SRC_LANG, TEXT_PIPELINE,  # noqa: F401
                            TGT_LANG, ExportError, _sha256, _version, check_record, export,
                            export_all, params_fingerprint, read_record)
+from s2s.text_settings import TEXT_KEYS, cased, first_difference
 
 log = logging.getLogger("s2s.api")
 
@@ -192,6 +199,28 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
                       tuple(params.model_config(m) for m in sys_cfg.members))
 
 
+def _check_trained_text(path: Path, payload: dict, *, claimed: dict, meta_path: Path,
+                        vocabs: tuple) -> None:
+    """Refuse an export whose text settings are not those the checkpoint at `path` was trained
+    with, naming the key; for a checkpoint without the record, its vocabularies decide
+    ``lowercase`` (see the module doc)."""
+    from s2s import checkpoint
+
+    trained = checkpoint.text_of(path, payload)
+    if trained is not None:
+        key = first_difference(trained, claimed)
+        if key is not None:
+            raise ExportError(f"{meta_path}: 'text.{key}' is {claimed[key]!r}, but {path} was "
+                              f"trained with {trained[key]!r}: the record was edited; export the "
+                              f"system again")
+        return
+    if claimed["lowercase"] == any(cased(v.words[4:]) for v in vocabs):
+        seen = "capital letters" if claimed["lowercase"] else "no capital letter"
+        raise ExportError(f"{meta_path}: 'text.lowercase' is {claimed['lowercase']!r}, but the "
+                          f"vocabularies {path} was trained with have {seen}: the record was "
+                          f"edited; export the system again")
+
+
 def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     """A :class:`Translator` from an export folder, after checking every file it lists."""
     import torch
@@ -211,9 +240,11 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
             raise ExportError(f"{p}: sha256 differs from the {digest[:12]} that {meta_path} "
                               f"records: the file was replaced or damaged")
     text = meta.text
-    if text.tokenizer != TEXT_PIPELINE["tokenizer"] or text.src_lang != SRC_LANG:
-        raise ExportError(f"{meta_path}: text settings {text.to_json()} are not this version's "
-                          f"({TEXT_PIPELINE['tokenizer']})")
+    claimed = {k: getattr(text, k) for k in TEXT_KEYS}
+    mine = next((k for k in TEXT_PIPELINE if claimed[k] != TEXT_PIPELINE[k]), None)
+    if mine is not None:
+        raise ExportError(f"{meta_path}: 'text.{mine}' is {claimed[mine]!r}, not this version's "
+                          f"{TEXT_PIPELINE[mine]!r}: exported by another version, or edited")
     if text.sacremoses != _version("sacremoses"):
         log.warning("%s: exported with sacremoses %s, running %s: tokenisation may differ",
                     meta_path, text.sacremoses, _version("sacremoses"))
@@ -230,9 +261,22 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
                   for m in meta.members}
     except ValueError as e:
         raise ExportError(f"{e} (a member's config in this version's terms)") from None
-    models = [checkpoint.load_model(folder / "models" / f"{m}.pt", src_vocab=src_vocab,
-                                    tgt_vocab=tgt_vocab, device=dev, expect=expect[m], name=m)
-              for m in meta.members]
+    models = []
+    for m in meta.members:
+        path = folder / "models" / f"{m}.pt"
+        payload = checkpoint.load_payload(path)
+        _check_trained_text(path, payload, claimed=claimed, meta_path=meta_path,
+                            vocabs=(src_vocab, tgt_vocab))
+        for side, lang, vocab in (("src", SRC_LANG, src_vocab), ("tgt", TGT_LANG, tgt_vocab)):
+            trained = payload.get("vocab", {}).get(side)
+            if trained != vocab.fingerprint:
+                raise ExportError(f"{meta_path}: 'files.{lang}.tsv' is a vocabulary of "
+                                  f"fingerprint {vocab.fingerprint[:12]}, but {path} was trained "
+                                  f"with {str(trained)[:12]}: the export was edited; export the "
+                                  f"system again")
+        models.append(checkpoint.model_from_payload(path, payload, src_vocab=src_vocab,
+                                                    tgt_vocab=tgt_vocab, device=dev,
+                                                    expect=expect[m], name=m))
     model = models[0] if len(models) == 1 else Ensemble(models, combine=cfg.combine)
     log.info("loaded export '%s' (%s) from %s on %s", meta.system, ", ".join(meta.members),
              folder, dev)

@@ -2,9 +2,12 @@
 ``torch.load(weights_only=True)``.
 
 A checkpoint holds the model's config, the name it was trained as, the fingerprints of the
-vocabularies it was trained with, and its weights, so decoding rebuilds the model from the file
-alone; readers that know what the model should be (``expect=``: ``params.model_config(name)``)
-refuse a checkpoint whose config, name or vocabulary is another.
+vocabularies it was trained with, the text settings its training text was prepared with
+(``text``: :func:`s2s.text_settings.text_record`, where the trainer gives them), and its
+weights, so decoding rebuilds the model from the file alone; readers that know what the model
+should be (``expect=``: ``params.model_config(name)``) refuse a checkpoint whose config, name or
+vocabulary is another, and an export whose text settings are not its checkpoints' is refused
+(:func:`s2s.api.load_export`).
 
 It also holds ``digest``: the sha256 of everything else in it (config, name, vocabulary
 fingerprints, weights, and any extra entry: a resume point's step and history), checked on every
@@ -28,6 +31,7 @@ from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_with
 from s2s.model import build_model, config_from_dict, config_record
 from s2s.model.base import Model
+from s2s.text_settings import check_record as check_text_record
 
 FORMAT = "s2s-checkpoint/2"
 LEGACY_FORMATS = ("s2s-checkpoint/1",)  # weights_sha256 over the weights only
@@ -81,9 +85,13 @@ def payload_digest(payload: dict) -> str:
 
 def save(path: Path, model: Model, *, src_vocab: Vocab, tgt_vocab: Vocab,
          name: str | None = None, state: dict[str, torch.Tensor] | None = None,
-         **extra: Any) -> None:
+         text: dict[str, Any] | None = None, **extra: Any) -> None:
     """Write `model` (or `state`, weights for model's config) with its config, `name` (the key of
-    params `models`), the vocabularies' fingerprints and `extra`, under a digest of all of it."""
+    params `models`), the vocabularies' fingerprints, the text settings it was trained with
+    (`text`: ``s2s.text_settings.text_record(params.prepare)``; a record of another shape is a
+    ValueError) and `extra`, under a digest of all of it."""
+    if text is not None:
+        text = check_text_record(text)
     weights = {k: v.detach().cpu() for k, v in (state or model.state_dict()).items()}
     payload = {
         "format": FORMAT,
@@ -91,6 +99,7 @@ def save(path: Path, model: Model, *, src_vocab: Vocab, tgt_vocab: Vocab,
         "config": config_record(model.cfg),
         "vocab": {"src": src_vocab.fingerprint, "tgt": tgt_vocab.fingerprint,
                   "src_size": len(src_vocab), "tgt_size": len(tgt_vocab)},
+        **({"text": text} if text is not None else {}),
         "model": weights,
         **extra,
     }
@@ -177,7 +186,25 @@ def load_model(path: Path, *, src_vocab: Vocab, tgt_vocab: Vocab,
                name: str | None = None) -> Model:
     """Rebuild the model of a checkpoint; refuse one trained with other vocabularies, and, with
     `expect` (``params.model_config(name)``), one that is not the model params describe."""
-    payload = load_payload(path)
+    return model_from_payload(path, load_payload(path), src_vocab=src_vocab,
+                              tgt_vocab=tgt_vocab, device=device, expect=expect, name=name)
+
+
+def text_of(path: Path, payload: dict) -> dict[str, Any] | None:
+    """The text settings a checkpoint records (None for one saved without them: older
+    checkpoints); CheckpointError for a record that is not one."""
+    if "text" not in payload:
+        return None
+    try:
+        return check_text_record(payload["text"])
+    except ValueError as e:
+        raise CheckpointError(f"{path}: {e}") from None
+
+
+def model_from_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab: Vocab,
+                       device: torch.device | str = "cpu", expect=None,
+                       name: str | None = None) -> Model:
+    """:func:`load_model` of a payload already read by :func:`load_payload` from `path`."""
     if expect is not None:
         check_identity(path, payload, expect=expect, name=name)
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):

@@ -6,7 +6,9 @@ path; a path flag left out defaults to what dvc.yaml passes (both come from the 
 declaration, s2s.dag.Arg). Each stage sees only the params keys
 its dvc.yaml entry declares. Validating a parameter file builds each model's config from its
 architecture's config module (s2s.arch), which imports no torch: only the stages that run a
-model (train, translate, rescore, analyze, attention) and translate-text import it.
+model (train, translate, rescore, analyze, attention) and translate-text import it. A stage run
+by hand, `s2s profile NAME` and `s2s dag write` hold the project lock while they write
+(s2s.projectlock): one writer per project, beside `dvc repro` and Snakemake.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from s2s import stages
+from s2s import projectlock, stages
 from s2s.config import NAME_PATTERN, NAME_RULE, PARAMS_FILE, ConfigError, load, only
 from s2s.runguard import Stopped
 
@@ -145,6 +147,8 @@ def _cmd_exps(a, _params):
         raise ValueError(f"--width must be at least 40, got {a.width}")
     exps = experiments.experiments(experiments.dvc_exp_show(all_commits=a.all_commits))
     sys.stdout.write(experiments.render(exps, width=a.width))
+    for line in experiments.damage(exps):  # also where a script reading stdout cannot miss it
+        log.warning("%s", line)
 
 
 def _not_made(path: Path, params_path: Path) -> str:
@@ -239,12 +243,13 @@ def _cmd_profile(a, params_path: Path):
         raise ConfigError(f"no profile '{a.name}' in {PROFILES_DIR}/ "
                           f"(available: {', '.join(available)})")
     load(src)  # never switch to a profile that does not validate
-    tmp = params_path.with_name(f".{params_path.name}.tmp")
-    tmp.write_text(profile_text(src), encoding="utf-8")
-    os.replace(tmp, params_path)
     from s2s import pipeline
 
-    pipeline.write(load(params_path), DVC_YAML)
+    with projectlock.for_stage():  # never under a run that reads them
+        tmp = params_path.with_name(f".{params_path.name}.tmp")
+        tmp.write_text(profile_text(src), encoding="utf-8")
+        os.replace(tmp, params_path)
+        pipeline.write(load(params_path), DVC_YAML)
     print(f"{params_path} is now profile '{a.name}' (from {src}), {DVC_YAML} regenerated; run "
           f"`dvc repro`")
 
@@ -260,7 +265,8 @@ def _cmd_dag(a, params_path: Path):
         return
     require_complete(params_path)
     if a.action == "write":
-        changed = pipeline.write(params, DVC_YAML)
+        with projectlock.for_stage():
+            changed = pipeline.write(params, DVC_YAML)
         print(f"{DVC_YAML} {'regenerated' if changed else 'already up to date'} from {params_path}")
     elif pipeline.stale(params, DVC_YAML):
         raise ConfigError(f"{DVC_YAML} is not what {params_path} generates (a model, system or "
@@ -506,8 +512,11 @@ def main(argv: list[str] | None = None) -> int:
         params = load(args.params)  # the whole file is validated before any stage works
         spec = stage_of(args, params)  # an unknown model or system named first
         fill_path_defaults(args, spec, STAGE_PATHS[args.command], STAGE_OPTIONAL[args.command])
-        # the stage sees only the params keys its dvc.yaml entry declares
-        args.fn(args, only(params, spec.params, stage=spec.name))
+        # One writer per project: a stage run by hand holds the project lock (s2s.projectlock);
+        # under `dvc repro` or inside a Snakemake run the engine holds it.
+        with projectlock.for_stage():
+            # the stage sees only the params keys its dvc.yaml entry declares
+            args.fn(args, only(params, spec.params, stage=spec.name))
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -504,7 +505,11 @@ def read_yaml(path: str | Path) -> Any:
 # base it does not have, and the keys whose values it changes. Mappings merge key by key; a list
 # or a value replaces the base's. `s2s profile NAME` writes the resolved, complete file to
 # params.yaml: DVC reads params.yaml's keys itself, so params.yaml never `extends`.
+# `remove` takes out entries (a model, a system, a resources kind, a model's override that then
+# falls back to `model` or `train`); a key the pipeline reads with a default in the code is set,
+# never removed, so that params.yaml always shows the value that runs (_removal_problem).
 PROFILE_KEYS = ("extends", "remove")
+MAX_EXTENDS = 16  # profiles in one `extends` chain, the complete base included
 
 
 def resolved(path: str | Path, _seen: tuple[Path, ...] = (), *,
@@ -514,6 +519,11 @@ def resolved(path: str | Path, _seen: tuple[Path, ...] = (), *,
     the file and key of an unknown base, a cycle, or a removed key the base lacks. `chain`, if
     given, receives the files read, the file itself first and the complete base last."""
     path = Path(path)
+    if len(_seen) >= MAX_EXTENDS:
+        raise ConfigError(f"{_seen[0]}: its 'extends' chain is longer than {MAX_EXTENDS} profiles "
+                          f"({_seen[0].name} -> {_seen[1].name} -> ... -> {path.name}); a profile "
+                          f"extends at most {MAX_EXTENDS - 1} others: extend a profile nearer the "
+                          f"complete one")
     raw = read_yaml(path)
     if chain is not None:
         chain.append(path)
@@ -548,8 +558,76 @@ def resolved(path: str | Path, _seen: tuple[Path, ...] = (), *,
         if not (isinstance(node, dict) and last in node):
             raise ConfigError(f"{path}: 'remove[{i}]' names '{dotted}', which {base_path} "
                               f"does not have")
+        problem = _removal_problem(dotted, merged)
+        if problem:
+            raise ConfigError(f"{path}: 'remove[{i}]' names '{dotted}', a key the pipeline "
+                              f"reads: params.yaml would not show the value that runs "
+                              f"({problem}; {base_path} says {_brief(node[last])}); set the "
+                              f"value you want instead of removing the key")
         del node[last]
     return _merge(merged, {k: v for k, v in raw.items() if k not in PROFILE_KEYS})
+
+
+def _removal_problem(dotted: str, merged: dict) -> str | None:
+    """What would run in place of the key `dotted` if a profile removed it from `merged`, where
+    that is a default of the code rather than another key of the file; None for an entry whose
+    removal only takes it out (a model, a system, a resources kind, a rescorer, a paper row) or
+    a model's override that falls back to a key the file has."""
+    parts = dotted.split(".")
+    head = parts[0]
+    if head == "model":
+        return "each architecture's own default"
+    if head == "models" and len(parts) > 1:
+        if len(parts) == 2:
+            return None  # a whole model
+        if parts[2] == "train":  # the model's recipe: falls back to the `train` section
+            if len(parts) == 3 or parts[3] in (merged.get("train") or {}):
+                return None
+            return _default_of(TrainConfig, parts[3])
+        if parts[2] in (merged.get("model") or {}):
+            return None
+        return "the architecture's own default"
+    hints = typing.get_type_hints(Params)
+    if head not in hints:
+        return None  # not a key of the schema: load() refuses it anyway
+    kind, owner = _unwrap(hints[head]), Params
+    for part in parts[1:]:
+        if dataclasses.is_dataclass(kind):
+            fields = {f.name: f for f in dataclasses.fields(kind)}
+            if part not in fields:
+                return None
+            owner, kind = kind, _unwrap(typing.get_type_hints(kind)[part])
+        elif typing.get_origin(kind) is dict:
+            owner, kind = None, _unwrap(typing.get_args(kind)[1])  # an entry of a mapping
+        else:
+            return None
+    if owner is None:
+        return None
+    return _default_of(owner, parts[-1])
+
+
+def _unwrap(kind):
+    """`X | None` -> X; anything else as it is."""
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    if typing.get_origin(kind) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return kind
+
+
+def _default_of(cls, name: str) -> str:
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    if f.default is not dataclasses.MISSING:
+        return f"the code's default {_brief(f.default)}"
+    if f.default_factory is not dataclasses.MISSING:
+        return f"the code's default {_brief(f.default_factory())}"
+    return "none: the file must have it"
+
+
+def _brief(value: Any) -> str:
+    if dataclasses.is_dataclass(value):
+        value = dataclasses.asdict(value)
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def require_complete(path: str | Path) -> None:

@@ -12,7 +12,10 @@ experiments (in blocks that fit ``--width``):
 - every claim's verdict (``metrics/claims.json``, written by the report stage).
 
 No dependency hash, no unchanged param. A value an experiment lacks (a model its params do not
-have, a stage that failed) is ``-``.
+have, a stage that failed) is ``-``. A file DVC could not read (cut mid-JSON: DVC's
+``JSONFileCorruptedError``) or that does not hold what its stage writes makes every cell it
+feeds ``!``, as in ``dvc exp show``, and a line under the table names the experiment, the file
+and the damage.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 SUMMARY = "metrics/summary.json"
@@ -31,6 +34,7 @@ PARAMS = "params.yaml"
 # Verdicts in a few characters (s2s.report.claims): a column stays narrow.
 SHORT = {"holds": "holds", "does not hold": "fails", "no significant difference": "n.s.",
          "cannot tell": "?"}
+DAMAGED = "!"  # a cell whose file could not be read, as dvc exp show marks it
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,11 @@ class Experiment:
     params: dict[str, Any]
     summary: dict[str, Any]
     claims: dict[str, Any]
+    damaged: dict[str, str] = field(default_factory=dict)  # file -> what is wrong with it
+
+    def cell(self, path: str, text: str) -> str:
+        """`text`, or the damage mark when the file at `path` could not be read."""
+        return DAMAGED if path in self.damaged else text
 
 
 class ExperimentsError(RuntimeError):
@@ -90,13 +99,62 @@ def _label(rev: Mapping) -> str:
 
 def _experiment(rev: Mapping, name: str) -> Experiment:
     data = rev.get("data") or {}
+    damaged: dict[str, str] = {}
 
-    def file(section: str, path: str) -> dict:
+    def file(section: str, path: str, check) -> dict:
         entry = (data.get(section) or {}).get(path) or {}
-        return entry.get("data") or {}
+        error = entry.get("error") if isinstance(entry, Mapping) else None
+        if isinstance(error, Mapping) and error.get("type") != "FileNotFoundError":
+            # DVC's own words ("unable to read: ... JSON file structure is corrupted")
+            damaged[path] = f"{error.get('msg') or 'unreadable'} ({error.get('type')})"
+            return {}
+        value = entry.get("data") if isinstance(entry, Mapping) else None
+        if value is None:
+            return {}  # absent: a stage that has not run
+        problem = check(value)
+        if problem:
+            damaged[path] = problem
+            return {}
+        return value
 
-    return Experiment(name=name, params=dict(_flatten(file("params", PARAMS))),
-                      summary=file("metrics", SUMMARY), claims=file("metrics", CLAIMS))
+    params = file("params", PARAMS, lambda v: None if isinstance(v, dict) else "not a mapping")
+    return Experiment(name=name, params=dict(_flatten(params)),
+                      summary=file("metrics", SUMMARY, _summary_problem),
+                      claims=file("metrics", CLAIMS, _claims_problem), damaged=damaged)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _summary_problem(value: Any) -> str | None:
+    """What in a summary.json is not what the summary stage writes (the first key), or None."""
+    if not isinstance(value, dict):
+        return f"expected a JSON object, got {type(value).__name__}"
+    for section, depth in (("ppl", 1), ("bleu", 2), ("rescore", 1)):
+        entries = value.get(section, {})
+        if not isinstance(entries, dict):
+            return f"'{section}' must be an object, got {type(entries).__name__}"
+        for key, v in entries.items():
+            inner = v.items() if depth == 2 and isinstance(v, dict) else [(None, v)]
+            if depth == 2 and not isinstance(v, dict):
+                return f"'{section}.{key}' must be an object of beams, got {json.dumps(v)}"
+            for beam, number in inner:
+                if depth == 2 and not (isinstance(beam, str) and beam.lstrip("b").isdigit()):
+                    return f"'{section}.{key}.{beam}' is not a beam (b1, b12)"
+                if not _is_number(number):
+                    where = f"{section}.{key}" + (f".{beam}" if beam else "")
+                    return f"'{where}' must be a number, got {json.dumps(number)}"
+    return None
+
+
+def _claims_problem(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return f"expected a JSON object, got {type(value).__name__}"
+    for cid, verdict in value.items():
+        if not isinstance(verdict, str):
+            return f"'{cid}' must be a verdict (a string), got {json.dumps(verdict)}"
+    return None
 
 
 def _flatten(value: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
@@ -115,12 +173,23 @@ def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:
     changed = [k for k in keys if len({_show(e.params.get(k)) for e in exps}) > 1]
     if changed:
         out.append(("params that differ", []))
-        out += [(f"  {k}", [_show(e.params.get(k)) for e in exps]) for k in changed]
-    models = list(dict.fromkeys(m for e in exps for m in (e.summary.get("ppl") or {})))
+        out += [(f"  {k}", [e.cell(PARAMS, _show(e.params.get(k))) for e in exps])
+                for k in changed]
+
+    def named(section: str, params_section: str) -> list[str]:
+        """The entries of a summary section, and where an experiment's summary is damaged,
+        those its params name: its cells are marked even when no other experiment has them."""
+        return list(dict.fromkeys(
+            [k for e in exps for k in (e.summary.get(section) or {})]
+            + [k.split(".")[1] for e in exps if SUMMARY in e.damaged
+               for k in e.params if k.startswith(f"{params_section}.")]))
+
+    models = named("ppl", "models")
     if models:
         out.append(("test perplexity", []))
-        out += [(f"  {m}", [_num(e.summary.get("ppl", {}).get(m)) for e in exps]) for m in models]
-    systems = list(dict.fromkeys(s for e in exps for s in (e.summary.get("bleu") or {})))
+        out += [(f"  {m}", [e.cell(SUMMARY, _num(e.summary.get("ppl", {}).get(m)))
+                            for e in exps]) for m in models]
+    systems = named("bleu", "systems")
     if systems:
         out.append(("BLEU (tokenised), widest beam", []))
         for s in systems:
@@ -128,19 +197,25 @@ def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:
             for e in exps:
                 beams = e.summary.get("bleu", {}).get(s) or {}
                 widest = max(beams, key=lambda b: int(b.lstrip("b")), default=None)
-                cells.append(_num(beams.get(widest)) if widest else "-")
+                cells.append(e.cell(SUMMARY, _num(beams.get(widest)) if widest else "-"))
             out.append((f"  {s}", cells))
     rescored = list(dict.fromkeys(r for e in exps for r in (e.summary.get("rescore") or {})))
     if rescored:
         out.append(("BLEU (tokenised), rescoring", []))
-        out += [(f"  {r}", [_num(e.summary.get("rescore", {}).get(r)) for e in exps])
-                for r in rescored]
+        out += [(f"  {r}", [e.cell(SUMMARY, _num(e.summary.get("rescore", {}).get(r)))
+                            for e in exps]) for r in rescored]
     claims = list(dict.fromkeys(c for e in exps for c in e.claims))
     if claims:
         out.append(("claims", []))
-        out += [(f"  {c}", [SHORT.get(e.claims.get(c), str(e.claims.get(c) or "-"))
+        out += [(f"  {c}", [e.cell(CLAIMS, SHORT.get(e.claims.get(c),
+                                                     str(e.claims.get(c) or "-")))
                             for e in exps]) for c in claims]
     return out
+
+
+def damage(exps: list[Experiment]) -> list[str]:
+    """One line per file an experiment could not use: its cells are marked ``!``."""
+    return [f"{DAMAGED} {e.name}: {path}: {what}" for e in exps for path, what in e.damaged.items()]
 
 
 def _show(value: Any) -> str:
@@ -177,6 +252,9 @@ def render(exps: list[Experiment], *, width: int = 160, cell: int = 14) -> str:
         lines.append("-" * min(width, label_w + len(block) * (cell + 2)))
         for label, cells in table:
             lines.append(_line(label, [cells[i] for i in block] if cells else [], label_w, cell))
+    notes = damage(exps)
+    if notes:  # not cut to the width: the file and the damage must be readable whole
+        lines += ["", f"{DAMAGED}: a file that could not be read (its cells are marked):", *notes]
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 

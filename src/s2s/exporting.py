@@ -28,21 +28,13 @@ from s2s.arch import config_record
 from s2s.artifacts import Record
 from s2s.config import Params, TranslateConfig, train_record
 from s2s.schema import Rules, decode
+# How `prepare` turns raw text into model input, written into every export and checkpoint.
+from s2s.text_settings import SRC_LANG, TEXT_PIPELINE, TGT_LANG, text_record  # noqa: F401
 
 log = logging.getLogger("s2s.api")
 
 EXPORT_FORMAT = "s2s-export/2"  # /2: every key of export.json covered by `record_sha256`
 EXPORT_FILE = "export.json"
-SRC_LANG, TGT_LANG = "en", "fr"
-# How `prepare` turns raw text into model input, written into every export (and checked there).
-TEXT_PIPELINE = {
-    "normalize": "s2s.data.text.normalize: NFC, control characters dropped, Unicode spaces -> ' '",
-    "tokenizer": "sacremoses MosesTokenizer(lang).tokenize(escape=False, "
-                 "aggressive_dash_splits=False)",
-    "detokenizer": "sacremoses MosesDetokenizer(lang).detokenize(line.split())",
-    "src_lang": SRC_LANG,
-    "tgt_lang": TGT_LANG,
-}
 
 
 class ExportError(ValueError):
@@ -197,8 +189,7 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
     record = ExportRecord(
         format=EXPORT_FORMAT, system=system, members=tuple(sys_cfg.members),
         beams=tuple(sys_cfg.beams), profile=params.profile,
-        text=ExportText(**TEXT_PIPELINE, lowercase=params.prepare.lowercase,
-                        sacremoses=_version("sacremoses")),
+        text=ExportText(**text_record(params.prepare), sacremoses=_version("sacremoses")),
         translate=params.translate,
         # each member's config, checked against its checkpoint when loaded
         models={m: config_record(params.model_config(m)) for m in sys_cfg.members},

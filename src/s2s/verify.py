@@ -10,7 +10,8 @@ reference's and says, per number:
   reference's own seeds give that number (models of one configuration but their seeds, such as
   reversed_1..5: their dev and test perplexity, and the BLEU of one-model systems of them);
   a model or system without seeds of its own takes its group's relative spread ("borrowed");
-- ``different``: outside that, with both values.
+- ``different``: outside that, with both values; a number that is not finite (NaN, Infinity: a
+  diverged run) on either side is always different, and takes no part in a seed spread.
 
 Then one line per claim (``metrics/claims.json``): the same verdict or not; a claim missing from
 either run is "not run", never a verdict. The exit status is 0 when every claim of the reference
@@ -19,6 +20,8 @@ runs of different profiles.
 
 A run is a folder with ``params.yaml`` and ``metrics/`` (``train/<model>.json``, ``bleu.json``,
 ``claims.json``): a project after ``dvc repro``, or a published copy such as ``reports/default``.
+A damaged file (cut mid-JSON, a verdict that is not a string) is exit status 2 with one line
+naming the file, and the line or the key.
 """
 
 from __future__ import annotations
@@ -65,13 +68,33 @@ def read_run(root: Path) -> Run:
             m = TrainMetrics.read(p)
             train[m.model] = m
         bleu = Bleu.read(metrics / "bleu.json") if (metrics / "bleu.json").is_file() else None
-        claims = (json.loads((metrics / "claims.json").read_text(encoding="utf-8"))
-                  if (metrics / "claims.json").is_file() else None)
-    except (ConfigError, ArtifactError, json.JSONDecodeError) as e:
-        raise NotARun(f"{root}: not a readable run: {e}") from None
+        claims = _read_claims(metrics / "claims.json")
+    except (ConfigError, ArtifactError) as e:  # both name the file
+        raise NotARun(f"not a readable run: {e}") from None
     if not train:
         raise NotARun(f"{root}: not a run: metrics/train/ holds no model's metrics")
-    return Run(root, params, train, bleu, claims if isinstance(claims, dict) else None)
+    return Run(root, params, train, bleu, claims)
+
+
+def _read_claims(path: Path) -> dict[str, str] | None:
+    """claim id -> verdict, as the claims stage writes them; None where the run has none."""
+    if not path.is_file():
+        return None
+    try:
+        claims = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ArtifactError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}:{e.lineno}: not valid JSON ({e.msg}): cut short or "
+                            f"edited; rerun the stage that writes it") from None
+    if not isinstance(claims, dict):
+        raise ArtifactError(f"{path}: expected an object of claim id -> verdict, got "
+                            f"{type(claims).__name__}")
+    for cid, verdict in claims.items():
+        if not isinstance(verdict, str):
+            raise ArtifactError(f"{path}: '{cid}' must be a verdict (a string), got "
+                                f"{json.dumps(verdict)}")
+    return claims
 
 
 def seed_groups(params: Params) -> list[tuple[str, ...]]:
@@ -94,8 +117,9 @@ class Line:
     basis: str = ""  # whose seeds gave the tolerance
 
 
-def _spread(values: list[float]) -> float | None:
-    return statistics.stdev(values) if len(values) > 1 else None
+def _finite(values) -> list[float]:
+    """The finite numbers of `values`: a diverged seed (NaN, Infinity) has no spread to give."""
+    return [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
 
 
 class Spreads:
@@ -138,17 +162,20 @@ def label(group: tuple[str, ...]) -> str:
 
 
 def _twice_sd(values: list[float]) -> float | None:
+    values = _finite(values)
     return 2 * statistics.stdev(values) if len(values) > 1 else None
 
 
 def _borrow(per_group: dict[tuple[str, ...], list[float]], value: float | None
             ) -> tuple[float | None, str]:
     """The relative spread of the group with the most seeds, applied to `value`."""
-    group = max((g for g, v in per_group.items() if len(v) > 1), key=lambda g: len(per_group[g]),
+    finite = {g: _finite(v) for g, v in per_group.items()}
+    group = max((g for g, v in finite.items() if len(v) > 1), key=lambda g: len(finite[g]),
                 default=None)
-    if group is None or value is None or not statistics.fmean(per_group[group]):
+    if group is None or value is None or not math.isfinite(value) \
+            or not statistics.fmean(finite[group]):
         return None, ""
-    values = per_group[group]
+    values = finite[group]
     rel = statistics.stdev(values) / abs(statistics.fmean(values))
     return 2 * rel * abs(value), f"borrowed from {label(group)}"
 
@@ -190,8 +217,10 @@ def compare(run: Run, ref: Run) -> tuple[list[Line], list[tuple[str, str, str, s
 
 
 def _line(key: str, a: float | None, b: float | None, tol: float | None, basis: str) -> Line:
-    if a is None or b is None or (isinstance(a, float) and math.isnan(a)):
+    if a is None or b is None:
         return Line(key, a, b, MISSING)
+    if not (math.isfinite(a) and math.isfinite(b)):  # a diverged run reproduces nothing
+        return Line(key, a, b, DIFFERENT, tol, basis)
     if a == b:
         return Line(key, a, b, IDENTICAL, tol, basis)
     if tol is not None and abs(a - b) <= tol:
@@ -222,7 +251,11 @@ def render(run: Run, ref: Run, lines: list[Line], claims) -> str:
 
 
 def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
+    if v is None:
+        return "-"
+    if not math.isfinite(v):
+        return str(v)  # nan, inf, -inf
+    return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
 
 
 def main(run_dir: Path, against: Path) -> int:

@@ -2,17 +2,39 @@
 # from the parameter file by the stage modules, as dvc.yaml is (s2s.pipeline), so a model added
 # to params is a new job here at once, and `--config params=...` plans another profile.
 
-from s2s import dag, pipeline
+import sys
+
+from s2s import dag, pipeline, projectlock
 from s2s.config import PARAMS_FILE, load as load_params, resolved
 
-PARAMS = load_params(config["params"])  # validated: a bad key fails here, named
-PARAM_VALUES = resolved(config["params"])  # as DVC reads it (YAML 1.2), a profile resolved
-STAGES = pipeline.generate(PARAMS)
 
-_unknown = sorted(set(PARAMS.resources) - {s.kind for s in STAGES} - {"default"})
-if _unknown:
-    raise ValueError(f"{config['params']}: 'resources.{_unknown[0]}' is not a stage kind of "
-                     f"the pipeline (known: {sorted({s.kind for s in STAGES})}, default)")
+def refuse(error):
+    """Stop with the one line `s2s` prints for `error`: Snakemake would put the Python frames
+    of the workflow and of s2s before it, which say nothing about a wrong parameter."""
+    print(f"{type(error).__name__}: {error}", file=sys.stderr)
+    sys.exit(1)
+
+
+try:
+    PARAMS = load_params(config["params"])  # validated: a bad key fails here, named
+    PARAM_VALUES = resolved(config["params"])  # as DVC reads it (YAML 1.2), a profile resolved
+    STAGES = pipeline.generate(PARAMS)
+    _unknown = sorted(set(PARAMS.resources) - {s.kind for s in STAGES} - {"default"})
+    if _unknown:
+        raise ValueError(f"{config['params']}: 'resources.{_unknown[0]}' is not a stage kind "
+                         f"of the pipeline (known: {sorted({s.kind for s in STAGES})}, default)")
+except (ValueError, OSError) as e:  # a ConfigError is a ValueError
+    refuse(e)
+
+
+def hold_project():
+    """One writer per project (s2s.projectlock): this run holds the project until it ends, or
+    stops at once naming the `dvc repro`, Snakemake run or stage that holds it. Its jobs, here
+    or on SLURM, inherit the run's token and take nothing, so they still run in parallel."""
+    try:
+        projectlock.hold_for_engine()
+    except projectlock.ProjectLocked as e:
+        refuse(e)
 
 ALL_OUTPUTS = [o.path for s in STAGES for o in s.outs if not o.persist]
 

@@ -3,9 +3,10 @@
 Which corpora the params name (:func:`requested_corpora`), whether the network can serve those
 the mirror does not (:func:`check_network`), which corpora of the previous run are still complete
 (:func:`reusable`), and the folder's bookkeeping: a ``manifest.json`` removed before anything is
-written and written last, leftover ``.tmp-*`` folders of a killed run removed, corpora the params
-no longer name removed. A corpus itself comes from :mod:`s2s.data.mirror` or
-:mod:`s2s.data.network`; the stage is :mod:`s2s.stages.download`.
+written and written last, ``.tmp-*`` folders whose owner is gone (a killed run) removed and
+those of a live process left alone, corpora the params no longer name removed. A corpus itself
+comes from :mod:`s2s.data.mirror` or :mod:`s2s.data.network`; the stage is
+:mod:`s2s.stages.download`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import urllib.parse
 from pathlib import Path
 
 from s2s.config import CorpusRef, DataConfig
-from s2s.data.files import TMP_PREFIX, DownloadError, file_stats, remove
-from s2s.data.http import network_available
+from s2s.data.files import TMP_PREFIX, DownloadError, file_stats, owner_alive, remove
+from s2s.data.http import network_available, unreachable_hosts
 from s2s.data.mirror import MIRROR_ENV, corpus_source
 from s2s.data.sources import CORPORA, raw_names
 from s2s.io import atomic_write_text
@@ -53,7 +54,9 @@ def requested_corpora(data: DataConfig) -> dict[str, int | None]:
 
 def check_network(wanted: dict[str, int | None]) -> None:
     """Refuse, before anything is fetched, corpora of `wanted` that have no download or fewer
-    pairs than asked, and a machine that reaches none of their hosts."""
+    pairs than asked, a host that does not answer where the registry knows an alternative to
+    it (in one line naming the host, its corpora and the alternative), and a machine that
+    reaches none of their hosts."""
     if not wanted:
         return
     problems = []
@@ -67,6 +70,13 @@ def check_network(wanted: dict[str, int | None]) -> None:
     if problems:
         raise DownloadError("these corpora cannot be downloaded; nothing was fetched:\n"
                             + "\n".join(f"  - {p}" for p in problems))
+    fragile = [(r.url, cid) for cid in wanted if CORPORA[cid].alternative
+               for r in CORPORA[cid].network.remotes]
+    for host in unreachable_hosts(url for url, _ in fragile):
+        cids = list(dict.fromkeys(cid for url, cid in fragile
+                                  if urllib.parse.urlsplit(url).hostname == host))
+        raise DownloadError(f"{host} does not answer (needed by {', '.join(cids)}); nothing was "
+                            f"fetched. {CORPORA[cids[0]].alternative}")
     urls = sorted({r.url for cid in wanted for r in CORPORA[cid].network.remotes})
     hosts = sorted({urllib.parse.urlsplit(u).hostname or "" for u in urls})
     if not network_available(urls):
@@ -90,11 +100,24 @@ def reusable(out_dir: Path, wanted: dict[str, int | None], mirror: Path | None
 
 def start_writing(out_dir: Path) -> None:
     """Make `out_dir` ready to be written: no manifest (present again only when all is
-    complete) and no ``.tmp-*`` folder a killed run left."""
+    complete) and no ``.tmp-*`` folder a killed run left (:func:`remove_leftovers`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST).unlink(missing_ok=True)
-    for leftover in out_dir.glob(f"{TMP_PREFIX}*"):
-        remove(leftover)
+    remove_leftovers(out_dir)
+
+
+def remove_leftovers(out_dir: Path) -> None:
+    """Remove the ``.tmp-*`` folders of `out_dir` whose owner is gone; a live process's (or one
+    of another host, whose life cannot be seen from here) is never touched: it is still being
+    written."""
+    for tmp in sorted(out_dir.glob(f"{TMP_PREFIX}*")):
+        alive = owner_alive(tmp.name)
+        if alive is False:
+            log.info("removing %s, left by a run that is gone", tmp)
+            remove(tmp)
+        else:
+            log.warning("%s belongs to %s: left alone", tmp, "a running process" if alive
+                        else "a process of another host")
 
 
 def write_manifest(out_dir: Path, manifest: dict) -> Path:
@@ -146,9 +169,9 @@ def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> di
 def remove_stale(out_dir: Path, wanted: set[str]) -> None:
     """Remove corpus directories the parameters no longer name, so the out is exactly them."""
     for child in out_dir.iterdir():
-        if child.name == MANIFEST or child.name in wanted:
-            continue
-        if child.is_dir() and (child.name in CORPORA or child.name.startswith(TMP_PREFIX)):
+        if child.name == MANIFEST or child.name in wanted or child.name.startswith(TMP_PREFIX):
+            continue  # temporaries: remove_leftovers, at the start
+        if child.is_dir() and child.name in CORPORA:
             log.info("removing %s (not named by the parameters)", child)
             remove(child)
         else:

@@ -1,16 +1,20 @@
 """The files the download stage writes, and what it knows of them.
 
 Bytes are hashed as they are copied (sha256, md5, size, LF count), copied with a progress bar,
-and a corpus folder is built under a temporary ``.tmp-*`` name, renamed into place only when
-complete. :class:`DownloadError` is what every download module raises for a corpus that cannot be
-fetched or bytes that are not what the registry expects.
+and a corpus folder is built under a temporary ``.tmp-<id>-<owner>-*`` name (:func:`owner_tag`:
+the host, PID and start time of the process building it), renamed into place only when complete;
+only a folder whose owner is gone is another run's leftover (:func:`owner_alive`).
+:class:`DownloadError` is what every download module raises for a corpus that cannot be fetched
+or bytes that are not what the registry expects.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import socket
 from pathlib import Path
 from typing import BinaryIO
 
@@ -20,6 +24,53 @@ from s2s.io import temp_dir
 
 CHUNK = 1 << 20  # bytes read at a time
 TMP_PREFIX = ".tmp-"  # of a corpus folder being built
+_OWNER = re.compile(r"-h([0-9a-f]{8})p(\d+)s(\d+|x)-[0-9a-f]+$")  # what owner_tag() writes
+
+
+def _host() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _started(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat field 22); None if
+    there is no such process; 'x' where /proc does not say (not Linux)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None if Path("/proc/self/stat").exists() else "x"
+    except OSError:
+        return "x"
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_tag(pid: int | None = None) -> str:
+    """Who builds a temporary folder: ``h<host hash>p<pid>s<start time>``. With the start time
+    a reused PID is not mistaken for the owner."""
+    pid = os.getpid() if pid is None else pid
+    return f"h{_host()}p{pid}s{_started(pid) or 'x'}"
+
+
+def owner_alive(name: str) -> bool | None:
+    """Whether the process that made the temporary folder `name` still runs: False when it is
+    gone (or `name`, of an older version, names no owner), None when it ran on another host."""
+    m = _OWNER.search(name)
+    if m is None:
+        return False
+    host, pid, start = m[1], int(m[2]), m[3]
+    if host != _host():
+        return None
+    now = _started(pid)
+    if now is None:
+        return False
+    if start == "x" or now == "x":
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return now == start
 
 
 class DownloadError(RuntimeError):
@@ -65,12 +116,13 @@ def copy_with_progress(src: BinaryIO, out: BinaryIO, *, total: int | None, desc:
 
 
 class corpus_dir:
-    """A temporary folder ``out_dir/.tmp-<cid>-*``, renamed to ``out_dir/<cid>`` (replacing it)
-    when the block succeeds and removed when it fails: a corpus folder is always complete."""
+    """A temporary folder ``out_dir/.tmp-<cid>-<owner>-*``, renamed to ``out_dir/<cid>``
+    (replacing it) when the block succeeds and removed when it fails: a corpus folder is always
+    complete."""
 
     def __init__(self, out_dir: Path, cid: str):
         self.final = Path(out_dir) / cid
-        self.tmp = temp_dir(Path(out_dir), f"{TMP_PREFIX}{cid}-")
+        self.tmp = temp_dir(Path(out_dir), f"{TMP_PREFIX}{cid}-{owner_tag()}-")
 
     def __enter__(self) -> Path:
         return self.tmp

@@ -5,11 +5,17 @@ complete and verified against the registry (sha256, else md5, where one is known
 known). A ``.part`` left by an interrupted run is resumed with an HTTP Range request; if the
 server ignores the range the download restarts. A connection cut mid-file is retried, resuming
 where it stopped. The cache is ``$S2S_DOWNLOAD_CACHE``, else ``$XDG_CACHE_HOME/s2s/downloads``
-(``~/.cache``).
+(``~/.cache``), shared by every project of the user: a process fetching into it holds the cache
+folder (``flock`` on the folder itself, so no lock file shows in it) and another waits, so no
+process appends to or removes a ``.part`` another is writing; the second then finds a file both
+wanted in the cache.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import logging
 import os
@@ -40,6 +46,15 @@ def default_cache_dir() -> Path:
         return Path(value)
     base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
     return Path(base) / "s2s" / "downloads"
+
+
+def unreachable_hosts(urls: Iterable[str], timeout: float = 3.0) -> list[str]:
+    """The hosts of `urls` that do not accept a connection within `timeout` seconds (each
+    probed as :func:`network_available` probes), sorted."""
+    by_host: dict[str, list[str]] = {}
+    for url in urls:
+        by_host.setdefault(urllib.parse.urlsplit(url).hostname or url, []).append(url)
+    return sorted(h for h, us in by_host.items() if not network_available(us, timeout))
 
 
 def network_available(urls: Iterable[str], timeout: float = 3.0) -> bool:
@@ -93,6 +108,32 @@ def fetch(remote: Remote, cache_dir: Path, *, retries: int = 3, backoff: float =
     """
     dest = cache_path(remote, cache_dir)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    with _cache_lock(dest.parent, remote.url):
+        return _fetch(remote, dest, retries=retries, backoff=backoff, timeout=timeout)
+
+
+@contextlib.contextmanager
+def _cache_lock(cache_dir: Path, url: str):
+    """Hold the cache folder while a file is looked up, downloaded and verified there; wait,
+    saying so, while another process holds it."""
+    fd = os.open(cache_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno in (errno.EAGAIN, errno.EACCES):
+                log.info("%s: another process is downloading into %s; waiting for it", url,
+                         cache_dir)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:  # a file system without flock on folders (some NFS): as before, unlocked
+                log.debug("%s: cannot lock the download cache (%s)", cache_dir, e)
+        yield
+    finally:
+        os.close(fd)  # drops the flock
+
+
+def _fetch(remote: Remote, dest: Path, *, retries: int, backoff: float, timeout: float
+           ) -> tuple[Path, dict]:
     if dest.exists():
         info = _verify(remote, dest)
         if info is not None:
@@ -102,11 +143,15 @@ def fetch(remote: Remote, cache_dir: Path, *, retries: int = 3, backoff: float =
         dest.unlink()
     part = dest.with_name(dest.name + ".part")
     attempt = 0
+    user_agent = remote.user_agent or USER_AGENT
     while True:
         try:
-            _download_to_part(remote.url, part, timeout=timeout)
+            _download_to_part(remote.url, part, timeout=timeout, user_agent=user_agent)
             break
         except (urllib.error.URLError, OSError, _Incomplete) as e:
+            if isinstance(e, urllib.error.HTTPError) and e.code in (403, 406):
+                raise DownloadError(f"{remote.url}: HTTP {e.code} {e.reason}: the server refuses "
+                                    f"this client (User-Agent '{user_agent}')") from e
             if isinstance(e, urllib.error.HTTPError) and e.code < 500 and e.code != 416:
                 raise DownloadError(f"{remote.url}: HTTP {e.code} {e.reason}") from e
             attempt += 1
@@ -132,9 +177,9 @@ class _Incomplete(Exception):
     """The connection closed before the announced length arrived."""
 
 
-def _download_to_part(url: str, part: Path, *, timeout: float) -> None:
+def _download_to_part(url: str, part: Path, *, timeout: float, user_agent: str) -> None:
     offset = part.stat().st_size if part.exists() else 0
-    headers = {"User-Agent": USER_AGENT}
+    headers = {"User-Agent": user_agent}
     if offset:
         headers["Range"] = f"bytes={offset}-"
     request = urllib.request.Request(url, headers=headers)

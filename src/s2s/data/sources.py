@@ -6,8 +6,10 @@ Each :class:`Corpus` knows two ways to get its English and French files:
 
 - ``network``: the official archive or file (statmt.org, GitHub, manythings.org, LIUM), the member
   paths inside it, whether a member is gzipped, and the archive's checksum where one could be
-  established from a public record (TFDS url_checksums for sha256; sacreBLEU, Sockeye autopilot and
-  PaddlePaddle for md5). ``None`` where no download is known; ``network_note`` then says why.
+  established from a public record (TFDS url_checksums and andhus/ml-tools for sha256; sacreBLEU,
+  Sockeye autopilot and PaddlePaddle for md5). ``None`` where no download is known;
+  ``network_note`` then says why. ``alternative`` says what to use where the source may be
+  gone.
 - ``mirror``: the two files in the local mirror (``S2S_MIRROR``, laid out as in its README.md), with
   their sha256, byte and line counts from that README, how many sentence pairs they hold, and how
   they relate to the network product (``identical``, ``head`` = its first lines, ``other``).
@@ -41,6 +43,8 @@ class Remote:
     md5: str | None = None  # a weaker check, used only where no sha256 is known
     bytes: int | None = None
     checksum_from: str = ""  # the public record the checksum was taken from
+    # The User-Agent to send, where the host refuses the project's own (s2s.data.http.USER_AGENT)
+    user_agent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ class Corpus:
     network: NetworkSource | None
     mirror: MirrorSource | None
     network_note: str = ""  # caveats of the network source, or why there is none
+    # what to use when the network source cannot be reached (a dead host): said in one line
+    alternative: str = ""
 
     def mirror_shortfall(self, max_lines: int | None) -> str | None:
         """Why the mirror cannot serve `max_lines` pairs (None = all), or None if it can."""
@@ -145,13 +151,20 @@ _NC9 = Remote(f"{_STATMT}/wmt14/training-parallel-nc-v9.tgz",
 _GIGA = Remote(f"{_STATMT}/wmt10/training-giga-fren.tar",
                sha256="3ff8319f6919393520559bfbc7ad6a747ec81b3abc7be9993b338d4b017b4d9a",
                md5="0b12e20027d5b5f0dfcca290c72c8953", bytes=2_595_102_720, checksum_from=_TFDS)
-_DEV = Remote(f"{_STATMT}/wmt14/dev.tgz", md5="88ba3fc60b2278d59277122e1c7dd6e7",
-              checksum_from=_SOCKEYE)
+_DEV = Remote(f"{_STATMT}/wmt14/dev.tgz",
+              sha256="cda0f85309e8ea4c9c2bc142cd795fb2771a5939ed5b4527b525dae05fa0c145",
+              md5="88ba3fc60b2278d59277122e1c7dd6e7",
+              checksum_from="andhus/ml-tools ml_tools/dataset/sets/wmt14.py (sha256); " + _SOCKEYE)
 _TEST_FULL = Remote(f"{_STATMT}/wmt14/test-full.tgz", md5="a8cd784e006feb32ac6f3d9ec7eb389a",
                     checksum_from="sacrebleu dataset wmt14/full (md5)")
-_TATOEBA = Remote("https://www.manythings.org/anki/fra-eng.zip")
+# manythings.org answers HTTP 406 to clients that do not look like a browser (as public
+# downloaders of this file report): it gets a browser's User-Agent.
+BROWSER_USER_AGENT = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+                      "Chrome/120.0.0.0 Safari/537.36")
+_TATOEBA = Remote("https://www.manythings.org/anki/fra-eng.zip", user_agent=BROWSER_USER_AGENT)
 _LIUM_DATA = "http://www-lium.univ-lemans.fr/~schwenk/cslm_joint_paper/data"
-_LIUM_BITEXTS = Remote(f"{_LIUM_DATA}/bitexts.tgz")
+_LIUM_BITEXTS = Remote(f"{_LIUM_DATA}/bitexts.tgz", md5="15861dbac4a52c8c75561d5027062d7d",
+                       checksum_from="PaddlePaddle python/paddle/data/seqToseq.py (md5)")
 _LIUM_DEVTEST = Remote(f"{_LIUM_DATA}/dev+test.tgz", md5="7d7897317ddd8ba0ae5c5fa7248d3ff5",
                        checksum_from="PaddlePaddle paddle/dataset/wmt14.py (md5)")
 
@@ -161,8 +174,14 @@ _MULTI30K_RAW = (f"https://raw.githubusercontent.com/multi30k/dataset/{_MULTI30K
                  "/data/task1/raw")
 
 _LIUM_NOTE = ("Schwenk's page (http://www-lium.univ-lemans.fr/~schwenk/cslm_joint_paper/, cited "
-              "by the paper as [29]) was the only source; the server may no longer answer. The "
-              "text is already tokenized by LIUM; whether it is XML-escaped is not established.")
+              "by the paper as [29]) was the only source, and the host appears gone (its site "
+              "was restructured; no public mirror is known). The text is already tokenized by "
+              "LIUM; whether it is XML-escaped is not established.")
+# The living alternative to the paper's data (profiles/paper_statmt.yaml).
+_LIUM_ALTERNATIVE = ("Schwenk's LIUM host, the paper's only source of its 12M-pair selection, "
+                     "appears gone and no public mirror is known: `s2s profile paper_statmt` "
+                     "runs the paper's setting on the statmt.org WMT'14 corpora instead (those "
+                     "of the wmt14 profile, whole; not the paper's selection)")
 
 
 def _pair(en: MirrorFile, fr: MirrorFile, pairs: int, relation: Relation) -> MirrorSource:
@@ -199,6 +218,12 @@ _MULTI30K_FILES = {
 }
 
 
+# The one .gz of the pinned commit whose checksum is published (sacreBLEU multi30k/2018).
+_MULTI30K_MD5 = {"test_2018_flickr.fr": {
+    "md5": "a64563e986438ed731a6713027c36bfd",
+    "checksum_from": "sacrebleu dataset multi30k/2018 (md5)"}}
+
+
 def _multi30k(split: str) -> Corpus:
     pairs, (en_bytes, en_sha), (fr_bytes, fr_sha) = _MULTI30K_FILES[split]
     folder = "multi30k-task1-enfr"
@@ -210,13 +235,15 @@ def _multi30k(split: str) -> Corpus:
         pairs=pairs,
         network=NetworkSource(
             en=(Part(Remote(f"{_MULTI30K_RAW}/{split}.en.gz"), gunzip=True),),
-            fr=(Part(Remote(f"{_MULTI30K_RAW}/{split}.fr.gz"), gunzip=True),)),
+            fr=(Part(Remote(f"{_MULTI30K_RAW}/{split}.fr.gz",
+                            **_MULTI30K_MD5.get(f"{split}.fr", {})), gunzip=True),)),
         mirror=_pair(MirrorFile(f"{folder}/{split}.en", en_sha, pairs, en_bytes),
                      MirrorFile(f"{folder}/{split}.fr", fr_sha, pairs, fr_bytes),
                      pairs, "identical"),
-        network_note=f"multi30k/dataset at commit {_MULTI30K_COMMIT}; no checksum of the .gz "
-                     "files is published, the gunzipped files are checked against the mirror's "
-                     "sha256",
+        network_note=f"multi30k/dataset at commit {_MULTI30K_COMMIT}; the gunzipped files "
+                     "are checked against the mirror's sha256 (of the .gz files only "
+                     "test_2018_flickr.fr.gz has a published checksum, sacreBLEU's md5, also "
+                     "checked)",
     )
 
 
@@ -261,8 +288,8 @@ def _newstest(name: str) -> Corpus:
         mirror=_pair(MirrorFile(f"{folder}/{name}.en", en_sha, pairs, en_bytes),
                      MirrorFile(f"{folder}/{name}.fr", fr_sha, pairs, fr_bytes),
                      pairs, "identical"),
-        network_note="md5 of dev.tgz only (no published sha256); the extracted files are "
-                     "checked against the mirror's sha256",
+        network_note="dev.tgz checked by its published sha256; the extracted files against "
+                     "the mirror's sha256",
     )
 
 
@@ -377,8 +404,11 @@ _ENTRIES: tuple[Corpus, ...] = (
         network=NetworkSource(en=(Part(_TATOEBA, "fra.txt", column=0),),
                               fr=(Part(_TATOEBA, "fra.txt", column=1),)),
         network_note="manythings.org serves the current release, which grows over time and "
-                     "differs from the mirror's 2017-09-29 snapshot; no checksum is known, and "
-                     "the site has been known to refuse non-browser clients",
+                     "differs from the mirror's 2017-09-29 snapshot; no checksum is known. The "
+                     "site refuses clients that do not look like a browser (HTTP 406), so it "
+                     "gets a browser's User-Agent",
+        alternative="The local mirror's 2017-09-29 snapshot can stand in (set S2S_MIRROR): "
+                    "an older, smaller release",
         mirror=_pair(
             MirrorFile("tatoeba-anki-fra-eng-2017-09-29/fra-eng.en",
                        "6ae4758352bf05234051d7da88d4faf113449ef5ded247aa21f777371ebb0fca",
@@ -400,7 +430,9 @@ _ENTRIES: tuple[Corpus, ...] = (
                      for n in ("ccb2_pc30", "crawl", "dev08_11", "ep7_pc45", "nc9", "un2000_pc34")),
             fr=tuple(Part(_LIUM_BITEXTS, f"bitexts.selected/{n}.fr.gz", gunzip=True)
                      for n in ("ccb2_pc30", "crawl", "dev08_11", "ep7_pc45", "nc9", "un2000_pc34"))),
-        network_note=_LIUM_NOTE + " No checksum of bitexts.tgz (about 1.3 GB) is known.",
+        network_note=_LIUM_NOTE + " bitexts.tgz (about 1.3 GB) is checked by PaddlePaddle's "
+                                  "md5.",
+        alternative=_LIUM_ALTERNATIVE,
         mirror=None,
     ),
     Corpus(
@@ -411,6 +443,7 @@ _ENTRIES: tuple[Corpus, ...] = (
         pairs=6003,
         network=_members(_LIUM_DEVTEST, "dev/ntst1213.en", "dev/ntst1213.fr"),
         network_note=_LIUM_NOTE,
+        alternative=_LIUM_ALTERNATIVE,
         mirror=None,
     ),
     Corpus(
@@ -421,6 +454,7 @@ _ENTRIES: tuple[Corpus, ...] = (
         pairs=3003,
         network=_members(_LIUM_DEVTEST, "dev/ntst14.en", "dev/ntst14.fr"),
         network_note=_LIUM_NOTE,
+        alternative=_LIUM_ALTERNATIVE,
         mirror=None,
     ),
     Corpus(
