@@ -19,7 +19,7 @@ from s2s.claims import analyses as checks
 from s2s.stages import analyze as stage
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
-from s2s.report.sections import analysis as report
+from s2s.report.sections.analysis import every as report
 from s2s.model.seq2seq import RNNConfig
 
 from helpers import analysis_markdown, tiny_analysis_project

@@ -26,8 +26,8 @@ STACKS = ("encoder", "decoder")
 BOUNDARY_DEFINITION = ("a boundary step reads a punctuation token (every character Unicode "
                        "punctuation: , . ; : ! ? quotes, brackets, dashes), i.e. a clause or "
                        "sentence boundary; an inside step reads any other word (<unk> included); "
-                       "the decoder's <bos> step and the encoder's first step (its forget gate multiplies a "
-                       "zero cell) are neither")
+                       "the decoder's <bos> step and the encoder's first step (its forget gate "
+                       "multiplies a zero cell) are neither")
 REACH_DEFINITION = ("L2 norm of the gradient of -log p(y_1 | source) with respect to the embedding "
                     "of each source word, by the word's position in the original (unreversed) "
                     "sentence; mean_share: the mean over sentences of that position's share of "

@@ -20,6 +20,7 @@ Two kinds of tables:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ from s2s.artifacts import AnalysisMeta, read_table
 
 if TYPE_CHECKING:
     import pandas as pd
+
+log = logging.getLogger("s2s.analysis")
 
 META_FILE = "analysis.json"  # AnalysisMeta: what was measured, on what
 MEASURED_FORMAT = "%.6g"  # the numbers of a measured table: six significant digits
@@ -187,6 +190,18 @@ def read(analysis_dir: Path) -> Analyses:
         key: read_table(d / spec.name, columns=spec.columns, numbers=spec.numbers)
         for key, spec in FILES.items()}
     return Analyses(meta=AnalysisMeta.read(d / META_FILE), **frames)
+
+
+def read_if_present(analysis_dir: Path | None, files_read: list[str]) -> Analyses | None:
+    """:func:`read` of `analysis_dir`, appended to `files_read`; None (logged) where there is no
+    such folder, or no folder is given (a profile without the analyze stage)."""
+    if analysis_dir is None:
+        return None
+    if not Path(analysis_dir).is_dir():
+        log.warning("absent: %s", analysis_dir)
+        return None
+    files_read.append(f"{analysis_dir}/")
+    return read(Path(analysis_dir))
 
 
 def empty(key: str) -> pd.DataFrame:

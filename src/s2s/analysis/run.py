@@ -61,7 +61,7 @@ class Settings:
 
 
 @dataclass(frozen=True)
-class TestSentences:
+class Sentences:
     """The test pairs and the subsets each analysis reads."""
 
     pairs: Pairs
@@ -69,7 +69,7 @@ class TestSentences:
     reach: Pairs  # gradient reach: the first `sentences` of at least `min_length` words
 
     @classmethod
-    def of(cls, pairs: Pairs, settings: Settings) -> TestSentences:
+    def of(cls, pairs: Pairs, settings: Settings) -> Sentences:
         return cls(pairs, pairs[:settings.sentences],
                    [p for p in pairs if len(p[0]) >= settings.min_length][:settings.sentences])
 
@@ -325,7 +325,7 @@ def run_all(*, models: Mapping[str, Path], memory_models: Mapping[str, Path], lo
     their derived statistics, and the record of what was measured (no timings in it: DVC hashes
     it, and a rerun writes the same bytes)."""
     cfg = settings
-    sentences = TestSentences.of(test, cfg)
+    sentences = Sentences.of(test, cfg)
     if cfg.phrases:
         phrases = cfg.phrases
     else:

@@ -49,7 +49,7 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path,
                               None if rescore_dir is None else Path(rescore_dir), read)
     return ClaimInputs(bleu=read_bleu(metrics_dir, read), train=read_train(metrics_dir, read),
                        timing=read_timing(params, translate_dir, read),
-                       analysis=read_analysis(analysis, read),
+                       analysis=analysis_outputs.read_if_present(analysis, read),
                        cost=CostTiming.read_if_present(cost, read) if cost else None,
                        diff=diff, read=read)
 
@@ -75,18 +75,6 @@ def read_timing(params: Params, translate_dir: Path, read: list[str]) -> dict[st
     found = {s: Timing.read_if_present(timing_file(translate_dir, s), read)
              for s in params.systems}
     return {s: t for s, t in found.items() if t is not None}
-
-
-def read_analysis(path: Path | None, read: list[str]) -> Analyses | None:
-    """The analyze stage's folder, every file checked (:func:`s2s.analysis.outputs.read`);
-    None without one."""
-    if path is None:
-        return None
-    if not Path(path).is_dir():
-        log.warning("absent: %s", path)
-        return None
-    read.append(f"{path}/")
-    return analysis_outputs.read(Path(path))
 
 
 class BootstrapDiffs:

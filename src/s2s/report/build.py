@@ -15,13 +15,16 @@ import pandas as pd
 from s2s.config import Params
 from s2s.report.inputs import Artifacts
 from s2s.report.render import Document, Table
-from s2s.report.sections import (Context, about, analysis, attention, cost, data, examples,
-                                 figure3, forget_bias, learning_curves, models, paper_claims,
-                                 perplexity, provenance, summary, table1, table2)
+from s2s.report.sections import (Context, about, attention, cost, data, examples, figure3,
+                                 forget_bias, learning_curves, models, paper_claims, perplexity,
+                                 provenance, summary, table1, table2)
+from s2s.report.sections.analysis import (figure2, forget_gates, gradient_reach, memory,
+                                          reach_training)
 
 # The report's sections, in order.
 SECTIONS = (summary, about, table1, table2, paper_claims, examples, perplexity, models, cost,
-            figure3, learning_curves, attention, analysis, forget_bias, data, provenance)
+            figure3, learning_curves, attention, figure2, forget_gates, gradient_reach,
+            reach_training, memory, forget_bias, data, provenance)
 
 
 def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict[str, Table],

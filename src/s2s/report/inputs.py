@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from s2s.analysis import outputs as analysis_outputs
 from s2s.analysis.outputs import Analyses
 from s2s.artifacts import (CURVE_COLUMNS, CURVES_DIR, AttentionWeights, Bleu, Claims, CostTiming,
                            Manifest, PrepareMetrics, Timing, TrainMetrics, VocabMetrics,
                            read_table)
-from s2s.claims.inputs import read_analysis, read_bleu, read_timing, read_train
+from s2s.claims.inputs import read_bleu, read_timing, read_train
 from s2s.config import Params
 from s2s.evaluate.outputs import hypothesis_files, translation
 
@@ -100,7 +101,7 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                      manifest=Manifest.read_if_present(manifest, read),
                      attention=AttentionWeights.read_if_present(attention, read)
                      if attention else None,
-                     analysis=read_analysis(analysis, read), claims=found, read=read,
+                     analysis=analysis_outputs.read_if_present(analysis, read), claims=found, read=read,
                      examples=examples, length_drop=length_drop,
                      cost=CostTiming.read_if_present(cost, read) if cost else None)
 

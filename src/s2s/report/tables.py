@@ -80,20 +80,6 @@ def fmt(x: Any, nd: int = 2) -> str:
     return str(x)
 
 
-def fixed(v: float | None, digits: int = 3) -> str:
-    """A statistic with `digits` decimals; 'inf' for an infinite one (a half-life that never
-    falls to half), '-' for a missing one."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "inf" if isinstance(v, float) and v == math.inf else "-"
-    return f"{v:.{digits}f}"
-
-
-def model_label(model: str, reverse: bool) -> str:
-    """A model's name, with the order it reads the source in where the name does not say it."""
-    direction = "reversed" if reverse else "forward"
-    return model if direction in model else f"{model} ({direction})"
-
-
 def bleu_entry(bleu: Bleu, kind: str, system: str, beam: int | None = None) -> BleuEntry | None:
     """The entry of bleu.json for a translation (system, beam) or a rescoring output, or None."""
     if kind == "translate":

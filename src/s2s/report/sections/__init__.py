@@ -17,6 +17,7 @@ the figures nor a section module, so that importing one section module loads onl
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,20 @@ class Context:
         self.tables[key] = table
         self.frames[key] = table.frame if frame is None else frame
         return table
+
+
+def fixed(v: float | None, digits: int = 3) -> str:
+    """A statistic with `digits` decimals; 'inf' for an infinite one (a half-life that never
+    falls to half), '-' for a missing one."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "inf" if isinstance(v, float) and v == math.inf else "-"
+    return f"{v:.{digits}f}"
+
+
+def model_label(model: str, reverse: bool) -> str:
+    """A model's name, with the order it reads the source in where the name does not say it."""
+    direction = "reversed" if reverse else "forward"
+    return model if direction in model else f"{model} ({direction})"
 
 
 class Prose:

@@ -16,7 +16,8 @@ def sections(ctx: Context) -> list[Section]:
     other = tables.other_systems(params, art.bleu, art.train, art.vocab)
     lead, shown = tables.split_conditions(tables.display_bleu_table(t1))
     lead_o, shown_o = tables.split_conditions(tables.display_bleu_table(other))
-    main = ctx.add("table1", Table(P.table1_title(), shown, bleu.notes(ctx), "table1", lead), t1)
+    notes = bleu.notes(ctx, tables.signatures(params, art.bleu))
+    main = ctx.add("table1", Table(P.table1_title(), shown, notes, "table1", lead), t1)
     rest = ctx.add("table1_other", Table(P.table1_other_title(), shown_o,
                                          (P.table1_other_note(),), "table1_other", lead_o), other)
     return [Section(TITLE, [main] + ([rest] if len(other) else []))]

@@ -15,8 +15,8 @@ def sections(ctx: Context) -> list[Section]:
     P, params, art = prose("table2"), ctx.params, ctx.art
     t2 = tables.table2(params, art.bleu, art.train, art.vocab)
     lead, shown = tables.split_conditions(tables.display_bleu_table(t2))
-    table = ctx.add("table2", Table(P.table2_title(), shown,
-                                    bleu.notes(ctx) + (P.oracle_note(),), "table2", lead), t2)
+    notes = bleu.notes(ctx, tables.signatures(params, art.bleu)) + (P.oracle_note(),)
+    table = ctx.add("table2", Table(P.table2_title(), shown, notes, "table2", lead), t2)
     setting = art.claims.setting
     return [Section(TITLE, [
         P.table2_setting(setting, here(setting.status), tables.baseline_text(params)), table])]

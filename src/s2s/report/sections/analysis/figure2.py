@@ -12,8 +12,7 @@ import pandas as pd
 from s2s.analysis.outputs import Analyses
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
-from s2s.report.sections import prose
-from s2s.report.tables import fixed, model_label
+from s2s.report.sections import Context, fixed, model_label, prose
 
 TITLE = "Figure 2: phrase representations (PCA)"
 FIGURES = {"figure2": "analysis_figure2.png"}
@@ -48,3 +47,9 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
     blocks.append(Image("Figure 2 (ours)", fig, f"{rel_dir}/{FIGURES['figure2']}",
                         P.figure2_caption()))
     return Section(TITLE, blocks)
+
+
+def sections(ctx: Context) -> list[Section]:
+    """The section, none where the profile has no analyze stage."""
+    a = ctx.art.analysis
+    return [] if a is None else [section(a, ctx.fig_dir, "figures")]

@@ -11,8 +11,7 @@ import pandas as pd
 from s2s.analysis.outputs import Analyses
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
-from s2s.report.sections import prose
-from s2s.report.tables import fixed, model_label
+from s2s.report.sections import Context, fixed, model_label, prose
 
 TITLE = "Forget gates"
 FIGURES = {"forget": "analysis_forget_gates.png", "half_life": "analysis_half_life.png"}
@@ -57,3 +56,9 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
     blocks.append(Image("Per-unit half-life", fig_l, f"{rel_dir}/{FIGURES['half_life']}",
                         P.half_life_caption()))
     return Section(TITLE, blocks)
+
+
+def sections(ctx: Context) -> list[Section]:
+    """The section, none where the profile has no analyze stage."""
+    a = ctx.art.analysis
+    return [] if a is None else [section(a, ctx.fig_dir, "figures")]

@@ -12,8 +12,7 @@ from s2s.analysis.outputs import Analyses
 from s2s.arch import LSTM_CELLS
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
-from s2s.report.sections import prose
-from s2s.report.tables import fixed, model_label
+from s2s.report.sections import Context, fixed, model_label, prose
 
 TITLE = "Memory of a one-word change"
 FIGURES = {"memory": "analysis_memory.png"}
@@ -52,3 +51,9 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
     blocks.append(Image("Memory of a one-word change", fig, f"{rel_dir}/{FIGURES['memory']}",
                         P.memory_caption()))
     return Section(TITLE, blocks)
+
+
+def sections(ctx: Context) -> list[Section]:
+    """The section, none where the profile has no analyze stage."""
+    a = ctx.art.analysis
+    return [] if a is None else [section(a, ctx.fig_dir, "figures")]

@@ -13,8 +13,7 @@ from s2s.analysis.outputs import FIRST, Analyses
 from s2s.claims.analyses import EARLY, REACH_STORY, interval
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
-from s2s.report.sections import prose
-from s2s.report.tables import fixed, model_label
+from s2s.report.sections import Context, fixed, model_label, prose
 
 TITLE = "Gradient reach over training"
 FIGURES = {"reach_training": "analysis_gradient_reach_training.png",
@@ -22,7 +21,8 @@ FIGURES = {"reach_training": "analysis_gradient_reach_training.png",
 
 
 def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
-    P, training, diff, first = prose("reach_training"), a.training, a.training_diff, a.training_first
+    P, training, diff, first = (prose("reach_training"), a.training, a.training_diff,
+                                a.training_first)
     if training.empty:
         return Section(TITLE, [P.training_none()])
     labels = {m: model_label(m, bool(df["reverse_source"].iloc[0]))
@@ -62,3 +62,9 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
     blocks.append(Image("Gradient reach by position over training", fig_p,
                         f"{rel_dir}/{FIGURES['reach_positions']}", P.positions_caption()))
     return Section(TITLE, blocks)
+
+
+def sections(ctx: Context) -> list[Section]:
+    """The section, none where the profile has no analyze stage."""
+    a = ctx.art.analysis
+    return [] if a is None else [section(a, ctx.fig_dir, "figures")]
