@@ -47,7 +47,7 @@ EXPECTED_READERS = {
     "decode/beam.py": RNN_TRANSLATE | {"translate-transformer"} | RESCORERS | {"rescore-oracle",
                                                                               "timing"},
     "evaluate/bleu.py": RESCORERS | {"rescore-oracle", "evaluate", "claims", "report"},
-    "report/tables.py": {"claims", "report"},
+    "claims/verdicts.py": {"claims", "report"},
     # the snapshot index's format: the trainer writes it, the analyze stage reads it
     "snapshots.py": RNN_TRAIN | {"train-transformer", "analyze"},
 }

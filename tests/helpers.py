@@ -86,9 +86,9 @@ def two_training_steps(model, mm_dtype=None, pairs=None) -> list[float]:
 def analysis_markdown(analysis_dir, figures_dir, *, rel_dir: str = "figures") -> str:
     """The analyses' report sections alone, as Markdown (## headings), without the document's
     own title: what the report writes for them."""
-    from s2s.report.inputs import read_analysis
+    from s2s.analysis.outputs import read as read_analysis
     from s2s.report.render import Document, to_markdown
-    from s2s.report.sections.analysis import render
+    from s2s.report.sections.analysis.every import render
 
     doc = Document("Analyses", render(read_analysis(analysis_dir), figures_dir, rel_dir=rel_dir))
     return to_markdown(doc, contents=False).split("\n", 2)[2]

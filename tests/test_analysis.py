@@ -1,6 +1,7 @@
 """The analyses (s2s.analysis, s2s.report.sections.analysis): the instrumented pass computes what the model
 computes, gradient reach is measured in the original word order with nothing leaking into padding,
-PCA and the statistics give hand-checked numbers, and the stage's artifacts render."""
+PCA and the statistics give hand-checked numbers, the stage's folder holds the statistics the
+report quotes (each the one its CSVs give), and the report renders them."""
 
 import json
 import math
@@ -12,13 +13,13 @@ import torch
 
 from s2s import checkpoint
 from s2s.artifacts import AnalysisMeta
-from s2s.analysis import measures, probes
+from s2s.analysis import outputs, probes, run
+from s2s.analysis.outputs import read as read_analysis
+from s2s.claims import analyses as checks
 from s2s.stages import analyze as stage
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
-from s2s.report.sections import analysis as report
-from s2s.report import checks
-from s2s.report.inputs import read_analysis
+from s2s.report.sections.analysis import every as report
 from s2s.model.seq2seq import RNNConfig
 
 from helpers import analysis_markdown, tiny_analysis_project
@@ -282,9 +283,18 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     assert md.startswith("## Figure 2")
     assert "| model | PC1 var |" in md and "| position | sentences | norm fwd |" in md
     assert "(read as <unk>): by, watched." in md
-    nf, _ = report.first_positions(reach, "fwd")
-    nr, _ = report.first_positions(reach, "rev")
+    nf, sf = run.first_positions(reach, "fwd")
+    nr, _ = run.first_positions(reach, "rev")
     assert f"forward (fwd) {nf:.3g} vs reversed (rev) {nr:.3g}" in md
+    # the statistic the report quotes is the stage's, and the one its CSV gives, to the last bit
+    first = pd.read_csv(out / "gradient_reach_first.csv").set_index("model")
+    assert (first.loc["fwd", "mean_norm"], first.loc["fwd", "mean_share"]) == (nf, sf)
+    assert first.loc["fwd", "positions"] == outputs.FIRST and first.loc["rev", "reverse_source"]
+    stacks = pd.read_csv(out / "forget_stacks.csv")
+    pd.testing.assert_frame_equal(stacks, run.forget_stacks(summary), check_exact=True)
+    enc_fwd = stacks[(stacks["model"] == "fwd") & (stacks["stack"] == "encoder")].iloc[0]
+    assert enc_fwd["layers"] == 2 and enc_fwd["units"] == 16
+    assert enc_fwd["mean_f"] == enc.set_index("model").loc["fwd", "mean_f"].mean()
     assert len(report.render(read_analysis(out), figures)) == 5
     assert "No snapshots of training were measured" in md
 
@@ -297,8 +307,9 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     assert fig2_claim.status == ("holds" if together else "does not hold")
     fig2["swap_distance"] = fig2["paraphrase_distance"] + 1.0
     fig2.to_csv(out / "figure2_summary.csv", index=False)
-    reach.loc[reach["model"] == "rev", "mean_norm"] = reach["mean_norm"] * 0 + 2 * nf + 1
-    reach.to_csv(out / "gradient_reach.csv", index=False)
+    first = pd.read_csv(out / "gradient_reach_first.csv")  # what the reversal claim reads
+    first.loc[first["model"] == "rev", "mean_norm"] = 2 * nf + 1
+    first.to_csv(out / "gradient_reach_first.csv", index=False)
     assert [c.status for c in checks.analysis_claims(read_analysis(out))] == ["holds", "holds"]
 
 
@@ -315,7 +326,7 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
     assert not meta.models["gru"].forget_gates and not meta.models["att"].forget_gates
     assert meta.figure2.groups == len(probes.MULTI30K_PHRASES)  # no phrases: the default
     assert pd.read_csv(out / "forget_summary.csv").empty
-    assert list(pd.read_csv(out / "forget_hist.csv").columns) == measures.HIST_COLUMNS
+    assert list(pd.read_csv(out / "forget_hist.csv").columns) == outputs.HIST_COLUMNS
     assert len(pd.read_csv(out / "gradient_reach.csv")) == 6
     md = analysis_markdown(out, tmp_path / "figures")
     assert "No forget gates" in md and "forward (gru)" in md and "reversed (att)" in md
@@ -356,17 +367,20 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     assert meta.gradient_reach_training.epochs == {"fwd": (0.0, 0.5, 2.0),
                                                    "rev": (0.0, 0.5, 2.0)}
     training = pd.read_csv(out / "gradient_reach_training.csv")
-    assert list(training.columns) == measures.TRAINING_COLUMNS
+    assert list(training.columns) == outputs.TRAINING_COLUMNS
     assert len(training) == 2 * 3 * 8
     # the end is the final model's own gradient_reach rows
     reach = pd.read_csv(out / "gradient_reach.csv")
     end = training[training["epoch"] == 2.0].drop(columns=["epoch", "step"])
     pd.testing.assert_frame_equal(end.reset_index(drop=True), reach)
     diff = pd.read_csv(out / "gradient_reach_training_diff.csv")
-    assert list(diff.columns) == measures.TRAINING_DIFF_COLUMNS
+    assert list(diff.columns) == outputs.TRAINING_DIFF_COLUMNS
     assert diff["epoch"].tolist() == [0.0, 0.0, 0.5, 0.5, 2.0, 2.0]
     share = diff[diff["statistic"] == "first_share"].set_index("epoch")
-    first = report.first_over_training(training).set_index(["model", "epoch"])
+    first = run.first_over_training(training)
+    written = pd.read_csv(out / "gradient_reach_training_first.csv")
+    pd.testing.assert_frame_equal(written, first.reset_index(drop=True), check_exact=True)
+    first = first.set_index(["model", "epoch"])
     for e in (0.0, 0.5, 2.0):  # the per-sentence means are those of the position table
         assert share.loc[e, "forward_mean"] == pytest.approx(first.loc[("fwd", e), "share"],
                                                              rel=1e-4)
@@ -375,7 +389,7 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
             share.loc[e, "reversed_mean"] - share.loc[e, "forward_mean"], abs=1e-5)
 
     decay = pd.read_csv(out / "memory_decay.csv")
-    assert list(decay.columns) == measures.DECAY_COLUMNS
+    assert list(decay.columns) == outputs.DECAY_COLUMNS
     assert sorted(set(zip(decay["model"], decay["layer"]))) == [
         ("fwd", 1), ("fwd", 2), ("gru", 1), ("rev", 1), ("rev", 2)]
     g = decay[decay["model"] == "gru"]
@@ -386,7 +400,11 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
             == lstm[lstm["steps_after"] == 0]["mean_abs_dc"]).all()  # the same start
     assert meta.memory.substituted > 0
     half = pd.read_csv(out / "memory_half_life.csv")
-    assert list(half.columns) == measures.HALF_LIFE_COLUMNS and len(half) == 5
+    assert list(half.columns) == outputs.HALF_LIFE_COLUMNS and len(half) == 5
+    shares = pd.read_csv(out / "memory_gate_share.csv")
+    assert list(zip(shares["model"], shares["layer"])) == list(zip(half["model"], half["layer"]))
+    assert shares["gate_share"].tolist() == [run.gate_share(decay, m, k)
+                                             for m, k in zip(half["model"], half["layer"])]
 
     figures = tmp_path / "report" / "figures"
     md = analysis_markdown(out, figures)

@@ -357,7 +357,7 @@ def test_a_bad_paper_file_names_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"'perplexity\[0\].test_ppl' must be a number, got str"):
         paper.load(bad)
     bad.write_text(text.replace("{{ table1.forward_beam12 }}", "{{ table1.forward }}"))
-    with pytest.raises(ConfigError, match=r"'claims.reversal_bleu.text': .*forward"):
+    with pytest.raises(ConfigError, match=r"'claims.reversal_bleu.paper': .*forward"):
         paper.load(bad)
 
 

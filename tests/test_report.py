@@ -7,12 +7,14 @@ metrics with distinct numbers; one translation is marked absent to check "not ru
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import shutil
 import subprocess
 import sys
+from html import unescape as html_unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -20,10 +22,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from s2s.artifacts import Bleu, TrainMetrics
+from s2s.artifacts import Bleu, Timing, TrainMetrics
+from s2s.claims import paper_claims as claims_
+from s2s.claims import verdicts
 from s2s.config import load
-from s2s.report import claims as claims_
-from s2s.report import tables
+from s2s.report import paper, tables
+from s2s.report import render as render_
+from s2s.report.sections import summary
 from s2s.stages.claims import main as claims_main
 from s2s.stages.report import main as report_main
 
@@ -201,7 +206,7 @@ def _check_bleu_table(report, name: str, paper_rows) -> pd.DataFrame:
         if row.ours is None:
             assert rec["status"].startswith("not run: ") and rec["ours_bleu_tok"] == ""
             continue
-        ours = row.ours if row.ours.kind != "baseline" else tables.baseline_ref(params)
+        ours = row.ours if row.ours.kind != "baseline" else paper.baseline_ref(params)
         entry = tables.bleu_entry(bleu, ours.kind, ours.system, ours.beam)
         if tables.scored(entry):
             assert rec["status"] == "ours"
@@ -280,7 +285,7 @@ def test_perplexity_cost_and_claims_are_computed(report):
     out, params = report["out"], report["params"]
     ppl = pd.read_csv(out / "tables" / "perplexity.csv")
     assert ppl["paper's test ppl"].tolist() == [5.8, 4.7]
-    fwd, rev = tables.perplexity_models(params).values()
+    fwd, rev = paper.perplexity_models(params).values()
     train = {p.stem: json.loads(p.read_text()) for p in (report["metrics"] / "train").glob("*")}
     if fwd in train and rev in train:
         assert ppl["dev ppl"].tolist() == [train[fwd]["dev_ppl"], train[rev]["dev_ppl"]]
@@ -405,6 +410,103 @@ def test_html_renders_in_headless_chromium(report, tmp_path):
     assert img.std() > 0.05 and (img < 0.9).mean() > 0.01  # text, tables and figures drawn
 
 
+# --- the summary: the first screen answers at a glance ------------------------------------------
+
+
+def test_the_summary_is_one_table_of_the_claims_stage_numbers(report):
+    """Every claim of claims.json is a row: its statement, the paper's numbers, ours, each
+    difference with its interval, the verdict and a link to a section of the report; the
+    numbers are the record's, not recomputed (tables/summary.csv holds them)."""
+    found = json.loads((report["out"].parent / "claims.json").read_text())
+    csv = pd.read_csv(report["out"] / "tables" / "summary.csv", keep_default_na=False)
+    md = (report["out"] / "report.md").read_text()
+    assert md.index("## Summary") < md.index("## About this report")
+    block = md.split("## Summary", 1)[1].split("\n## ", 1)[0]
+    rows = [ln for ln in block.splitlines() if ln.startswith("| ")]
+    assert rows[0].startswith("| claim | the paper's numbers | ours | difference")
+    assert len(rows) == 1 + len(found["claims"])  # the header, then one row per claim
+    order = [c["key"] for c in sorted(found["claims"], key=lambda c: verdicts.VERDICTS.index(
+        c["status"]))]
+    assert list(dict.fromkeys(csv["key"])) == order
+    anchors = {f"#{render_.slug(t)}" for t in
+               (ln[3:] for ln in md.splitlines() if ln.startswith("## "))}
+    for c in found["claims"]:
+        row = next(r for r in rows if r.startswith(f"| {c['statement']} |"))
+        cells = [x.strip() for x in row.strip("|").split(" | ")]
+        assert cells[1] == (summary.arrows(c["paper"]) or "-")
+        assert cells[2] == (summary.arrows(c["ours"]) or "-")
+        assert cells[4] == c["status"]  # the plain word in Markdown
+        link = cells[5].split("](", 1)[1].rstrip(")")
+        assert link in anchors, (c["key"], link)
+        mine = csv[csv["key"] == c["key"]]
+        assert set(mine["verdict"]) == {c["status"]}
+        diffs = c["differences"]
+        assert len(mine) == max(len(diffs), 1)
+        for d, (_, r) in zip(diffs, mine.iterrows()):
+            assert (r["difference"], r["unit"], float(r["value"])) == (d["label"], d["unit"],
+                                                                      d["value"])
+            assert f"{d['label']}: {d['value']:+.2f} {d['unit']}" in cells[3]
+    # the paper's numbers are labelled as the paper's
+    ppl = next(c for c in found["claims"] if c["key"] == "reversal_perplexity")
+    assert ppl["paper"] == "paper: test ppl 5.8 -> 4.7"
+    html_text = (report["out"] / "report.html").read_text()
+    shown = html_text.split('id="table-summary"', 1)[1].split("</table>", 1)[0]
+    for c in found["claims"]:
+        kind = {"holds": "holds", "does not hold": "fails", "no significant difference":
+                "unsure", "cannot tell": "unknown"}[c["status"]]
+        assert f'<span class="badge badge-{kind}">{c["status"]}</span>' in shown
+
+
+def _claims_with_intervals(report, tmp_path: Path) -> Path:
+    """claims.json of the report's tree, every BLEU difference with a paired-bootstrap interval
+    (the longest summary: an interval per difference)."""
+    from s2s.claims import check, inputs
+
+    found = inputs.load(report["params"], metrics_dir=report["metrics"],
+                        translate_dir=report["translate"])
+    found = dataclasses.replace(found, diff=_interval(0.21, 1.87))
+    out = tmp_path / "claims.json"
+    check.check_all(report["params"], found).write(out)
+    return out
+
+
+@pytest.mark.skipif(not CHROMIUM.is_file(), reason="headless chromium not installed at "
+                    "/usr/bin/chromium (apt-get install chromium) - the first screen not checked")
+def test_the_summary_table_fits_the_first_screen_in_headless_chromium(report, tmp_path):
+    """At 1280 x 800 the summary table is on the first screen whole: its bounding box, as the
+    browser lays it out, ends inside the window. The screenshot is kept as summary.png."""
+    claims = _claims_with_intervals(report, tmp_path)
+    out = tmp_path / "reports"
+    report_main(report["params"], metrics_dir=report["metrics"], translate_dir=report["translate"],
+                groups_csv=report["groups"], manifest=report["manifest"], claims=claims,
+                out_dir=out, attention=report["attention"])
+    html_text = (out / "report.html").read_text()
+    assert '<span class="badge badge-' in html_text and "[+0.21, +1.87]" in html_text
+    # a copy that writes the table's box into the DOM; the report itself has no script
+    probe = out / "probe.html"
+    probe.write_text(html_text.replace("</body>", (
+        "<script>const t = document.getElementById('table-summary').getBoundingClientRect();"
+        "document.body.setAttribute('data-box', JSON.stringify({top: t.top, bottom: t.bottom,"
+        " left: t.left, right: t.right, width: innerWidth, height: innerHeight}));</script>"
+        "</body>")))
+    res = _chromium(tmp_path, "--window-size=1280,800", "--dump-dom", probe.resolve().as_uri())
+    assert res.returncode == 0, res.stderr[-2000:]
+    box = json.loads(html_unescape(res.stdout.split('data-box="', 1)[1].split('"', 1)[0]))
+    # The layout depends on the width alone (headless keeps room for a window frame in
+    # innerHeight while loading; the screenshot below is 1280 x 800 of the page itself).
+    assert box["width"] == 1280, box
+    assert 0 < box["top"] < box["bottom"] <= 800 and 0 <= box["left"] < box["right"] <= 1280, box
+    shot = tmp_path / "summary.png"  # the test's artefact: look at it
+    res = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,800",
+                    "--hide-scrollbars", (out / "report.html").resolve().as_uri())
+    assert res.returncode == 0 and shot.is_file(), res.stderr[-2000:]
+    img = _png(shot)[..., :3]
+    assert img.shape[:2] == (800, 1280)
+    # the verdict badges are drawn in colour: green (holds) or amber (no difference) pixels
+    green = (img[..., 1] > img[..., 0] + 0.08) & (img[..., 1] > img[..., 2] + 0.04)
+    assert green.sum() > 200
+
+
 # --- claims are computed from the numbers, both ways ---------------------------------------------
 
 
@@ -463,14 +565,13 @@ def test_with_one_seed_a_comparison_of_single_models_has_no_verdict():
                           "ensemble2": {"12": {"absent": True, "reason": "missing"}}},
             "rescore": {"baseline": _entry(13.0), "forward": _entry(13.2),
                         "reversed": _entry(12.9), "oracle": _entry(20.0)}}
-    cost = tables.cost_table(params, {})
-    got = _by_text(claims_.claims(params, _bleu(bleu), _train(train), cost,
+    got = _by_text(claims_.claims(params, _bleu(bleu), _train(train), {},
                                   diff=_interval(0.5, 4.0)))
     ppl = got["Reversing the source lowers perplexity"]
-    assert ppl.status == claims_.NO_DIFFERENCE and "1 seed pair: no interval" in ppl.evidence
+    assert ppl.status == verdicts.NO_DIFFERENCE and "1 seed pair: no interval" in ppl.evidence
     assert "forward and reversed_1 differ in reverse_source; same seeds (paired)" in ppl.evidence
     rev = got["Reversing the source raises BLEU"]  # significant on the sentences, one seed
-    assert rev.status == claims_.NO_DIFFERENCE
+    assert rev.status == verdicts.NO_DIFFERENCE
     assert "reversed 13.50 vs forward 11.00 (+2.50" in rev.evidence
     assert got["An ensemble of 5 reversed LSTMs beats a single reversed LSTM"].status == \
         "cannot tell"
@@ -496,27 +597,26 @@ def test_single_model_claims_need_the_bootstrap_and_the_interval_over_seeds(tmp_
         translate |= {s: {"1": _entry(rb[i] - 1), "12": _entry(rb[i])}
                       for i, s in enumerate(("reversed", "reversed_2", "reversed_3"))}
         bleu = _bleu({"translate": translate, "rescore": {}})
-        return _by_text(claims_.claims(params, bleu, _train(train),
-                                       tables.cost_table(params, {}), diff=diff))
+        return _by_text(claims_.claims(params, bleu, _train(train), {}, diff=diff))
 
     got = run(fwd_dev, rev_dev, fwd_bleu, rev_bleu, _interval(0.2, 0.9))
     ppl = got["Reversing the source lowers perplexity"]
-    assert ppl.status == claims_.HOLDS
+    assert ppl.status == verdicts.HOLDS
     assert "over seeds: forward 9.07 +- 0.21 (3 seeds) vs reversed 7.00 +- 0.20 (3 seeds)" \
         in ppl.evidence and "95% interval over 3 seed pairs" in ppl.evidence
     rev = got["Reversing the source raises BLEU"]
-    assert rev.status == claims_.HOLDS and "paired difference +2.50" in rev.evidence
+    assert rev.status == verdicts.HOLDS and "paired difference +2.50" in rev.evidence
     # significant on the test sentences, but one seed pair goes the other way: no verdict
     got = run(fwd_dev, [7.0, 9.9, 6.8], fwd_bleu, [13.5, 10.0, 13.9], _interval(0.2, 0.9))
-    assert got["Reversing the source lowers perplexity"].status == claims_.NO_DIFFERENCE
-    assert got["Reversing the source raises BLEU"].status == claims_.NO_DIFFERENCE
+    assert got["Reversing the source lowers perplexity"].status == verdicts.NO_DIFFERENCE
+    assert got["Reversing the source raises BLEU"].status == verdicts.NO_DIFFERENCE
     # consistent over seeds but not significant on the sentences: no verdict either
     got = run(fwd_dev, rev_dev, fwd_bleu, rev_bleu, _interval(-0.3, 0.4))
-    assert got["Reversing the source raises BLEU"].status == claims_.NO_DIFFERENCE
+    assert got["Reversing the source raises BLEU"].status == verdicts.NO_DIFFERENCE
     # both the other way: does not hold
     got = run(rev_dev, fwd_dev, rev_bleu, fwd_bleu, _interval(-0.9, -0.2))
-    assert got["Reversing the source lowers perplexity"].status == claims_.FAILS
-    assert got["Reversing the source raises BLEU"].status == claims_.FAILS
+    assert got["Reversing the source lowers perplexity"].status == verdicts.FAILS
+    assert got["Reversing the source raises BLEU"].status == verdicts.FAILS
 
 
 def test_claims_use_the_bootstrap_intervals():
@@ -525,19 +625,18 @@ def test_claims_use_the_bootstrap_intervals():
                           "reversed": {"1": _entry(12.0), "12": _entry(13.5)}},
             "rescore": {"baseline": _entry(13.0), "forward": _entry(13.2),
                         "reversed": _entry(13.9)}}
-    cost = tables.cost_table(params, {})
-    got = _by_text(claims_.claims(params, _bleu(bleu), {}, cost, diff=_interval(-0.3, 0.4)))
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_interval(-0.3, 0.4)))
     rev = got["Reversing the source raises BLEU"]
-    assert rev.status == claims_.NO_DIFFERENCE  # +2.50, but the interval contains 0
+    assert rev.status == verdicts.NO_DIFFERENCE  # +2.50, but the interval contains 0
     assert "95% CI of the difference -0.30 to +0.40" in rev.evidence
-    assert got["A wider beam helps"].status == claims_.NO_DIFFERENCE
+    assert got["A wider beam helps"].status == verdicts.NO_DIFFERENCE
     assert "95% CI -0.30 to +0.40" in got["A wider beam helps"].evidence
-    got = _by_text(claims_.claims(params, _bleu(bleu), {}, cost, diff=_interval(0.2, 0.9)))
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_interval(0.2, 0.9)))
     assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status == \
-        claims_.HOLDS
-    assert got["A wider beam helps"].status == claims_.HOLDS
-    got = _by_text(claims_.claims(params, _bleu(bleu), {}, cost, diff=_interval(-0.9, -0.2)))
-    assert got["A wider beam helps"].status == claims_.FAILS
+        verdicts.HOLDS
+    assert got["A wider beam helps"].status == verdicts.HOLDS
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_interval(-0.9, -0.2)))
+    assert got["A wider beam helps"].status == verdicts.FAILS
 
 
 def test_conditions_every_row_shares_are_stated_once():
@@ -555,7 +654,7 @@ def test_rescoring_claim_counts_only_lstm_rescorers():
                                          "reversed": _entry(12.9), "ensemble5": _entry(13.4),
                                          "gru": _entry(30.0)}}
     got = {c.claim.split(" (")[0]: c
-           for c in claims_.claims(params, _bleu(bleu), {}, tables.cost_table(params, {}))}
+           for c in claims_.claims(params, _bleu(bleu), {}, {})}
     resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
     assert resc.status == "does not hold" and "higher for 2 of 3 rescorers" in resc.evidence
     assert "gru" not in resc.evidence  # a GRU model is not the paper's LSTM
@@ -565,11 +664,15 @@ def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
     from s2s.artifacts import CostTiming, TimedSystem
 
     params = load(FIXTURE)
-    costs = pd.DataFrame([
-        {"system": "ensemble5", "beam": 2, "ms_per_sentence": 80.0},
-        {"system": "reversed", "beam": 12, "ms_per_sentence": 100.0}])
+    def timing(system: str, beam: int, seconds: float) -> Timing:  # 100 sentences
+        return Timing.from_json({"system": system, "members": [system], "device": "cpu",
+                                 "threads": 1, "precision": "fp32", "beams": {str(beam): {
+                                     "sentences": 100, "seconds": seconds,
+                                     "sents_per_sec": 100 / seconds}}})
+
+    costs = {"ensemble5": timing("ensemble5", 2, 8.0), "reversed": timing("reversed", 12, 10.0)}
     c = claims_.cost_claim(params, costs)  # one timing each: numbers, no verdict
-    assert c.status == claims_.NO_DIFFERENCE and "80.0 ms/sentence vs reversed beam 12: 100.0" \
+    assert c.status == verdicts.NO_DIFFERENCE and "80.0 ms/sentence vs reversed beam 12: 100.0" \
         in c.evidence and "one timing each" in c.evidence
 
     def timed(ensemble, single):
@@ -578,20 +681,20 @@ def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
                                                                        tuple(single))))
 
     c = claims_.cost_claim(params, costs, timed([80, 82, 79, 81, 80], [100, 99, 101, 102, 98]))
-    assert c.status == claims_.HOLDS and "5 repetitions in turns on 1 thread" in c.evidence
+    assert c.status == verdicts.HOLDS and "5 repetitions in turns on 1 thread" in c.evidence
     assert "difference +19.60 ms (95% interval" in c.evidence
     # the margin of the published run (0.75 ms) inside the spread of the repetitions: no verdict
     c = claims_.cost_claim(params, costs, timed([9.9, 10.4, 9.6, 10.2, 9.8],
                                                 [10.6, 9.6, 10.5, 9.9, 10.3]))
-    assert c.status == claims_.NO_DIFFERENCE
+    assert c.status == verdicts.NO_DIFFERENCE
     c = claims_.cost_claim(params, costs, timed([120, 121, 119, 122, 120], [100, 99, 101, 102, 98]))
-    assert c.status == claims_.FAILS
+    assert c.status == verdicts.FAILS
 
 
 def test_matplotlib_is_imported_only_by_the_report_figures():
     code = ("import sys; import s2s.cli, s2s.stages.evaluate, s2s.report.tables, "
-            "s2s.report.claims, s2s.report.checks, s2s.stages.claims, s2s.report.render, "
-            "s2s.report.inputs, s2s.artifacts; "
+            "s2s.claims.paper_claims, s2s.claims.check, s2s.stages.claims, s2s.report.render, "
+            "s2s.report.inputs, s2s.artifacts, s2s.analysis.outputs; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -684,11 +787,11 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
 
     got = claims_.baseline_strength(params, bleu(12.0))
     assert got.claim.endswith("(paper: 30.59 < 33.30 < 34.81)")
-    assert got.status == claims_.HOLDS
+    assert got.status == verdicts.HOLDS
     assert got.evidence == ("forward beam 12 12.00: +1.00 against reversed beam 12 (11.00), "
                             "-1.00 against ensemble2 beam 12 (13.00)")
-    assert claims_.baseline_strength(params, bleu(13.5)).status == claims_.FAILS
-    assert claims_.baseline_strength(params, bleu(10.5)).status == claims_.FAILS
+    assert claims_.baseline_strength(params, bleu(13.5)).status == verdicts.FAILS
+    assert claims_.baseline_strength(params, bleu(10.5)).status == verdicts.FAILS
 
     from s2s.evaluate.significance import Difference
 
@@ -700,23 +803,23 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
 
     sure = {("reversed", "forward"): (0.2, 1.8), ("forward", "ensemble2"): (0.4, 1.6)}
     got = claims_.baseline_strength(params, bleu(12.0), diff(sure))
-    assert got.status == claims_.HOLDS
+    assert got.status == verdicts.HOLDS
     # the second interval is of ensemble2 - forward; the evidence gives it as forward - ensemble2
     assert "(11.00; 95% CI +0.20 to +1.80)" in got.evidence
     assert "(13.00; 95% CI -1.60 to -0.40)" in got.evidence
     unsure = {**sure, ("forward", "ensemble2"): (-0.3, 2.3)}
     assert claims_.baseline_strength(params, bleu(12.0), diff(unsure)).status == \
-        claims_.NO_DIFFERENCE
+        verdicts.NO_DIFFERENCE
     wrong = {**sure, ("reversed", "forward"): (-1.9, -0.1)}
-    assert claims_.baseline_strength(params, bleu(12.0), diff(wrong)).status == claims_.FAILS
+    assert claims_.baseline_strength(params, bleu(12.0), diff(wrong)).status == verdicts.FAILS
 
     # a hypothesis file missing (diff gives None): the point values decide, without intervals
     got = claims_.baseline_strength(params, bleu(13.5), lambda a, b: None)
-    assert got.status == claims_.FAILS and "CI" not in got.evidence
+    assert got.status == verdicts.FAILS and "CI" not in got.evidence
 
     missing = _bleu({"translate": {"forward": {"12": _entry(12.0)}}})
     got = claims_.baseline_strength(params, missing)
-    assert got.status == claims_.UNKNOWN
+    assert got.status == verdicts.UNKNOWN
     assert got.evidence == "not scored: reversed beam 12, ensemble2 beam 12"
 
 

@@ -4,7 +4,8 @@ for every stage that reads it.
 - ``metrics/bleu.json``: :class:`Bleu`, written by the evaluate stage;
 - ``outputs/translate/<system>/timing.json``: :class:`Timing`, by the translate stage;
 - ``outputs/timing/cost.json``: :class:`CostTiming`, by the timing stage;
-- ``metrics/train/<model>.json``: :class:`TrainMetrics`, by :mod:`s2s.train`;
+- ``metrics/train/<model>.json``: :class:`TrainMetrics`, by :mod:`s2s.train` (and
+  ``metrics/curves/<model>.csv``, its learning curve: :data:`CURVES_DIR`);
 - ``data/raw/manifest.json``: :class:`Manifest`, by :mod:`s2s.data.download`;
 - ``metrics/params.json``, ``prepare.json``, ``vocab.json``: :class:`ParamsCheck`,
   :class:`PrepareMetrics`, :class:`VocabMetrics`, by the check, prepare and vocab stages;
@@ -205,6 +206,10 @@ class BeamTiming(Record):
     seconds: float  # decoding only: no model loading
     sents_per_sec: float
 
+    @property
+    def ms_per_sentence(self) -> float:
+        return 1000.0 * self.seconds / max(self.sentences, 1)
+
 
 @dataclass(frozen=True)
 class Timing(Record):
@@ -275,6 +280,12 @@ class TrainMetrics(Record):
     processes: int | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # data-parallel
     # off the CPU: every part's precision in one phrase (s2s.precision.Precision.engine)
     engine: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+
+# --- metrics/curves/<model>.csv: each model's learning curve (s2s.train.write_curves) ------------
+
+CURVES_DIR = "curves"  # under the metrics folder, beside train/
+CURVE_COLUMNS = ("step", "epoch", "lr", "train_ppl", "dev_ppl")
 
 
 # --- data/raw/manifest.json ----------------------------------------------------------------------
@@ -406,13 +417,38 @@ VERDICTS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments c
 
 
 @dataclass(frozen=True)
-class ClaimRecord(Record):
-    """One claim checked against our numbers (s2s.report.claims.Claim)."""
+class ClaimDifference(Record):
+    """A difference a verdict rests on: `value` (the side the claim favours minus the other,
+    as `label` says), in `unit`, with its 95% interval over `over` (lo and hi None: none)."""
 
-    key: str  # its id: paper.yaml `claims`, an analysis's, or baseline_strength
-    claim: str
+    label: str  # "reversed - forward", "ensemble5 beam 12 - beam 1", "forward - reversed"
+    unit: str  # "BLEU" (tokenized), "dev ppl", "ms/sentence", "share" (of the gradient at the
+    #            first source words), "gradient norm", "distance" (relative, Figure 2)
+    value: float
+    lo: float | None
+    hi: float | None
+    over: str  # what the interval is over: "test sentences" (a paired bootstrap), "3 seed pairs",
+    #            "5 repetitions"; "" without one
+
+
+@dataclass(frozen=True)
+class Claim(Record):
+    """One claim checked against our numbers (s2s.claims): what it says and the paper's numbers
+    (paper.yaml), ours in the same form, the differences its verdict rests on with their
+    intervals, the verdict, and the evidence in words."""
+
+    key: str  # its id: paper.yaml `claims`, or baseline_strength
+    statement: str  # the claim, without numbers
+    paper: str  # where the paper makes it, with its numbers ("paper: 26.17 -> 30.59 at beam 12")
     status: str  # holds | does not hold | no significant difference | cannot tell
-    evidence: str  # the numbers it rests on, with their intervals
+    ours: str  # our numbers in the paper's form; "" when there are none
+    differences: tuple[ClaimDifference, ...]
+    evidence: str  # the numbers it rests on, with their intervals, in words
+
+    @property
+    def claim(self) -> str:
+        """The claim as the claims table words it: the statement, then the paper's numbers."""
+        return f"{self.statement} ({self.paper})" if self.paper else self.statement
 
 
 @dataclass(frozen=True)
@@ -422,8 +458,8 @@ class Claims(Record):
     so that the report only renders them and re-rendering it recomputes nothing."""
 
     intervals: bool  # the BLEU differences carry paired-bootstrap intervals (hypotheses read)
-    claims: tuple[ClaimRecord, ...]  # the claims table, in its order
-    setting: ClaimRecord  # Table 2's setting: is our baseline as strong as the paper's?
+    claims: tuple[Claim, ...]  # the claims table, in its order
+    setting: Claim  # Table 2's setting: is our baseline as strong as the paper's?
     forget_bias: tuple[str, ...]  # the forget-bias section's verdicts, one per compared pair
 
     def verdicts(self) -> dict[str, str]:

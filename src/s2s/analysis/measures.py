@@ -1,69 +1,40 @@
-"""The analyses of a trained model as tables: Figure 2, forget-gate statistics, gradient
-reach (also over training, with a paired bootstrap of forward vs reversed) and the memory of a
-one-word change (computed by :mod:`s2s.analysis.probes` and :mod:`s2s.analysis.memory`; written
-by :mod:`s2s.stages.analyze`).
+"""One model's analyses as tables: its Figure 2 points, its forget-gate statistics, its gradient
+reach (per sentence too, for the paired bootstrap of forward vs reversed) and the memory of a
+one-word change in its encoder, each frame with the columns of its file
+(:data:`s2s.analysis.outputs.FILES`). The tensors come from :mod:`s2s.analysis.probes` and
+:mod:`s2s.analysis.memory`; :mod:`s2s.analysis.run` runs these over every model.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
 from s2s.analysis import memory, probes
+from s2s.analysis.outputs import (DECAY_COLUMNS, FIRST, FIRST_STATISTICS, HALF_LIFE_COLUMNS,
+                                  TRAINING_DIFF_COLUMNS)
 from s2s.data.batching import collate, eval_batches
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab
-from s2s.io import atomic_write_text
 from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State
 from s2s.progress import progress
 
-log = logging.getLogger("s2s.analysis")
-
 STACKS = ("encoder", "decoder")
-HIST_COLUMNS = ["model", "stack", "layer", "bin_lo", "bin_hi", "count", "density"]
-UNIT_COLUMNS = ["model", "stack", "layer", "unit", "mean_f", "half_life", "geo_mean_f",
-                "half_life_geo"]
-SUMMARY_COLUMNS = ["model", "stack", "layer", "steps", "units", "mean_f", "boundary_mean_f",
-                   "inside_mean_f", "boundary_steps", "inside_steps", "median_half_life", "max_half_life",
-                   "units_f_above_0.9", "units_half_life_above_10"]
 BOUNDARY_DEFINITION = ("a boundary step reads a punctuation token (every character Unicode "
                        "punctuation: , . ; : ! ? quotes, brackets, dashes), i.e. a clause or "
                        "sentence boundary; an inside step reads any other word (<unk> included); "
-                       "the decoder's <bos> step and the encoder's first step (its forget gate multiplies a "
-                       "zero cell) are neither")
+                       "the decoder's <bos> step and the encoder's first step (its forget gate "
+                       "multiplies a zero cell) are neither")
 REACH_DEFINITION = ("L2 norm of the gradient of -log p(y_1 | source) with respect to the embedding "
                     "of each source word, by the word's position in the original (unreversed) "
                     "sentence; mean_share: the mean over sentences of that position's share of "
                     "the sentence's total gradient norm")
 
 
-REACH_COLUMNS = ["model", "reverse_source", "position", "sentences", "mean_norm", "mean_share"]
-TRAINING_COLUMNS = ["model", "reverse_source", "epoch", "step", "position", "sentences",
-                    "mean_norm", "mean_share"]
-TRAINING_DIFF_COLUMNS = ["epoch", "forward", "reversed", "statistic", "sentences",
-                         "forward_mean", "reversed_mean", "diff", "lo", "hi"]
-FIRST = 3  # "the first source words": original positions 1..FIRST
-FIRST_STATISTICS = {
-    "first_share": f"each sentence's share of its gradient norm at source positions 1-{FIRST}",
-    "first_norm": f"each sentence's mean gradient norm at source positions 1-{FIRST}"}
-DECAY_COLUMNS = ["model", "stack", "layer", "steps_after", "sentences", "mean_abs_dc",
-                 "mean_abs_dh", "forget_only_dc", "update_only_dh"]
-HALF_LIFE_COLUMNS = ["model", "layer", "half_life_c", "half_life_forget_only", "half_life_h",
-                     "half_life_update_only"]
-
-
-def _csv(path: Path, df: pd.DataFrame, written: list[str]) -> None:
-    atomic_write_text(path, df.to_csv(index=False, float_format="%.6g"))
-    written.append(str(path))
-
-
-def _source_tokenizer(lowercase: bool):
+def source_tokenizer(lowercase: bool):
     """The prepare stage's source side: normalise, lowercase if it does, Moses-tokenise."""
     def tok(text: str) -> str:
         text = normalize(text)
@@ -73,6 +44,8 @@ def _source_tokenizer(lowercase: bool):
 
 def figure2(model: EncoderDecoder, name: str, phrases: list[probes.Phrase], *, pad: int,
             representation: str) -> tuple[pd.DataFrame, dict]:
+    """One model's rows of figure2.csv (each phrase's PCA coordinates) and its row of
+    figure2_summary.csv (variance explained, relative paraphrase and swap distances)."""
     src, lengths = probes.batch_ids([p.ids for p in phrases], pad)
     vectors = probes.sentence_vectors(model, src, lengths, representation=representation).numpy()
     coords, explained = probes.pca_2d(vectors.astype(np.float64))
@@ -112,12 +85,6 @@ def forget_gates(model: Seq2Seq, name: str, pairs, *, src_vocab: Vocab, tgt_voca
         bar.update(len(idx))
     bar.close()
     return stats
-
-
-def gradient_reach(model: EncoderDecoder, name: str, pairs, *, vocab: Vocab, batch_size: int,
-                   positions: int) -> probes.ReachSums:
-    return sentence_reach(model, name, pairs, vocab=vocab, batch_size=batch_size,
-                          positions=positions)[0]
 
 
 def sentence_reach(model: EncoderDecoder, name: str, pairs, *, vocab: Vocab, batch_size: int,
@@ -218,7 +185,10 @@ def memory_frames(name: str, sums: memory.DecaySums, *, lstm: bool
             pd.DataFrame(half, columns=HALF_LIFE_COLUMNS))
 
 
-def _forget_frames(name: str, stats, bins: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def forget_frames(name: str, stats: dict[tuple[str, int], probes.ForgetStats], bins: int
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The rows of forget_hist.csv, forget_units.csv and forget_summary.csv for one model's
+    ForgetStats (:func:`forget_gates`), stacks in STACKS order, layers 1-based."""
     hist, units, summary = [], [], []
     edges = np.linspace(0.0, 1.0, bins + 1)
     for (stack, k), s in sorted(stats.items(), key=lambda kv: (STACKS.index(kv[0][0]), kv[0][1])):
@@ -248,11 +218,3 @@ def _forget_frames(name: str, stats, bins: int) -> tuple[pd.DataFrame, pd.DataFr
             "units_f_above_0.9": float((mean_f > 0.9).mean()),
             "units_half_life_above_10": float((hl > 10).mean())})
     return pd.concat(hist), pd.concat(units), pd.DataFrame(summary)
-
-
-def _resolve(models: Sequence[str] | Mapping[str, Path], models_dir: Path | None) -> dict[str, Path]:
-    if isinstance(models, Mapping):
-        return {name: Path(p) for name, p in models.items()}
-    if models_dir is None:
-        raise ValueError("models given by name need models_dir")
-    return {name: Path(models_dir) / name / "model.pt" for name in models}

@@ -359,8 +359,18 @@ def trace_cho_gru(stack: ChoGRU, x: Tensor, lengths: Tensor, h0: Tensor | None =
                         states=states)
 
 
+def traceable_stack(stack: nn.Module) -> bool:
+    """:func:`trace_stack` can run `stack`: an LSTM stack (nn.LSTM's or peephole), a
+    StandardGRU, or a one-directional ChoGRU."""
+    return isinstance(stack, (StandardLSTM, PeepholeLSTM, StandardGRU)) or (
+        isinstance(stack, ChoGRU) and stack.directions == 1)
+
+
 def traceable(model: EncoderDecoder) -> bool:
-    """The instrumented pass knows the paper's model with LSTM cells (nn.LSTM or peephole)."""
+    """The forget-gate pass (:func:`trace_encoder`, :func:`trace_decoder`) runs on `model`: the
+    paper's encoder-decoder with LSTM cells (nn.LSTM's or peephole). What the analyses ask is
+    the declared capability (``s2s.arch.capable(cfg, "forget_gates")``); tests/test_arch.py holds
+    each architecture's declaration to this."""
     return isinstance(model, Seq2Seq) and all(
         isinstance(s, (StandardLSTM, PeepholeLSTM)) for s in (model.encoder, model.decoder))
 
@@ -376,10 +386,12 @@ def trace_encoder(model: Seq2Seq, src: Tensor, lengths: Tensor, *,
 
 
 def recurrent_encoder(model: EncoderDecoder) -> bool:
-    """The model's encoder is a stack :func:`trace_encoder` can trace (LSTM or GRU)."""
-    enc = getattr(model, "encoder", None)
-    return isinstance(enc, (StandardLSTM, PeepholeLSTM, StandardGRU)) or (
-        isinstance(enc, ChoGRU) and enc.directions == 1)
+    """:func:`trace_encoder` runs on `model`: a recurrent encoder-decoder (every
+    EncoderDecoder holds its encoder stack as `encoder`) whose encoder is a stack
+    :func:`trace_stack` can run. What the memory analysis asks is the declared capability
+    (``s2s.arch.capable(cfg, "memory")``); tests/test_arch.py holds each architecture's
+    declaration to this."""
+    return isinstance(model, EncoderDecoder) and traceable_stack(model.encoder)
 
 
 @torch.no_grad()

@@ -1,6 +1,6 @@
 """The report's document: the sections of :mod:`s2s.report.sections`, each module making its own
-from the inputs (:mod:`s2s.report.inputs`, read once) and the claims stage's verdicts, in the
-order of :data:`SECTIONS`; rendered by :mod:`s2s.report.render`, written by
+from the inputs (:mod:`s2s.report.inputs`, read once, the claims stage's record among them), in
+the order of :data:`SECTIONS`; rendered by :mod:`s2s.report.render`, written by
 :mod:`s2s.stages.report`. The section modules are imported by name here (not looked up by a
 string), so that the report stage's code dependencies (:func:`s2s.pipeline.code_deps`) hold
 every one of them.
@@ -13,26 +13,27 @@ from pathlib import Path
 import pandas as pd
 
 from s2s.config import Params
-from s2s.report import claims as claims_
 from s2s.report.inputs import Artifacts
 from s2s.report.render import Document, Table
-from s2s.report.sections import (Context, about, analysis, attention, cost, data, examples,
-                                 figure3, forget_bias, learning_curves, models, paper_claims,
-                                 perplexity, provenance, summary, table1, table2)
+from s2s.report.sections import (Context, about, attention, cost, data, examples, figure3,
+                                 forget_bias, learning_curves, models, paper_claims, perplexity,
+                                 provenance, summary, table1, table2)
+from s2s.report.sections.analysis import (figure2, forget_gates, gradient_reach, memory,
+                                          reach_training)
 
 # The report's sections, in order.
 SECTIONS = (summary, about, table1, table2, paper_claims, examples, perplexity, models, cost,
-            figure3, learning_curves, attention, analysis, forget_bias, data, provenance)
+            figure3, learning_curves, attention, figure2, forget_gates, gradient_reach,
+            reach_training, memory, forget_bias, data, provenance)
 
 
 def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict[str, Table],
                                                                       dict[str, pd.DataFrame]]:
     """The report document, its tables for ``tables/*.md`` and their raw frames for ``*.csv``."""
-    found = art.claims  # the claims stage's verdicts: rendered here, never recomputed
-    ctx = Context(params, art, Path(fig_dir),
-                  checks=[claims_.from_record(c) for c in found.claims],
-                  setting=claims_.from_record(found.setting))
+    ctx = Context(params, art, Path(fig_dir))
     doc = Document(params.report.title)
     for section in SECTIONS:
         doc.sections.extend(section.sections(ctx))
+        if section is summary:  # the answer at a glance comes before the contents
+            doc.lead = len(doc.sections)
     return doc, ctx.tables, ctx.frames

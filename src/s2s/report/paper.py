@@ -18,7 +18,9 @@ from typing import Any
 
 import jinja2
 
+from s2s.artifacts import Bleu, Scored
 from s2s.config import ConfigError, Params, read_yaml
+from s2s.evaluate.outputs import BASELINE
 
 PAPER_FILE = Path(__file__).with_name("paper.yaml")
 TABLES = ("table1", "table2")
@@ -44,8 +46,14 @@ class PerplexityRow:
 
 @dataclass(frozen=True)
 class ClaimSpec:
-    text: str  # rendered: the paper's numbers filled in
+    statement: str
+    paper: str  # rendered: the paper's numbers filled in; "" where it gives none
     rows: tuple[str, ...] = ()  # Table 1 row ids
+
+    @property
+    def text(self) -> str:
+        """The claim as the claims table words it (s2s.artifacts.Claim.claim)."""
+        return f"{self.statement} ({self.paper})" if self.paper else self.statement
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,8 @@ class _PerplexityEntry:
 
 @dataclass(frozen=True)
 class _ClaimEntry:
-    text: str  # a Jinja template over the paper's numbers
+    statement: str
+    paper: str = ""  # a Jinja template over the paper's numbers
     rows: tuple[str, ...] = ()
 
 
@@ -157,11 +166,11 @@ def load(path: Path) -> Paper:
     for name, c in raw.claims.items():
         key = f"claims.{name}"
         try:
-            text = env.from_string(c.text).render(**numbers)
+            numbers_text = env.from_string(c.paper).render(**numbers)
         except jinja2.TemplateError as e:
-            raise ConfigError(f"{path}: '{key}.text': {e}") from None
+            raise ConfigError(f"{path}: '{key}.paper': {e}") from None
         rows = tuple(_row(r, table1_ids, path, f"{key}.rows[{i}]") for i, r in enumerate(c.rows))
-        claims[name] = ClaimSpec(text, rows)
+        claims[name] = ClaimSpec(" ".join(c.statement.split()), numbers_text, rows)
     return Paper(conditions=raw.conditions, table1=tables["table1"], table2=tables["table2"],
                  perplexity=perplexity, figure3=dataclasses.asdict(raw.figure3), claims=claims)
 
@@ -204,6 +213,34 @@ def answer(params: Params, table: str, row_id: str) -> Ours | None:
     if a.rescore is not None:
         return Ours("rescore", a.rescore)
     return Ours("translate", a.system, a.beam)
+
+
+def baseline_ref(params: Params) -> Ours:
+    """Our stand-in for the paper's SMT baseline: the pipeline's own baseline system at its widest
+    beam, or (external n-best lists, baseline not one of our systems) the rescore stage's 1-best."""
+    name = params.rescore.baseline
+    if name in params.systems:
+        return Ours("translate", name, params.systems[name].widest_beam)
+    return Ours("rescore", BASELINE)
+
+
+def perplexity_models(params: Params) -> dict[str, str | None]:
+    """Source order (forward, reversed) -> our model compared on it: the first member of the system
+    answering the paper's Table 1 row that paper.yaml `perplexity` names, None where none does."""
+    out = {}
+    for p in paper().perplexity:
+        ours = answer(params, "table1", p.row)
+        system = params.systems.get(ours.system) if ours and ours.kind == "translate" else None
+        out[p.source_order] = system.members[0] if system else None
+    return out
+
+
+def tokenized_bleu(bleu: Bleu, ours: Ours) -> float | None:
+    """The tokenized BLEU of `ours` (a translation or a rescoring output) in metrics/bleu.json;
+    None where it was not scored."""
+    e = bleu.translation(ours.system, ours.beam) if ours.kind == "translate" else \
+        bleu.rescoring(ours.system)
+    return e.bleu_tok if isinstance(e, Scored) else None
 
 
 def check_answers(params: Params) -> None:

@@ -41,6 +41,42 @@ class Bullets:
     items: tuple[str, ...]
 
 
+# Cells of a Table besides strings and numbers.
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link to a section of the document (its anchor, :func:`slug` of its title)."""
+
+    text: str
+    anchor: str
+
+    def __str__(self) -> str:  # Markdown
+        return f"[{self.text}](#{self.anchor})"
+
+
+@dataclass(frozen=True)
+class Badge:
+    """A word marked by its kind: a coloured badge in HTML (CSS class ``badge-<kind>``), the plain
+    word in Markdown."""
+
+    text: str
+    kind: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Lines:
+    """Several short items in one cell: one per line in HTML, joined by "; " in Markdown."""
+
+    items: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return "; ".join(self.items)
+
+
 Block = Union[str, Table, Image, Bullets]
 
 
@@ -63,8 +99,12 @@ def slug(title: str) -> str:
 
 @dataclass
 class Document:
+    """The title, then the first `lead` sections (the answer at a glance), then the contents,
+    then the rest."""
+
     title: str
     sections: list[Section] = field(default_factory=list)
+    lead: int = 0
 
 
 def _cell(v: object) -> str:
@@ -91,10 +131,10 @@ def md_table(df: pd.DataFrame) -> str:
 
 def to_markdown(doc: Document, *, contents: bool = True) -> str:
     out = [f"# {doc.title}", ""]
-    if contents:
-        out += ["**Contents:** " + " · ".join(f"[{s.title}](#{s.anchor})" for s in doc.sections),
-                ""]
-    for sec in doc.sections:
+    for i, sec in enumerate(doc.sections):
+        if contents and i == doc.lead:
+            out += ["**Contents:** " + " · ".join(f"[{s.title}](#{s.anchor})"
+                                                  for s in doc.sections), ""]
         out += [f"## {sec.title}", ""]
         for b in sec.blocks:
             if isinstance(b, str):
@@ -115,9 +155,11 @@ def to_markdown(doc: Document, *, contents: bool = True) -> str:
 # --- HTML ----------------------------------------------------------------------------------------
 
 CSS = """
-body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto;
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 1em auto;
        max-width: 1200px; padding: 0 1em; color: #222; }
-h1 { font-size: 1.6em; } h2 { font-size: 1.25em; border-bottom: 1px solid #ccc; margin-top: 2em; }
+h1 { font-size: 1.6em; margin: .2em 0 .4em; }
+h2 { font-size: 1.25em; border-bottom: 1px solid #ccc; margin-top: 2em; }
+section:first-of-type h2 { margin-top: .6em; }
 table { border-collapse: collapse; margin: .6em 0 .4em; font-size: 13px; }
 th, td { border: 1px solid #bbb; padding: 3px 7px; vertical-align: top; text-align: left; }
 th { background: #f0f0f0; }
@@ -128,13 +170,25 @@ p.note { font-size: 12px; color: #555; margin: .2em 0; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: 13px; color: #444; }
 code { font-size: 12px; background: #f4f4f4; padding: 0 3px; }
-nav.toc { background: #f7f7f7; border: 1px solid #ddd; padding: .4em 1em; columns: 2; }
-nav.toc ol { margin: .3em 0; } a.top { font-size: .7em; text-decoration: none; color: #888; }
+nav.toc { background: #f7f7f7; border: 1px solid #ddd; padding: .3em 1em; font-size: 13px; }
+nav.toc ol { margin: .2em 0; columns: 3; } a.top { font-size: .7em; text-decoration: none;
+color: #888; }
 span.lead { font-size: 13px; font-weight: normal; }
+table#table-summary { width: 100%; }
+#table-summary td:nth-child(1) { width: 21%; } #table-summary td:nth-child(2) { width: 14%; }
+#table-summary td:nth-child(3) { width: 17%; } #table-summary td:nth-child(4) { width: 34%; }
+#table-summary td:nth-child(5) { width: 1%; }
+span.badge { display: inline-block; padding: 1px 7px; border-radius: 9px; font-weight: 600; }
+.badge-holds { background: #dafbe1; color: #116329; border: 1px solid #4ac26b; }
+.badge-fails { background: #ffebe9; color: #a40e26; border: 1px solid #ff8182; }
+.badge-unsure { background: #fff8c5; color: #7d4e00; border: 1px solid #d4a72c; }
+.badge-unknown { background: #eaeef2; color: #57606a; border: 1px solid #afb8c1; }
 """
 
 
 def _is_num(v: object) -> bool:
+    if isinstance(v, (Link, Badge, Lines)):
+        return False
     if isinstance(v, (int, float)):
         return True
     try:
@@ -155,12 +209,23 @@ def html_table(t: Table) -> str:
     parts.append("</tr></thead><tbody>")
     for row in t.frame.itertuples(index=False):
         cls = ' class="notrun"' if any(str(v).startswith("not run") for v in row) else ""
-        cells = "".join(f'<td class="num">{e(_cell(v))}</td>' if _is_num(v)
-                        else f"<td>{e(_cell(v))}</td>" for v in row)
-        parts.append(f"<tr{cls}>{cells}</tr>")
+        parts.append(f"<tr{cls}>{''.join(_html_cell(v) for v in row)}</tr>")
     parts.append("</tbody></table>")
     parts += [f'<p class="note">{e(n)}</p>' for n in t.notes]
     return "\n".join(parts)
+
+
+def _html_cell(v: object) -> str:
+    e = html.escape
+    if isinstance(v, Link):
+        return f'<td><a href="#{e(v.anchor)}">{e(v.text)}</a></td>'
+    if isinstance(v, Badge):
+        return f'<td><span class="badge badge-{e(v.kind)}">{e(v.text)}</span></td>'
+    if isinstance(v, Lines):
+        return '<td class="lines">' + "<br>".join(e(i) for i in v.items) + "</td>"
+    if _is_num(v):
+        return f'<td class="num">{e(_cell(v))}</td>'
+    return f"<td>{e(_cell(v))}</td>"
 
 
 def data_uri(png: Path) -> str:
@@ -172,13 +237,15 @@ def to_html(doc: Document) -> str:
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{e(doc.title)}</title>", f"<style>{CSS}</style>", "</head>", '<body id="top">',
-           f"<h1>{e(doc.title)}</h1>",
-           '<nav class="toc"><b>Contents</b><ol>' + "".join(
-               f'<li><a href="#{e(s.anchor)}">{e(s.title)}</a></li>' for s in doc.sections)
-           + "</ol></nav>"]
-    for sec in doc.sections:
+           f"<h1>{e(doc.title)}</h1>"]
+    contents = ('<nav class="toc" id="contents"><b>Contents</b><ol>' + "".join(
+        f'<li><a href="#{e(s.anchor)}">{e(s.title)}</a></li>' for s in doc.sections)
+        + "</ol></nav>")
+    for i, sec in enumerate(doc.sections):
+        if i == doc.lead:
+            out.append(contents)
         out.append(f'<section id="{e(sec.anchor)}"><h2>{e(sec.title)} '
-                   f'<a class="top" href="#top" title="back to the contents">↑</a></h2>')
+                   f'<a class="top" href="#contents" title="back to the contents">↑</a></h2>')
         for b in sec.blocks:
             if isinstance(b, str):
                 out.append(f"<p>{e(b)}</p>")

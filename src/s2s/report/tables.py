@@ -22,7 +22,7 @@ import pandas as pd
 from s2s.artifacts import Absent, Bleu, BleuEntry, Scored, Timing, TrainMetrics, VocabMetrics
 from s2s.config import Params
 from s2s.evaluate.outputs import BASELINE, ORACLE, RESCORE_FIXED, rescore_system
-from s2s.report.paper import Ours, answer, paper
+from s2s.report.paper import Ours, answer, baseline_ref, paper
 
 NOT_RUN = "not run"
 
@@ -89,15 +89,6 @@ def bleu_entry(bleu: Bleu, kind: str, system: str, beam: int | None = None) -> B
 
 def scored(entry: BleuEntry | None) -> bool:
     return isinstance(entry, Scored)
-
-
-def baseline_ref(params: Params) -> Ours:
-    """Our stand-in for the paper's SMT baseline: the pipeline's own baseline system at its widest
-    beam, or (external n-best lists, baseline not one of our systems) the rescore stage's 1-best."""
-    name = params.rescore.baseline
-    if name in params.systems:
-        return Ours("translate", name, params.systems[name].widest_beam)
-    return Ours("rescore", BASELINE)
 
 
 def baseline_text(params: Params) -> str:
@@ -276,28 +267,19 @@ def split_conditions(shown: pd.DataFrame, column: str = "our conditions") -> tup
     return ("Our conditions in every row: " + "; ".join(common) + ".") if common else "", out
 
 
-def signatures(*tables: pd.DataFrame) -> list[str]:
-    """The distinct sacreBLEU signatures behind the sacreBLEU column(s)."""
+def signatures(params: Params, bleu: Bleu) -> list[str]:
+    """The distinct sacreBLEU signatures of the outputs answering the rows of Tables 1 and 2,
+    in their order: the notes under both tables name them all."""
     sigs: list[str] = []
-    for df in tables:
-        for s in df["sacre_signature"]:
-            if s and s not in sigs:
-                sigs.append(s)
+    for table in ("table1", "table2"):
+        for row in rows(params, table):
+            if row.ours is None:
+                continue
+            ours = _resolve(params, row.ours)
+            e = bleu_entry(bleu, ours.kind, ours.system, ours.beam)
+            if isinstance(e, Scored) and e.sacre_signature and e.sacre_signature not in sigs:
+                sigs.append(e.sacre_signature)
     return sigs
-
-
-# --- perplexity ----------------------------------------------------------------------------------
-
-
-def perplexity_models(params: Params) -> dict[str, str | None]:
-    """Source order (forward, reversed) -> our model compared on it: the first member of the system
-    answering the paper's Table 1 row that paper.yaml `perplexity` names, None where none does."""
-    out = {}
-    for p in paper().perplexity:
-        ours = answer(params, "table1", p.row)
-        system = params.systems.get(ours.system) if ours and ours.kind == "translate" else None
-        out[p.source_order] = system.members[0] if system else None
-    return out
 
 
 # --- decoding cost -------------------------------------------------------------------------------
@@ -320,7 +302,7 @@ def cost_table(params: Params, timing: dict[str, Timing]) -> pd.DataFrame:
             if b:
                 rec.update(sentences=b.sentences, seconds=b.seconds,
                            sents_per_sec=b.sents_per_sec, status="measured",
-                           ms_per_sentence=1000.0 * b.seconds / max(b.sentences, 1))
+                           ms_per_sentence=b.ms_per_sentence)
             rows.append(rec)
     return pd.DataFrame(rows)
 

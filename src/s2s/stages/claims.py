@@ -1,4 +1,5 @@
-"""Stage `claims`: every verdict of the report, checked against our numbers, with its intervals.
+"""Stage `claims`: every verdict of the report, checked against our numbers, with its intervals
+(the checks are :mod:`s2s.claims`').
 
 Reads:  ``<metrics>/bleu.json``, ``<metrics>/train/<model>.json``,
         ``<translate>/<system>/timing.json`` and the hypothesis files under ``<translate>`` and
@@ -7,7 +8,8 @@ Reads:  ``<metrics>/bleu.json``, ``<metrics>/train/<model>.json``,
         stage's ``cost.json`` (the cost claim); params `systems`, `models`, `model`, `rescore`,
         `report.table1`, `report.table2` (which outputs answer the paper's rows), `timing`.
 Writes: ``<out>`` (``outputs/claims/claims.json``, :class:`s2s.artifacts.Claims`): each claim
-        with its verdict and the numbers it rests on, which the report renders; ``<verdicts>``
+        with the paper's numbers and ours, the differences it rests on with their intervals, its
+        verdict and its evidence in words, which the report renders; ``<verdicts>``
         (``metrics/claims.json``): claim id -> verdict, the metric `dvc exp show` and `s2s exps`
         compare (git-tracked).
 
@@ -68,16 +70,16 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, out: Path,
          prepared_dir: Path | None = None, analysis: Path | None = None,
          cost: Path | None = None):
     """Check every claim; write `out` (and the verdicts); return the Claims record."""
+    from s2s.claims import inputs
+    from s2s.claims.check import check_all
     from s2s.io import atomic_write_json
-    from s2s.report.checks import check_all
-    from s2s.report.inputs import load_for_claims
     from s2s.report.paper import check_answers
 
     t0 = time.perf_counter()
     check_answers(params)  # params name rows of the paper's tables, before anything is read
-    art = load_for_claims(params, metrics_dir=Path(metrics_dir),
-                          translate_dir=Path(translate_dir), prepared_dir=prepared_dir,
-                          rescore_dir=rescore_dir, analysis=analysis, cost=cost)
+    art = inputs.load(params, metrics_dir=Path(metrics_dir), translate_dir=Path(translate_dir),
+                      prepared_dir=prepared_dir, rescore_dir=rescore_dir, analysis=analysis,
+                      cost=cost)
     found = check_all(params, art)
     found.write(out)
     written = [str(out)]

@@ -2,8 +2,8 @@
 
 Reads
   ``<metrics_dir>/bleu.json`` (required), ``<metrics_dir>/train/<model>.json``,
-  ``<metrics_dir>/curves/<model>.csv``, ``<metrics_dir>/prepare.json``,
-  ``<metrics_dir>/vocab.json``,
+  ``<metrics_dir>/curves/<model>.csv`` (:data:`s2s.artifacts.CURVES_DIR`),
+  ``<metrics_dir>/prepare.json``, ``<metrics_dir>/vocab.json``,
   ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (the evaluate stage's Figure 3 groups),
   ``manifest`` (the download stage's data manifest), ``claims`` (the claims stage's verdicts,
   rendered as they are) and the parameter file itself (its sha256);
@@ -11,8 +11,8 @@ Reads
   report's own data, :data:`DATA_FILES`: the paper's numbers (``src/s2s/report/paper.yaml``) and
   the prose (``src/s2s/report/templates/``).
 Writes (under ``out_dir``, i.e. ``reports/``)
-  ``report.md``, ``report.html``, ``tables/{table1,table1_other,table2,perplexity,models,cost,
-  claims}.{csv,md}``,
+  ``report.md``, ``report.html`` (its first screen: the summary table of the claims),
+  ``tables/{summary,table1,table1_other,table2,perplexity,models,cost,claims}.{csv,md}``,
   ``figures/figure3.png``, ``figures/learning_curves.png``, and with the optional inputs
   ``figures/attention.png`` and ``figures/analysis_*.png``.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.artifacts import CLAIMS_OUT
+from s2s.artifacts import CLAIMS_OUT, CURVES_DIR
 from s2s.evaluate.outputs import COST_FILE
 
 log = logging.getLogger("s2s.report")
@@ -60,7 +60,7 @@ def stages(params: Params) -> list[Stage]:
         "report", "report", ARGS,
         include=("--analysis", "--prepared",
                  *(("--attention",) if attention else ()), *(("--cost",) if cost else ())),
-        parts={"--metrics": ("bleu.json", "train", "curves", "prepare.json", "vocab.json"),
+        parts={"--metrics": ("bleu.json", "train", CURVES_DIR, "prepare.json", "vocab.json"),
                "--prepared": ("test.raw.en", "test.raw.fr", "test.tok.fr"),  # the examples
                "--out": ("report.md", "report.html", "tables", "figures")},
         deps=("outputs/evaluate/length_drop.csv", *DATA_FILES),  # beside --groups; the words

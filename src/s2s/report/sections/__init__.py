@@ -1,11 +1,14 @@
 """The report's sections, one module each (in order: :data:`s2s.report.build.SECTIONS`).
 
 A section module owns everything of its part of the report: its tables (built from the inputs'
-records, by :mod:`s2s.report.tables` where another stage shares them), its figure (drawn by
+records, by :mod:`s2s.report.tables` where two sections share one), its figure (drawn by
 :mod:`s2s.report.figures`), and its prose, the macros of its own template
 ``templates/<module>.j2``. Each has one function, ``sections(ctx) -> list[Section]``: none where
-its inputs are absent (an optional stage not in the profile), several for the analyze stage's
-five. A table that is also written to ``reports/tables/`` is registered with :meth:`Context.add`.
+its inputs are absent (an optional stage not in the profile); the analyze stage's five are the
+modules of :mod:`s2s.report.sections.analysis`. A table that is also written to
+``reports/tables/`` is registered with :meth:`Context.add`. Every number a section shows was
+computed by an earlier stage (the claims and their intervals by the claims stage, the analyses'
+statistics by the analyze stage); a section only selects, formats and words them.
 
 :func:`s2s.report.build.build` calls them in order. This package's ``__init__`` imports neither
 the figures nor a section module, so that importing one section module loads only what it uses.
@@ -14,6 +17,7 @@ the figures nor a section module, so that importing one section module loads onl
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +26,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from s2s.config import Params
-    from s2s.report.claims import Claim
     from s2s.report.inputs import Artifacts
     from s2s.report.render import Table
 
@@ -31,27 +34,15 @@ TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 
 @dataclass
 class Context:
-    """What every section reads: the params, the inputs (read once, :mod:`s2s.report.inputs`),
-    the claims stage's verdicts as claims, where figures go; and the tables the sections
-    registered, for ``reports/tables/<key>.{md,csv}``."""
+    """What every section reads: the params, the inputs (read once, :mod:`s2s.report.inputs`;
+    the claims stage's record among them, ``art.claims``), where figures go; and the tables the
+    sections registered, for ``reports/tables/<key>.{md,csv}``."""
 
     params: Params
     art: Artifacts
     fig_dir: Path
-    checks: list[Claim]  # the claims table's claims, in its order (art.claims, never recomputed)
-    setting: Claim  # Table 2's setting
     tables: dict[str, Table] = field(default_factory=dict)
     frames: dict[str, pd.DataFrame] = field(default_factory=dict)  # their raw numbers (CSV)
-
-    @functools.cached_property
-    def bleu_tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """Tables 1 and 2 in numbers (:mod:`s2s.report.tables`), built once: each table's section
-        shows its own, and the notes under both name the sacreBLEU signatures of both."""
-        from s2s.report import tables
-
-        p, a = self.params, self.art
-        return (tables.table1(p, a.bleu, a.train, a.vocab),
-                tables.table2(p, a.bleu, a.train, a.vocab))
 
     def add(self, key: str, table: Table, frame: pd.DataFrame | None = None) -> Table:
         """Register `table` to be written as ``tables/<key>.md`` and its numbers (`frame`, else
@@ -59,6 +50,20 @@ class Context:
         self.tables[key] = table
         self.frames[key] = table.frame if frame is None else frame
         return table
+
+
+def fixed(v: float | None, digits: int = 3) -> str:
+    """A statistic with `digits` decimals; 'inf' for an infinite one (a half-life that never
+    falls to half), '-' for a missing one."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "inf" if isinstance(v, float) and v == math.inf else "-"
+    return f"{v:.{digits}f}"
+
+
+def model_label(model: str, reverse: bool) -> str:
+    """A model's name, with the order it reads the source in where the name does not say it."""
+    direction = "reversed" if reverse else "forward"
+    return model if direction in model else f"{model} ({direction})"
 
 
 class Prose:
@@ -77,8 +82,8 @@ class Prose:
 
 @functools.cache
 def prose(name: str) -> Prose:
-    """The prose of section module `name` (``templates/<name>.j2``; ``bleu``: the BLEU notes of
-    Tables 1 and 2), with the paper's numbers as ``paper``."""
+    """The prose of section module `name` (``templates/<name>.j2``), with the paper's numbers as
+    ``paper``."""
     import jinja2
 
     from s2s.report.paper import paper

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from s2s.report import claims as claims_
+from s2s.claims.verdicts import UNKNOWN
 from s2s.report import tables
 from s2s.report.render import Section, Table
 from s2s.report.sections import Context, prose
+
+TITLE = "Decoding cost"
 
 
 def sections(ctx: Context) -> list[Section]:
     P = prose("cost")
     cost = tables.cost_table(ctx.params, ctx.art.timing)
-    claim = next(c for c in ctx.checks if c.key == "cost")
+    claim = next(c for c in ctx.art.claims.claims if c.key == "cost")
     table = ctx.add("cost", Table(
         P.cost_title(),
         tables.fmt_frame(cost, {"seconds": 1, "sents_per_sec": 2, "ms_per_sentence": 1}),
-        (P.cost_note(claim, claim.status != claims_.UNKNOWN),), "cost"), cost)
-    return [Section("Decoding cost", [table])]
+        (P.cost_note(claim, claim.status != UNKNOWN),), "cost"), cost)
+    return [Section(TITLE, [table])]

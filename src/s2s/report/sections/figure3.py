@@ -9,6 +9,7 @@ from s2s.config import Params
 from s2s.evaluate.outputs import BASELINE, rescore_system
 from s2s.report import figures, tables
 from s2s.report.inputs import Artifacts
+from s2s.report.paper import baseline_ref
 from s2s.report.render import Image, Section, Table
 from s2s.report.sections import Context, prose
 
@@ -41,7 +42,7 @@ def _figure3_curves(params: Params, art: Artifacts) -> list[tuple[str, str, str]
                                                      if tables.scored(b) else ""),
                        rescore_system(BASELINE), ""))
     else:
-        ref = tables.baseline_ref(params)
+        ref = baseline_ref(params)
         e = tables.bleu_entry(art.bleu, ref.kind, ref.system, ref.beam)
         curves.append((f"baseline: {ref.system} beam {ref.beam}"
                        + (f" ({e.bleu_tok:.1f})" if tables.scored(e) else ""),

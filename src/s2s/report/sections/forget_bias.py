@@ -1,16 +1,15 @@
 """The report's forget-gate-bias section: the gradient at initialisation by forget bias (the
 analyze stage's init_reach.csv) and each model trained with an opened forget gate beside the
 model of the paper's init it pairs with (its config but `forget_bias`, on the same seeds where
-params give it them: what differs is written from the configs, s2s.report.seeds.design), with
-the verdict over seeds."""
+params give it them: what differs is written from the configs, s2s.claims.seeds.design), with
+the verdict over seeds the claims stage wrote."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from s2s.claims.forget_bias import pairs, system_of
 from s2s.report import figures, tables
-from s2s.report.checks import pairs
-from s2s.report.checks import system_of as _system_of
 from s2s.report.render import Image, Section, Table
 from s2s.report.sections import Context
 from s2s.report.sections import prose as _prose
@@ -18,31 +17,31 @@ from s2s.report.sections import prose as _prose
 
 def sections(ctx: Context) -> list[Section]:
     """The section: each pair's numbers, the gradient at initialisation, and the verdicts the
-    claims stage judged (:func:`s2s.report.checks.forget_bias_verdicts`); none where the profile
-    has neither a pair nor the analyze stage's init_reach.csv."""
+    claims stage judged (:func:`s2s.claims.forget_bias.forget_bias_verdicts`); none where the
+    profile has neither a pair nor the analyze stage's init_reach.csv."""
     params, art, fig_dir, prose = ctx.params, ctx.art, ctx.fig_dir, _prose("forget_bias")
     judged = art.claims.forget_bias
     analysis = art.analysis
-    init_reach = analysis["init_reach"] if analysis is not None else None
+    init_reach = analysis.init_reach if analysis is not None else None
     found = pairs(params)
     if not found and (init_reach is None or not len(init_reach)):
         return []
     parts: list = []
-    forget = analysis["forget"] if analysis is not None else None
+    stacks = analysis.stacks if analysis is not None else None
     rows = []
     for plain, opened in found:
         for model in (plain, opened):
             m = art.train.get(model)
-            sys_beam = _system_of(params, model)
+            sys_beam = system_of(params, model)
             e = (tables.bleu_entry(art.bleu, "translate", *sys_beam) if sys_beam else None)
-            f = (forget[(forget["model"] == model) & (forget["stack"] == "encoder")]
-                 if forget is not None else None)
+            f = (stacks[(stacks["model"] == model) & (stacks["stack"] == "encoder")]
+                 if stacks is not None else None)
             rows.append({
                 "model": model, "forget bias": params.model_config(model).forget_bias,
                 "dev ppl": m.dev_ppl if m else None, "test ppl": m.test_ppl if m else None,
                 "BLEU (tokenized, beam 12)": e.bleu_tok if e is not None and tables.scored(e)
                 else None,
-                "encoder mean forget gate": (round(float(f["mean_f"].mean()), 3)
+                "encoder mean forget gate": (round(float(f["mean_f"].iloc[0]), 3)
                                              if f is not None and len(f) else None)})
     if rows:
         parts.append(ctx.add("forget_bias", Table(prose.forget_bias_title(), pd.DataFrame(rows),

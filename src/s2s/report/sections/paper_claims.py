@@ -1,15 +1,32 @@
-"""The paper's claims, checked: the claims stage's verdicts with their evidence."""
+"""The paper's claims, checked: the claims stage's verdicts with their evidence, as it wrote
+them."""
 
 from __future__ import annotations
 
-from s2s.report import claims as claims_
+import pandas as pd
+
+from s2s.artifacts import Claim
+from s2s.claims.verdicts import NO_DIFFERENCE, UNKNOWN
 from s2s.report.render import Section, Table
 from s2s.report.sections import Context, prose
 
+TITLE = "The paper's claims, checked"
+
+
+def here(status: str) -> str:
+    """A verdict as the claims table words it: holds and does not hold are at this scale."""
+    return status + ("" if status in (UNKNOWN, NO_DIFFERENCE) else " at this scale")
+
+
+def claims_table(items: tuple[Claim, ...]) -> pd.DataFrame:
+    """claim, verdict here, the numbers it rests on: one row per claim."""
+    return pd.DataFrame([{"claim": c.claim, "here": here(c.status), "numbers": c.evidence}
+                         for c in items])
+
 
 def sections(ctx: Context) -> list[Section]:
-    P = prose("paper_claims")
-    table = ctx.add("claims", Table(P.claims_title(), claims_.claims_table(ctx.checks),
-                                    ((P.bootstrap_note(),) if ctx.art.claims.intervals else ()),
+    P, found = prose("paper_claims"), ctx.art.claims
+    table = ctx.add("claims", Table(P.claims_title(), claims_table(found.claims),
+                                    ((P.bootstrap_note(),) if found.intervals else ()),
                                     "claims"))
-    return [Section("The paper's claims, checked", [P.claims_intro(), table])]
+    return [Section(TITLE, [P.claims_intro(), table])]

@@ -7,10 +7,12 @@ import pandas as pd
 
 from s2s.artifacts import TrainMetrics
 from s2s.config import Params
-from s2s.report.paper import paper
+from s2s.report.paper import paper, perplexity_models
 from s2s.report.render import Section, Table
 from s2s.report.sections import Context, prose
-from s2s.report.tables import NOT_RUN, fmt_frame, perplexity_models
+from s2s.report.tables import NOT_RUN, fmt_frame
+
+TITLE = "Source reversal and perplexity"
 
 
 def sections(ctx: Context) -> list[Section]:
@@ -18,7 +20,7 @@ def sections(ctx: Context) -> list[Section]:
     ppl = perplexity_table(ctx.params, ctx.art.train)
     table = ctx.add("perplexity", Table(P.perplexity_title(), fmt_frame(ppl, {"epochs": 2}),
                                         (P.perplexity_note(),), "perplexity"), ppl)
-    return [Section("Source reversal and perplexity", [table])]
+    return [Section(TITLE, [table])]
 
 
 def perplexity_table(params: Params, train: dict[str, TrainMetrics]) -> pd.DataFrame:

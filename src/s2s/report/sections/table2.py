@@ -3,21 +3,20 @@ is as strong as the paper's."""
 
 from __future__ import annotations
 
-from s2s.report import claims as claims_
 from s2s.report import tables
 from s2s.report.render import Section, Table
-from s2s.report.sections import Context, prose
-from s2s.report.sections.table1 import bleu_notes
+from s2s.report.sections import Context, bleu, prose
+from s2s.report.sections.paper_claims import here
+
+TITLE = "Table 2: rescoring"
 
 
 def sections(ctx: Context) -> list[Section]:
-    P, params = prose("table2"), ctx.params
-    _, t2 = ctx.bleu_tables
+    P, params, art = prose("table2"), ctx.params, ctx.art
+    t2 = tables.table2(params, art.bleu, art.train, art.vocab)
     lead, shown = tables.split_conditions(tables.display_bleu_table(t2))
-    table = ctx.add("table2", Table(P.table2_title(), shown,
-                                    bleu_notes(ctx) + (P.oracle_note(),), "table2",
-                                    lead), t2)
-    setting = ctx.setting
-    return [Section("Table 2: rescoring", [
-        P.table2_setting(setting, claims_.claims_table([setting])["here"].iloc[0],
-                         tables.baseline_text(params)), table])]
+    notes = bleu.notes(ctx, tables.signatures(params, art.bleu)) + (P.oracle_note(),)
+    table = ctx.add("table2", Table(P.table2_title(), shown, notes, "table2", lead), t2)
+    setting = art.claims.setting
+    return [Section(TITLE, [
+        P.table2_setting(setting, here(setting.status), tables.baseline_text(params)), table])]

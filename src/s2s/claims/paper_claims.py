@@ -1,84 +1,57 @@
-"""The paper's claims (``paper.yaml`` ``claims``), each checked against our numbers, never assumed.
+"""The paper's claims about its tables (``paper.yaml`` ``claims``), each checked against our
+numbers, never assumed: reversal (perplexity, BLEU), the ensemble, a wider beam, rescoring, the
+cost of an ensemble, and Table 2's setting.
 
 A claim compares the outputs of ours that answer the paper's rows it rests on (params
-``report.table1``): its verdict is :data:`HOLDS`, :data:`FAILS`, :data:`NO_DIFFERENCE` (the 95%
-interval of the paired-bootstrap difference contains 0) or :data:`UNKNOWN` (the numbers are not
-there). No I/O, no plotting.
+``report.table1``); its verdict is one of :data:`s2s.claims.verdicts.VERDICTS`. Each claim
+carries our numbers in the paper's form and the differences its verdict rests on, with their
+intervals. No I/O.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Mapping
 
-import pandas as pd
-
-from s2s.artifacts import Bleu, CostTiming, Scored, TrainMetrics
+from s2s.arch import LSTM_CELLS
+from s2s.artifacts import Bleu, Claim, ClaimDifference, CostTiming, Timing, TrainMetrics
+from s2s.claims import seeds
+from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, SIGN, UNKNOWN, DiffFn,
+                                 claim, difference, verdict, verdict_of)
 from s2s.config import Params
 from s2s.evaluate.outputs import BASELINE
-from s2s.report import seeds
-from s2s.report.paper import Ours, answer, paper
-from s2s.report.tables import baseline_ref, bleu_entry, perplexity_models
+from s2s.report.paper import (Ours, answer, baseline_ref, paper, perplexity_models,
+                              tokenized_bleu)
 
 
-@dataclass(frozen=True)
-class Claim:
-    claim: str
-    status: str  # HOLDS | FAILS | NO_DIFFERENCE | UNKNOWN
-    evidence: str
-    key: str = ""  # its id (paper.yaml `claims`), as metrics/claims.json names it
-
-
-HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "cannot tell"
-NO_DIFFERENCE = "no significant difference"  # the 95% interval of the difference contains 0
-# (baseline, system) -> the paired-bootstrap Difference of their tokenised BLEU, or None when
-# either output is not there; the report stage builds it from the hypothesis files.
-DiffFn = Callable[[Ours, Ours], Any]
-
-
-def claims(params: Params, bleu: Bleu, train: dict[str, TrainMetrics], costs: pd.DataFrame,
-           diff: DiffFn | None = None, timed: CostTiming | None = None) -> list[Claim]:
+def claims(params: Params, bleu: Bleu, train: dict[str, TrainMetrics],
+           timing: Mapping[str, Timing], diff: DiffFn | None = None,
+           timed: CostTiming | None = None) -> list[Claim]:
     """Each of the paper's main claims, checked against our numbers. With ``diff``, every BLEU
     difference a claim rests on carries its paired-bootstrap 95% interval (tokenised BLEU), and a
-    difference whose interval contains 0 is no significant difference."""
-    spec = paper().claims
-    checks = {
-        "reversal_perplexity": reversal_perplexity(params, train,
-                                                   spec["reversal_perplexity"].text),
-        "reversal_bleu": _compare_rows(params, bleu, "reversal_bleu", diff),
-        "ensemble": _compare_rows(params, bleu, "ensemble", diff),
-        "wider_beam": wider_beam(params, bleu, spec["wider_beam"].text, diff),
-        "rescoring": rescoring(params, bleu, spec["rescoring"].text, diff),
-        "cost": cost_claim(params, costs, timed),
-    }
-    return [dataclasses.replace(c, key=k) for k, c in checks.items()]
-
-
-def from_record(r) -> Claim:
-    """A claim as the claims stage saved it (:class:`s2s.artifacts.ClaimRecord`)."""
-    return Claim(r.claim, r.status, r.evidence, key=r.key)
-
-
-def claims_table(items: list[Claim]) -> pd.DataFrame:
-    return pd.DataFrame([{"claim": c.claim, "here": c.status + ("" if c.status in (
-                              UNKNOWN, NO_DIFFERENCE) else " at this scale"),
-                          "numbers": c.evidence} for c in items])
+    difference whose interval contains 0 is no significant difference. `timing`: the translate
+    stages' timing.json by system; `timed`: the timing stage's interleaved repetitions."""
+    return [reversal_perplexity(params, train),
+            _compare_rows(params, bleu, "reversal_bleu", diff),
+            _compare_rows(params, bleu, "ensemble", diff),
+            wider_beam(params, bleu, diff),
+            rescoring(params, bleu, diff),
+            cost_claim(params, timing, timed)]
 
 
 # --- the claims ----------------------------------------------------------------------------------
 
 
-def reversal_perplexity(params: Params, train: dict[str, TrainMetrics], text: str) -> Claim:
+def reversal_perplexity(params: Params, train: dict[str, TrainMetrics]) -> Claim:
     """The reversed model's dev perplexity is below the forward model's (§3.3), over seeds: the
-    forward and reversed replicas paired on their seeds (:mod:`s2s.report.seeds`); holds when the
+    forward and reversed replicas paired on their seeds (:mod:`s2s.claims.seeds`); holds when the
     95% interval over seeds of the paired difference is above 0."""
+    key = "reversal_perplexity"
     models = perplexity_models(params)
     fwd, rev = models.get("forward"), models.get("reversed")
     f, r = train.get(fwd or ""), train.get(rev or "")
     if f is None or r is None:
-        return Claim(text, UNKNOWN, f"training metrics of '{fwd}' or '{rev}' missing")
+        return claim(key, UNKNOWN, f"training metrics of '{fwd}' or '{rev}' missing")
     ev = (f"dev ppl: {fwd} {f.dev_ppl:.2f} vs {rev} {r.dev_ppl:.2f}; "
           f"test ppl: {f.test_ppl:.2f} vs {r.test_ppl:.2f}")
     fs, rs = _system_of(params, fwd), _system_of(params, rev)
@@ -90,15 +63,20 @@ def reversal_perplexity(params: Params, train: dict[str, TrainMetrics], text: st
 
         stats = seeds.paired(params, rs, fs, ppl)  # forward - reversed: > 0 where reversal helps
         ev += f"; {seeds.design(params, fs, rs)}"
+    diffs = ()
     if stats is not None:
         ev += f"; dev ppl {stats.describe('forward', 'reversed')}"
-    return Claim(text, _SIGN[seeds.verdict(None, stats)], ev)
+        diffs = (difference("forward - reversed", "dev ppl", stats.mean, stats.interval,
+                            _seed_pairs(stats)),)
+    return claim(key, SIGN[seeds.verdict(None, stats)], ev,
+                 ours=f"test ppl {f.test_ppl:.2f} -> {r.test_ppl:.2f}", differences=diffs)
 
 
-def wider_beam(params: Params, bleu: Bleu, text: str, diff: DiffFn | None = None) -> Claim:
+def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     """Every system of ours made of LSTMs (the paper's claim is about its LSTMs; the Transformer's
     beams are in the cost and BLEU tables) decoded at two beam widths or more: the widest against
     the narrowest."""
+    key = "wider_beam"
     pairs = []
     for system, scfg in params.systems.items():
         if not all(_is_lstm(params, m) for m in scfg.members):
@@ -108,35 +86,43 @@ def wider_beam(params: Params, bleu: Bleu, text: str, diff: DiffFn | None = None
             pairs.append((system, beams[0], _tok(bleu, system, beams[0]),
                           beams[-1], _tok(bleu, system, beams[-1])))
     if not pairs:
-        return Claim(text, UNKNOWN, "no system scored at two beam widths")
+        return claim(key, UNKNOWN, "no system scored at two beam widths")
     better = [p for p in pairs if p[4] > p[2]]
     ds = [diff(Ours("translate", s, b0), Ours("translate", s, b1)) if diff else None
           for s, b0, _, b1, _ in pairs]
     ev = "; ".join(f"{s}: beam {b0} {x0:.2f} -> beam {b1} {x1:.2f}"
                    + (f" ({x1 - x0:+.2f}, 95% CI {d.lo:+.2f} to {d.hi:+.2f})" if d else "")
                    for (s, b0, x0, b1, x1), d in zip(pairs, ds))
-    return Claim(text, _verdict_of(ds, [p[4] - p[2] for p in pairs]),
-                 f"higher for {len(better)} of {len(pairs)} systems ({ev})")
+    return claim(key, verdict_of(ds, [p[4] - p[2] for p in pairs]),
+                 f"higher for {len(better)} of {len(pairs)} systems ({ev})",
+                 ours="; ".join(f"{s} {x0:.2f} at beam {b0} -> {x1:.2f} at beam {b1}"
+                                for s, b0, x0, b1, x1 in pairs),
+                 differences=tuple(_bleu_difference(f"{s} beam {b1} - beam {b0}", x1 - x0, d)
+                                   for (s, b0, x0, b1, x1), d in zip(pairs, ds)))
 
 
-def rescoring(params: Params, bleu: Bleu, text: str, diff: DiffFn | None = None) -> Claim:
+def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     """Every rescorer of ours made of LSTMs (the paper's claim is about LSTMs) against the
     baseline's own 1-best."""
-    base = bleu.rescoring(BASELINE)
-    rescored = [(name, bleu.rescoring(name)) for name, members in params.rescore.rescorers.items()
+    key = "rescoring"
+    b = tokenized_bleu(bleu, Ours("rescore", BASELINE))
+    rescored = [(n, tokenized_bleu(bleu, Ours("rescore", n)))
+                for n, members in params.rescore.rescorers.items()
                 if all(_is_lstm(params, m) for m in members)]
-    rescored = [(n, e.bleu_tok) for n, e in rescored if isinstance(e, Scored)]
-    if not (isinstance(base, Scored) and rescored):
-        return Claim(text, UNKNOWN, "no rescoring output or no baseline 1-best was scored")
-    b = base.bleu_tok
+    rescored = [(n, x) for n, x in rescored if x is not None]
+    if b is None or not rescored:
+        return claim(key, UNKNOWN, "no rescoring output or no baseline 1-best was scored")
     better = [n for n, x in rescored if x > b]
     ds = [diff(Ours("rescore", BASELINE), Ours("rescore", n)) if diff else None
           for n, _ in rescored]
     ev = f"baseline 1-best {b:.2f}; " + "; ".join(
         f"{n} {x:.2f} ({x - b:+.2f}" + (f", 95% CI {d.lo:+.2f} to {d.hi:+.2f}" if d else "")
         + ")" for (n, x), d in zip(rescored, ds))
-    return Claim(text, _verdict_of(ds, [x - b for _, x in rescored]),
-                 f"higher for {len(better)} of {len(rescored)} rescorers ({ev})")
+    return claim(key, verdict_of(ds, [x - b for _, x in rescored]),
+                 f"higher for {len(better)} of {len(rescored)} rescorers ({ev})",
+                 ours=f"baseline {b:.2f} -> " + ", ".join(f"{n} {x:.2f}" for n, x in rescored),
+                 differences=tuple(_bleu_difference(f"{n} - baseline", x - b, d)
+                                   for (n, x), d in zip(rescored, ds)))
 
 
 def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
@@ -145,45 +131,46 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
     than that of its last (the ensemble of 5), each difference with its paired-bootstrap
     interval. Holds when both differences are positive and significant, does not hold when one is
     significantly negative, and is no significant difference otherwise."""
-    spec = paper().claims["baseline_strength"]
-    ours = [answer(params, "table1", r) for r in spec.rows]
+    key = "baseline_strength"
+    spec_rows = _rows(key)
+    ours = [answer(params, "table1", r) for r in spec_rows]
     if any(o is None for o in ours):
-        return Claim(spec.text, UNKNOWN, "no output of ours answers the paper's rows "
-                     + " and ".join(f"'{r}'" for r in spec.rows) + " (params report.table1)")
+        return claim(key, UNKNOWN, "no output of ours answers the paper's rows "
+                     + " and ".join(f"'{r}'" for r in spec_rows) + " (params report.table1)")
     weaker, base, stronger = (baseline_ref(params) if o.kind == "baseline" else o for o in ours)
-    scores = [_score(bleu, o) for o in (weaker, base, stronger)]
+    scores = [tokenized_bleu(bleu, o) for o in (weaker, base, stronger)]
     if any(s is None for s in scores):
         missing = [_name(o) for o, s in zip((weaker, base, stronger), scores) if s is None]
-        return Claim(spec.text, UNKNOWN, f"not scored: {', '.join(missing)}")
+        return claim(key, UNKNOWN, f"not scored: {', '.join(missing)}")
     lo, b, hi = scores
     ds = [diff(weaker, base), diff(base, stronger)] if diff else [None, None]
     ev = (f"{_name(base)} {b:.2f}: {b - lo:+.2f} against {_name(weaker)} ({lo:.2f}"
           + (f"; 95% CI {ds[0].lo:+.2f} to {ds[0].hi:+.2f}" if ds[0] else "")
           + f"), {b - hi:+.2f} against {_name(stronger)} ({hi:.2f}"
           + (f"; 95% CI {-ds[1].hi:+.2f} to {-ds[1].lo:+.2f}" if ds[1] else "") + ")")
+    found = dict(ours=f"{lo:.2f} < {b:.2f} < {hi:.2f}",
+                 differences=(_bleu_difference(f"{_name(base)} - {_name(weaker)}", b - lo, ds[0]),
+                              _bleu_difference(f"{_name(stronger)} - {_name(base)}", hi - b,
+                                               ds[1])))
     if any(d is None for d in ds):  # no intervals (no diff, or a hypothesis file missing)
-        return Claim(spec.text, _verdict(lo < b < hi), ev)
+        return claim(key, verdict(lo < b < hi), ev, **found)
     # both gaps must be above 0: base - weaker, stronger - base
     if any(d.significant and d.delta < 0 for d in ds):
-        return Claim(spec.text, FAILS, ev)
-    return Claim(spec.text, HOLDS if all(d.significant for d in ds) else NO_DIFFERENCE, ev)
+        return claim(key, FAILS, ev, **found)
+    return claim(key, HOLDS if all(d.significant for d in ds) else NO_DIFFERENCE, ev, **found)
 
 
-def _score(bleu: Bleu, ours: Ours) -> float | None:
-    e = bleu_entry(bleu, ours.kind, ours.system, ours.beam)
-    return e.bleu_tok if isinstance(e, Scored) else None
-
-
-def cost_claim(params: Params, costs: pd.DataFrame, timed: CostTiming | None = None) -> Claim:
+def cost_claim(params: Params, timing: Mapping[str, Timing],
+               timed: CostTiming | None = None) -> Claim:
     """Table 1's caption: the ensemble at a narrow beam costs less per sentence than a single
     model at the widest (paper.yaml ``claims.cost.rows``: the ensemble's row, then the single
     models' rows; the first single model that was timed counts). With the timing stage's
     `timed` (its systems decoded in turns, in one process on one thread), holds when the 95%
     t-interval over the repetitions of the paired difference (single - ensemble, ms/sentence) is
     above 0, does not hold when it is below; without it (one timing per system, from the
-    translate stages), no verdict beyond the two numbers can be given."""
-    spec = paper().claims["cost"]
-    ensemble, *singles = (answer(params, "table1", r) for r in spec.rows)
+    translate stages' `timing`), no verdict beyond the two numbers can be given."""
+    key = "cost"
+    ensemble, *singles = (answer(params, "table1", r) for r in _rows(key))
     if timed is not None:
         runs = {(t.system, t.beam): t.ms_per_sentence for t in timed.systems}
         e = runs.get((ensemble.system, ensemble.beam)) if ensemble else None
@@ -202,14 +189,18 @@ def cost_claim(params: Params, costs: pd.DataFrame, timed: CostTiming | None = N
                   f"repetitions in turns on {where}, {timed.sentences} sentences); difference "
                   f"{stats.mean:+.2f} ms" + (f" (95% interval {iv[0]:+.2f} to {iv[1]:+.2f})"
                                              if iv else ""))
-            return Claim(spec.text, _SIGN[way], ev)
+            return claim(key, SIGN[way], ev,
+                         ours=f"{_name(ensemble)} {statistics.fmean(e):.2f} vs {_name(single)} "
+                              f"{statistics.fmean(s):.2f} ms/sentence",
+                         differences=(difference(f"{_name(single)} - {_name(ensemble)}",
+                                                 "ms/sentence", stats.mean, iv,
+                                                 f"{len(e)} repetitions"),))
 
     def per_sentence(ours: Ours | None) -> float | None:
-        if ours is None or ours.kind != "translate":
+        if ours is None or ours.kind != "translate" or ours.system not in timing:
             return None
-        sel = costs[(costs["system"] == ours.system) & (costs["beam"] == ours.beam)]
-        v = sel["ms_per_sentence"].iloc[0] if len(sel) else None
-        return None if v is None or v != v else float(v)
+        b = timing[ours.system].beams.get(ours.beam)
+        return None if b is None else b.ms_per_sentence
 
     e = per_sentence(ensemble)
     single, timed_one = next(((per_sentence(o), o) for o in singles
@@ -217,11 +208,14 @@ def cost_claim(params: Params, costs: pd.DataFrame, timed: CostTiming | None = N
     if e is None or single is None:
         missing = [w for w, v in ((_name(ensemble), e),
                                   (_single_name(singles), single)) if v is None]
-        return Claim(spec.text, UNKNOWN, f"no timing for {' and '.join(missing)}")
-    return Claim(spec.text, NO_DIFFERENCE,
+        return claim(key, UNKNOWN, f"no timing for {' and '.join(missing)}")
+    return claim(key, NO_DIFFERENCE,
                  f"{_name(ensemble)}: {e:.1f} ms/sentence vs {_name(timed_one)}: "
                  f"{single:.1f} ms/sentence, one timing each (the translate stages'): no "
-                 f"interval, so no verdict (the timing stage gives one)")
+                 f"interval, so no verdict (the timing stage gives one)",
+                 ours=f"{_name(ensemble)} {e:.1f} vs {_name(timed_one)} {single:.1f} ms/sentence",
+                 differences=(difference(f"{_name(timed_one)} - {_name(ensemble)}",
+                                         "ms/sentence", single - e),))
 
 
 def _sd(values) -> float:
@@ -231,41 +225,57 @@ def _sd(values) -> float:
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _compare_rows(params: Params, bleu: Bleu, claim: str, diff: DiffFn | None) -> Claim:
-    """Claim `claim` of paper.yaml: the system answering its second row beats the first's, at the
+def _rows(key: str) -> tuple[str, ...]:
+    """The Table 1 rows claim `key` of paper.yaml compares."""
+    return paper().claims[key].rows
+
+
+def _compare_rows(params: Params, bleu: Bleu, key: str, diff: DiffFn | None) -> Claim:
+    """Claim `key` of paper.yaml: the system answering its second row beats the first's, at the
     widest beam at which both were scored (12 in the paper)."""
-    spec = paper().claims[claim]
-    worse, better = (answer(params, "table1", r) for r in spec.rows)
+    rows = _rows(key)
+    worse, better = (answer(params, "table1", r) for r in rows)
     if not all(o is not None and o.kind == "translate" for o in (worse, better)):
-        return Claim(spec.text, UNKNOWN, "no system of ours answers the paper's rows "
-                     + " and ".join(f"'{r}'" for r in spec.rows) + " (params report.table1)")
-    return _compare_systems(params, bleu, spec.text, worse.system, better.system, diff)
+        return claim(key, UNKNOWN, "no system of ours answers the paper's rows "
+                     + " and ".join(f"'{r}'" for r in rows) + " (params report.table1)")
+    return _compare_systems(params, bleu, key, worse.system, better.system, diff)
 
 
-def _compare_systems(params: Params, bleu: Bleu, claim: str, worse: str, better: str,
+def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: str,
                      diff: DiffFn | None = None) -> Claim:
     """`better` beats `worse` at their widest common beam: on the test sentences (the paired
     bootstrap of these two systems) and over seeds (their replicas, paired on seeds); holds when
     both 95% intervals are above 0, does not hold when both are below."""
     beam = _common_beam(params, bleu, worse, better)
     if beam is None:
-        return Claim(claim, UNKNOWN, f"no beam at which both '{worse}' and '{better}' were scored")
+        return claim(key, UNKNOWN, f"no beam at which both '{worse}' and '{better}' were scored")
     lo, hi = _tok(bleu, worse, beam), _tok(bleu, better, beam)
     d = diff(Ours("translate", worse, beam), Ours("translate", better, beam)) if diff else None
     stats = seeds.paired(params, worse, better, lambda s: _tok(bleu, s, beam))
     ev = (f"tokenized BLEU at beam {beam}: {better} {hi:.2f} vs {worse} {lo:.2f} "
           f"({hi - lo:+.2f}" + (f"; {_interval(d)}" if d is not None else "") + ")")
+    diffs = [_bleu_difference(f"{better} - {worse}", hi - lo, d)]
     if stats is not None:
         ev += f"; {stats.describe(better, worse)}"
+        diffs.append(difference(f"{better} - {worse}", "BLEU", stats.mean,
+                                stats.interval, _seed_pairs(stats)))
     if seeds.replicas(params, worse) and seeds.replicas(params, better):
         ev += f"; {seeds.design(params, worse, better)}"
+    found = dict(ours=f"{worse} {lo:.2f} -> {better} {hi:.2f} at beam {beam}",
+                 differences=tuple(diffs))
     if d is None:
-        return Claim(claim, _verdict_of([d], [hi - lo]), ev)
+        return claim(key, verdict_of([d], [hi - lo]), ev, **found)
     sign = (1 if d.delta > 0 else -1) if d.significant else 0
-    return Claim(claim, _SIGN[seeds.verdict(sign, stats)], ev)
+    return claim(key, SIGN[seeds.verdict(sign, stats)], ev, **found)
 
 
-_SIGN = {1: HOLDS, -1: FAILS, 0: NO_DIFFERENCE}
+def _bleu_difference(label: str, value: float, d) -> ClaimDifference:
+    """A tokenized-BLEU difference, with the paired bootstrap's interval where there is one."""
+    return difference(label, "BLEU", value, None if d is None else (d.lo, d.hi), BOOTSTRAP)
+
+
+def _seed_pairs(stats: seeds.SeedStats) -> str:
+    return f"{stats.pairs} seed pair{'s' if stats.pairs != 1 else ''}"
 
 
 def _system_of(params: Params, model: str | None) -> str | None:
@@ -274,8 +284,7 @@ def _system_of(params: Params, model: str | None) -> str | None:
 
 
 def _tok(bleu: Bleu, system: str, beam: int) -> float | None:
-    e = bleu_entry(bleu, "translate", system, beam)
-    return e.bleu_tok if isinstance(e, Scored) else None
+    return tokenized_bleu(bleu, Ours("translate", system, beam))
 
 
 def _common_beam(params: Params, bleu: Bleu, a: str, b: str) -> int | None:
@@ -304,24 +313,6 @@ def _interval(d) -> str:
             if d is not None else "")
 
 
-def _verdict(ok: bool) -> str:
-    return HOLDS if ok else FAILS
-
-
-def _verdict_of(differences: list, deltas: list[float]) -> str:
-    """Every difference positive and significant: holds; any significantly negative (or, without
-    intervals, not positive): does not hold; else no significant difference."""
-    if differences and all(d is not None for d in differences):
-        if all(d.significant and d.delta > 0 for d in differences):
-            return HOLDS
-        if any(d.significant and d.delta < 0 for d in differences):
-            return FAILS
-        if not any(d.significant for d in differences):
-            return NO_DIFFERENCE
-        return FAILS  # some significant gains, some not: the claim is not general here
-    return _verdict(all(x > 0 for x in deltas))
-
-
 def _is_lstm(params: Params, model: str) -> bool:
     cfg = params.model_config(model)
-    return cfg.arch == "seq2seq" and cfg.cell in ("lstm", "peephole")
+    return cfg.arch == "seq2seq" and cfg.cell in LSTM_CELLS

@@ -1,0 +1,167 @@
+"""Seeds: which models are replicas of one configuration, how two sides of a comparison pair up,
+and the spread over seeds of what a claim compares. No I/O.
+
+Two models are seed replicas when their configs (and training recipes) differ only in
+``init_seed`` and ``order_seed``. A comparison of two single-model systems (forward against
+reversed, the forget bias's against the paper's init) takes every replica of each side (the
+one-model systems of params `systems` whose member is one) and pairs them on their seeds: a pair
+shares ``init_seed`` and ``order_seed``, i.e. the same initial weights (where the shapes agree)
+and the same minibatch order, so that its difference is the compared setting's alone. The claims
+table then gives each side's mean and standard deviation over seeds and a 95% t-interval of the
+paired difference; a side that is an ensemble of the other's replicas is one value, paired with
+each replica.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from s2s.arch import config_record
+from s2s.config import Params
+
+SEEDS = ("init_seed", "order_seed")
+# Student's t at 97.5% (two-sided 95%) for 1..30 degrees of freedom; beyond, the normal's 1.96.
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+        2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t975(df: int) -> float:
+    return T975[df - 1] if df <= len(T975) else 1.96
+
+
+def _own(params: Params, model: str) -> dict:
+    """What sets `model` apart: its config record and its own recipe overrides
+    (`models.<m>.train`; the shared `train` and its architecture's recipe are the same for any
+    two models of one architecture)."""
+    return {**config_record(params.model_config(model)),
+            **{f"train.{k}": v for k, v in (params.models[model].get("train") or {}).items()}}
+
+
+def replica_key(params: Params, model: str) -> str:
+    """Equal for two models that differ in their seeds alone."""
+    return json.dumps({k: v for k, v in _own(params, model).items() if k not in SEEDS},
+                      sort_keys=True, default=str)
+
+
+def seeds_of(params: Params, model: str) -> tuple[int, int]:
+    cfg = params.model_config(model)
+    return cfg.init_seed, cfg.order_seed
+
+
+def replicas(params: Params, system: str) -> list[str]:
+    """The one-model systems whose member is a seed replica of `system`'s one member, `system`
+    first; [] if `system` is not a one-model system."""
+    if system not in params.systems or len(params.systems[system].members) != 1:
+        return []
+    key = replica_key(params, params.systems[system].members[0])
+    same = [s for s, cfg in params.systems.items()
+            if len(cfg.members) == 1 and replica_key(params, cfg.members[0]) == key]
+    return [system] + [s for s in same if s != system]
+
+
+def differences(params: Params, a: str, b: str) -> list[str]:
+    """The config and recipe keys in which models `a` and `b` differ, seeds included."""
+    ra, rb = _own(params, a), _own(params, b)
+    return sorted(k for k in ra.keys() | rb.keys() if ra.get(k) != rb.get(k))
+
+
+def design(params: Params, a: str, b: str) -> str:
+    """What differs between the members of one-model systems `a` and `b`, in words derived from
+    their configs: "differ in reverse_source only; seeds shared (paired)" or which seeds differ."""
+    ma, mb = params.systems[a].members[0], params.systems[b].members[0]
+    diff = differences(params, ma, mb)
+    setting = [k for k in diff if k not in SEEDS]
+    seeds = [k for k in diff if k in SEEDS]
+    what = (f"{ma} and {mb} differ in {', '.join(setting)}" if setting
+            else f"{ma} and {mb} differ in no setting")
+    return what + ("; their seeds differ too (" + ", ".join(seeds) + "): unpaired" if seeds
+                   else "; same seeds (paired)")
+
+
+@dataclass(frozen=True)
+class SeedStats:
+    """Over seeds: each side's values, and the paired differences (better - worse)."""
+
+    worse: tuple[float, ...]
+    better: tuple[float, ...]
+    diffs: tuple[float, ...]
+
+    @property
+    def pairs(self) -> int:
+        return len(self.diffs)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.diffs)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95% t-interval of the mean paired difference; None with fewer than 2 pairs."""
+        if self.pairs < 2:
+            return None
+        half = t975(self.pairs - 1) * statistics.stdev(self.diffs) / math.sqrt(self.pairs)
+        return self.mean - half, self.mean + half
+
+    def excludes_zero(self) -> int:
+        """+1: the interval is above 0; -1: below; 0: it holds 0 (or there is none)."""
+        iv = self.interval
+        if iv is None:
+            return 0
+        return 1 if iv[0] > 0 else -1 if iv[1] < 0 else 0
+
+    def describe(self, better: str, worse: str) -> str:
+        """In words, each side named (`better`: the side whose value the differences add)."""
+        def side(values):
+            if len(values) == 1:
+                return f"{values[0]:.2f} (1 seed)"
+            return f"{statistics.fmean(values):.2f} +- {statistics.stdev(values):.2f} " \
+                   f"({len(values)} seeds)"
+
+        iv = self.interval
+        inter = (f"95% interval over {self.pairs} seed pairs {iv[0]:+.2f} to {iv[1]:+.2f}"
+                 if iv is not None else f"{self.pairs} seed pair: no interval over seeds")
+        return (f"over seeds: {better} {side(self.better)} vs {worse} {side(self.worse)}; "
+                f"paired difference {self.mean:+.2f} ({inter})")
+
+
+def paired(params: Params, worse: str, better: str,
+           value: Callable[[str], float | None]) -> SeedStats | None:
+    """`value` (a number of a one-model system) over the seed replicas of `worse` and `better`,
+    paired on their seeds. A side with no replicas (an ensemble) is its one value, paired with
+    each replica of the other side. None when neither side has replicas or a value is missing."""
+    rw, rb = replicas(params, worse), replicas(params, better)
+    if not rw and not rb:
+        return None
+    if rw and rb:
+        by_seed = {seeds_of(params, params.systems[s].members[0]): s for s in rb}
+        pairs = [(w, by_seed[k]) for w in rw
+                 if (k := seeds_of(params, params.systems[w].members[0])) in by_seed]
+    elif rw:
+        pairs = [(w, better) for w in rw]
+    else:
+        pairs = [(worse, b) for b in rb]
+    values = {s: value(s) for s in {*(rw or [worse]), *(rb or [better])}}
+    if any(v is None for v in values.values()) or not pairs:
+        return None
+    return SeedStats(worse=tuple(values[s] for s in (rw or [worse])),
+                     better=tuple(values[s] for s in (rb or [better])),
+                     diffs=tuple(values[b] - values[w] for w, b in pairs))
+
+
+def verdict(boot_sign: int | None, seeds: SeedStats | None) -> int:
+    """+1 holds, -1 does not hold, 0 no significant difference: both the test-sentence bootstrap
+    (`boot_sign`: +1/-1 significant, 0 not; None: there is none) and the interval over seeds must
+    exclude 0 the same way."""
+    s = seeds.excludes_zero() if seeds is not None else 0
+    if boot_sign is None:
+        return s
+    return boot_sign if boot_sign == s else 0
+
+
+def one_model_systems(params: Params, systems: Sequence[str]) -> list[str]:
+    return [s for s in systems if s in params.systems and len(params.systems[s].members) == 1]

@@ -1,0 +1,62 @@
+"""The verdict of a claim, and how the differences it rests on make one. No I/O.
+
+A verdict is one of :data:`VERDICTS`: :data:`HOLDS`, :data:`FAILS`, :data:`NO_DIFFERENCE` (the
+95% interval of a difference contains 0) or :data:`UNKNOWN` (the numbers are not there). The
+report renders them as the claims stage wrote them (:class:`s2s.artifacts.Claim`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from s2s.artifacts import Claim, ClaimDifference
+from s2s.report.paper import Ours, paper
+
+HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "cannot tell"
+NO_DIFFERENCE = "no significant difference"  # the 95% interval of the difference contains 0
+VERDICTS = (HOLDS, FAILS, NO_DIFFERENCE, UNKNOWN)  # in the order the summary lists them
+
+SIGN = {1: HOLDS, -1: FAILS, 0: NO_DIFFERENCE}  # from s2s.claims.seeds.verdict
+
+BOOTSTRAP = "test sentences"  # what a paired bootstrap resamples: the interval of a BLEU difference
+
+# (baseline, system) -> the paired-bootstrap Difference (s2s.evaluate.significance) of their
+# tokenised BLEU, or None when either output is not there; the claims stage builds it from the
+# hypothesis files (s2s.claims.inputs.BootstrapDiffs).
+DiffFn = Callable[[Ours, Ours], Any]
+
+
+def claim(key: str, status: str, evidence: str, *, ours: str = "",
+          differences: tuple[ClaimDifference, ...] = ()) -> Claim:
+    """Claim `key` of paper.yaml (its statement and the paper's numbers) with its verdict."""
+    spec = paper().claims[key]
+    return Claim(key=key, statement=spec.statement, paper=spec.paper, status=status, ours=ours,
+                 differences=differences, evidence=evidence)
+
+
+def difference(label: str, unit: str, value: float, interval: tuple[float, float] | None = None,
+               over: str = "") -> ClaimDifference:
+    """A difference, with its 95% interval over `over` where there is one."""
+    lo, hi = interval if interval is not None else (None, None)
+    return ClaimDifference(label=label, unit=unit, value=float(value),
+                           lo=None if lo is None else float(lo),
+                           hi=None if hi is None else float(hi),
+                           over=over if interval is not None else "")
+
+
+def verdict(ok: bool) -> str:
+    return HOLDS if ok else FAILS
+
+
+def verdict_of(differences: list, deltas: list[float]) -> str:
+    """Every difference positive and significant: holds; any significantly negative (or, without
+    intervals, not positive): does not hold; else no significant difference."""
+    if differences and all(d is not None for d in differences):
+        if all(d.significant and d.delta > 0 for d in differences):
+            return HOLDS
+        if any(d.significant and d.delta < 0 for d in differences):
+            return FAILS
+        if not any(d.significant for d in differences):
+            return NO_DIFFERENCE
+        return FAILS  # some significant gains, some not: the claim is not general here
+    return verdict(all(x > 0 for x in deltas))

@@ -1,0 +1,70 @@
+"""Gradient reach over training: the same measurement at the snapshots the train stages kept, the
+first source words' share per epoch (gradient_reach_training_first.csv) and reversed minus
+forward with its paired-bootstrap interval (gradient_reach_training_diff.csv), the numbers the
+reversal claim's verdict rests on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from s2s.analysis.outputs import FIRST, Analyses
+from s2s.claims.analyses import EARLY, REACH_STORY, interval
+from s2s.report import figures
+from s2s.report.render import Image, Section, Table
+from s2s.report.sections import Context, fixed, model_label, prose
+
+TITLE = "Gradient reach over training"
+FIGURES = {"reach_training": "analysis_gradient_reach_training.png",
+           "reach_positions": "analysis_gradient_reach_positions.png"}
+
+
+def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
+    P, training, diff, first = (prose("reach_training"), a.training, a.training_diff,
+                                a.training_first)
+    if training.empty:
+        return Section(TITLE, [P.training_none()])
+    labels = {m: model_label(m, bool(df["reverse_source"].iloc[0]))
+              for m, df in training.groupby("model", sort=False)}
+    share = diff[diff["statistic"] == "first_share"] if len(diff) else diff
+    fig = figures.reach_over_training(first, share, figures_dir / FIGURES["reach_training"],
+                                      labels=labels, upto=FIRST)
+    fig_p = figures.reach_positions_over_training(
+        training, figures_dir / FIGURES["reach_positions"], labels=labels)
+    boot = a.meta.gradient_reach_training.bootstrap
+    blocks: list = [P.training_text(REACH_STORY.format(early=EARLY), FIRST, boot.samples)]
+    if len(share):
+        init = share[share["epoch"] == 0]
+        early = share[(share["epoch"] > 0) & (share["epoch"] <= EARLY)]
+        late = share[share["epoch"] > EARLY]
+        for part, rows in (("init", init), ("early", early), ("late", late)):
+            if len(rows):
+                blocks.append(P.training_part(part, [
+                    P.training_epoch(f"{r['epoch']:g}", f"{r['reversed_mean']:.3f}",
+                                     f"{r['forward_mean']:.3f}", interval(r))
+                    for _, r in rows.iterrows()]))
+    rows = []
+    for epoch, df in first.groupby("epoch", sort=True):
+        row = {"epoch": f"{epoch:g}" + (" (initialisation)" if epoch == 0 else "")}
+        for _, r in df.iterrows():
+            row[f"norm {r['model']}"] = f"{r['norm']:.3g}"
+        for _, r in df.iterrows():
+            row[f"share {r['model']}"] = fixed(r["share"], 3)
+        if len(share):
+            d = share[share["epoch"] == epoch]
+            row["share: reversed - forward [95%]"] = interval(d.iloc[0]) if len(d) else "-"
+        rows.append(row)
+    blocks.append(Table(f"Gradient reach at source positions 1-{FIRST} over training",
+                        pd.DataFrame(rows)))
+    blocks.append(Image("Gradient reach over training", fig,
+                        f"{rel_dir}/{FIGURES['reach_training']}", P.training_caption(FIRST)))
+    blocks.append(Image("Gradient reach by position over training", fig_p,
+                        f"{rel_dir}/{FIGURES['reach_positions']}", P.positions_caption()))
+    return Section(TITLE, blocks)
+
+
+def sections(ctx: Context) -> list[Section]:
+    """The section, none where the profile has no analyze stage."""
+    a = ctx.art.analysis
+    return [] if a is None else [section(a, ctx.fig_dir, "figures")]
