@@ -31,7 +31,7 @@ from typing import Any
 SUMMARY = "metrics/summary.json"
 CLAIMS = "metrics/claims.json"
 PARAMS = "params.yaml"
-# Verdicts in a few characters (s2s.report.claims): a column stays narrow.
+# Verdicts in a few characters (s2s.claims): a column stays narrow.
 SHORT = {"holds": "holds", "does not hold": "fails", "no significant difference": "n.s.",
          "cannot tell": "?"}
 DAMAGED = "!"  # a cell whose file could not be read, as dvc exp show marks it

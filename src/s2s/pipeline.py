@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from s2s import dag, stages
+from s2s.artifacts import CURVES_DIR
 from s2s.config import Params
 
 PACKAGE_DIR = Path(__file__).resolve().parent  # src/s2s
@@ -68,7 +69,7 @@ def producer(params: Params, path: str | Path) -> str | None:
 
 def plots(params: Params) -> list[dict]:
     """dvc.yaml's `plots`: Figure 3's curves and every model's learning curves."""
-    curves = {f"metrics/curves/{m}.csv": None for m in params.models}
+    curves = {f"metrics/{CURVES_DIR}/{m}.csv": None for m in params.models}
     out: list[dict] = [
         {"figure3_length": {"template": "linear",
                             "title": "Figure 3: tokenised BLEU by source length", "x": "mean",

@@ -36,6 +36,7 @@ from s2s.model import build_model, config_record
 from s2s.model.base import Model
 from s2s.progress import progress
 from s2s.schema import Rules, decode
+from s2s.text_settings import text_record
 from s2s.snapshots import SNAPSHOT_INDEX, snapshot_file, snapshots_due
 
 log = logging.getLogger("s2s.train")
@@ -308,6 +309,7 @@ class Run:
     prepared_dir: Path
     ckpt_dir: Path
     model_dir: Path
+    text: dict  # the text settings the data was prepared with (s2s.text_settings), in every file
     snaps: Snapshots | None = None
 
     @property
@@ -421,7 +423,8 @@ class Run:
             return
         opt_state = self.opt.state_dict()
         checkpoint.save(self.last, self.model, src_vocab=self.src_vocab,
-                        tgt_vocab=self.tgt_vocab, name=self.name, **state.payload(),
+                        tgt_vocab=self.tgt_vocab, name=self.name, text=self.text,
+                        **state.payload(),
                         **({"optimizer": opt_state} if opt_state["state"] else {}))
 
     def evaluate(self, state: TrainState, lr: float) -> None:
@@ -466,7 +469,7 @@ class Run:
                                   device=self.device)
         dev_ppl = state.history[-1]["dev_ppl"]
         save = functools.partial(checkpoint.save, src_vocab=self.src_vocab,
-                                 tgt_vocab=self.tgt_vocab, name=self.name)
+                                 tgt_vocab=self.tgt_vocab, name=self.name, text=self.text)
         if self.world.is_main:
             save(self.model_dir / "model.pt", self.model, step=state.step, dev_ppl=dev_ppl,
                  test_ppl=test_ppl)
@@ -539,7 +542,8 @@ def setup(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mod
               src_vocab=src_vocab, tgt_vocab=tgt_vocab, train_pairs=train_pairs,
               dev_pairs=dev_pairs, model=model, opt=opt, steps_per_epoch=0, total_steps=0,
               eval_steps=0, fingerprint=fp, prepared_dir=Path(prepared_dir),
-              ckpt_dir=Path(ckpt_dir), model_dir=Path(model_dir), snaps=None)
+              ckpt_dir=Path(ckpt_dir), model_dir=Path(model_dir),
+              text=text_record(params.prepare), snaps=None)
     run.steps_per_epoch = len(run.batches_of(0))
     run.total_steps = max(1, round(cfg.epochs * run.steps_per_epoch))
     run.eval_steps = max(1, round(cfg.eval_every * run.steps_per_epoch))
@@ -548,7 +552,7 @@ def setup(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mod
             snapshot_epochs, steps_per_epoch=run.steps_per_epoch, total_steps=run.total_steps,
             ckpt_dir=ckpt_dir, out_dir=snapshot_dir, fingerprint=fp, writer=world.is_main,
             save=functools.partial(checkpoint.save, model=model, src_vocab=src_vocab,
-                                   tgt_vocab=tgt_vocab, name=name))
+                                   tgt_vocab=tgt_vocab, name=name, text=run.text))
     return run
 
 

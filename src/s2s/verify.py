@@ -98,8 +98,8 @@ def _read_claims(path: Path) -> dict[str, str] | None:
 
 
 def seed_groups(params: Params) -> list[tuple[str, ...]]:
-    """The models that differ only in their seeds (s2s.report.seeds), in groups of two or more."""
-    from s2s.report.seeds import replica_key
+    """The models that differ only in their seeds (s2s.claims.seeds), in groups of two or more."""
+    from s2s.claims.seeds import replica_key
 
     groups: dict[str, list[str]] = {}
     for name in params.models:

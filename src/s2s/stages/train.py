@@ -45,6 +45,7 @@ import json
 from pathlib import Path
 
 from s2s import arch
+from s2s.artifacts import CURVES_DIR
 from s2s.config import AnalysisConfig, Params, UndeclaredParams
 from s2s.dag import Arg, Stage, command
 
@@ -55,7 +56,7 @@ ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
         Arg("--ckpt-dir", "checkpoints/{item}"),
         Arg("--metrics", "metrics/train/{item}.json", writes=True,
             help="the model's training metrics (JSON)"),
-        Arg("--curves", "metrics/curves/{item}.csv", writes=True),
+        Arg("--curves", f"metrics/{CURVES_DIR}/{{item}}.csv", writes=True),
         Arg("--snapshots", "snapshots/{item}", writes=True, optional=True,
             help="the weights at the epochs of analysis.snapshots (the models of "
                  "analysis.models only)"))
@@ -68,7 +69,7 @@ def stages(params: Params) -> list[Stage]:
         f"train-{name}", "train", ARGS, item=name,
         include=("--snapshots",) if name in analysed else (), parts={"--ckpt-dir": ()},
         deps=("metrics/params.json",),
-        params=("model", f"models.{name}", "train",
+        params=("model", f"models.{name}", "train", "prepare.lowercase",
                 *((*snapshot_keys, "analysis.models") if name in analysed else ())),
         code=arch.modules(params, [name]),
         doc="" if i else "One stage per model of params `models`. checkpoints/<model>/last.pt "
