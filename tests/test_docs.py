@@ -1,0 +1,73 @@
+"""The README is a front door of one screen whose set-up commands are the ones CI runs."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+MAX_README_LINES = 200
+
+
+def setup_commands(text: str) -> list[str]:
+    """The lines that make a virtual environment and run something: the set-up commands."""
+    return [line.strip() for line in text.splitlines()
+            if line.strip().startswith("python3 -m venv .venv && ")]
+
+
+def test_readme_is_one_screen_of_front_door():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_README_LINES, \
+        f"README.md has {len(lines)} lines; the rest belongs in docs/ (at most {MAX_README_LINES})"
+
+
+def test_readme_has_the_two_set_up_commands_and_ci_runs_the_test_one():
+    run, test = setup_commands(README.read_text(encoding="utf-8"))
+    assert run.endswith(" dvc repro") and "pip install -e ." in run
+    assert test.endswith(" pytest") and "'.[test]'" in test
+    ci = setup_commands((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
+    assert ci == [test], f".ci/run runs {ci}, the README says {test!r}"
+
+
+# -- links between the Markdown files: every relative target and #section exists ----------------
+
+DOCS = [README, ROOT / "reports" / "README.md", ROOT / "reports" / "default" / "README.md",
+        *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but '-' and '_' dropped, spaces -> '-'."""
+    text = heading.strip().lower().replace("`", "")
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return {slug(m.group(1)) for m in re.finditer(r"^#+ (.+)$", text, re.M)}
+
+
+def links(path: Path) -> list[str]:
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return [t for t in LINK.findall(text) if not re.match(r"[a-z]+:", t)]
+
+
+def test_slug_is_githubs():
+    assert slug("Scoring: `s2s score`") == "scoring-s2s-score"
+    assert slug("The default profile, and why it is Multi30k") \
+        == "the-default-profile-and-why-it-is-multi30k"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_reaches_a_file_and_section(doc):
+    broken = []
+    for target in links(doc):
+        file, _, section = target.partition("#")
+        dest = (doc.parent / file).resolve() if file else doc
+        if not dest.exists():
+            broken.append(f"{target}: no {dest.relative_to(ROOT)}")
+        elif section and dest.suffix == ".md" and section not in anchors(dest):
+            broken.append(f"{target}: no section #{section} in {dest.relative_to(ROOT)}")
+    assert not broken, f"{doc.relative_to(ROOT)}: " + "; ".join(broken)
