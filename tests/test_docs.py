@@ -71,3 +71,14 @@ def test_every_relative_link_reaches_a_file_and_section(doc):
         elif section and dest.suffix == ".md" and section not in anchors(dest):
             broken.append(f"{target}: no section #{section} in {dest.relative_to(ROOT)}")
     assert not broken, f"{doc.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+def test_the_readmes_headline_table_is_generated_from_the_published_metrics():
+    from s2s.report import headline
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    want = headline.replace_block(readme, headline.render(ROOT), source="README.md")
+    assert readme == want, "README.md's headline is stale: run `python -m s2s.report.headline`"
+    assert "| Table 1: Ensemble of 5 reversed LSTMs, beam size 12 |" in readme
+    with pytest.raises(ValueError, match="expected one"):
+        headline.replace_block("no markers", "x", source="README.md")
