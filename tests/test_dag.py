@@ -51,8 +51,8 @@ def test_the_pipeline_map_has_one_row_per_kind_of_stage_with_placeholders():
     assert train["runs"].startswith("15: forward, forward_2")
     assert train["writes"] == ("models/<model>, metrics/train/<model>.json, "
                                "metrics/curves/<model>.csv, snapshots/<model> (some)")
-    assert train["params"] == ("model, models.<model>, train, analysis.snapshots (some), "
-                               "analysis.models (some)")
+    assert train["params"] == ("model, models.<model>, train, prepare.lowercase, "
+                               "analysis.snapshots (some), analysis.models (some)")
     assert "src/" not in " ".join(r["reads"] for r in rows.values())  # no code dependencies
     assert rows["rescore-oracle"]["runs"] == "1"  # not one of the rescorers
     assert rows["translate-<system>"]["reads"] == "data/prepared, data/vocab, models/<model>"
