@@ -1,7 +1,8 @@
 """Profiles as a base plus differences (s2s.config.resolved): each profile resolves to the values
 it had as a complete file (tests/fixtures/profiles/, written from the four complete files before
-they became differences; since then one change: wmt14's and paper's forward and reversed_fb1
-take reversed_1's seeds, as in the default profile), `s2s profile NAME` writes that complete file to params.yaml, and a bad
+they became differences; since then two changes: wmt14's and paper's forward and reversed_fb1
+take reversed_1's seeds, as in the default profile, and their GPUs: paper trains one model per
+GPU, and both time the cost claim on one), `s2s profile NAME` writes that complete file to params.yaml, and a bad
 `extends` or `remove` is one line naming the file and the key. The params file DVC reads must be
 complete."""
 

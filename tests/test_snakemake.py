@@ -145,7 +145,8 @@ def test_a_new_model_in_params_is_a_new_job(plan_repo):
 
 
 def test_resources_come_from_the_params(plan_repo):
-    """paper: 4 GPUs per training job, 1 per decoder; with the SLURM profile's partition."""
+    """paper: 1 GPU per training job (one model per GPU) and per decoder, the timing stage on a
+    GPU too; with the SLURM profile's partition."""
     (plan_repo / "params.yaml").write_text(profile_text("paper"), encoding="utf-8")
     args = ["-n", "--config", "params=profiles/paper.yaml"]
     if importlib.util.find_spec("snakemake_executor_plugin_slurm"):
@@ -153,9 +154,10 @@ def test_resources_come_from_the_params(plan_repo):
     out = snakemake(plan_repo, *args).stdout
     resources = {m[1]: dict(kv.split("=", 1) for kv in m[2].split(", "))
                  for m in re.finditer(r"^rule (\w+):\n(?:.*\n)*?\s+resources: (.*)$", out, re.M)}
-    assert resources["train_reversed_3"]["gpu"] == "4"
+    assert resources["train_reversed_3"]["gpu"] == "1"
     assert resources["train_reversed_3"]["runtime"] == "2880"
-    assert resources["train_reversed_3"]["mem_mb"] == "128000"
+    assert resources["train_reversed_3"]["mem_mb"] == "64000"
+    assert resources["timing"]["gpu"] == "1"
     assert resources["translate_ensemble5"]["gpu"] == "1"
     assert resources["prepare"]["gpu"] == "0"
     if "--profile" in args:

@@ -115,10 +115,12 @@ def test_only_the_analysed_models_train_stages_take_snapshots(setup, tmp_path):
     assert "--snapshots snapshots/forward" in fwd.cmd
     assert "snapshots/forward" in [o.path for o in fwd.outs]
     # DVC refuses a params key the file lacks: declared only where written
-    assert fwd.params == ("model", "models.forward", "train", "analysis.models")
+    assert fwd.params == ("model", "models.forward", "train", "prepare.lowercase",
+                          "analysis.models")
     assert config.AnalysisConfig.read(config.only(params, fwd.params, stage=fwd.name),
                                       "snapshots") == (0.0, 0.25, 0.5, 1.0, 2.0)
-    assert "--snapshots" not in rev5.cmd and rev5.params == ("model", "models.reversed_5", "train")
+    assert "--snapshots" not in rev5.cmd
+    assert rev5.params == ("model", "models.reversed_5", "train", "prepare.lowercase")
     assert sorted(o.path for o in rev5.outs) == [
         "metrics/curves/reversed_5.csv", "metrics/train/reversed_5.json",
         "models/reversed_5"]  # no snapshots

@@ -357,6 +357,11 @@ def strict_fp32(device: torch.device):
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
+# The recurrent stacks of s2s.model (by class name: the model imports this module, not the
+# other way round), each with the attribute of the torch RNN it wraps ("" where it has none).
+STACKS = {"StandardLSTM": "lstm", "StandardGRU": "gru", "PeepholeLSTM": "", "ChoGRU": ""}
+
+
 class PrecisionMismatch(RuntimeError):
     """A module ran in a dtype the run's precision plan does not name (:class:`Watch`)."""
 
@@ -374,10 +379,6 @@ class Watch:
     """
 
     def __init__(self, model: torch.nn.Module, precision: Precision):
-        from s2s.model.gru import ChoGRU
-        from s2s.model.lstm import PeepholeLSTM, StandardLSTM
-        from s2s.model.stacks import StandardGRU
-
         self.model, self.precision = model, precision
         products = precision.dtype or FP32
         self._out = {FP32, products, precision.recurrent}
@@ -385,12 +386,13 @@ class Watch:
         self._features = {FP32, products}
         self.seen: dict[str, dict[str, str]] = {}
         self._mismatches: list[str] = []
-        stacks = (StandardLSTM, StandardGRU, PeepholeLSTM, ChoGRU)
-        inner = {id(m.lstm) for m in model.modules() if isinstance(m, StandardLSTM)}
-        inner |= {id(m.gru) for m in model.modules() if isinstance(m, StandardGRU)}
+        # the stacks' own nn.LSTM/nn.GRU are seen through their stack
+        inner = {id(getattr(m, STACKS[type(m).__name__])) for m in model.modules()
+                 if STACKS.get(type(m).__name__)}
         self._handles = []
         for mod_name, m in model.named_modules():
-            if isinstance(m, stacks) or (isinstance(m, torch.nn.RNNBase) and id(m) not in inner):
+            if type(m).__name__ in STACKS or (isinstance(m, torch.nn.RNNBase)
+                                              and id(m) not in inner):
                 self._handles.append(m.register_forward_hook(
                     functools.partial(self._hook, f"{mod_name} ({type(m).__name__})")))
         own = model.features  # every model has it (s2s.model.base.Model)
