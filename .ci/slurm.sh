@@ -4,7 +4,8 @@
 # every daemon is started here and stopped by its PID.
 #
 #   .ci/slurm.sh install   # apt-get the packages (once per machine)
-#   .ci/slurm.sh start     # munged, MariaDB, slurmdbd, slurmctld, slurmd; returns when the node is idle
+#   .ci/slurm.sh start     # munged, MariaDB, slurmdbd, slurmctld, slurmd; returns when the node is
+#                          # idle (exit status 3: it was running already)
 #   .ci/slurm.sh stop      # stops them, newest first, by the PIDs start wrote
 #
 # State (spool, logs, PID files, the accounting database) lives in $S2S_SLURM_DIR
@@ -110,7 +111,10 @@ start() {
   for d in munged mariadbd slurmdbd slurmctld slurmd; do
     command -v "$d" >/dev/null || die "$d not found: run '.ci/slurm.sh install' first"
   done
-  if alive "$STATE/slurmctld.pid"; then die "already running (PID $(cat "$STATE/slurmctld.pid"))"; fi
+  if alive "$STATE/slurmctld.pid"; then
+    log "already running (slurmctld PID $(cat "$STATE/slurmctld.pid")): using it"
+    exit 3
+  fi
   local t0=$SECONDS
   rm -rf "$STATE"
   mkdir -p "$STATE"/{ctld,d,log}
