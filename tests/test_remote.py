@@ -22,6 +22,7 @@ from conftest import BIN, run
 pytestmark = [pytest.mark.remote, pytest.mark.slow]
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+REVISION = re.compile(rb"git revision: [0-9a-f]{40}")
 
 
 def dvc(repo: Path, *args: str, check: bool = True, home: Path | None = None):
@@ -88,18 +89,23 @@ def test_pushed_results_pull_into_a_fresh_clone_with_nothing_to_rerun(cluster, r
         assert not (cmp.left_only or cmp.right_only or cmp.diff_files), (out, cmp.report())
     assert (cluster / "checkpoints").is_dir() and not (laptop / "checkpoints").exists()
 
-    # The report, written again on the laptop from what came back: the same files and bytes.
+    # The report, written again on the laptop from what came back: the same files and bytes,
+    # but for the git revision it names (the laptop's checkout is the later commit that holds
+    # the results; the cluster wrote the report before that commit existed).
     before = {f: (laptop / f).read_bytes() for f in report_files(laptop)}
+    assert before == {f: (cluster / f).read_bytes() for f in report_files(cluster)}
     cmd = yaml.safe_load((laptop / "dvc.yaml").read_text())["stages"]["report"]["cmd"]
     run(shlex.split(cmd), laptop)
     assert report_files(laptop) == sorted(before)
-    changed = [f for f in before if (laptop / f).read_bytes() != before[f]]
-    assert changed == [], changed
-    assert before == {f: (cluster / f).read_bytes() for f in report_files(cluster)}
+    head = run(["git", "rev-parse", "HEAD"], laptop).stdout.strip()
+    for f, old in before.items():
+        new = (laptop / f).read_bytes()
+        if new != old:
+            assert REVISION.sub(b"", new) == REVISION.sub(b"", old), f
+            assert f"git revision: {head}".encode() in new, f
 
 
-def test_a_remote_that_does_not_answer_fails_the_push_and_touches_nothing(cluster, sshd,
-                                                                        tmp_path):
+def test_a_remote_that_does_not_answer_fails_the_push_and_touches_nothing(cluster, sshd):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
