@@ -130,7 +130,8 @@ start() {
   # network, root by socket.
   install -d -o mysql -g mysql -m 0755 "$STATE/mysql"
   install -d -o mysql -g mysql -m 0755 "$(dirname "$MYSQL_SOCKET")"
-  mariadb-install-db --user=mysql --datadir="$STATE/mysql" --skip-test-db >"$STATE/log/mariadb-install.log" 2>&1
+  mariadb-install-db --user=mysql --datadir="$STATE/mysql" --skip-test-db \
+    >"$STATE/log/mariadb-install.log" 2>&1
   setsid mariadbd --user=mysql --datadir="$STATE/mysql" --socket="$MYSQL_SOCKET" \
     --pid-file="$STATE/mysql/mariadbd.pid" --skip-networking --log-error="$STATE/mysql/error.log" \
     --innodb-buffer-pool-size=64M </dev/null >/dev/null 2>&1 &
@@ -148,7 +149,8 @@ start() {
   wait_for 30 slurmctld scontrol ping
   slurmd
   wait_for 60 "the node" bash -c "sinfo -h -N -o %t | grep -qx idle"
-  log "one-node cluster up in $((SECONDS - t0))s: partition $PARTITION, account $ACCOUNT, state in $STATE"
+  log "one-node cluster up in $((SECONDS - t0))s: partition $PARTITION, account $ACCOUNT," \
+    "state in $STATE"
 }
 
 stop_pid() {  # stop_pid NAME PIDFILE: SIGTERM, then SIGKILL after 20 s
@@ -158,7 +160,10 @@ stop_pid() {  # stop_pid NAME PIDFILE: SIGTERM, then SIGKILL after 20 s
   if kill -0 "$pid" 2>/dev/null; then
     kill "$pid"
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    if kill -0 "$pid" 2>/dev/null; then log "$name (PID $pid) ignored SIGTERM: killed"; kill -9 "$pid"; fi
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name (PID $pid) ignored SIGTERM: killed"
+      kill -9 "$pid"
+    fi
   fi
   rm -f "$pidfile"
 }
