@@ -57,7 +57,7 @@ def pytest_collection_modifyitems(config, items):
     """One xdist group per module, and one for every test of any module that reads the smoke
     run or the Snakemake run (``--dist loadgroup`` runs a group in one process, so each run is
     made once: a module-scoped fixture is made again in every process that uses it)."""
-    shared = {"smoke_repo", "snakemake_repo"}
+    shared = {"smoke_repo", "snakemake_repo", "slurm_repo"}
     for item in items:
         group = "smoke_repo" if shared & set(getattr(item, "fixturenames", ())) \
             else item.module.__name__
@@ -243,3 +243,65 @@ class RangeServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    """An OpenSSH server (Debian's openssh-server) on 127.0.0.1 at a free port that lets this user
+    in with a key made here, and a HOME whose known_hosts has its host key (so ssh and DVC check
+    it): a namespace of host, port, user, key, home. Stopped by its PID at the end."""
+    import getpass
+    import socket
+    import types
+
+    exe = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not os.path.exists(exe):
+        pytest.skip("no sshd here (Debian: apt-get install openssh-server)")
+    d = tmp_path_factory.mktemp("sshd")
+    for key in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", key, "-f",
+                        str(d / key)], check=True)
+    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (d / "sshd_config").write_text(f"""Port {port}
+ListenAddress 127.0.0.1
+HostKey {d}/host_key
+PidFile {d}/sshd.pid
+AuthorizedKeysFile {d}/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+# the test's files live under /tmp, which is world-writable
+StrictModes no
+Subsystem sftp internal-sftp
+""")
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # privilege separation directory
+    home = d / "home"
+    (home / ".ssh").mkdir(parents=True)
+    host_key = (d / "host_key.pub").read_text().split()
+    (home / ".ssh" / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
+    log = open(d / "sshd.log", "wb")
+    proc = subprocess.Popen([exe, "-D", "-e", "-f", str(d / "sshd_config")], stdout=log,
+                            stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"sshd did not start: {(d / 'sshd.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+    try:
+        yield types.SimpleNamespace(host="127.0.0.1", port=port, user=getpass.getuser(),
+                                    key=d / "client_key", home=home)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()

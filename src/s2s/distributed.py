@@ -25,6 +25,7 @@ import atexit
 import datetime
 import logging
 import os
+import re
 import signal
 import socket
 import threading
@@ -64,11 +65,40 @@ class World:
         return self.rank == 0
 
     @classmethod
-    def from_env(cls) -> "World":
-        """The world torchrun (or :func:`spawn`) describes in the environment."""
-        size = int(os.environ.get("WORLD_SIZE", "1"))
-        rank = int(os.environ.get("RANK", "0"))
-        return cls(rank=rank, size=size, local_rank=int(os.environ.get("LOCAL_RANK", str(rank))))
+    def from_env(cls, env: dict[str, str] | None = None) -> "World":
+        """The world the environment describes: torchrun's (or :func:`spawn`'s) RANK,
+        WORLD_SIZE and LOCAL_RANK; else, in a task of an ``srun`` step, SLURM's SLURM_PROCID,
+        SLURM_STEP_NUM_TASKS and SLURM_LOCALID, with the rendezvous filled in by
+        :func:`slurm_rendezvous`; else one process. A batch script's own environment is no
+        step (SLURM_NTASKS there counts the tasks it *may* start), so it is one process."""
+        env = os.environ if env is None else env
+        if "WORLD_SIZE" not in env and "SLURM_STEP_ID" in env:
+            size = int(env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS", "1"))
+            if size > 1:
+                slurm_rendezvous(env)
+                return cls(rank=int(env["SLURM_PROCID"]), size=size,
+                           local_rank=int(env.get("SLURM_LOCALID", "0")))
+            return cls()
+        size = int(env.get("WORLD_SIZE", "1"))
+        rank = int(env.get("RANK", "0"))
+        return cls(rank=rank, size=size, local_rank=int(env.get("LOCAL_RANK", str(rank))))
+
+
+def slurm_rendezvous(env: dict[str, str]) -> None:
+    """Where the ranks of an ``srun`` step meet, unless MASTER_ADDR/MASTER_PORT are set already:
+    the step's first node (``gpu[07-09,12],cpu1`` -> ``gpu07``), and a port in 20000-29999 from
+    the job and step IDs, so that the ranks agree without talking and two steps running at once
+    on one node (different IDs) rarely collide; set MASTER_PORT yourself where that matters."""
+    if "MASTER_ADDR" not in env:
+        nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "")
+        first = re.match(r"([^,\[]*)(?:\[([^\],-]*))?", nodes.strip())
+        if not first[1] and not first[2]:
+            raise ValueError(f"SLURM_STEP_NODELIST {nodes!r}: expected host names like "
+                             f"'node[01-04]'")
+        env["MASTER_ADDR"] = first[1] + (first[2] or "")
+    if "MASTER_PORT" not in env:
+        job, step = int(env.get("SLURM_JOB_ID", "0")), int(env.get("SLURM_STEP_ID", "0"))
+        env["MASTER_PORT"] = str(20000 + (job * 16 + step) % 10000)
 
 
 def init(world: World, device: torch.device) -> torch.device:

@@ -1,0 +1,289 @@
+"""The pipeline on a real SLURM cluster (in CI a one-node one that .ci/slurm.sh starts): the smoke
+DAG submitted by `snakemake --profile workflow/profiles/slurm`, one SLURM job per stage, writes the
+metrics `dvc repro` writes; a training job killed at its time limit resumes in the job Snakemake
+resubmits and ends with an uninterrupted run's weights to the bit; `srun -n 2` starts two
+data-parallel ranks that end with one process's weights; a job sbatch refuses fails with
+sbatch's reason and leaves no output.
+
+The jobs go to the user's default account and partition (``S2S_SLURM_ACCOUNT``,
+``S2S_SLURM_PARTITION`` choose others), set on the command line as a site would, never by
+editing the profile. Skipped where no SLURM controller answers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from conftest import BIN, run
+from helpers import profile_dict, start, write_params
+from test_snakemake import RUN_FIELDS, dvc_stages, metrics_of, project, rule_name
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    account: str
+    partition: str
+
+
+def _query(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def site() -> Site:
+    """This cluster's account and partition for the jobs; skips where there is no cluster."""
+    if not shutil.which("sbatch"):
+        pytest.skip("no sbatch: the SLURM tests need a cluster (.ci/slurm.sh start, as root)")
+    sinfo = _query(["sinfo", "-h", "-o", "%P"])
+    if sinfo.returncode != 0:
+        pytest.skip(f"no SLURM controller answers: {(sinfo.stderr.strip() or '?').splitlines()[0]}")
+    partition = os.environ.get("S2S_SLURM_PARTITION") or next(
+        (p[:-1] for p in sinfo.stdout.split() if p.endswith("*")), "")
+    account = os.environ.get("S2S_SLURM_ACCOUNT") or _query(
+        ["sacctmgr", "-n", "-P", "show", "user", os.environ.get("USER") or _whoami(),
+         "format=DefaultAccount"]).stdout.strip()
+    if not partition or not account:
+        pytest.skip(f"no default partition ({partition!r}) or account ({account!r}): set "
+                    f"S2S_SLURM_PARTITION and S2S_SLURM_ACCOUNT")
+    return Site(account=account, partition=partition)
+
+
+def _whoami() -> str:
+    return _query(["id", "-un"]).stdout.strip()
+
+
+def submit(repo: Path, site: Site, targets: tuple[str, ...] = (), *options: str,
+           timeout: int = 1800, check: bool = True) -> subprocess.CompletedProcess:
+    """`snakemake --profile workflow/profiles/slurm` with the site's account and partition and
+    status checks 2 s after a submission (the profile's 10 s would only slow the tests). Bounded
+    by `timeout -k`: on SIGTERM Snakemake waits for its running jobs. Jobs left in the queue
+    (a timeout, a failed test) are cancelled."""
+    cmd = ["timeout", "-k", "30", str(timeout), str(BIN / "snakemake"), *targets,
+           "--profile", "workflow/profiles/slurm",
+           "--default-resources", f"slurm_account={site.account}",
+           f"slurm_partition={site.partition}",
+           "--slurm-init-seconds-before-status-checks", "2", *options]
+    try:
+        return run(cmd, repo, check=check, timeout=timeout + 60, env={"OMP_NUM_THREADS": "1"})
+    finally:
+        cancel_jobs_in(repo)
+
+
+def cancel_jobs_in(workdir: Path) -> None:
+    queue = _query(["squeue", "-h", "-o", "%i %Z"]).stdout.split("\n")
+    ids = [line.split()[0] for line in queue
+           if line.strip() and Path(line.split(maxsplit=1)[1]) == workdir]
+    if ids:
+        _query(["scancel", *ids])
+
+
+def submitted(log: str) -> list[tuple[str, str]]:
+    """(rule, SLURM job id) of every submission in a Snakemake log, in order."""
+    return [(rule, job) for job, rule in
+            re.findall(r"submitted with SLURM jobid (\d+) \(log: .*/rule_(\w+)/", log)]
+
+
+def job_states(ids: list[str]) -> dict[str, str]:
+    """SLURM's final state of each job (the accounting database's)."""
+    out = _query(["sacct", "-X", "-n", "-P", "-j", ",".join(ids), "-o", "JobID,State"]).stdout
+    return dict(line.split("|")[:2] for line in out.split() if "|" in line)
+
+
+# ---------------------------------------------------------------------------------------------
+# The smoke DAG, one SLURM job per stage
+
+
+@pytest.fixture(scope="module")
+def slurm_repo(tmp_path_factory, site) -> Path:
+    """The smoke profile run end to end once through the SLURM profile."""
+    repo = project(tmp_path_factory.mktemp("slurm") / "repo")
+    t0 = time.perf_counter()
+    proc = submit(repo, site, timeout=2400, check=False)
+    (repo / "snakemake.log").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    print(f"smoke snakemake on SLURM: {time.perf_counter() - t0:.0f}s")
+    return repo
+
+
+def test_every_stage_is_a_slurm_job_and_the_metrics_are_dvcs(slurm_repo, smoke_repo):
+    jobs = submitted((slurm_repo / "snakemake.log").read_text())
+    stages = {rule_name(s) for s in dvc_stages(slurm_repo)}
+    assert sorted(rule for rule, _ in jobs) == sorted(stages)  # one job each, none resubmitted
+    states = job_states([job for _, job in jobs])
+    assert set(states.values()) == {"COMPLETED"}, states
+    # The third engine: what `dvc repro` wrote (and so what the local Snakemake run writes,
+    # tests/test_snakemake.py), down to every number but the run's own timings.
+    ours, theirs = metrics_of(slurm_repo), metrics_of(smoke_repo)
+    assert "metrics/bleu.json" in ours and ours.keys() == theirs.keys()
+    for name in ours:
+        assert ours[name] == theirs[name], name
+
+
+def test_after_dvc_commit_dvc_has_nothing_to_do(slurm_repo):
+    run([str(BIN / "dvc"), "commit", "-f"], slurm_repo)
+    status = run([str(BIN / "dvc"), "status"], slurm_repo).stdout
+    assert "up to date" in status, status
+    dry = run([str(BIN / "snakemake"), "-n"], slurm_repo)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# A training job past its time limit
+
+
+def long_training(raw: dict) -> dict:
+    """The smoke profile's training, long enough (~100 s on one core of the CI machine) to outlive
+    a one-minute limit: SLURM checks limits every 30 s, so the kill comes 60-90 s after the start.
+    The rate still changes the weights at the end (halved 5 times), so a resume that went wrong
+    late would show; no periodic checkpoint, so the only resume point is the one written on
+    SIGTERM."""
+    raw["train"].update(epochs=20.0, decay_start=10.0, decay_every=2.0, eval_every=2.0,
+                        checkpoint_every=10**6)
+    return raw
+
+
+@pytest.fixture(scope="module")
+def timed_out(tmp_path_factory, site):
+    """One model's training job given one minute (15 on its retry) beside the same training
+    run uninterrupted outside SLURM: (repo, Snakemake's output, reference dir)."""
+    repo = project(tmp_path_factory.mktemp("timelimit") / "repo")
+    write_params(repo / "params.yaml", long_training(profile_dict("smoke")))
+    # The data stages here, with Snakemake's records, so that only the training job is submitted.
+    run([str(BIN / "snakemake"), "--profile", "workflow/profiles/local", "--cores", "1",
+         "data/vocab"], repo, env={"OMP_NUM_THREADS": "1"})
+    ref = repo.parent / "reference"
+    ref.mkdir()
+    reference = start([str(BIN / "s2s"), "--params", str(repo / "params.yaml"), "train",
+                       "forward", "--prepared", "data/prepared", "--vocab", "data/vocab",
+                       "--model-dir", str(ref / "model"), "--ckpt-dir", str(ref / "ckpt"),
+                       "--metrics", str(ref / "metrics.json"), "--curves",
+                       str(ref / "curves.csv"), "--snapshots", str(ref / "snapshots")],
+                      repo, ref / "train.log", env={"OMP_NUM_THREADS": "1"})
+    try:
+        t0 = time.perf_counter()
+        proc = submit(repo, site, ("models/forward",), "--set-resources",
+                      "train_forward:runtime=1 if attempt == 1 else 15", timeout=1200,
+                      check=False)
+        print(f"time-limited training on SLURM: {time.perf_counter() - t0:.0f}s")
+        assert reference.wait(timeout=900) == 0, (ref / "train.log").read_text()[-3000:]
+    finally:
+        if reference.poll() is None:
+            reference.kill()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-5000:]
+    return repo, out, ref
+
+
+def test_a_job_killed_at_its_time_limit_resumes_in_its_retry(timed_out):
+    repo, out, _ = timed_out
+    jobs = submitted(out)
+    assert [rule for rule, _ in jobs] == ["train_forward", "train_forward"], jobs
+    first, retry = (job for _, job in jobs)
+    assert job_states([first, retry]) == {first: "TIMEOUT", retry: "COMPLETED"}
+    # SLURM's own word in the first job's log (kept: it failed), then the retry resumed from
+    # the step where SIGTERM stopped it: no periodic checkpoint exists, so that resume point
+    # was written on SIGTERM, before SIGKILL.
+    first_log = (repo / ".snakemake" / "slurm_logs" / "rule_train_forward" /
+                 f"{first}.log").read_text()
+    assert "DUE TO TIME LIMIT" in first_log, first_log[-2000:]
+    resumed = re.search(r"resuming from \S+ at step (\d+) of (\d+)",
+                        (repo / "logs" / "train_forward.log").read_text())
+    assert resumed, (repo / "logs" / "train_forward.log").read_text()[-2000:]
+    assert 0 < int(resumed[1]) < int(resumed[2])
+
+
+def test_the_resumed_job_ends_with_the_uninterrupted_weights(timed_out):
+    repo, _, ref = timed_out
+    for name in ("model.pt", "best.pt"):
+        got = torch.load(repo / "models" / "forward" / name, weights_only=True)["model"]
+        want = torch.load(ref / "model" / name, weights_only=True)["model"]
+        assert got.keys() == want.keys()
+        for k in want:
+            assert torch.equal(got[k], want[k]), (name, k)
+    snapshots = sorted(p.name for p in (ref / "snapshots").iterdir())
+    assert snapshots == sorted(p.name for p in (repo / "snapshots" / "forward").iterdir()
+                               if p.name != ".snakemake_timestamp")
+    for name in snapshots:
+        assert (repo / "snapshots" / "forward" / name).read_bytes() == \
+            (ref / "snapshots" / name).read_bytes(), name
+    got = json.loads((repo / "metrics" / "train" / "forward.json").read_text())
+    want = json.loads((ref / "metrics.json").read_text())
+    assert {k: v for k, v in got.items() if k not in RUN_FIELDS} == \
+        {k: v for k, v in want.items() if k not in RUN_FIELDS}
+    assert (repo / "metrics" / "curves" / "forward.csv").read_text() == \
+        (ref / "curves.csv").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Data-parallel ranks started by srun
+
+
+def test_srun_ranks_train_as_one_process(smoke_data, site, tmp_path):
+    data, _ = smoke_data
+    raw = profile_dict("smoke")
+    # As tests/test_ddp.py: 12 steps, one thread per rank, fp32.
+    raw["train"].update(epochs=0.125, eval_every=0.0625, threads=1, amp=False)
+    params = write_params(tmp_path / "params.yaml", raw)
+
+    def train(out: str, *launcher: str) -> subprocess.CompletedProcess:
+        return run([*launcher, str(BIN / "s2s"), "--params", str(params), "train", "reversed_1",
+                    "--prepared", str(data / "prepared"), "--vocab", str(data / "vocab"),
+                    "--model-dir", f"{out}/model", "--ckpt-dir", f"{out}/ckpt",
+                    "--metrics", f"{out}/metrics.json", "--curves", f"{out}/curves.csv"],
+                   tmp_path, env={"OMP_NUM_THREADS": "1"}, timeout=600)
+
+    train("one")
+    two = train("two", "srun", "-n", "2", "--mem-per-cpu=1000", "-t", "10", "--kill-on-bad-exit=1",
+                "-A", site.account, "-p", site.partition)
+    log = two.stdout + two.stderr
+    assert "rank 0 of 2" in log and "rank 1 of 2" in log, log[-3000:]  # their places from SLURM
+    one_m = json.loads((tmp_path / "one" / "metrics.json").read_text())
+    two_m = json.loads((tmp_path / "two" / "metrics.json").read_text())
+    assert two_m["processes"] == 2 and "processes" not in one_m
+    assert two_m["steps"] == one_m["steps"] == 12
+    a = torch.load(tmp_path / "one" / "model" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "two" / "model" / "model.pt", weights_only=True)["model"]
+    for k in a:  # tests/test_ddp.py's tolerance: 12 SGD steps amplify summation-order differences
+        torch.testing.assert_close(b[k], a[k], rtol=1e-4, atol=1e-5, msg=k)
+
+
+# ---------------------------------------------------------------------------------------------
+# Jobs sbatch refuses
+
+
+@pytest.fixture(scope="module")
+def small_repo(tmp_path_factory) -> Path:
+    return project(tmp_path_factory.mktemp("refused") / "repo")
+
+
+@pytest.mark.parametrize("resource, sbatch_says", [
+    ("check_params:mem_mb=100000000", "Memory specification can not be satisfied"),
+    ("check_params:slurm_partition='nosuch'", "invalid partition specified: nosuch"),
+])
+def test_a_job_sbatch_refuses_fails_naming_the_rule_and_why(small_repo, site, resource,
+                                                           sbatch_says):
+    proc = submit(small_repo, site, ("metrics/params.json",), "--set-resources", resource,
+                  timeout=300, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert re.search(rf"^Error in rule check_params:\n\s+message: SLURM sbatch failed\. The "
+                     rf"error message was 'sbatch: error: {re.escape(sbatch_says)}", out, re.M), \
+        out[-3000:]
+    failed = [line for line in out.splitlines() if line.startswith("s2s: rule check_params")]
+    assert failed and sbatch_says in failed[0], out[-3000:]
+    assert not (small_repo / "metrics" / "params.json").exists()
+    rule_log = small_repo / "logs" / "check_params.log"  # Snakemake makes it before submitting
+    assert not rule_log.exists() or rule_log.stat().st_size == 0
