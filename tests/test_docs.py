@@ -25,7 +25,7 @@ def test_readme_is_one_screen_of_front_door():
 def test_readme_has_the_two_set_up_commands_and_ci_runs_the_test_one():
     run, test = setup_commands(README.read_text(encoding="utf-8"))
     assert run.endswith(" dvc repro") and "pip install -e ." in run
-    assert test.endswith(" pytest") and "'.[test]'" in test
+    assert test.endswith(" pytest") and "'.[test,cluster]'" in test
     ci = setup_commands((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
     assert ci == [test], f".ci/run runs {ci}, the README says {test!r}"
 

@@ -145,12 +145,12 @@ def test_after_dvc_commit_dvc_has_nothing_to_do(slurm_repo):
 
 
 def long_training(raw: dict) -> dict:
-    """The smoke profile's training, long enough (~100 s on one core of the CI machine) to outlive
-    a one-minute limit: SLURM checks limits every 30 s, so the kill comes 60-90 s after the start.
-    The rate still changes the weights at the end (halved 5 times), so a resume that went wrong
-    late would show; no periodic checkpoint, so the only resume point is the one written on
-    SIGTERM."""
-    raw["train"].update(epochs=20.0, decay_start=10.0, decay_every=2.0, eval_every=2.0,
+    """The smoke profile's training, long enough (~150 s on one idle core of the CI machine, twice
+    the 60-90 s after which SLURM, checking limits every 30 s, kills a one-minute job) to outlive
+    its limit on a faster host too. The rate still changes the weights at the end (halved 5
+    times), so a resume that went wrong late would show; no periodic checkpoint, so the only
+    resume point is the one written on SIGTERM."""
+    raw["train"].update(epochs=40.0, decay_start=20.0, decay_every=4.0, eval_every=4.0,
                         checkpoint_every=10**6)
     return raw
 
@@ -166,12 +166,16 @@ def timed_out(tmp_path_factory, site):
          "data/vocab"], repo, env={"OMP_NUM_THREADS": "1"})
     ref = repo.parent / "reference"
     ref.mkdir()
-    reference = start([str(BIN / "s2s"), "--params", str(repo / "params.yaml"), "train",
+    # The reference trains in a copy of the project: a stage run by hand is a writer of its
+    # project, which the Snakemake run holds (one writer per project: s2s.projectlock).
+    twin = repo.parent / "twin"
+    shutil.copytree(repo, twin, ignore=shutil.ignore_patterns(".snakemake"))
+    reference = start([str(BIN / "s2s"), "--params", str(twin / "params.yaml"), "train",
                        "forward", "--prepared", "data/prepared", "--vocab", "data/vocab",
                        "--model-dir", str(ref / "model"), "--ckpt-dir", str(ref / "ckpt"),
                        "--metrics", str(ref / "metrics.json"), "--curves",
                        str(ref / "curves.csv"), "--snapshots", str(ref / "snapshots")],
-                      repo, ref / "train.log", env={"OMP_NUM_THREADS": "1"})
+                      twin, ref / "train.log", env={"OMP_NUM_THREADS": "1"})
     try:
         t0 = time.perf_counter()
         proc = submit(repo, site, ("models/forward",), "--set-resources",
