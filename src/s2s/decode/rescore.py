@@ -14,6 +14,7 @@ from s2s.config import Params
 from s2s.data.batching import collate
 from s2s.data.text import CorpusError
 from s2s.data.vocab import Vocab
+from s2s.evaluate.outputs import nbest_file, translation
 from s2s.io import read_lines
 from s2s.progress import progress
 
@@ -141,4 +142,4 @@ def nbest_path(params: Params, *, translate_dir: Path, raw_dir: Path) -> Path:
 
         return sources.raw_pair(raw_dir, params.data.nbest.corpus).fr
     system = params.rescore.baseline
-    return translate_dir / system / f"beam{params.systems[system].widest_beam}.nbest"
+    return nbest_file(translation(translate_dir, system, params.systems[system].widest_beam))

@@ -47,9 +47,10 @@ from pathlib import Path
 from s2s import arch
 from s2s.artifacts import CURVES_DIR
 from s2s.config import AnalysisConfig, Params, UndeclaredParams
-from s2s.dag import Arg, Stage, command
+from s2s.dag import Arg, Item, Stage, command
 
 HELP = "train one model of params `models`"
+ITEM = Item("name", "model", "models", "a model of params `models` (e.g. reversed_1)")
 ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
         # checkpoints/<model>/last.pt, the resume point, is no output (the stage's doc says why)
         Arg("--model-dir", "models/{item}", writes=True),
@@ -80,7 +81,6 @@ def stages(params: Params) -> list[Stage]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="a model of params `models` (e.g. reversed_1)")
     p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
 
 
