@@ -33,7 +33,10 @@ CAPABILITIES: dict[str, str] = {
     "attention_map": "attention weights over the source (Bahdanau et al.)",
     "cross_attention_map": "the decoder's cross-attention over the source (a Transformer)",
 }
-LSTM_CELLS = ("lstm", "peephole")  # the cells with a forget gate
+# The recurrent cells (s2s.arch.rnn's `cell`): the LSTMs have a forget gate and a cell state c;
+# a GRU's state is h alone (its c is None).
+LSTM_CELLS = ("lstm", "peephole")
+GRU_CELLS = ("gru", "cho_gru")
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,6 @@ from s2s.model.gru import ChoGRU
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM, run_padded
 from s2s.precision import full, matmul_dtype, recurrent_dtype
 
-CELLS = ("lstm", "peephole", "gru", "cho_gru")
-GRU_CELLS = ("gru", "cho_gru")  # their state is h alone: c is None
-
 
 class StandardGRU(nn.Module):
     """torch's nn.GRU (cuDNN on GPU) behind the interface of the LSTM stacks."""
@@ -71,12 +68,9 @@ def gru_step(gru: nn.GRU, x: Tensor, h0: Tensor | None) -> tuple[Tensor, tuple[T
 
 
 def make_stack(cell: str, input_size: int, hidden_size: int, num_layers: int) -> nn.Module:
-    if cell == "peephole":
-        return PeepholeLSTM(input_size, hidden_size, num_layers)
-    if cell == "lstm":
-        return StandardLSTM(input_size, hidden_size, num_layers)
-    if cell == "gru":
-        return StandardGRU(input_size, hidden_size, num_layers)
-    if cell == "cho_gru":
-        return ChoGRU(input_size, hidden_size, num_layers)
-    raise ValueError(f"unknown cell '{cell}' (expected one of {', '.join(CELLS)})")
+    """The stack of `num_layers` layers of `cell` (one of ``s2s.arch.rnn``'s cells)."""
+    stacks = {"lstm": StandardLSTM, "peephole": PeepholeLSTM, "gru": StandardGRU,
+              "cho_gru": ChoGRU}
+    if cell not in stacks:
+        raise ValueError(f"unknown cell '{cell}' (expected one of {', '.join(stacks)})")
+    return stacks[cell](input_size, hidden_size, num_layers)

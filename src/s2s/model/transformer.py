@@ -51,7 +51,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from s2s.arch.transformer import TransformerConfig
-from s2s.model.base import reverse_padded
+from s2s.model.base import Model, reverse_padded
 from s2s.precision import full
 
 __all__ = ["TransformerConfig", "Transformer", "TransformerState", "Attention"]
@@ -261,7 +261,7 @@ class DecoderLayer(_Block):
         return x, (k, v), weights
 
 
-class Transformer(nn.Module):
+class Transformer(Model):
     """The Transformer encoder-decoder with the package's model contract.
 
     Attributes:
