@@ -34,9 +34,8 @@ from pathlib import Path
 from s2s.arch import feature_name
 from s2s.config import PARAMS_FILE, Params, TranslateConfig
 from s2s.config import load as load_params
-from s2s.exporting import (EXPORT_FILE, EXPORT_FORMAT, SRC_LANG, TEXT_PIPELINE,  # noqa: F401
-                           TGT_LANG, ExportError, _sha256, _version, check_record, export,
-                           export_all, params_fingerprint, read_record)
+from s2s.exporting import (EXPORT_FILE, SRC_LANG, TEXT_PIPELINE, TGT_LANG, ExportError,
+                           file_sha256, package_version, read_record)
 from s2s.text_settings import TEXT_KEYS, cased, first_difference
 
 log = logging.getLogger("s2s.api")
@@ -236,7 +235,7 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
         p = folder / rel
         if not p.is_file():
             raise ExportError(f"{p}: listed in {meta_path} but missing")
-        if _sha256(p) != digest:
+        if file_sha256(p) != digest:
             raise ExportError(f"{p}: sha256 differs from the {digest[:12]} that {meta_path} "
                               f"records: the file was replaced or damaged")
     text = meta.text
@@ -245,9 +244,9 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     if mine is not None:
         raise ExportError(f"{meta_path}: 'text.{mine}' is {claimed[mine]!r}, not this version's "
                           f"{TEXT_PIPELINE[mine]!r}: exported by another version, or edited")
-    if text.sacremoses != _version("sacremoses"):
+    if text.sacremoses != package_version("sacremoses"):
         log.warning("%s: exported with sacremoses %s, running %s: tokenisation may differ",
-                    meta_path, text.sacremoses, _version("sacremoses"))
+                    meta_path, text.sacremoses, package_version("sacremoses"))
     cfg = meta.translate
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
