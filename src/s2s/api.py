@@ -13,15 +13,9 @@ the translate stage writes ``beam<K>.detok.fr``. Models reverse the source thems
 were trained on reversed sources (``reverse_source`` in their checkpoint's config).
 
 An export (:mod:`s2s.exporting`, written by the export stage) is one versioned folder per
-system; :func:`load` checks every file against the sha256 that ``export.json`` records before it decodes,
-so an old checkpoint is never paired with a new vocabulary (the checkpoint also carries the
-vocabularies' fingerprints, checked again by :func:`s2s.checkpoint.load_model`). The text
-settings ``export.json`` gives (lowercasing, tokenizer, languages) must be those each checkpoint
-recorded when it was trained (:mod:`s2s.text_settings`): a record edited and re-hashed is
-refused naming the key. A checkpoint saved before checkpoints recorded them is accepted only
-where its vocabularies, which it does bind, agree with the export's ``lowercase`` (a vocabulary
-of lowercased text has no capital letter; one of cased text has); the other settings are this
-version's, which every export must have.
+system; :func:`load` checks every file against the sha256 that ``export.json`` records before it
+decodes, so a checkpoint is never paired with another vocabulary, and the export's text settings
+against those each checkpoint recorded (:func:`load_export`).
 """
 
 from __future__ import annotations
@@ -201,8 +195,10 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
 def _check_trained_text(path: Path, payload: dict, *, claimed: dict, meta_path: Path,
                         vocabs: tuple) -> None:
     """Refuse an export whose text settings are not those the checkpoint at `path` was trained
-    with, naming the key; for a checkpoint without the record, its vocabularies decide
-    ``lowercase`` (see the module doc)."""
+    with (s2s.text_settings), naming the key; a record edited and re-hashed is refused too. A
+    checkpoint saved before checkpoints recorded them binds only its vocabularies, so they decide
+    ``lowercase`` (a vocabulary of lowercased text has no capital letter); the other settings
+    are this version's, which every export must have."""
     from s2s import checkpoint
 
     trained = checkpoint.text_of(path, payload)
@@ -221,7 +217,8 @@ def _check_trained_text(path: Path, payload: dict, *, claimed: dict, meta_path: 
 
 
 def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
-    """A :class:`Translator` from an export folder, after checking every file it lists."""
+    """A :class:`Translator` from an export folder, after checking every file it lists against
+    its sha256 and the text settings against each checkpoint's (:func:`_check_trained_text`)."""
     import torch
 
     from s2s import checkpoint

@@ -115,8 +115,8 @@ class TrainConfig:
     label_smoothing: float = field(default=0.0, metadata=rng(0.0, 1.0))  # 0: the plain NLL
 
 
-# The recipe keys beyond the paper's. A record of a `train` config (a fingerprint, an export)
-# leaves them out while they are the paper's, so it reads as it did before they existed.
+# The recipe keys beyond the paper's: a record of a `train` config (a fingerprint, an export)
+# leaves them out while they hold the paper's values (the rule of s2s.arch.config_record).
 RECIPE_KEYS = ("optimizer", "adam_betas", "adam_eps", "schedule", "warmup_steps",
                "label_smoothing")
 

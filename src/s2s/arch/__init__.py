@@ -130,8 +130,10 @@ def feature_name(configs) -> str:
 
 def config_record(cfg) -> dict[str, Any]:
     """`cfg` as checkpoints, fingerprints and exports record it: ``dataclasses.asdict`` without
-    the fields added after records existed (its class's LATER_FIELDS) while they hold their
-    defaults, so a config that does not use them records as it did before they existed."""
+    its class's LATER_FIELDS while they hold their defaults. A key added to a record later enters
+    it only where it is used, so a run that does not use it hashes as it did before the key
+    existed and its checkpoints resume (config.train_record and the precision plan's fingerprint
+    entries follow the same rule)."""
     defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
     later = getattr(type(cfg), "LATER_FIELDS", ())
     return {k: v for k, v in dataclasses.asdict(cfg).items()

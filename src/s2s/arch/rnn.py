@@ -44,8 +44,7 @@ class RNNConfig:
     # forget chunk, b_hh's forget chunk 0); 0.0 leaves the paper's uniform init untouched.
     forget_bias: float = 0.0
 
-    # Fields added after checkpoints existed: a config record leaves each out while it holds its
-    # default (s2s.model.config_record), so old checkpoints and fingerprints stay what they were.
+    # Left out of a config record while at their defaults (s2s.arch.config_record).
     LATER_FIELDS: ClassVar[tuple[str, ...]] = ("forget_bias",)
     # The paper's models have no dropout (a constant, not a field: no record or fingerprint
     # holds it); TransformerConfig's is a field. The trainer reads `dropout` of every config.

@@ -77,7 +77,7 @@ class Ensemble:
         lprobs = [lp for lp, _ in outputs]  # K x (N, V)
         if self.combine == "mean_prob":
             # A chain of logaddexp: the same numbers as logsumexp over a stacked (K, N, V)
-            # tensor, ~4x faster on CPU (bench/README.md), since nothing is stacked or reduced.
+            # tensor, without the copy and the strided reduction (bench/README.md).
             combined = functools.reduce(torch.logaddexp, lprobs) - math.log(len(lprobs))
         else:
             combined = torch.log_softmax(sum(lprobs) / len(lprobs), dim=-1)  # (N, V)
@@ -87,8 +87,8 @@ class Ensemble:
                                ) -> tuple[Tensor, EnsembleState]:
         """``mean_prob`` for members that are the package's models (s2s.model.base.Model): the log
         of the summed softmaxes, one softmax and one add per member where the log-prob path
-        needs a log-softmax and a logaddexp (exp and log1p of every entry) per member; 25-30%
-        less CPU time for an ensemble of 5 (bench/README.md). Where the mean probability is too
+        needs a log-softmax and a logaddexp (exp and log1p of every entry) per member
+        (bench/README.md). Where the mean probability is too
         small for float precision (below 1e-30: every member gives the token < ~1e-29) it is
         recomputed from the log-probs, so the result equals the log-prob path up to rounding."""
         logits, states = [], []

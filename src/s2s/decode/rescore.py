@@ -59,8 +59,8 @@ def lstm_scores(model, cands: list[Candidate], sources: list[list[int]], *, voca
 
     The hypotheses of an n-best list share their sentence's source and mostly long prefixes, so
     each sentence's list is scored as a prefix tree (:func:`_score_prefix_tree`): its source is
-    encoded once, and each distinct prefix is stepped once, for all the hypotheses that share it
-    (in the default profile's 100-best lists 37% of the tokens are distinct prefixes). Sentences
+    encoded once, and each distinct prefix is stepped once, for all the hypotheses that share it.
+    Sentences
     go into a batch, by source length, while their hypotheses total at most ``batch_size``
     (always at least one sentence, so a step holds at most max(batch_size, longest list) rows)."""
     by_sentence: dict[int, list[int]] = {}

@@ -3,11 +3,9 @@ LSTM, nn.LSTM, nn.GRU (`gru`) or Cho et al.'s GRU (`cho_gru`, ``s2s.model.gru``)
 takes and returns the state as a pair (h, c) of (L, N, H) tensors; a GRU has no cell, so its c is
 None.
 
-Precision (``s2s.precision``) of `gru`: a sequence runs nn.GRU in the dtype of
-``s2s.precision.recurrent_dtype`` (off the CPU under autocast: autocast off, fp32 or the plan's
-bf16; on the CPU torch's kernel, whose products autocast casts, its state fp32); a single step
-under autocast (decoding, the attention decoder) runs :func:`gru_step` on every device: the
-products in the autocast dtype, the gates and the state in fp32."""
+Precision of `gru` (the table of ``s2s.precision``): a sequence runs nn.GRU in the dtype of
+``s2s.precision.recurrent_dtype``; a single step under autocast runs :func:`gru_step`, the products
+in the autocast dtype and the gates and the state in fp32."""
 
 from __future__ import annotations
 
