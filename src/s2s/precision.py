@@ -39,10 +39,7 @@ off for a block that promises fp32 inside a bf16 run (dev/test perplexity, exact
 CPU's flags are never touched.
 
 Which runs are bit for bit (CPU at a fixed thread count, not CUDA): docs/reproducibility.md.
-
-:func:`watch` checks that what ran is what the plan says: forward hooks on every recurrent
-layer and on the model's features, for one step; :meth:`Watch.check` raises
-:class:`PrecisionMismatch` naming the first module whose output or state had another dtype.
+:func:`watch` checks that what ran is what the plan says.
 """
 
 from __future__ import annotations
