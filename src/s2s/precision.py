@@ -38,7 +38,8 @@ math, more precise than the bf16 products around it). :meth:`Precision.strict_fp
 off for a block that promises fp32 inside a bf16 run (dev/test perplexity, exact rescoring). The
 CPU's flags are never touched.
 
-Which runs are bit for bit (CPU at a fixed thread count, not CUDA): docs/reproducibility.md.
+Which runs are bit for bit: docs/reproducibility.md (the CPU at a fixed thread count) and
+docs/gpu.md (CUDA runs are not).
 :func:`watch` checks that what ran is what the plan says.
 """
 
