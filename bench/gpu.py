@@ -49,7 +49,7 @@ RUN_WORDS = 7.5 * 348e6  # 7.5 epochs of the paper's 348M French words
 # Nominal dense peaks in TFLOP/s (vendor data sheets, no sparsity): fp32 without TF32, bf16.
 NOMINAL = {"H200": (67.0, 989.0), "H100 80GB HBM3": (67.0, 989.0), "H100": (51.0, 756.0),
            "A100": (19.5, 312.0), "L40S": (91.6, 362.0), "A10": (31.2, 125.0)}
-# The issue's bars for bf16 at the paper's size on one H200 (bench/README.md).
+# The bars for bf16 at the paper's size on one H200 (bench/README.md).
 TARGETS = {"lstm": 100_000, "peephole": 50_000}
 # Precisions measured: products fp32 (amp false) or bf16 (amp true); `bf16r`: bf16 products and
 # the cuDNN recurrence in bf16 too (s2s.precision.plan's `recurrent`), against bf16's TF32 one.

@@ -41,7 +41,7 @@ def profile_dict(name: str) -> dict:
 
 def profile_text(name: str) -> str:
     """The complete params.yaml text `s2s profile NAME` writes."""
-    from s2s.cli import profile_text as text
+    from s2s.profiles import profile_text as text
 
     return text(ROOT / "profiles" / f"{name}.yaml")
 

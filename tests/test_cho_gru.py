@@ -10,10 +10,11 @@ import torch
 from torch import nn
 
 from s2s import checkpoint
+from s2s.arch.rnn import CELL_WORDS
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
 from s2s.model.gru import ChoGRU
-from s2s.model.seq2seq import CELL_WORDS, RNNConfig
+from s2s.model.seq2seq import RNNConfig
 from s2s.model.stacks import make_stack
 
 BF16 = torch.bfloat16

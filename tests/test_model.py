@@ -13,7 +13,8 @@ from s2s.config import ConfigError, load
 from s2s.data.vocab import Vocab
 from s2s.model.lstm import PeepholeLSTM, PeepholeLSTMCell, StandardLSTM
 from s2s.model import build_model
-from s2s.model.seq2seq import Seq2Seq, reverse_padded
+from s2s.model.base import reverse_padded
+from s2s.model.seq2seq import Seq2Seq
 from s2s.model.seq2seq import RNNConfig
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from s2s import config
-from s2s.cli import profile_text
+from s2s.profiles import profile_text
 
 from conftest import BIN, run
 

@@ -21,7 +21,8 @@ from s2s.data.vocab import Vocab
 from s2s.decode.beam import beam_search, greedy_search, score_sequences
 from s2s.decode.ensemble import Ensemble
 from s2s.model import build_model
-from s2s.model.seq2seq import RNNConfig, reverse_padded
+from s2s.model.base import reverse_padded
+from s2s.model.seq2seq import RNNConfig
 from s2s.model.transformer import Attention, Transformer, TransformerConfig, TransformerState
 from helpers import shard_nll
 from helpers import exhaustive

@@ -13,15 +13,9 @@ the translate stage writes ``beam<K>.detok.fr``. Models reverse the source thems
 were trained on reversed sources (``reverse_source`` in their checkpoint's config).
 
 An export (:mod:`s2s.exporting`, written by the export stage) is one versioned folder per
-system; :func:`load` checks every file against the sha256 that ``export.json`` records before it decodes,
-so an old checkpoint is never paired with a new vocabulary (the checkpoint also carries the
-vocabularies' fingerprints, checked again by :func:`s2s.checkpoint.load_model`). The text
-settings ``export.json`` gives (lowercasing, tokenizer, languages) must be those each checkpoint
-recorded when it was trained (:mod:`s2s.text_settings`): a record edited and re-hashed is
-refused naming the key. A checkpoint saved before checkpoints recorded them is accepted only
-where its vocabularies, which it does bind, agree with the export's ``lowercase`` (a vocabulary
-of lowercased text has no capital letter; one of cased text has); the other settings are this
-version's, which every export must have.
+system; :func:`load` checks every file against the sha256 that ``export.json`` records before it
+decodes, so a checkpoint is never paired with another vocabulary, and the export's text settings
+against those each checkpoint recorded (:func:`load_export`).
 """
 
 from __future__ import annotations
@@ -34,9 +28,8 @@ from pathlib import Path
 from s2s.arch import feature_name
 from s2s.config import PARAMS_FILE, Params, TranslateConfig
 from s2s.config import load as load_params
-from s2s.exporting import (EXPORT_FILE, EXPORT_FORMAT, SRC_LANG, TEXT_PIPELINE,  # noqa: F401
-                           TGT_LANG, ExportError, _sha256, _version, check_record, export,
-                           export_all, params_fingerprint, read_record)
+from s2s.exporting import (EXPORT_FILE, SRC_LANG, TEXT_PIPELINE, TGT_LANG, ExportError,
+                           file_sha256, package_version, read_record)
 from s2s.text_settings import TEXT_KEYS, cased, first_difference
 
 log = logging.getLogger("s2s.api")
@@ -202,8 +195,10 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
 def _check_trained_text(path: Path, payload: dict, *, claimed: dict, meta_path: Path,
                         vocabs: tuple) -> None:
     """Refuse an export whose text settings are not those the checkpoint at `path` was trained
-    with, naming the key; for a checkpoint without the record, its vocabularies decide
-    ``lowercase`` (see the module doc)."""
+    with (s2s.text_settings), naming the key; a record edited and re-hashed is refused too. A
+    checkpoint saved before checkpoints recorded them binds only its vocabularies, so they decide
+    ``lowercase`` (a vocabulary of lowercased text has no capital letter); the other settings
+    are this version's, which every export must have."""
     from s2s import checkpoint
 
     trained = checkpoint.text_of(path, payload)
@@ -222,7 +217,8 @@ def _check_trained_text(path: Path, payload: dict, *, claimed: dict, meta_path: 
 
 
 def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
-    """A :class:`Translator` from an export folder, after checking every file it lists."""
+    """A :class:`Translator` from an export folder, after checking every file it lists against
+    its sha256 and the text settings against each checkpoint's (:func:`_check_trained_text`)."""
     import torch
 
     from s2s import checkpoint
@@ -236,7 +232,7 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
         p = folder / rel
         if not p.is_file():
             raise ExportError(f"{p}: listed in {meta_path} but missing")
-        if _sha256(p) != digest:
+        if file_sha256(p) != digest:
             raise ExportError(f"{p}: sha256 differs from the {digest[:12]} that {meta_path} "
                               f"records: the file was replaced or damaged")
     text = meta.text
@@ -245,9 +241,9 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     if mine is not None:
         raise ExportError(f"{meta_path}: 'text.{mine}' is {claimed[mine]!r}, not this version's "
                           f"{TEXT_PIPELINE[mine]!r}: exported by another version, or edited")
-    if text.sacremoses != _version("sacremoses"):
+    if text.sacremoses != package_version("sacremoses"):
         log.warning("%s: exported with sacremoses %s, running %s: tokenisation may differ",
-                    meta_path, text.sacremoses, _version("sacremoses"))
+                    meta_path, text.sacremoses, package_version("sacremoses"))
     cfg = meta.translate
     if cfg.threads:
         torch.set_num_threads(cfg.threads)

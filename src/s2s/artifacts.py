@@ -1,26 +1,11 @@
 """The pipeline's JSON artifacts as typed records: one schema for the stage that writes a file and
-for every stage that reads it.
-
-- ``metrics/bleu.json``: :class:`Bleu`, written by the evaluate stage;
-- ``outputs/translate/<system>/timing.json``: :class:`Timing`, by the translate stage;
-- ``outputs/timing/cost.json``: :class:`CostTiming`, by the timing stage;
-- ``metrics/train/<model>.json``: :class:`TrainMetrics`, by :mod:`s2s.train` (and
-  ``metrics/curves/<model>.csv``, its learning curve: :data:`CURVES_DIR`);
-- ``data/raw/manifest.json``: :class:`Manifest`, by :mod:`s2s.data.download`;
-- ``metrics/params.json``, ``prepare.json``, ``vocab.json``: :class:`ParamsCheck`,
-  :class:`PrepareMetrics`, :class:`VocabMetrics`, by the check, prepare and vocab stages;
-- ``metrics/summary.json``: :class:`Summary`, by the summary stage;
-- ``outputs/claims/claims.json``: :class:`Claims`, by the claims stage;
-- ``snapshots/<model>/snapshots.json``: :class:`SnapshotIndex`, by :mod:`s2s.train`;
-- ``outputs/analysis/analysis.json``: :class:`AnalysisMeta`, by the analyze stage;
-- ``outputs/attention/weights.json``: :class:`AttentionWeights`, by the attention stage.
-
-An export's ``export.json`` has its record in :mod:`s2s.exporting` (``ExportRecord``), decoded
-after the sha256 of each key is checked.
+for every stage that reads it. Each record's docstring names its file (an export's
+``export.json``: :mod:`s2s.exporting`).
 
 Each record is a frozen dataclass. ``Record.read(path)`` and ``Record.from_json(obj, source=path)``
 check the whole file against the record's fields and their types (:func:`s2s.schema.decode`, which
-reads params too): a missing key, an unknown key or a value of the wrong type raises :class:`ArtifactError` naming the file and the key path
+reads params too): a missing key, an unknown key or a value of the wrong type raises
+:class:`ArtifactError` naming the file and the key path
 (``metrics/bleu.json: 'translate.ensemble5.12.bleu_tok' must be a number, got str 'x'``).
 ``to_json()`` is what the writer writes (``Record.write``). A mapping keyed by beam width holds int
 keys here and decimal strings (``"12"``) in the file, as JSON keys must be strings.

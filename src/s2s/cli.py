@@ -1,14 +1,10 @@
 """`s2s`: one console script, a subcommand per pipeline stage (`s2s <stage>` runs
 ``s2s.stages.<stage>``), and the tools around them (translate-text, score, profile, dag).
 
-dvc.yaml, generated from params by `s2s dag write`, calls the stage subcommands and passes every
-path; a path flag left out defaults to what dvc.yaml passes (both come from the stage module's
-declaration, s2s.dag.Arg). Each stage sees only the params keys
-its dvc.yaml entry declares. Validating a parameter file builds each model's config from its
-architecture's config module (s2s.arch), which imports no torch: only the stages that run a
-model (train, translate, rescore, analyze, attention) and translate-text import it. A stage run
-by hand, `s2s profile NAME` and `s2s dag write` hold the project lock while they write
-(s2s.projectlock): one writer per project, beside `dvc repro` and Snakemake.
+It parses and dispatches. A stage's path flags default to what dvc.yaml passes (both from the
+stage module's declaration, s2s.dag.Arg), and the stage sees only the params keys its dvc.yaml
+entry declares. A stage run by hand, `s2s profile NAME` and `s2s dag write` hold the project
+lock while they write (s2s.projectlock): one writer per project, beside `dvc repro` and Snakemake.
 """
 
 from __future__ import annotations
@@ -19,13 +15,13 @@ import os
 import sys
 from pathlib import Path
 
-from s2s import projectlock, stages
-from s2s.config import NAME_PATTERN, NAME_RULE, PARAMS_FILE, ConfigError, load, only
+from s2s import profiles, projectlock, stages
+from s2s.config import PARAMS_FILE, ConfigError, load, only
 from s2s.runguard import Stopped
 
 log = logging.getLogger("s2s")
 
-PROFILES_DIR = Path("profiles")
+DVC_YAML = Path("dvc.yaml")
 
 
 def _read_input(path: Path | None) -> list[str]:
@@ -64,6 +60,7 @@ def _cmd_translate_text(a, params_path: Path):
     import time
 
     from s2s import api
+    from s2s.evaluate.outputs import nbest_line
 
     t0 = time.perf_counter()
     sentences = _read_input(a.input)
@@ -72,7 +69,7 @@ def _cmd_translate_text(a, params_path: Path):
     beam = max(translator.beams) if a.beam is None else a.beam
     out = translator.translate(sentences, beam=beam, nbest=a.nbest, batch_size=a.batch_size,
                                source=str(a.input or "<stdin>"))
-    lines = out if a.nbest == 1 else [f"{i} ||| {h} ||| {translator.feature}={lp:.6f} ||| {lp:.6f}"
+    lines = out if a.nbest == 1 else [nbest_line(i, h, translator.feature, lp)
                                       for i, hs in enumerate(out) for h, lp in hs]
     _write_output(a.output, lines)
     log.info("read %d sentences from %s; wrote %s with '%s' at beam %d in %.1fs",
@@ -80,53 +77,20 @@ def _cmd_translate_text(a, params_path: Path):
              time.perf_counter() - t0)
 
 
-def _cmd_score(a, _params):
+def _cmd_score(a, params_path: Path):
     import json
 
     from s2s.evaluate import significance
-    from s2s.io import read_lines
 
     if a.samples < significance.MIN_SAMPLES:
         raise ValueError(f"--samples must be at least {significance.MIN_SAMPLES} (the 95% "
                          f"interval cuts 2.5% of the resamples off each end), got {a.samples}")
     for path in (a.hyp, a.system, a.ref):
         if path is not None and not path.exists():
-            raise FileNotFoundError(_not_made(path, _params))
-    refs, hyps = read_lines(a.ref), read_lines(a.hyp)
-    files = [a.hyp] + ([a.system] if a.system else [])
-    scores = {str(f): significance.score(read_lines(f), refs, tokenized=a.tokenized,
-                                         hyp_name=str(f), ref_name=str(a.ref)) for f in files}
-    result = {"references": str(a.ref), "tokenized_input": a.tokenized,
-              "scores": {f: vars(s) for f, s in scores.items()}}
-    if a.system:
-        sys_lines = read_lines(a.system)
-        if a.tokenized:
-            base_tok, sys_tok, ref_tok = hyps, sys_lines, refs
-        else:
-            base_tok, sys_tok, ref_tok = (significance.tokenize_lines(x)
-                                          for x in (hyps, sys_lines, refs))
-        diff = significance.paired_bootstrap(base_tok, sys_tok, ref_tok, n_samples=a.samples,
-                                             baseline_name=str(a.hyp), system_name=str(a.system),
-                                             ref_name=str(a.ref),
-                                             seed=a.seed)
-        result["paired_bootstrap"] = {"baseline": str(a.hyp), "system": str(a.system),
-                                      "metric": "tokenised BLEU", **diff.as_dict()}
-    if a.json:
-        print(json.dumps(result, indent=2))
-        return
-    width = max(len(f) for f in scores)
-    print(f"{'file':<{width}}  BLEU tokenised  sacreBLEU 13a  sentences")
-    for f, sc in scores.items():
-        print(f"{f:<{width}}  {sc.bleu_tok:14.2f}  {sc.bleu_sacre:13.2f}  {sc.sentences:9d}")
-    first = next(iter(scores.values()))
-    print(f"BLEU tokenised: {first.tok_signature} (the paper's method)")
-    print(f"sacreBLEU 13a:  {first.sacre_signature}")
-    if a.system:
-        d = result["paired_bootstrap"]
-        print(f"paired bootstrap ({d['samples']} resamples, seed {d['seed']}), tokenised BLEU: "
-              f"{a.system} - {a.hyp} = {diff.describe()}")
-        print(f"  {a.hyp}: mean {d['baseline_mean']:.2f} +- {d['baseline_ci']:.2f}; "
-              f"{a.system}: mean {d['system_mean']:.2f} +- {d['system_ci']:.2f}")
+            raise FileNotFoundError(_not_made(path, params_path))
+    result = significance.score_files(a.hyp, a.ref, system=a.system, tokenized=a.tokenized,
+                                      samples=a.samples, seed=a.seed)
+    print(json.dumps(result.as_dict(), indent=2) if a.json else result.describe())
 
 
 def _cmd_verify(a, _params):
@@ -166,88 +130,19 @@ def _not_made(path: Path, params_path: Path) -> str:
     return f"{path}: no such file yet: `dvc repro {stage}` writes it"
 
 
-def _edits(params_path: Path, profile: Path) -> list[str]:
-    """The dotted keys whose values differ between two parameter files (none if either is
-    missing)."""
-    from s2s.config import read_yaml, resolved
-
-    if not (params_path.is_file() and profile.is_file()):
-        return []
-
-    def flat(value, prefix=""):
-        if isinstance(value, dict):
-            for k, v in value.items():
-                yield from flat(v, f"{prefix}{k}.")
-        else:
-            yield prefix.rstrip("."), value
-
-    a, b = dict(flat(read_yaml(params_path))), dict(flat(resolved(profile)))
-    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-
-
-def profile_text(src: Path) -> str:
-    """The complete parameter file a profile stands for: a complete profile's own text (its
-    comments kept), or a header naming the profiles it resolves from and the resolved keys, in
-    the order and with the comments of its base where the base has them."""
-    from s2s.config import read_yaml, resolved
-
-    chain: list[Path] = []
-    want = resolved(src, chain=chain)
-    if len(chain) == 1:
-        return src.read_text(encoding="utf-8")
-    import io
-
-    from ruamel.yaml import YAML
-
-    raw = read_yaml(src)
-    rt = YAML()  # round trip: the base's comments and flow-style entries survive
-    rt.width = 4096
-    doc = rt.load(chain[-1].read_text(encoding="utf-8"))
-    _assign(doc, want)
-    out = io.StringIO()
-    rt.dump(doc, out)
-    header = (f"# Written by `s2s profile {raw.get('profile') or src.stem}`: "
-              + " + ".join(f"{p.parent.name}/{p.name}" for p in reversed(chain)) + ", resolved.\n"
-              "# Edit the profile, not this file; the comments below are the base's.\n")
-    return header + out.getvalue()
-
-
-def _assign(doc, want) -> None:
-    """Make the round-trip mapping `doc` hold `want`: keys missing from `want` removed, changed
-    values replaced, mappings updated in place (their comments and style kept)."""
-    for k in [k for k in doc if k not in want]:
-        del doc[k]
-    for k, v in want.items():
-        if isinstance(v, dict) and isinstance(doc.get(k), dict):
-            _assign(doc[k], v)
-        elif k not in doc or doc[k] != v:
-            doc[k] = v
-
-
 def _cmd_profile(a, params_path: Path):
     """Copy profiles/<name>.yaml over params.yaml; DVC then reruns what the change touches."""
-    available = sorted(p.stem for p in PROFILES_DIR.glob("*.yaml"))
     if a.name is None:
         current = load(params_path).profile if params_path.exists() else "none"
-        edited = _edits(params_path, PROFILES_DIR / f"{current}.yaml")
-        note = "" if not edited else (
-            f" (edited since: {len(edited)} key(s) differ from {PROFILES_DIR}/{current}.yaml: "
-            f"{', '.join(edited[:5])}{', ...' if len(edited) > 5 else ''})")
-        print(f"current profile: {current}{note}\navailable: {', '.join(available)}")
+        print(profiles.describe(current, params_path))
         return
-    if not NAME_PATTERN.fullmatch(a.name):  # never a path outside profiles/ (../x, /etc/x)
-        raise ConfigError(f"'{a.name}' is not a profile name ({NAME_RULE}; available: "
-                          f"{', '.join(available)})")
-    src = PROFILES_DIR / f"{a.name}.yaml"
-    if not src.exists():
-        raise ConfigError(f"no profile '{a.name}' in {PROFILES_DIR}/ "
-                          f"(available: {', '.join(available)})")
+    src = profiles.path_of(a.name)
     load(src)  # never switch to a profile that does not validate
     from s2s import pipeline
 
     with projectlock.for_stage():  # never under a run that reads them
         tmp = params_path.with_name(f".{params_path.name}.tmp")
-        tmp.write_text(profile_text(src), encoding="utf-8")
+        tmp.write_text(profiles.profile_text(src), encoding="utf-8")
         os.replace(tmp, params_path)
         pipeline.write(load(params_path), DVC_YAML)
     print(f"{params_path} is now profile '{a.name}' (from {src}), {DVC_YAML} regenerated; run "
@@ -277,12 +172,8 @@ def _cmd_dag(a, params_path: Path):
 
 
 # --- paths default to dvc.yaml's -----------------------------------------------------------------
-# A stage's path flags are declared once, in its module's ARGS (s2s.dag.Arg); dvc.yaml's command
-# is generated from them, and a flag left out takes the path that command passes (the stage's
-# declaration for the params named by --params), so nothing here repeats a path or reads
-# dvc.yaml back.
-
-DVC_YAML = Path("dvc.yaml")
+# A flag left out takes the path the stage's declaration (s2s.dag.Arg) gives dvc.yaml's command
+# for the params named by --params, so nothing here repeats a path or reads dvc.yaml back.
 
 
 def _path_default_help(arg) -> str:
@@ -332,18 +223,6 @@ def fill_path_defaults(a: argparse.Namespace, stage, path_flags: dict[str, str],
 STAGE_PATHS: dict[str, dict[str, str]] = {}  # subcommand -> {flag: dest}, filled by build_parser
 STAGE_OPTIONAL: dict[str, dict[str, str]] = {}  # the same for paths a stage can do without
 
-PATH_HELP = {
-    "--out": "what the stage writes", "--raw": "the download stage's folder",
-    "--prepared": "the prepare stage's folder", "--vocab": "the vocab stage's folder",
-    "--metrics": "the stage's metrics file", "--models": "folder of model dirs",
-    "--model-dir": "where model.pt and best.pt go", "--ckpt-dir": "resume checkpoints",
-    "--curves": "learning-curve CSV", "--translate": "the translate stages' folder",
-    "--rescore": "the rescore stages' folder", "--groups": "Figure 3 groups CSV",
-    "--manifest": "the download manifest", "--attention": "the attention stage's weights.json",
-    "--analysis": "the analyze stage's folder", "--plots": "DVC plot data folder",
-    "--claims": "the claims' verdicts (JSON)", "--cost": "the timing stage's cost.json",
-}
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="s2s", description=" ".join(
@@ -361,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         for arg in args:
             dest = arg.flag[2:].replace("-", "_")
             sp.add_argument(arg.flag, type=Path, default=None, dest=dest, metavar="PATH",
-                            help=f"{arg.help or PATH_HELP.get(arg.flag, 'path')}"
+                            help=f"{arg.meaning}"
                                  f"{', optional' if arg.optional else ''}; "
                                  f"{_path_default_help(arg)}")
             (STAGE_OPTIONAL if arg.optional else STAGE_PATHS)[name][arg.flag] = dest
@@ -370,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name in stages.STAGES:
         mod = stages.module(name)
         sp = stage(name, mod.cli, mod.HELP, mod.ARGS)
+        item = getattr(mod, "ITEM", None)  # a stage run once per model, system or rescorer
+        if item is not None:
+            sp.add_argument(item.dest, help=item.help)
         if hasattr(mod, "add_arguments"):
             mod.add_arguments(sp)
 
@@ -476,22 +358,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-POSITIONAL = {"train": ("name", "model", "models"), "translate": ("system", "system", "systems"),
-              "rescore": ("rescorer", "rescorer", "rescore.rescorers")}
-
-
 def stage_of(args: argparse.Namespace, params):
     """The stage (s2s.dag.Stage) this command runs: that of the model, system or rescorer it
     names, from the stage module's declaration for `params`."""
     mod = stages.module(args.command)
     specs = mod.stages(params)
-    if args.command in POSITIONAL:
-        dest, what, section = POSITIONAL[args.command]
-        item = getattr(args, dest)
+    item = getattr(mod, "ITEM", None)
+    if item is not None:
+        named = getattr(args, item.dest)
         known = [s.item for s in specs]
-        specs = [s for s in specs if s.item == item]
+        specs = [s for s in specs if s.item == named]
         if not specs:
-            raise ConfigError(f"{params.source}: no {what} '{item}' under '{section}' "
+            raise ConfigError(f"{params.source}: no {item.what} '{named}' under '{item.section}' "
                               f"(known: {', '.join(known)})")
     if len(specs) != 1:
         raise ConfigError(f"{params.source}: params give no `{args.command}` stage")

@@ -115,8 +115,8 @@ class TrainConfig:
     label_smoothing: float = field(default=0.0, metadata=rng(0.0, 1.0))  # 0: the plain NLL
 
 
-# The recipe keys beyond the paper's. A record of a `train` config (a fingerprint, an export)
-# leaves them out while they are the paper's, so it reads as it did before they existed.
+# The recipe keys beyond the paper's: a record of a `train` config (a fingerprint, an export)
+# leaves them out while they hold the paper's values (the rule of s2s.arch.config_record).
 RECIPE_KEYS = ("optimizer", "adam_betas", "adam_eps", "schedule", "warmup_steps",
                "label_smoothing")
 
@@ -670,16 +670,33 @@ def check_name(name: Any, source: Path | str, key: str) -> None:
 
 
 def _check_cross_refs(p: Params) -> None:
-    from s2s.arch import ARCHITECTURES
+    """What the schema cannot say of one key alone: the names one section gives another's
+    entries exist and can do what is asked of them. One check per section, in the file's order;
+    the first problem raises ConfigError naming its key."""
+    _check_names(p)
+    _check_models(p)
+    _check_systems(p)
+    _check_rescore(p)
+    _check_report(p)
+    _check_analysis(p)
+    if list(p.evaluate.length_edges) != sorted(set(p.evaluate.length_edges)):
+        raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")
 
+
+def _check_names(p: Params) -> None:
+    """First of all: these names are pasted into dvc.yaml's commands and paths."""
     if not p.models:
         raise ConfigError(f"{p.source}: 'models' must name at least one model")
-    # Before anything else: these names are pasted into dvc.yaml's commands and paths.
     for section, names in (("models", p.models), ("systems", p.systems),
                            ("rescore.rescorers", p.rescore.rescorers)):
         for name in names:
             check_name(name, p.source, f"{section}.{name}")
     check_name(p.rescore.baseline, p.source, "rescore.baseline")  # outputs/translate/<baseline>
+
+
+def _check_models(p: Params) -> None:
+    from s2s.arch import ARCHITECTURES
+
     known = sorted({f.name for a in ARCHITECTURES.values() for f in dataclasses.fields(a.config)})
     for key in p.model:
         if key not in known:
@@ -700,68 +717,82 @@ def _check_cross_refs(p: Params) -> None:
             raise ConfigError(f"{p.source}: 'models.{name}.cell' is 'peephole', which only the "
                               f"'seq2seq' arch has (this model's arch is '{cfg.arch}'): use "
                               f"'lstm' or 'gru'")
+
+
+def _check_systems(p: Params) -> None:
     for sname, system in p.systems.items():
-        if not system.members:
-            raise ConfigError(f"{p.source}: 'systems.{sname}.members' must name at least one model")
+        _check_members(p, f"systems.{sname}.members", system.members)
         if not system.beams:
             raise ConfigError(f"{p.source}: 'systems.{sname}.beams' must list at least one width")
-        for i, m in enumerate(system.members):
-            if m not in p.models:
-                raise ConfigError(f"{p.source}: 'systems.{sname}.members[{i}]' names model '{m}', "
-                                  f"which is not under 'models' (known: {', '.join(p.models)})")
-            if m in system.members[:i]:
-                raise ConfigError(f"{p.source}: 'systems.{sname}.members[{i}]' names model '{m}' "
-                                  f"a second time: an ensemble's members must differ")
         for i, b in enumerate(system.beams):
             if b < 1:
                 raise ConfigError(f"{p.source}: 'systems.{sname}.beams[{i}]' must be >= 1, got {b}")
         if system.nbest > system.widest_beam:
             raise ConfigError(f"{p.source}: 'systems.{sname}.nbest' ({system.nbest}) must not "
                               f"exceed its widest beam ({system.widest_beam})")
-    if p.data.nbest is None and p.rescore.baseline not in p.systems:
-        raise ConfigError(f"{p.source}: 'rescore.baseline' names system '{p.rescore.baseline}', "
-                          f"which is not under 'systems' (known: {', '.join(p.systems)})")
+
+
+def _check_rescore(p: Params) -> None:
+    if p.data.nbest is None:  # else the n-best lists are data.nbest's, not a system's
+        _check_system(p, "rescore.baseline", p.rescore.baseline)
     for rname, members in p.rescore.rescorers.items():
-        if not members:
-            raise ConfigError(f"{p.source}: 'rescore.rescorers.{rname}' must name at least one "
-                              f"model")
-        for i, m in enumerate(members):
-            if m not in p.models:
-                raise ConfigError(f"{p.source}: 'rescore.rescorers.{rname}[{i}]' names model "
-                                  f"'{m}', which is not under 'models'")
-            if m in members[:i]:
-                raise ConfigError(f"{p.source}: 'rescore.rescorers.{rname}[{i}]' names model "
-                                  f"'{m}' a second time: an ensemble's members must differ")
-    if p.report.figure3_system not in p.systems:
-        raise ConfigError(f"{p.source}: 'report.figure3_system' names system "
-                          f"'{p.report.figure3_system}', which is not under 'systems'")
-    if p.report.figure3_beam not in p.systems[p.report.figure3_system].beams:
-        raise ConfigError(f"{p.source}: 'report.figure3_beam' ({p.report.figure3_beam}) is not a "
-                          f"beam of system '{p.report.figure3_system}'")
+        _check_members(p, f"rescore.rescorers.{rname}", members)
+
+
+def _check_report(p: Params) -> None:
+    r = p.report
+    _check_system(p, "report.figure3_system", r.figure3_system)
+    if r.figure3_beam not in p.systems[r.figure3_system].beams:
+        raise ConfigError(f"{p.source}: 'report.figure3_beam' ({r.figure3_beam}) is not a "
+                          f"beam of system '{r.figure3_system}'")
+    for i, name in enumerate(r.figure3_compare):
+        _check_system(p, f"report.figure3_compare[{i}]", name)
     for table in ("table1", "table2"):
-        for row, answer in getattr(p.report, table).items():
+        for row, answer in getattr(r, table).items():
             _check_answer(p.source, f"report.{table}.{row}", answer)
-    for key, names, what in (("analysis.models", p.analysis.models, "analysis"),
-                             ("analysis.memory_models", p.analysis.memory_models, "memory")):
+
+
+def _check_analysis(p: Params) -> None:
+    a = p.analysis
+    for key, names, what in (("analysis.models", a.models, "analysis"),
+                             ("analysis.memory_models", a.memory_models, "memory")):
         for i, m in enumerate(names):
             _check_capable_model(p, f"{key}[{i}]", m, what)
-    attn = p.analysis.attention_system
-    if attn is not None:
-        _check_one_model_system(p, "analysis.attention_system", attn, "attention_map")
-    for i, name in enumerate(p.report.figure3_compare):
-        if name not in p.systems:
-            raise ConfigError(f"{p.source}: 'report.figure3_compare[{i}]' names system '{name}', "
-                              f"which is not under 'systems' (known: {', '.join(p.systems)})")
-    cross = p.analysis.cross_attention_system
-    if cross is not None:
-        if attn is None:
+    if a.attention_system is not None:
+        _check_one_model_system(p, "analysis.attention_system", a.attention_system,
+                                "attention_map")
+    if a.cross_attention_system is not None:
+        if a.attention_system is None:
             raise ConfigError(f"{p.source}: 'analysis.cross_attention_system' is drawn beside "
                               f"'analysis.attention_system', which is null")
-        _check_one_model_system(p, "analysis.cross_attention_system", cross,
+        _check_one_model_system(p, "analysis.cross_attention_system", a.cross_attention_system,
                                 "cross_attention_map")
-    edges = p.evaluate.length_edges
-    if list(edges) != sorted(set(edges)):
-        raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")
+
+
+def _check_model(p: Params, key: str, model: str) -> None:
+    """`key` names a model of params `models`."""
+    if model not in p.models:
+        raise ConfigError(f"{p.source}: '{key}' names model '{model}', which is not under "
+                          f"'models' (known: {', '.join(p.models)})")
+
+
+def _check_system(p: Params, key: str, system: str) -> None:
+    """`key` names a system of params `systems`."""
+    if system not in p.systems:
+        raise ConfigError(f"{p.source}: '{key}' names system '{system}', which is not under "
+                          f"'systems' (known: {', '.join(p.systems)})")
+
+
+def _check_members(p: Params, key: str, members: tuple[str, ...]) -> None:
+    """`key` lists an ensemble's members: at least one, each a model of params `models`, none
+    twice (an ensemble of a model with itself is that model)."""
+    if not members:
+        raise ConfigError(f"{p.source}: '{key}' must name at least one model")
+    for i, m in enumerate(members):
+        _check_model(p, f"{key}[{i}]", m)
+        if m in members[:i]:
+            raise ConfigError(f"{p.source}: '{key}[{i}]' names model '{m}' a second time: an "
+                              f"ensemble's members must differ")
 
 
 def _check_answer(source: Path, key: str, a: PaperAnswer) -> None:
@@ -781,9 +812,7 @@ def _check_capable_model(p: Params, key: str, model: str, what: str, *, system: 
     architecture can do `what` (a capability of ``s2s.arch.CAPABILITIES``)."""
     from s2s.arch import CAPABILITIES, able, capable
 
-    if model not in p.models:
-        raise ConfigError(f"{p.source}: '{key}' names model '{model}', which is not under "
-                          f"'models' (known: {', '.join(p.models)})")
+    _check_model(p, key, model)
     cfg = p.model_config(model)
     if not capable(cfg, what):
         kind = cfg.arch + (f", cell {cfg.cell}" if what == "forget_gates" else "")
@@ -797,13 +826,9 @@ def _check_capable_model(p: Params, key: str, model: str, what: str, *, system: 
 def _check_one_model_system(p: Params, key: str, name: str, what: str) -> None:
     """`key` (an analysis key naming a system whose weights are drawn) names a system of params
     `systems` with one model, whose architecture can do `what`."""
-    if name not in p.systems:
-        raise ConfigError(f"{p.source}: '{key}' names system '{name}', which is not under "
-                          f"'systems' (known: {', '.join(p.systems)})")
+    _check_system(p, key, name)
     members = p.systems[name].members
     if len(members) != 1:
         raise ConfigError(f"{p.source}: '{key}' must name a system of one model; '{name}' has "
                           f"members {list(members)}")
     _check_capable_model(p, key, members[0], what, system=name)
-
-

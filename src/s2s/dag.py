@@ -88,6 +88,37 @@ class Arg:
     def at(self, item: str | None) -> str:
         return self.path.format(item=item) if "{item}" in self.path else self.path
 
+    @property
+    def meaning(self) -> str:
+        """What the flag names: its own help, else what the flag means in every stage."""
+        return self.help or FLAG_HELP.get(self.flag, "path")
+
+
+# What a path flag names wherever a stage's declaration does not say more.
+FLAG_HELP = {
+    "--out": "what the stage writes", "--raw": "the download stage's folder",
+    "--prepared": "the prepare stage's folder", "--vocab": "the vocab stage's folder",
+    "--metrics": "the stage's metrics file", "--models": "folder of model dirs",
+    "--model-dir": "where model.pt and best.pt go", "--ckpt-dir": "resume checkpoints",
+    "--curves": "learning-curve CSV", "--translate": "the translate stages' folder",
+    "--rescore": "the rescore stages' folder", "--groups": "Figure 3 groups CSV",
+    "--manifest": "the download manifest", "--attention": "the attention stage's weights.json",
+    "--analysis": "the analyze stage's folder", "--plots": "DVC plot data folder",
+    "--claims": "the claims' verdicts (JSON)", "--cost": "the timing stage's cost.json",
+}
+
+
+@dataclass(frozen=True)
+class Item:
+    """The positional argument of a stage that runs once per model, system or rescorer (its
+    module's ``ITEM``): its name on the command line, what it names, the params section that
+    lists them, and its help."""
+
+    dest: str
+    what: str
+    section: str
+    help: str
+
 
 def command(name: str, command: str, args: tuple[Arg, ...], *, item: str | None = None,
             include: tuple[str, ...] = (), parts: dict[str, tuple[str, ...]] | None = None,

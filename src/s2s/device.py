@@ -41,7 +41,7 @@ class NoCudaError(RuntimeError):
 def _no_cuda(reason: str) -> NoCudaError:
     build = "a CPU build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
     return NoCudaError(f"{reason} but torch sees no CUDA device (torch {torch.__version__}, "
-                       f"{build}): install a CUDA build of torch (README, GPUs)")
+                       f"{build}): install a CUDA build of torch (docs/gpu.md)")
 
 
 def pick_device(name: str, *, key: str, gpus: int | None = None,

@@ -82,7 +82,8 @@ class ExportRecord(Record):
     record_sha256: dict[str, str]  # key -> sha256 of its value (record_digests)
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -90,7 +91,8 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _version(dist: str) -> str:
+def package_version(dist: str) -> str:
+    """The installed version of distribution `dist`, or ``not installed``."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -180,23 +182,24 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
     files = {}
     for lang in (SRC_LANG, TGT_LANG):
         shutil.copyfile(Path(vocab_dir) / f"{lang}.tsv", tmp / f"{lang}.tsv")
-        files[f"{lang}.tsv"] = _sha256(tmp / f"{lang}.tsv")
+        files[f"{lang}.tsv"] = file_sha256(tmp / f"{lang}.tsv")
     for m in sys_cfg.members:
         shutil.copyfile(Path(models_dir) / m / "model.pt", tmp / "models" / f"{m}.pt")
-        files[f"models/{m}.pt"] = _sha256(tmp / "models" / f"{m}.pt")
-    data = {f"train.tok.{lang}": _sha256(Path(prepared_dir) / f"train.tok.{lang}")
+        files[f"models/{m}.pt"] = file_sha256(tmp / "models" / f"{m}.pt")
+    data = {f"train.tok.{lang}": file_sha256(Path(prepared_dir) / f"train.tok.{lang}")
             for lang in (SRC_LANG, TGT_LANG)}
     record = ExportRecord(
         format=EXPORT_FORMAT, system=system, members=tuple(sys_cfg.members),
         beams=tuple(sys_cfg.beams), profile=params.profile,
-        text=ExportText(**text_record(params.prepare), sacremoses=_version("sacremoses")),
+        text=ExportText(**text_record(params.prepare),
+                        sacremoses=package_version("sacremoses")),
         translate=params.translate,
         # each member's config, checked against its checkpoint when loaded
         models={m: config_record(params.model_config(m)) for m in sys_cfg.members},
         fingerprints=Fingerprints(training_data_sha256=data,
                                   params_sha256=params_fingerprint(params, sys_cfg.members)),
         files=files,
-        created_with={"s2s": _version("s2s-repro"), "torch": _version("torch")},
+        created_with={"s2s": package_version("s2s-repro"), "torch": package_version("torch")},
         record_sha256={})
     record = dataclasses.replace(record, record_sha256=record_digests(record.to_json()))
     record.write(tmp / EXPORT_FILE)

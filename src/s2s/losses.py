@@ -12,7 +12,7 @@ ignore_index=pad, reduction="sum")`` up to float rounding, with the same gradien
 on CPU for two reasons (bench/README.md, "Where the time goes"):
 
 - only the M positions with a real target go through the softmax layer: padded target positions
-  (9% of a bucketed Multi30k batch) cost nothing, where the plain loss computes their logits,
+  cost nothing, where the plain loss computes their logits,
   log-softmax and backward and then multiplies them by zero;
 - one (M, V) buffer serves the whole layer: the GEMM writes the logits into it, the log-softmax
   runs in place, and backward turns it into the logits' gradient in place and runs the two

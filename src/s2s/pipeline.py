@@ -11,8 +11,8 @@ its module imports, directly or through other ``s2s`` modules (found by reading 
 by running them), and those of the architectures its models have (``s2s.arch`` imports an
 architecture only when it is used, so the stage names them: :attr:`s2s.dag.Stage.code`): a change
 to ``src/s2s/decode/beam.py`` reruns decoding and what follows it, and no training; a change to
-``src/s2s/model/transformer.py`` reruns the Transformer's stages only. ``s2s/cli.py`` (it only dispatches to the stage modules, which own their arguments)
-and ``s2s/dag.py`` (the stages' description, which is dvc.yaml itself) are not listed.
+``src/s2s/model/transformer.py`` reruns the Transformer's stages only. What computes nothing of a
+stage's results is not listed (:data:`NOT_RUN`).
 """
 
 from __future__ import annotations

@@ -38,13 +38,9 @@ math, more precise than the bf16 products around it). :meth:`Precision.strict_fp
 off for a block that promises fp32 inside a bf16 run (dev/test perplexity, exact rescoring). The
 CPU's flags are never touched.
 
-Reproducibility: CPU runs are bit for bit at a fixed thread count. CUDA runs are not (cuDNN's RNN
-backward and cuBLAS may reduce in another order from run to run): reruns agree within rounding,
-not bit for bit, and a CPU run and a CUDA run of the same config differ in their last bits too.
-
-:func:`watch` checks that what ran is what the plan says: forward hooks on every recurrent
-layer and on the model's features, for one step; :meth:`Watch.check` raises
-:class:`PrecisionMismatch` naming the first module whose output or state had another dtype.
+Which runs are bit for bit: docs/reproducibility.md (the CPU at a fixed thread count) and
+docs/gpu.md (CUDA runs are not).
+:func:`watch` checks that what ran is what the plan says.
 """
 
 from __future__ import annotations
@@ -173,9 +169,9 @@ class Precision:
 
     def fingerprint_entries(self) -> dict[str, str]:
         """What the plan adds to a training fingerprint, so that a checkpoint resumes only under
-        the same plan: on the CPU nothing for fp32 and ``matmul_dtype`` for bf16 (the keys a CPU
-        run always had); elsewhere also the engine (a CPU checkpoint never resumes on CUDA, nor
-        a TF32 one under strict fp32). The GPU model is not part of it."""
+        the same plan: on the CPU nothing for fp32 (the rule of s2s.arch.config_record) and
+        ``matmul_dtype`` for bf16; elsewhere also the engine (a CPU checkpoint never resumes on
+        CUDA, nor a TF32 one under strict fp32). The GPU model is not part of it."""
         entries = {} if self.dtype is None else {"matmul_dtype": str(self.dtype)}
         if self.device_type != "cpu":
             entries["engine"] = self.engine

@@ -1,5 +1,11 @@
-"""Training one model: the procedure of §3.4, resumable (the library of
-:mod:`s2s.stages.train`, which holds the stage's documentation).
+"""Training one model: the procedure of §3.4, resumable (the library of :mod:`s2s.stages.train`).
+
+Plain SGD without momentum at `lr`, halved every `decay_every` epochs after `decay_start` (or the
+architecture's recipe, s2s.arch); the loss summed over each sentence's target tokens and divided
+by the batch's sentences; the gradient's L2 norm clipped to `clip_norm`. A killed run resumes
+from its last checkpoint and, on the CPU, ends with the weights of an uninterrupted one: the
+batch order is a function of (order_seed, epoch), the schedule of the step, and the optimizer's
+state (Adam's; SGD has none beyond the rate) is in the checkpoint.
 """
 
 from __future__ import annotations
@@ -65,8 +71,9 @@ def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
     return cfg.lr * cfg.decay_factor ** halvings
 
 
-# `train` keys that change no number of the outputs (at a fixed thread count: see README), so a
-# checkpoint resumes across a change of them. Every other key is in the fingerprint.
+# `train` keys that change no number of the outputs (at a fixed thread count:
+# docs/reproducibility.md), so a checkpoint resumes across a change of them. Every other key is in
+# the fingerprint.
 BOOKKEEPING = ("device", "threads", "log_every", "checkpoint_every")
 
 
@@ -86,9 +93,8 @@ def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
     one and fp32 on another; off the CPU its whole plan, so a CPU checkpoint never resumes on a
     GPU), both vocabularies, the training and the dev files. A checkpoint with
     another fingerprint is never resumed. (The test set is read only after training.)"""
-    # Keys are added only where they differ from what a CPU fp32 run of the paper's recipe had
-    # before they existed, so that such a run hashes as it always did (train_record: the recipe
-    # keys only where they are not the paper's).
+    # Later keys enter only where a run uses them (train_record, config_record: the rule is
+    # s2s.arch.config_record's).
     relevant = {k: v for k, v in train_record(cfg).items() if k not in BOOKKEEPING}
     if chosen is not None:
         relevant.update(chosen.fingerprint_entries())
@@ -629,9 +635,7 @@ def write_curves(path: Path, history: list[dict]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
-# --- Snapshots (issue 16) ---------------------------------------------------------------------
-# Snapshots of a model during training, for the analyses over training time.
-#
+# --- Snapshots: a model during training, for the analyses over training time ------------------
 # Params `analysis.snapshots` lists epochs (e.g. 0, 0.25, 0.5, 1, 2); the snapshot of epoch E is
 # the weights when ``step == round(E * steps_per_epoch)`` (E = 0: before the first update). A
 # snapshot at or past the last step is not written: ``models/<m>/model.pt`` is the end.

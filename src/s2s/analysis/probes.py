@@ -30,9 +30,10 @@ import torch
 from torch import Tensor, nn
 
 from s2s.data.vocab import SPECIALS, Vocab
-from s2s.model.lstm import PeepholeLSTM, StandardLSTM
-from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State, reverse_padded
+from s2s.model.base import reverse_padded
 from s2s.model.gru import ChoGRU
+from s2s.model.lstm import PeepholeLSTM, StandardLSTM
+from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State
 from s2s.model.stacks import StandardGRU
 
 # --- Phrases -------------------------------------------------------------------------------------

@@ -33,7 +33,10 @@ CAPABILITIES: dict[str, str] = {
     "attention_map": "attention weights over the source (Bahdanau et al.)",
     "cross_attention_map": "the decoder's cross-attention over the source (a Transformer)",
 }
-LSTM_CELLS = ("lstm", "peephole")  # the cells with a forget gate
+# The recurrent cells (s2s.arch.rnn's `cell`): the LSTMs have a forget gate and a cell state c;
+# a GRU's state is h alone (its c is None).
+LSTM_CELLS = ("lstm", "peephole")
+GRU_CELLS = ("gru", "cho_gru")
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,10 @@ def feature_name(configs) -> str:
 
 def config_record(cfg) -> dict[str, Any]:
     """`cfg` as checkpoints, fingerprints and exports record it: ``dataclasses.asdict`` without
-    the fields added after records existed (its class's LATER_FIELDS) while they hold their
-    defaults, so a config that does not use them records as it did before they existed."""
+    its class's LATER_FIELDS while they hold their defaults. A key added to a record later enters
+    it only where it is used, so a run that does not use it hashes as it did before the key
+    existed and its checkpoints resume (config.train_record and the precision plan's fingerprint
+    entries follow the same rule)."""
     defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
     later = getattr(type(cfg), "LATER_FIELDS", ())
     return {k: v for k, v in dataclasses.asdict(cfg).items()

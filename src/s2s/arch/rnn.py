@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from s2s.arch import GRU_CELLS, LSTM_CELLS
 from s2s.schema import rng
 
 RECIPE: dict = {}  # the paper's SGD and schedule: params `train` as written
@@ -30,7 +31,7 @@ class RNNConfig:
     arch: Literal["seq2seq", "cho", "attention"] = "seq2seq"
     # peephole: seq2seq only; gru: torch's nn.GRU (reset gate after the recurrent product);
     # cho_gru: Cho et al.'s eqs. 5-8 (reset gate before it)
-    cell: Literal["lstm", "peephole", "gru", "cho_gru"] = "lstm"
+    cell: Literal[LSTM_CELLS + GRU_CELLS] = "lstm"
     attention: Literal["additive", "dot", "general"] = "additive"  # the score, for `attention`
     num_layers: int = field(default=4, metadata=rng(1))
     hidden_size: int = field(default=1000, metadata=rng(1))
@@ -43,8 +44,7 @@ class RNNConfig:
     # forget chunk, b_hh's forget chunk 0); 0.0 leaves the paper's uniform init untouched.
     forget_bias: float = 0.0
 
-    # Fields added after checkpoints existed: a config record leaves each out while it holds its
-    # default (s2s.model.config_record), so old checkpoints and fingerprints stay what they were.
+    # Left out of a config record while at their defaults (s2s.arch.config_record).
     LATER_FIELDS: ClassVar[tuple[str, ...]] = ("forget_bias",)
     # The paper's models have no dropout (a constant, not a field: no record or fingerprint
     # holds it); TransformerConfig's is a field. The trainer reads `dropout` of every config.
@@ -52,7 +52,7 @@ class RNNConfig:
     recurrent: ClassVar[bool] = True  # a stack of num_layers recurrent layers of hidden_size
 
     def __post_init__(self):
-        if self.forget_bias != 0.0 and self.cell not in ("lstm", "peephole"):
+        if self.forget_bias != 0.0 and self.cell not in LSTM_CELLS:
             raise ValueError(f"forget_bias {self.forget_bias} is for LSTM cells; cell "
                              f"'{self.cell}' has no forget gate")
 
@@ -76,7 +76,7 @@ class RNNConfig:
         """Its name as an n-best list's feature (``id ||| text ||| lstm=-3.2 ||| -3.2``)."""
         if self.arch != "seq2seq":
             return self.arch  # cho, attention
-        return "lstm" if self.cell in ("lstm", "peephole") else "gru"
+        return "lstm" if self.cell in LSTM_CELLS else "gru"
 
     def size(self) -> str:
         """Its size in a few characters: layers x cells."""

@@ -72,8 +72,7 @@ def _append_part(src: Path, out: BinaryIO, part: Part) -> None:
     """Append one part to `out`, gunzipped / cut to one column as the part says.
 
     A part whose last line has no newline gets one, so that concatenated parts never merge lines
-    (a member cut by its maker, or a file of another source; the official statmt.org files end
-    in one: europarl-v7.fr-en.fr's `wc -l`, 2,007,723, is also its count of lines).
+    (a member cut by its maker, or a file of another source).
     """
     opener = gzip.open if part.gunzip else open
     last = b"\n"

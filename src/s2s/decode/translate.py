@@ -98,26 +98,13 @@ def load_members(members, *, params: Params, models_dir: Path, src_vocab: Vocab,
 def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: int, nbest: int,
               vocab: Vocab, device: torch.device, desc: str = "",
               mm_dtype: torch.dtype | None = None) -> list[list[Hypothesis]]:
-    """n-best hypotheses for every source, in input order. Batches hold sentences of similar
-    length (less padding). In fp32 the output does not depend on how they are batched (the
-    scores within 1e-4); in bf16 a score can move by up to ~1e-2 with the batch, where the CPU
-    library picks its bf16 kernels by the number of rows (the Transformer's products over
-    sentence x position rows), and a near-tie can then fall the other way (README, "Speed and
-    precision"; tests/test_precision.py pins both bounds for every architecture).
-
-    ``mm_dtype`` (bf16, ``s2s.precision``): the search runs with bf16 matmuls, and it alone
-    decides which hypotheses a list holds and in what order, so the first entry of an n-best
-    list is always the 1-best of the same search (``nbest=1``), in both precisions. With
-    ``nbest`` > 1 (the lists rescoring and Table 2 read) the scores of the hypotheses it returns
-    are then recomputed in fp32, so every n-best score is the model's own log-prob; where bf16
-    ranked a near-tie the other way, two neighbours' fp32 scores are out of order by that
-    rounding (re-sorting them would make ``--nbest 3``'s first line differ from the plain
-    translation). A 1-best keeps the search's score: recomputing it would cost the fp32 pass it
-    does not need (at beam 2, as much as the bf16 search itself).
-
-    A batch holds up to `cfg.batch_size` x ROWS_BEAM hypotheses: `batch_size` sentences at the
-    paper's beam 12, proportionally more at narrower beams (192 at beam 2), so that a narrow
-    beam's steps are as large, and as efficient per row, as a wide one's (bench/README.md)."""
+    """n-best hypotheses for every source, in input order, sentences batched by length: up to
+    `cfg.batch_size` sentences at beam ROWS_BEAM, proportionally more at narrower beams, so a
+    narrow beam's steps are as large as a wide one's. With ``mm_dtype`` (bf16) the search runs
+    with bf16 matmuls and alone decides what a list holds and in which order (its first entry is
+    the 1-best of ``nbest=1``); with ``nbest`` > 1 the returned scores are recomputed in fp32
+    (:func:`exact_scores`). What bf16 and the batching change in the output:
+    docs/precision-and-speed.md ("Batching", "N-best lists")."""
     per_batch = max(1, cfg.batch_size * ROWS_BEAM // beam)
     order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), i))
     results: list[list[Hypothesis] | None] = [None] * len(sources)

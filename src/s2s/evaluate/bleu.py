@@ -18,7 +18,7 @@
   space an ASCII one before tokenizing). Where multi-bleu.perl cannot score (an all-empty
   hypothesis file: it divides by zero; no reference words: it exits 1) we return 0.
 * **sacreBLEU 13a** (:func:`corpus_bleu_sacre`): detokenized hypotheses against the untokenized
-  references, the standard WMT scoring since 2018, with its signature (and sacreBLEU's default
+  references, the standard WMT scoring, with its signature (and sacreBLEU's default
   ``exp`` smoothing). It can differ from the tokenized score by 1-2 BLEU and is *not* comparable
   to the paper's numbers.
 * **Sentence BLEU** (:func:`sentence_bleu_tok`): tokenized, for oracle selection in n-best lists.

@@ -1,7 +1,7 @@
 """Where the translate and rescore stages' outputs are: named here once, for the stages that write
-them and those that read them (evaluate, summary, report).
+them and those that read them (rescore, attention, evaluate, summary, report).
 
-- ``<translate_dir>/<system>/beam<K>.{tok,detok}.fr`` and ``timing.json``;
+- ``<translate_dir>/<system>/beam<K>.{tok,detok}.fr``, ``beam<K>.nbest`` and ``timing.json``;
 - ``<rescore_dir>/<rescorer>/<rescorer>.{tok,detok}.fr``: one folder per rescore stage, whose
   ``--out`` is :func:`rescore_stage_dir`; the stage ``oracle`` writes the baseline's own 1-best and
   the oracle's picks, ``<rescore_dir>/oracle/{baseline,oracle}.{tok,detok}.fr``.
@@ -28,9 +28,26 @@ def hypothesis_files(stem: Path) -> tuple[Path, Path]:
     return stem.with_name(stem.name + ".tok.fr"), stem.with_name(stem.name + ".detok.fr")
 
 
+def nbest_file(stem: Path) -> Path:
+    """The n-best list of an output (Moses format, :func:`nbest_line`)."""
+    stem = Path(stem)
+    return stem.with_name(stem.name + ".nbest")
+
+
+def nbest_line(sentence: int, text: str, feature: str, score: float) -> str:
+    """One line of an n-best list: ``id ||| hypothesis ||| <feature>=<score> ||| <score>``, the
+    feature being the kind of the system's models (``lstm``, ``gru``, ``cho``, ...)."""
+    return f"{sentence} ||| {text} ||| {feature}={score:.6f} ||| {score:.6f}"
+
+
+def beam_stem(system_dir: Path, beam: int) -> Path:
+    """The stem of a system's translation at beam `beam`, in the system's folder."""
+    return Path(system_dir) / f"beam{beam}"
+
+
 def translation(translate_dir: Path, system: str, beam: int) -> Path:
     """The stem of system `system`'s translation of the test set at beam `beam`."""
-    return Path(translate_dir) / system / f"beam{beam}"
+    return beam_stem(Path(translate_dir) / system, beam)
 
 
 def timing_file(translate_dir: Path, system: str) -> Path:

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -28,6 +29,7 @@ from sacrebleu.significance import PairedTest, _bootstrap_resample
 
 from s2s.evaluate.bleu import (CORPUS_SMOOTHING, check_same_length, corpus_bleu_sacre,
                                corpus_bleu_tok)
+from s2s.io import read_lines
 
 SEED = 12345  # sacreBLEU's default SACREBLEU_SEED: our intervals equal its CLI's
 N_SAMPLES = 1000  # sacreBLEU's default number of bootstrap resamples
@@ -169,3 +171,64 @@ def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Seque
                       baseline_mean=float(bl.mean), baseline_ci=float(bl.ci),
                       system_mean=float(sy.mean), system_ci=float(sy.ci), samples=n_samples,
                       seed=seed)
+
+
+@dataclass(frozen=True)
+class FileScores:
+    """What ``s2s score`` reports: both scores of each hypothesis file (the baseline first) and,
+    given a second file, its paired bootstrap against the first."""
+
+    ref: str
+    tokenized: bool
+    scores: dict[str, Scores]  # file -> its scores
+    baseline: str
+    system: str | None = None
+    diff: Difference | None = None  # system - baseline
+
+    def as_dict(self) -> dict:
+        """The ``--json`` output."""
+        out = {"references": self.ref, "tokenized_input": self.tokenized,
+               "scores": {f: vars(s) for f, s in self.scores.items()}}
+        if self.diff is not None:
+            out["paired_bootstrap"] = {"baseline": self.baseline, "system": self.system,
+                                       "metric": "tokenised BLEU", **self.diff.as_dict()}
+        return out
+
+    def describe(self) -> str:
+        """The text output: a table of both scores, their signatures, the difference."""
+        width = max(len(f) for f in self.scores)
+        lines = [f"{'file':<{width}}  BLEU tokenised  sacreBLEU 13a  sentences"]
+        lines += [f"{f:<{width}}  {sc.bleu_tok:14.2f}  {sc.bleu_sacre:13.2f}  {sc.sentences:9d}"
+                  for f, sc in self.scores.items()]
+        first = next(iter(self.scores.values()))
+        lines += [f"BLEU tokenised: {first.tok_signature} (the paper's method)",
+                  f"sacreBLEU 13a:  {first.sacre_signature}"]
+        if self.diff is not None:
+            baseline, system, d = self.baseline, self.system, self.diff.as_dict()
+            lines += [f"paired bootstrap ({d['samples']} resamples, seed {d['seed']}), tokenised "
+                      f"BLEU: {system} - {baseline} = {self.diff.describe()}",
+                      f"  {baseline}: mean {d['baseline_mean']:.2f} +- {d['baseline_ci']:.2f}; "
+                      f"{system}: mean {d['system_mean']:.2f} +- {d['system_ci']:.2f}"]
+        return "\n".join(lines)
+
+
+def score_files(hyp: Path, ref: Path, *, system: Path | None = None, tokenized: bool = False,
+                samples: int = N_SAMPLES, seed: int = SEED) -> FileScores:
+    """Both scores of `hyp` (and `system`) against `ref`, one sentence per line, and with
+    `system` the paired bootstrap of `system` against `hyp` on tokenised BLEU."""
+    refs, hyps = read_lines(ref), read_lines(hyp)
+    sys_lines = read_lines(system) if system else None
+    texts = {str(hyp): hyps, **({str(system): sys_lines} if system else {})}
+    scores = {f: score(lines, refs, tokenized=tokenized, hyp_name=f, ref_name=str(ref))
+              for f, lines in texts.items()}
+    diff = None
+    if system:
+        if tokenized:
+            base_tok, sys_tok, ref_tok = hyps, sys_lines, refs
+        else:
+            base_tok, sys_tok, ref_tok = (tokenize_lines(x) for x in (hyps, sys_lines, refs))
+        diff = paired_bootstrap(base_tok, sys_tok, ref_tok, n_samples=samples,
+                                baseline_name=str(hyp), system_name=str(system),
+                                ref_name=str(ref), seed=seed)
+    return FileScores(ref=str(ref), tokenized=tokenized, scores=scores, baseline=str(hyp),
+                      system=str(system) if system else None, diff=diff)

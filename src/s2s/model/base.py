@@ -13,27 +13,37 @@ Dimension letters: see ``s2s.model.lstm``.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 import torch
 from torch import Tensor, nn
 
 __all__ = ["Model", "reverse_padded"]
 
 
-class Model(Protocol):
-    """What training, decoding, rescoring and checkpoints use of a model (an ``nn.Module``)."""
+class Model(nn.Module):
+    """The base of every model of the package: what training, decoding, rescoring and
+    checkpoints use of it. A subclass sets `cfg` (its architecture's config, s2s.arch) and `proj`
+    (the softmax layer, D -> V) and defines ``encode``, ``step``, ``features`` and
+    ``init_weights(seed)``, and ``step_features(prev_tokens, State) -> ((N, D), State)``, the
+    softmax layer's input: its `step` is ``log_softmax(proj(step_features))`` in fp32, which lets
+    an ensemble mix its members' probabilities from their logits (s2s.decode.ensemble)."""
 
-    cfg: object  # its architecture's config (s2s.arch)
-    proj: nn.Linear  # the softmax layer
+    cfg: object
+    proj: nn.Linear
 
-    def encode(self, src: Tensor, lengths: Tensor): ...
+    def encode(self, src: Tensor, lengths: Tensor):
+        raise NotImplementedError
 
-    def step(self, prev_tokens: Tensor, state): ...
+    def step(self, prev_tokens: Tensor, state):
+        raise NotImplementedError
 
-    def features(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor: ...
+    def step_features(self, prev_tokens: Tensor, state):
+        raise NotImplementedError
 
-    def init_weights(self, seed: int) -> None: ...
+    def features(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def init_weights(self, seed: int) -> None:
+        raise NotImplementedError
 
 
 def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:

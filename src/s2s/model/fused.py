@@ -1,7 +1,7 @@
 """nn.LSTM's training forward and backward for the CPU, written out: same weights, same maths,
 faster backward.
 
-torch's CPU nn.LSTM (oneDNN) spends three times its forward time in backward (bench/README.md).
+torch's CPU nn.LSTM (oneDNN) spends several times its forward time in backward (bench/README.md).
 Here backward walks the recurrence step by step with only what must be sequential (one
 (N, 4H) @ (4H, H) GEMM and three element-wise ops per step), and computes everything else over
 all time steps at once: the gate derivatives before the loop, and after it the weight gradients
@@ -210,8 +210,8 @@ def lstm_stack(lstm: nn.LSTM, x: Tensor, state: tuple[Tensor, Tensor] | None = N
 def lstm_step(lstm: nn.LSTM, x: Tensor, state: tuple[Tensor, Tensor] | None = None, *,
               mm_dtype: torch.dtype | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     """What ``lstm(x, state)`` returns for a single time step, x: (N, 1, E), through
-    torch.lstm_cell per layer. On the CPU, nn.LSTM's oneDNN path costs 2x more than this at
-    beam search's batch sizes (60 rows: 2.7 vs 1.3 ms for a 2 x 256 stack; bench/README.md).
+    torch.lstm_cell per layer: cheaper on the CPU than nn.LSTM's oneDNN path at beam search's
+    batch sizes (bench/README.md).
 
     ``mm_dtype`` (under ``torch.autocast``, ``s2s.precision``): the two products in that dtype
     through ``F.linear``, so autocast casts each weight once per context; the gates, c and h in

@@ -13,10 +13,9 @@ unit whose reset gate is shut drops the previous state from its candidate altoge
 writes no biases; there is one per gate (b_r, b_z, b), which under the paper's uniform init are
 uniform like every other parameter.
 
-Cost per step: the input products of all steps are one matmul before the loop; each step runs one
-recurrent matmul for r and z together and one for U (r * h). Under bf16 autocast
-(``s2s.precision``), on every device, the products run in bf16 (``F.linear``, whose weight casts
-autocast caches) and the gates and the state stay fp32, also in single steps (decoding).
+The input products of all steps are one matmul before the loop; each step runs one recurrent
+matmul for r and z together and one for U (r * h). Under bf16 autocast the products run in bf16
+and the gates and the state in fp32 (``s2s.precision``).
 
 With `lengths`, a sequence's state stops changing after its last real step, so the final state is
 its own; outputs at padded positions are zero, as nn.GRU over a packed batch leaves them.

@@ -10,13 +10,9 @@ Both stacks take and return the full state as two tensors ``h, c`` of shape (L, 
 same gate layout as nn.LSTM (input, forget, cell, output), so the same weights can be loaded into
 either: with the peepholes at zero the peephole stack computes exactly what nn.LSTM computes.
 
-Precision (``s2s.precision``), the same on every device: the peephole stack runs its two products
-under autocast (bf16 in bf16 mode) and returns each to fp32 at once, so the gate pre-activations,
-every non-linearity, c and h are fp32. ``StandardLSTM`` (and every nn.LSTM/nn.GRU run through
-:func:`run_padded`) takes the dtype of :func:`s2s.precision.recurrent_dtype`: off the CPU under
-autocast the layer runs with autocast off, in fp32 (TF32 math in bf16 mode) or, when the plan
-asks for it, in bf16 (bf16 copies of the input, the initial state and the weights, whose
-gradients reach the fp32 weights); on the CPU the fused LSTM of ``s2s.model.fused``.
+Precision: the peephole stack runs its two products under autocast and everything else in fp32;
+``StandardLSTM`` (and every nn.LSTM/nn.GRU run through :func:`run_padded`) takes the dtype of
+:func:`s2s.precision.recurrent_dtype` (the table of ``s2s.precision``).
 
 The element-wise part of a peephole step (everything but the recurrent product) can run compiled
 (``torch.compile``, one fused kernel forward and one backward, batch size dynamic):

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from s2s.arch.rnn import CELL_WORDS, RNNConfig  # noqa: F401 -- its home is s2s.arch.rnn
-from s2s.model.base import reverse_padded  # noqa: F401 -- the models' shared helper
+from s2s.arch import GRU_CELLS
+from s2s.arch.rnn import RNNConfig
+from s2s.model.base import Model, reverse_padded
 from s2s.model.lstm import set_forget_bias
-from s2s.model.stacks import GRU_CELLS, make_stack
+from s2s.model.stacks import make_stack
 from s2s.precision import full
 
 
@@ -55,7 +56,7 @@ def start_from_summary(init_proj: nn.Linear, summary: Tensor, cfg: RNNConfig
     return h, None if cfg.cell in GRU_CELLS else torch.zeros_like(h)
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(Model):
     """What every model here shares: embeddings, the softmax layer, the paper's initialisation,
     teacher forcing as `proj(features(...))`, and `step` as `proj` over `step_features`.
 

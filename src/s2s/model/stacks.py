@@ -3,11 +3,9 @@ LSTM, nn.LSTM, nn.GRU (`gru`) or Cho et al.'s GRU (`cho_gru`, ``s2s.model.gru``)
 takes and returns the state as a pair (h, c) of (L, N, H) tensors; a GRU has no cell, so its c is
 None.
 
-Precision (``s2s.precision``) of `gru`: a sequence runs nn.GRU in the dtype of
-``s2s.precision.recurrent_dtype`` (off the CPU under autocast: autocast off, fp32 or the plan's
-bf16; on the CPU torch's kernel, whose products autocast casts, its state fp32); a single step
-under autocast (decoding, the attention decoder) runs :func:`gru_step` on every device: the
-products in the autocast dtype, the gates and the state in fp32."""
+Precision of `gru` (the table of ``s2s.precision``): a sequence runs nn.GRU in the dtype of
+``s2s.precision.recurrent_dtype``; a single step under autocast runs :func:`gru_step`, the products
+in the autocast dtype and the gates and the state in fp32."""
 
 from __future__ import annotations
 
@@ -17,9 +15,6 @@ from torch import Tensor, nn
 from s2s.model.gru import ChoGRU
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM, run_padded
 from s2s.precision import full, matmul_dtype, recurrent_dtype
-
-CELLS = ("lstm", "peephole", "gru", "cho_gru")
-GRU_CELLS = ("gru", "cho_gru")  # their state is h alone: c is None
 
 
 class StandardGRU(nn.Module):
@@ -71,12 +66,9 @@ def gru_step(gru: nn.GRU, x: Tensor, h0: Tensor | None) -> tuple[Tensor, tuple[T
 
 
 def make_stack(cell: str, input_size: int, hidden_size: int, num_layers: int) -> nn.Module:
-    if cell == "peephole":
-        return PeepholeLSTM(input_size, hidden_size, num_layers)
-    if cell == "lstm":
-        return StandardLSTM(input_size, hidden_size, num_layers)
-    if cell == "gru":
-        return StandardGRU(input_size, hidden_size, num_layers)
-    if cell == "cho_gru":
-        return ChoGRU(input_size, hidden_size, num_layers)
-    raise ValueError(f"unknown cell '{cell}' (expected one of {', '.join(CELLS)})")
+    """The stack of `num_layers` layers of `cell` (one of ``s2s.arch.rnn``'s cells)."""
+    stacks = {"lstm": StandardLSTM, "peephole": PeepholeLSTM, "gru": StandardGRU,
+              "cho_gru": ChoGRU}
+    if cell not in stacks:
+        raise ValueError(f"unknown cell '{cell}' (expected one of {', '.join(stacks)})")
+    return stacks[cell](input_size, hidden_size, num_layers)

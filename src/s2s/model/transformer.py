@@ -37,8 +37,6 @@ Parameters (weights and biases; ``Transformer.num_parameters``, checked by the t
     total = (V_src + V_tgt) D + L_enc (A + F' + 4 D) + L_dec (2 A + F' + 6 D)
             + V_tgt (D + 1)  [V_tgt only with tie_embeddings]
             + 4 D  [pre-norm: the stacks' final LayerNorms]  + 2 P D  [learned positions]
-e.g. D 256, H 4, F 1024, 3+3 layers, V_src 5,900, V_tgt 6,500, pre-norm, sinusoidal: 10,375,524
-(9,783,396 with G = 2); about 7M: D 192, H 4, F 896, 3+3 layers: 7,046,756.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from s2s.arch.transformer import TransformerConfig
-from s2s.model.base import reverse_padded
+from s2s.model.base import Model, reverse_padded
 from s2s.precision import full
 
 __all__ = ["TransformerConfig", "Transformer", "TransformerState", "Attention"]
@@ -261,7 +259,7 @@ class DecoderLayer(_Block):
         return x, (k, v), weights
 
 
-class Transformer(nn.Module):
+class Transformer(Model):
     """The Transformer encoder-decoder with the package's model contract.
 
     Attributes:

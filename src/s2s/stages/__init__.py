@@ -5,8 +5,9 @@ A stage module holds only stage glue; the work is library code (``s2s.data``, ``
 ``s2s.decode``, ``s2s.evaluate``, ``s2s.analysis``, ``s2s.report``). It defines:
 
 - ``ARGS``: its path flags (:class:`s2s.dag.Arg`), each declared once with the path its dvc.yaml
-  command passes, whether the stage reads or writes it, and its help; ``add_arguments(parser)``
-  for any other argument.
+  command passes, whether the stage reads or writes it, and its help; ``ITEM``
+  (:class:`s2s.dag.Item`) where the stage runs once per model, system or rescorer: its
+  positional argument; ``add_arguments(parser)`` for any other argument.
 - ``stages(params) -> list[s2s.dag.Stage]``: its dvc.yaml entries, built by
   :func:`s2s.dag.command` from ``ARGS`` (the command, the dependencies and outputs the flags
   give, anything else it reads or writes, the params keys it reads), one per model, system or

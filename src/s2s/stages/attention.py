@@ -60,6 +60,7 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     from s2s import checkpoint
     from s2s.analysis.alignments import MAX_WORDS, MIN_WORDS, pick_examples, weights_for
     from s2s.data.vocab import Vocab
+    from s2s.evaluate.outputs import hypothesis_files, translation
     from s2s.io import atomic_write_json, read_lines
 
     t0 = time.perf_counter()
@@ -77,7 +78,7 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
         model = checkpoint.load_model(models_dir / member / "model.pt", src_vocab=src_vocab,
                                       tgt_vocab=tgt_vocab, expect=params.model_config(member),
                                       name=member)
-        hyp_path = translate_dir / name / f"beam{beam}.tok.fr"
+        hyp_path, _ = hypothesis_files(translation(translate_dir, name, beam))
         hypotheses = [h.split() for h in read_lines(hyp_path)]
         if len(hypotheses) != len(sources):
             raise ValueError(f"{hyp_path}: {len(hypotheses)} lines for {len(sources)} test "

@@ -15,15 +15,8 @@ Reads
 
 Writes
     ``out_dir/<corpus id>/{en,fr}.{txt,sgm}`` for exactly the corpora named (directories of other
-    corpora, left by another profile, are removed) and ``out_dir/manifest.json``::
-
-        {"mode": "mirror"|"network", "mirror": <dir>|null, "corpora": {<id>: {
-            "mode", "source" (mirror folder, or the list of URLs), "format", "pairs",
-            "whole_corpus" (false for a mirror head), "max_lines" (asked for; null = all),
-            "lines": {"en", "fr"},
-            "downloads" (network: per URL its sha256, bytes, and the checksum verified),
-            "files": {"en"|"fr": {"path" (relative to out_dir), "source", "sha256", "bytes",
-                                  "lines"}}}}}
+    corpora, left by another profile, are removed) and ``out_dir/manifest.json``
+    (:class:`s2s.artifacts.Manifest`: per corpus its source, files, sha256, bytes and lines).
 
 ``max_lines`` is checked here (the source must hold that many pairs) but applied by ``prepare``:
 a corpus is always written whole, as its source has it, so its checksums are the source's.

@@ -8,12 +8,8 @@ Reads
   ``rescore.rescorers`` and ``<rescore_dir>/oracle/{baseline,oracle}.{tok,detok}.fr``
   (:mod:`s2s.evaluate.outputs` names these paths).
 Writes
-  ``metrics_out`` (``metrics/bleu.json``, the record :class:`s2s.artifacts.Bleu`)::
-
-      {"test_sentences": N, "bleu_tok_method": str, "bleu_tok_signature": str,
-       "translate": {system: {"<beam>": ENTRY}}, "rescore": {name: ENTRY}}
-      ENTRY = {"bleu_tok": x, "bleu_sacre": y, "sacre_signature": s, "sentences": N}
-            | {"absent": true, "reason": "..."}       # an output that does not exist
+  ``metrics_out`` (``metrics/bleu.json``, :class:`s2s.artifacts.Bleu`): both BLEU scores of every
+  translation (system, beam) and rescoring output, or why it is absent.
 
   ``groups_out`` (``outputs/evaluate/figure3.csv``): columns system, beam, axis (length|rarity),
   label, lo, hi, sentences, mean, bleu (tokenized), one row per group for every translation

@@ -13,18 +13,19 @@ Writes: ``<out>/<rescorer>.{tok,detok}.fr``: per sentence the hypothesis with th
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
-from s2s.dag import Arg, Stage, command
+from s2s.dag import Arg, Item, Stage, command
 
 log = logging.getLogger("s2s.rescore")
 
 HELP = "rescore the baseline's n-best lists"
+ITEM = Item("rescorer", "rescorer", "rescore.rescorers",
+            "a rescorer of params `rescore.rescorers`, or oracle")
 ARGS = (Arg("--translate", "outputs/translate"), Arg("--raw", "data/raw"),
         Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
         Arg("--out", "outputs/rescore/{item}", writes=True, help="the rescorer's output folder"))
@@ -55,10 +56,6 @@ def stages(params: Params) -> list[Stage]:
     return out
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("rescorer", help="a rescorer of params `rescore.rescorers`, or oracle")
-
-
 def cli(args, params) -> None:
     main(params, args.rescorer, translate_dir=args.translate, raw_dir=args.raw,
          prepared_dir=args.prepared, vocab_dir=args.vocab, models_dir=args.models,
@@ -73,6 +70,7 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
     from s2s.decode.translate import load_members
     from s2s import precision
     from s2s.device import for_stage
+    from s2s.evaluate.outputs import BASELINE, ORACLE, ORACLE_STAGE, hypothesis_files
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()
@@ -81,13 +79,13 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
     lists = read_nbest(nbest, sentences=len(sources_tok))
     n_cands = sum(len(c) for c in lists)
 
-    if rescorer == "oracle":
+    if rescorer == ORACLE_STAGE:
         from s2s.evaluate.bleu import sentence_bleu_tok
 
         refs = read_lines(prepared_dir / "test.tok.fr")
-        picks = {"baseline": [c[0].text for c in lists],
-                 "oracle": [max(c, key=lambda x: sentence_bleu_tok(x.text, refs[i])).text
-                            for i, c in enumerate(lists)]}
+        picks = {BASELINE: [c[0].text for c in lists],
+                 ORACLE: [max(c, key=lambda x: sentence_bleu_tok(x.text, refs[i])).text
+                          for i, c in enumerate(lists)]}
     else:
         cfg = params.rescore
         if rescorer not in cfg.rescorers:
@@ -114,8 +112,9 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
         picks = {rescorer: [best[i][1] for i in range(len(lists))]}
 
     for name, lines in picks.items():
-        atomic_write_lines(out_dir / f"{name}.tok.fr", lines)
-        atomic_write_lines(out_dir / f"{name}.detok.fr", [detokenize(s, "fr") for s in lines])
+        tok, detok = hypothesis_files(out_dir / name)
+        atomic_write_lines(tok, lines)
+        atomic_write_lines(detok, [detokenize(s, "fr") for s in lines])
     log.info("%s: %d sentences, %d candidates from %s; wrote %s in %.1fs", rescorer, len(lists),
              n_cands, nbest, ", ".join(f"{out_dir}/{n}.*" for n in picks),
              time.perf_counter() - t_start)

@@ -4,15 +4,9 @@ Reads
   ``<metrics_dir>/bleu.json`` (the evaluate stage), ``<metrics_dir>/train/<model>.json``,
   ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (``outputs/evaluate/figure3.csv``).
 Writes
-  ``out`` (``metrics/summary.json``, tracked by git, ``cache: false``): numbers only, so that
-  ``dvc metrics show/diff`` and ``dvc exp show`` print them in a readable width::
-
-      {"bleu": {system: {"b<beam>": tokenised BLEU}},   # the paper's method
-       "rescore": {name: tokenised BLEU},               # Table 2, baseline and oracle included
-       "ppl": {model: test perplexity},
-       "minutes": {"train": all models, "decode": all systems and beams}}
-
-  The text fields (method, signatures) stay in ``bleu.json``.
+  ``out`` (``metrics/summary.json``, :class:`s2s.artifacts.Summary`, tracked by git): numbers
+  only (tokenised BLEU, test perplexity, minutes), so that ``dvc metrics show/diff`` and
+  ``dvc exp show`` print them in a readable width; the text fields stay in ``bleu.json``.
   ``<plots_dir>/figure3_{length,rarity}.csv``: Figure 3's curves as DVC plot data (columns
   ``mean``, ``label``, ``lstm``, ``baseline``: the report's two curves).
 """

@@ -4,37 +4,17 @@ Reads:  ``<prepared>/{train,dev,test}.tok.{en,fr}``, ``<vocab>/{en,fr}.tsv``, pa
         `models.<name>`, `train`; for the models of `analysis.models`, `analysis.snapshots`.
 Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model_dir>/best.pt``
         (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
-        `checkpoint_every` steps; not a DVC output: a run killed under ``dvc repro`` finds it
-        there, and going back to an earlier experiment restores the outputs from DVC's cache
-        without the stage looking dirty), ``metrics/train/<name>.json``,
+        `checkpoint_every` steps; not a DVC output, so a killed run finds it and an experiment's
+        never dirties the stage), ``metrics/train/<name>.json``,
         ``metrics/curves/<name>.csv``;
         for the models of `analysis.models`, ``<snapshots>/epoch<E>.pt`` (the weights at each
         epoch E of `analysis.snapshots` before the last step) and ``<snapshots>/snapshots.json``,
-        their index (``s2s.train.Snapshots``, which says how a resumed run writes the same
-        files).
+        their index (``s2s.train.Snapshots``).
 
-Plain SGD without momentum at `lr`; after `decay_start` epochs the rate is halved every
-`decay_every` epochs. The loss is summed over each sentence's target tokens and divided by the
-number of sentences in the batch; the gradient's L2 norm is clipped to `clip_norm`. A run killed at
-any point resumes from its last checkpoint; on CPU the resumed run ends with the same weights as an
-uninterrupted one, because the batch order is a function of (order_seed, epoch), SGD has no state
-beyond the learning rate, and the schedule is a function of the step. Temporary files that a kill
-inside a checkpoint write leaves in ``<ckpt_dir>`` or ``<model_dir>`` are removed at the start.
-
-Whatever the rerun, the outputs are those of a run from scratch with the same params and data:
-``last.pt`` is resumed only if its :func:`fingerprint` matches, and that covers everything the
-outputs depend on (the model config, every `train` key but :data:`BOOKKEEPING`, the vocabularies,
-the training and dev files). It also holds the best weights so far, so ``best.pt`` is always
-rewritten, whenever the run was killed. The test set is read after training: a rerun for a changed
-test set resumes the finished checkpoint and recomputes test perplexity. A rerun of a finished
-run (``dvc repro -f``) trains no step and says so; its outputs are rewritten from the checkpoint.
-
-Data-parallel (``s2s.distributed``): under torchrun or srun, or with `resources.train.gpus` > 1
-and that many GPUs visible, each process takes a share of every minibatch and the gradients are
-summed over processes, so the updates are those of one process up to floating-point reduction
-order (for models with dropout: in distribution, each rank drawing its own masks); only rank 0
-reads the resume point and writes files, and a stop signal to any rank stops all of them after
-the same step with a final checkpoint.
+The procedure is :func:`s2s.train.run`'s: the recipe (the paper's SGD and schedule by default),
+a resume point whose :func:`~s2s.train.fingerprint` must match, and outputs that are those of a
+run from scratch whatever was killed or rerun (docs/crash-guarantees.md); data-parallel under
+torchrun or srun, or with `resources.train.gpus` > 1 (``s2s.distributed``, docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -47,9 +27,10 @@ from pathlib import Path
 from s2s import arch
 from s2s.artifacts import CURVES_DIR
 from s2s.config import AnalysisConfig, Params, UndeclaredParams
-from s2s.dag import Arg, Stage, command
+from s2s.dag import Arg, Item, Stage, command
 
 HELP = "train one model of params `models`"
+ITEM = Item("name", "model", "models", "a model of params `models` (e.g. reversed_1)")
 ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
         # checkpoints/<model>/last.pt, the resume point, is no output (the stage's doc says why)
         Arg("--model-dir", "models/{item}", writes=True),
@@ -80,7 +61,6 @@ def stages(params: Params) -> list[Stage]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("name", help="a model of params `models` (e.g. reversed_1)")
     p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
 
 

@@ -13,19 +13,19 @@ Writes: ``<out>/beam<K>.tok.fr`` (Moses-tokenised, the paper's BLEU input),
 
 from __future__ import annotations
 
-import argparse
 import logging
 import time
 from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
-from s2s.dag import Arg, Stage, command
+from s2s.dag import Arg, Item, Stage, command
 
 log = logging.getLogger("s2s.translate")
 
 HELP = ("decode the test set with one system of `systems` (the pipeline stage; for your own "
         "text see translate-text)")
+ITEM = Item("system", "system", "systems", "a system of params `systems` (e.g. ensemble5)")
 ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
         Arg("--out", "outputs/translate/{item}", writes=True,
             help="the system's output folder (hypotheses, n-best lists, timing)"))
@@ -40,10 +40,6 @@ def stages(params: Params) -> list[Stage]:
         code=arch.modules(params, cfg.members),
         doc="" if i else "One stage per system of params `systems`, its members' models as inputs.")
         for i, (system, cfg) in enumerate(params.systems.items())]
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("system", help="a system of params `systems` (e.g. ensemble5)")
 
 
 def cli(args, params) -> None:
@@ -61,6 +57,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     from s2s.data.vocab import Vocab
     from s2s.decode.translate import check_lengths, check_search_size, load_members, translate
     from s2s.device import for_stage
+    from s2s.evaluate.outputs import beam_stem, hypothesis_files, nbest_file, nbest_line
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()
@@ -99,10 +96,12 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
             raise RuntimeError(f"{system} beam {beam}: {len(hyps)} hypotheses for "
                                f"{len(sources)} sources")
         best = [tgt_vocab.decode(h[0].tokens) for h in hyps]
-        atomic_write_lines(out_dir / f"beam{beam}.tok.fr", best)
-        atomic_write_lines(out_dir / f"beam{beam}.detok.fr", [detokenize(s, "fr") for s in best])
-        atomic_write_lines(out_dir / f"beam{beam}.nbest", [
-            f"{i} ||| {tgt_vocab.decode(h.tokens)} ||| {feature}={h.score:.6f} ||| {h.score:.6f}"
+        stem = beam_stem(out_dir, beam)
+        tok, detok = hypothesis_files(stem)
+        atomic_write_lines(tok, best)
+        atomic_write_lines(detok, [detokenize(s, "fr") for s in best])
+        atomic_write_lines(nbest_file(stem), [
+            nbest_line(i, tgt_vocab.decode(h.tokens), feature, h.score)
             for i, hs in enumerate(hyps) for h in hs])
         beams[beam] = BeamTiming(sentences=len(sources), seconds=round(seconds, 3),
                                  sents_per_sec=round(len(sources) / seconds, 3))
