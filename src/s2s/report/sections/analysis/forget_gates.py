@@ -11,7 +11,8 @@ import pandas as pd
 from s2s.analysis.outputs import Analyses
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
-from s2s.report.sections import Context, fixed, model_label, prose
+from s2s.report.sections import fixed, model_label, prose
+from s2s.report.sections.analysis import in_report
 
 TITLE = "Forget gates"
 FIGURES = {"forget": "analysis_forget_gates.png", "half_life": "analysis_half_life.png"}
@@ -58,7 +59,4 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
     return Section(TITLE, blocks)
 
 
-def sections(ctx: Context) -> list[Section]:
-    """The section, none where the profile has no analyze stage."""
-    a = ctx.art.analysis
-    return [] if a is None else [section(a, ctx.fig_dir, "figures")]
+sections = in_report(section)

@@ -12,7 +12,8 @@ from s2s.analysis.outputs import Analyses
 from s2s.arch import LSTM_CELLS
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
-from s2s.report.sections import Context, fixed, model_label, prose
+from s2s.report.sections import fixed, model_label, prose
+from s2s.report.sections.analysis import in_report
 
 TITLE = "Memory of a one-word change"
 FIGURES = {"memory": "analysis_memory.png"}
@@ -53,7 +54,4 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
     return Section(TITLE, blocks)
 
 
-def sections(ctx: Context) -> list[Section]:
-    """The section, none where the profile has no analyze stage."""
-    a = ctx.art.analysis
-    return [] if a is None else [section(a, ctx.fig_dir, "figures")]
+sections = in_report(section)

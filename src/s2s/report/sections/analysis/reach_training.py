@@ -13,7 +13,8 @@ from s2s.analysis.outputs import FIRST, Analyses
 from s2s.claims.analyses import EARLY, REACH_STORY, interval
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
-from s2s.report.sections import Context, fixed, model_label, prose
+from s2s.report.sections import fixed, model_label, prose
+from s2s.report.sections.analysis import in_report
 
 TITLE = "Gradient reach over training"
 FIGURES = {"reach_training": "analysis_gradient_reach_training.png",
@@ -64,7 +65,4 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
     return Section(TITLE, blocks)
 
 
-def sections(ctx: Context) -> list[Section]:
-    """The section, none where the profile has no analyze stage."""
-    a = ctx.art.analysis
-    return [] if a is None else [section(a, ctx.fig_dir, "figures")]
+sections = in_report(section)
