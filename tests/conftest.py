@@ -1,14 +1,16 @@
 """Shared fixtures: the mirror, and one run of the smoke profile through `dvc repro`.
 
 The suite runs in two processes (pytest-xdist, ``-n 2`` in pyproject.toml), one per core of the
-CI machine: every test that reads the smoke run is sent to the same process, so the run is made
-once; the tests of one module stay together, so a module's own fixtures are made once; and each
-process computes at one thread (two processes of two OpenMP threads each on two cores degrade
-badly).
+CI machine. The smoke run is made once for both (the first process to ask makes it, the other
+waits) and each process works on its own copy; the tests of one module stay together, so a
+module's own fixtures are made once; the Snakemake and SLURM runs of the smoke DAG go to one
+process, handed out first; and each process computes at one thread (two processes of two
+OpenMP threads each on two cores degrade badly).
 """
 
 from __future__ import annotations
 
+import fcntl
 import http.server
 import os
 import re
@@ -53,15 +55,49 @@ EXPECTED_READERS = {
 }
 
 
+# The runs of the smoke DAG by the other engines: the tests that read them share one process.
+ENGINE_RUNS = {"snakemake_repo", "slurm_repo"}
+
+
+@pytest.hookimpl(wrapper=True)  # before xdist's own hook, which reads the marks
 def pytest_collection_modifyitems(config, items):
-    """One xdist group per module, and one for every test of any module that reads the smoke
-    run or the Snakemake run (``--dist loadgroup`` runs a group in one process, so each run is
-    made once: a module-scoped fixture is made again in every process that uses it)."""
-    shared = {"smoke_repo", "snakemake_repo", "slurm_repo"}
+    """One xdist group per module, and one ("engines") for every test that reads the Snakemake
+    or the SLURM run of the smoke DAG (``--dist loadgroup`` runs a group in one process, so each
+    run is made once: a module-scoped fixture is made again in every process that uses it).
+
+    Groups are handed out in the order of their first test (``--no-loadscope-reorder``): the
+    engines first (their jobs are Snakemake's and SLURM's processes, beside the tests), then the
+    modules that read the smoke run (so it is made at the start), then the cluster's other
+    tests (minutes each), then the rest."""
+    def rank(item) -> int:
+        names = set(item.fixturenames)
+        if ENGINE_RUNS & names:
+            return 0
+        if "smoke_run" in names:
+            return 1
+        return 2 if item.get_closest_marker("slurm") else 3
+
     for item in items:
-        group = "smoke_repo" if shared & set(getattr(item, "fixturenames", ())) \
-            else item.module.__name__
+        group = "engines" if ENGINE_RUNS & set(item.fixturenames) else item.module.__name__
         item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=rank)  # stable: a module's tests keep their order
+    return (yield)
+
+
+def pytest_configure(config):
+    """xdist marks each test with its group by renaming it; from pytest 9.2 the rename no longer
+    takes (pytest-xdist#1386, open as of xdist 3.8.0) and every test goes anywhere, silently: each
+    shared run would be made twice. Refuse that pairing in one line."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or config.getoption("dist", "no") != "loadgroup":
+        return
+    from importlib.metadata import version
+
+    xdist = tuple(int(p) for p in version("pytest-xdist").split(".")[:3] if p.isdigit())
+    if pytest.version_tuple[:2] >= (9, 2) and xdist <= (3, 8, 0):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} with pytest-xdist {version('pytest-xdist')} does not "
+            "group tests (pytest-xdist#1386): install the test extra's pytest "
+            "(pip install -e '.[test]'), or run in one process (-n0)")
 
 
 def need_mirror() -> Path:
@@ -150,20 +186,50 @@ def smoke_data(tmp_path_factory, mirror):
     return tmp, params
 
 
+def shared_dir(tmp_path_factory) -> Path:
+    """A directory every process of the session shares (xdist's workers make theirs in one)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
-def smoke_repo(tmp_path_factory) -> Path:
-    """The smoke profile, run end to end once by `dvc repro` (a few minutes on 2 cores).
+def smoke_run(tmp_path_factory) -> Path:
+    """The smoke profile, run end to end once by `dvc repro` for the whole session (a few
+    minutes on 2 cores): the first process to ask makes it while the other waits. Read only:
+    a test that changes a run takes a copy (:func:`smoke_repo`, or its own).
 
     ``S2S_SMOKE_REPO=DIR`` reuses a finished run made by :func:`make_project` and `dvc repro`
     (for working on one test; CI never sets it)."""
     need_mirror()
     if os.environ.get("S2S_SMOKE_REPO"):
         return Path(os.environ["S2S_SMOKE_REPO"]).resolve()
-    repo = make_project(tmp_path_factory.mktemp("smoke") / "repo")
-    t0 = time.perf_counter()
-    proc = run([str(BIN / "dvc"), "repro"], repo, timeout=1500)
-    (repo / "repro.log").write_text(proc.stdout + proc.stderr)
-    print(f"smoke dvc repro: {time.perf_counter() - t0:.0f}s")
+    shared = shared_dir(tmp_path_factory) / "smoke-run"
+    shared.mkdir(exist_ok=True)
+    repo, done, failed = shared / "repo", shared / "done", shared / "failed"
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held while the run is made
+        if failed.exists():
+            raise AssertionError(f"the smoke run failed in another process:\n{failed.read_text()}")
+        if not done.exists():
+            try:
+                make_project(repo)
+                t0 = time.perf_counter()
+                proc = run([str(BIN / "dvc"), "repro"], repo, timeout=1500)
+            except BaseException as e:
+                failed.write_text(str(e)[-8000:])
+                raise
+            (repo / "repro.log").write_text(proc.stdout + proc.stderr)
+            print(f"smoke dvc repro: {time.perf_counter() - t0:.0f}s")
+            done.touch()
+    return repo
+
+
+@pytest.fixture(scope="session")
+def smoke_repo(smoke_run, tmp_path_factory) -> Path:
+    """This process's own copy of the smoke run, for the tests that edit a file and put it back
+    or run `dvc repro` in it (a copy takes about a second)."""
+    repo = tmp_path_factory.mktemp("smoke") / "repo"
+    shutil.copytree(smoke_run, repo, symlinks=True)
     return repo
 
 

@@ -31,10 +31,10 @@ def dvc(repo: Path, *args: str, check: bool = True, home: Path | None = None):
 
 
 @pytest.fixture(scope="module")
-def cluster(smoke_repo, tmp_path_factory) -> Path:
+def cluster(smoke_run, tmp_path_factory) -> Path:
     """The smoke run, copied, with its results committed as a team would (dvc.lock, metrics)."""
     repo = tmp_path_factory.mktemp("cluster") / "repo"
-    shutil.copytree(smoke_repo, repo, symlinks=True)
+    shutil.copytree(smoke_run, repo, symlinks=True)
     run(["git", "add", "-A"], repo)
     run([*GIT, "commit", "-qm", "smoke run"], repo)
     return repo

@@ -208,8 +208,8 @@ def metrics_of(repo: Path) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_snakemake_writes_the_metrics_dvc_writes(snakemake_repo, smoke_repo):
-    ours, theirs = metrics_of(snakemake_repo), metrics_of(smoke_repo)
+def test_snakemake_writes_the_metrics_dvc_writes(snakemake_repo, smoke_run):
+    ours, theirs = metrics_of(snakemake_repo), metrics_of(smoke_run)
     assert "metrics/bleu.json" in ours and "metrics/train/reversed_5.json" in ours
     assert ours.keys() == theirs.keys()
     for name in ours:
