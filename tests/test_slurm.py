@@ -118,7 +118,7 @@ def slurm_repo(tmp_path_factory, site) -> Path:
     return repo
 
 
-def test_every_stage_is_a_slurm_job_and_the_metrics_are_dvcs(slurm_repo, smoke_run):
+def test_every_stage_is_a_slurm_job_and_the_metrics_are_dvcs(slurm_repo, request):
     jobs = submitted((slurm_repo / "snakemake.log").read_text())
     stages = {rule_name(s) for s in dvc_stages(slurm_repo)}
     assert sorted(rule for rule, _ in jobs) == sorted(stages)  # one job each, none resubmitted
@@ -126,7 +126,8 @@ def test_every_stage_is_a_slurm_job_and_the_metrics_are_dvcs(slurm_repo, smoke_r
     assert set(states.values()) == {"COMPLETED"}, states
     # The third engine: what `dvc repro` wrote (and so what the local Snakemake run writes,
     # tests/test_snakemake.py), down to every number but the run's own timings.
-    ours, theirs = metrics_of(slurm_repo), metrics_of(smoke_run)
+    # The dvc repro run asked for only now (see test_snakemake_writes_the_metrics_dvc_writes).
+    ours, theirs = metrics_of(slurm_repo), metrics_of(request.getfixturevalue("smoke_run"))
     assert "metrics/bleu.json" in ours and ours.keys() == theirs.keys()
     for name in ours:
         assert ours[name] == theirs[name], name

@@ -208,7 +208,10 @@ def metrics_of(repo: Path) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_snakemake_writes_the_metrics_dvc_writes(snakemake_repo, smoke_run):
+def test_snakemake_writes_the_metrics_dvc_writes(snakemake_repo, request):
+    # The dvc repro run asked for after this one is made (pytest makes session-scoped fixtures
+    # first: the other process's smoke run would hold this one up).
+    smoke_run = request.getfixturevalue("smoke_run")
     ours, theirs = metrics_of(snakemake_repo), metrics_of(smoke_run)
     assert "metrics/bleu.json" in ours and "metrics/train/reversed_5.json" in ours
     assert ours.keys() == theirs.keys()
