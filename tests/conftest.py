@@ -78,7 +78,7 @@ def pytest_collection_modifyitems(config, items):
         return 2 if item.get_closest_marker("slurm") else 3
 
     for item in items:
-        group = "engines" if ENGINE_RUNS & set(item.fixturenames) else item.module.__name__
+        group = "engines" if rank(item) == 0 else item.module.__name__
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=rank)  # stable: a module's tests keep their order
     return (yield)
