@@ -143,3 +143,42 @@ def test_a_models_recipe_is_train_then_its_architectures_then_its_own(tmp_path):
     cfg = params.model_config("tf")  # the Transformer's own config: `model`'s RNN keys unused
     assert type(cfg).__name__ == "TransformerConfig" and (cfg.heads, cfg.kv_heads) == (2, 1)
     assert not hasattr(cfg, "cell") and cfg.reverse_source is False
+
+
+def test_a_step_out_of_memory_names_the_batch_and_the_keys_and_keeps_the_last_checkpoint(
+        data, monkeypatch):
+    tmp, params = data
+    params = with_train(params, checkpoint_every=10)
+    real_step, calls, seen = train.train_step, {"n": 0}, {}
+
+    def out_of_memory_at_step_25(model, opt, batch, **kw):
+        calls["n"] += 1
+        if calls["n"] == 25:
+            seen.update(n=batch.src.shape[0], s=batch.src.shape[1], t=batch.tgt_in.shape[1])
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+                "139.8 GiB of which 1.2 GiB is free.\nIf reserved but unallocated memory is large "
+                "try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")
+        return real_step(model, opt, batch, **kw)
+
+    monkeypatch.setattr(train, "train_step", out_of_memory_at_step_25)
+    with pytest.raises(train.TrainingError) as err:
+        run_train(tmp, params, "forward", "oom")
+    message = str(err.value)
+    assert "\n" not in message
+    assert message == (
+        f"forward: out of CPU memory at step 25 on a batch of {seen['n']} pairs, source length "
+        f"{seen['s']}, target length {seen['t']} (CUDA out of memory. Tried to allocate 2.00 "
+        f"GiB); lower train.batch_size (now {params.train.batch_size}) or prepare.max_len, which "
+        f"bounds the lengths, and rerun: the last good checkpoint "
+        f"{tmp / 'oom' / 'ckpt' / 'last.pt'} is kept")
+    kept = checkpoint.load_payload(tmp / "oom" / "ckpt" / "last.pt")
+    assert kept["step"] == 20  # the checkpoint of step 20, not the failed step's state
+    assert not (tmp / "oom" / "model" / "model.pt").exists()
+    # and the rerun resumes there and ends as an uninterrupted run does
+    monkeypatch.setattr(train, "train_step", real_step)
+    assert run_train(tmp, params, "forward", "oom")["steps"] == run_train(
+        tmp, params, "forward", "whole_oom")["steps"]
+    a = torch.load(tmp / "oom" / "model" / "model.pt", weights_only=True)["model"]
+    b = torch.load(tmp / "whole_oom" / "model" / "model.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)

@@ -398,20 +398,23 @@ class Run:
     def update(self, state: TrainState, idx: list[int], batch, *,
                stop_after: int | None) -> float:
         """One SGD step on this rank's share (`batch`) of minibatch `idx`, counted in `state`;
-        returns its learning rate. A non-finite loss stops training (TrainingError)."""
+        returns its learning rate. A non-finite loss, or a step out of memory, stops training
+        (TrainingError) with the last good checkpoint kept."""
         t0 = time.perf_counter()
         lr = lr_at(state.step, self.steps_per_epoch, self.cfg)
         if self.model_cfg.dropout > 0:  # masks a function of the step: a resumed run draws the same
             torch.manual_seed(dropout_seed(self.model_cfg.order_seed, state.step, self.world))
-        batch_nll, batch_tok = train_step(
-            self.model, self.opt, batch, batch_size=len(idx), lr=lr, cfg=self.cfg,
-            vocab=self.tgt_vocab, device=self.device, autocast=self.autocast, world=self.world)
+        try:
+            batch_nll, batch_tok = train_step(
+                self.model, self.opt, batch, batch_size=len(idx), lr=lr, cfg=self.cfg,
+                vocab=self.tgt_vocab, device=self.device, autocast=self.autocast,
+                world=self.world)
+        except torch.OutOfMemoryError as e:
+            raise TrainingError(self._out_of_memory(e, state, idx, batch)) from e
         if not math.isfinite(batch_nll):
             raise TrainingError(
                 f"{self.name}: non-finite loss ({batch_nll / len(idx)}) at step {state.step + 1} "
-                f"(epoch {state.step / self.steps_per_epoch:.2f}, lr {lr:g}); the last good "
-                f"checkpoint {self.last} is kept"
-                + ("" if self.last.exists() else " (none written yet)"))
+                f"(epoch {state.step / self.steps_per_epoch:.2f}, lr {lr:g}); {self._kept()}")
         step = state.step + 1
         if step % self.cfg.log_every == 0 or step % self.eval_steps == 0 \
                 or step in (self.total_steps, stop_after):
@@ -422,6 +425,23 @@ class Run:
         state.window_tok += int(batch_tok)
         state.step = step
         return lr
+
+    def _kept(self) -> str:
+        return f"the last good checkpoint {self.last} is kept" + (
+            "" if self.last.exists() else " (none written yet)")
+
+    def _out_of_memory(self, e: Exception, state: TrainState, idx: list[int], batch) -> str:
+        """One line for a step that ran out of memory: the batch and lengths that did it, the
+        keys that bound them, torch's own first words (what it tried to allocate)."""
+        what = ". ".join(str(e).split("\n")[0].split(". ")[:2]).rstrip(".")
+        n, src_len, tgt_len = (0, 0, 0) if batch is None else (
+            batch.src.shape[0], batch.src.shape[1], batch.tgt_in.shape[1])
+        share = f" ({n} on this rank)" if self.world.size > 1 else ""
+        return (f"{self.name}: out of {self.device.type.upper()} memory at step {state.step + 1} "
+                f"on a batch of {len(idx)} pairs{share}, source length {src_len}, "
+                f"target length {tgt_len} ({what}); lower train.batch_size "
+                f"(now {self.cfg.batch_size}) or prepare.max_len, which bounds the lengths, and "
+                f"rerun: {self._kept()}")
 
     def save(self, state: TrainState) -> None:
         """Write the resume point (rank 0)."""
