@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A one-node SLURM cluster on this machine, with accounting, for the tests marked `slurm`
-# (tests/test_slurm.py). Root and Debian's packages (slurm-wlm, munge, mariadb-server); no systemd:
-# every daemon is started here and stopped by its PID.
+# (tests/test_slurm.py). Root and Debian's packages (slurm-wlm, slurmdbd, munge, mariadb-server);
+# no systemd: every daemon is started here and stopped by its PID.
 #
-#   .ci/slurm.sh install   # apt-get the packages (once per machine)
+#   .ci/slurm.sh install   # apt-get the packages (once per machine: .ci/services.sh install)
 #   .ci/slurm.sh start     # munged, MariaDB, slurmdbd, slurmctld, slurmd; returns when the node is
 #                          # idle (exit status 3: it was running already)
 #   .ci/slurm.sh stop      # stops them, newest first, by the PIDs start wrote
@@ -39,10 +39,8 @@ wait_for() {  # wait_for SECONDS WHAT COMMAND...: poll COMMAND until it succeeds
 
 alive() { [[ -s "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
-install_packages() {
-  [[ $EUID -eq 0 ]] || die "install needs root (apt-get)"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge mariadb-server >/dev/null
+install_packages() {  # every CI service's packages: .ci/services.sh says which are whose
+  "$(dirname "$0")/services.sh" install
 }
 
 write_configs() {

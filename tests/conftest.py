@@ -10,7 +10,9 @@ OpenMP threads each on two cores degrade badly).
 
 from __future__ import annotations
 
+import collections
 import fcntl
+import functools
 import http.server
 import os
 import re
@@ -20,6 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -98,6 +101,103 @@ def pytest_configure(config):
             f"pytest {pytest.__version__} with pytest-xdist {version('pytest-xdist')} does not "
             "group tests (pytest-xdist#1386): install the test extra's pytest "
             "(pip install -e '.[test]'), or run in one process (-n0)")
+
+
+# The services CI provides (.ci/run installs and starts them; .ci/services.sh lists their
+# programs): a test that needs one is marked ``@pytest.mark.service(NAME)``. Under CI (CI=true) a
+# test that finds its service missing fails with the reason, since a skip there would hide that
+# the suite did not prove what it claims; on a laptop without it, it skips. The end of the run
+# says in one line which of them ran (and writes it to $S2S_SERVICES_REPORT, which .ci/run prints
+# last).
+SERVICE_NAMES = {"slurm": "SLURM", "sshd": "sshd", "chromium": "Chromium"}
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def service_missing(name: str, reason: str) -> NoReturn:
+    """`name`'s service is not here: fail under CI, skip elsewhere, with `reason`."""
+    if in_ci():
+        pytest.fail(f"{reason} (under CI=true the {SERVICE_NAMES[name]} service must be "
+                    "there: .ci/run installs and starts it)", pytrace=False)
+    pytest.skip(reason)
+
+
+@functools.cache
+def _service_problem(name: str) -> str | None:
+    """Why `name`'s service cannot be used here, or None. Asked once per process."""
+    if name == "slurm":
+        if not shutil.which("sbatch"):
+            return "no sbatch: the SLURM tests need a cluster (.ci/slurm.sh start, as root)"
+        sinfo = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
+                               timeout=60)
+        if sinfo.returncode != 0:
+            return f"no SLURM controller answers: {(sinfo.stderr.strip() or '?').splitlines()[0]}"
+        return None
+    if name == "sshd":
+        if not (shutil.which("sshd") or os.path.exists("/usr/sbin/sshd")):
+            return "no sshd here (Debian: apt-get install openssh-server)"
+        return None
+    if name == "chromium":
+        if not CHROMIUM.is_file():
+            return f"headless chromium not installed at {CHROMIUM} (apt-get install chromium)"
+        return None
+    raise ValueError(f"unknown service {name!r}: expected one of {sorted(SERVICE_NAMES)}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures are made
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("service"):
+        name = mark.args[0]
+        item.user_properties.append(("service", name))  # for the summary line
+        problem = _service_problem(name)
+        if problem:
+            service_missing(name, problem)
+
+
+_service_outcomes: dict[str, dict[str, str]] = {}  # service -> test id -> outcome
+
+
+def pytest_runtest_logreport(report):
+    """A service's test ran if its call phase did; one that stopped in its setup (the service
+    missing, or a fixture of it failing) did not."""
+    for key, name in report.user_properties:
+        if key != "service":
+            continue
+        tests = _service_outcomes.setdefault(name, {})
+        if report.when == "call":
+            tests[report.nodeid] = report.outcome
+        elif report.when == "setup" and not report.passed:
+            tests[report.nodeid] = "skipped" if report.skipped else "failed in setup"
+        elif report.when == "teardown" and report.failed:
+            tests[report.nodeid] = "failed"
+
+
+def services_line(outcomes: dict[str, dict[str, str]]) -> str:
+    """One line: each service CI provides, and how many of its tests ran."""
+    parts = []
+    for name, label in SERVICE_NAMES.items():
+        counts = collections.Counter(outcomes.get(name, {}).values())
+        ran = counts["passed"] + counts["failed"]
+        detail = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+        if not counts:
+            parts.append(f"{label}: no test asked for it")
+        elif ran == 0:
+            parts.append(f"{label} did NOT run ({detail})")
+        else:
+            parts.append(f"{label} ran {ran} of {sum(counts.values())} tests ({detail})")
+    return "services: " + "; ".join(parts)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    line = services_line(_service_outcomes)
+    terminalreporter.write_line(line)
+    if os.environ.get("S2S_SERVICES_REPORT"):
+        Path(os.environ["S2S_SERVICES_REPORT"]).write_text(line + "\n", encoding="utf-8")
 
 
 def need_mirror() -> Path:
@@ -321,8 +421,8 @@ def sshd(tmp_path_factory):
     import types
 
     exe = shutil.which("sshd") or "/usr/sbin/sshd"
-    if not os.path.exists(exe):
-        pytest.skip("no sshd here (Debian: apt-get install openssh-server)")
+    if not os.path.exists(exe):  # a test that asks for it is marked service("sshd")
+        service_missing("sshd", "no sshd here (Debian: apt-get install openssh-server)")
     d = tmp_path_factory.mktemp("sshd")
     for key in ("host_key", "client_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", key, "-f",

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import CHROMIUM
 from s2s.artifacts import Bleu, Timing, TrainMetrics
 from s2s.claims import paper_claims as claims_
 from s2s.claims import verdicts
@@ -34,7 +35,6 @@ from s2s.stages.report import main as report_main
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "params.yaml"
-CHROMIUM = Path("/usr/bin/chromium")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SIG = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
 
@@ -385,8 +385,7 @@ def test_html_is_self_contained(report):
     assert all(a["src"].startswith("data:image/png;base64,") for a in imgs)
 
 
-@pytest.mark.skipif(not CHROMIUM.is_file(), reason="headless chromium not installed at "
-                    "/usr/bin/chromium (apt-get install chromium) - HTML rendering not checked")
+@pytest.mark.service("chromium")
 def test_html_renders_in_headless_chromium(report, tmp_path):
     url = (report["out"] / "report.html").resolve().as_uri()
     res = _chromium(tmp_path, "--dump-dom", url)
@@ -470,8 +469,7 @@ def _claims_with_intervals(report, tmp_path: Path) -> Path:
     return out
 
 
-@pytest.mark.skipif(not CHROMIUM.is_file(), reason="headless chromium not installed at "
-                    "/usr/bin/chromium (apt-get install chromium) - the first screen not checked")
+@pytest.mark.service("chromium")
 def test_the_summary_table_fits_the_first_screen_in_headless_chromium(report, tmp_path):
     """At 1280 x 800 the summary table is on the first screen whole: its bounding box, as the
     browser lays it out, ends inside the window. The screenshot is kept as summary.png."""
