@@ -1,7 +1,7 @@
 """What several test files share: the tiny vocabulary's special ids, the golden values' four
 pairs, one summed NLL, two training steps done by the trainer's own ``train_step``; the scripted
 model of the search tests and exhaustive search; the tiny smoke params, a process started in
-its own session; the analyses' tiny project.
+its own session; the analyses' tiny project; a command's one-line error.
 
 (Fixtures stay in conftest.py; these are plain functions, imported as ``from helpers import``.)
 """
@@ -222,3 +222,15 @@ def tiny_analysis_project(tmp_path, configs: dict[str, RNNConfig]):
         checkpoint.save(models_dir / name / "model.pt", m, src_vocab=src_vocab,
                         tgt_vocab=tgt_vocab)
     return prepared, vocab_dir, models_dir
+
+
+def one_line_error(proc: subprocess.CompletedProcess, *needles: str, status: int) -> str:
+    """The one line a command that refused its input printed (no traceback), holding every
+    needle, with exit status `status`."""
+    assert proc.returncode == status, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]

@@ -18,22 +18,13 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN, ROOT, RangeServer, make_project, run
+from helpers import one_line_error
 
 PUBLISHED = ROOT / "reports" / "default"
 
 
 def s2s(args, cwd: Path) -> subprocess.CompletedProcess:
     return run([str(BIN / "s2s"), *map(str, args)], cwd, check=False)
-
-
-def one_line_error(proc, *needles: str, status: int) -> str:
-    assert proc.returncode == status, (proc.returncode, proc.stdout[-1000:], proc.stderr[-2000:])
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
 
 
 # --- s2s verify ----------------------------------------------------------------------------------

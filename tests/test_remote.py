@@ -51,7 +51,7 @@ def report_files(repo: Path) -> list[str]:
     return sorted(str(p.relative_to(repo)) for p in (repo / "reports").rglob("*") if p.is_file())
 
 
-@pytest.fixture(params=["path", "ssh"])
+@pytest.fixture(params=["path", pytest.param("ssh", marks=pytest.mark.service("sshd"))])
 def remote(request, tmp_path):
     """(remote URL, HOME for DVC, `dvc remote modify --local` settings) for each kind."""
     if request.param == "path":
@@ -64,8 +64,10 @@ def remote(request, tmp_path):
 def test_pushed_results_pull_into_a_fresh_clone_with_nothing_to_rerun(cluster, remote,
                                                                       tmp_path):
     url, home, local = remote
-    # The cluster: the remote in the project's config, committed; its key in the local config.
+    # The cluster: the remote in the project's config, verified as the README sets it up,
+    # committed; its key in the local config.
     dvc(cluster, "remote", "add", "-f", "-d", "team", url)
+    dvc(cluster, "remote", "modify", "team", "verify", "true")
     for key, value in local.items():
         dvc(cluster, "remote", "modify", "--local", "team", key, value)
     run([*GIT, "commit", "-q", "--allow-empty", "-am", "team remote"], cluster)
@@ -105,6 +107,7 @@ def test_pushed_results_pull_into_a_fresh_clone_with_nothing_to_rerun(cluster, r
             assert f"git revision: {head}".encode() in new, f
 
 
+@pytest.mark.service("sshd")
 def test_a_remote_that_does_not_answer_fails_the_push_and_touches_nothing(cluster, sshd):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

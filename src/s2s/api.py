@@ -14,8 +14,10 @@ were trained on reversed sources (``reverse_source`` in their checkpoint's confi
 
 An export (:mod:`s2s.exporting`, written by the export stage) is one versioned folder per
 system; :func:`load` checks every file against the sha256 that ``export.json`` records before it
-decodes, so a checkpoint is never paired with another vocabulary, and the export's text settings
-against those each checkpoint recorded (:func:`load_export`).
+decodes, so a checkpoint is never paired with another vocabulary. Either way, each checkpoint's
+record of the text settings it was trained with is compared with how the input will be
+prepared (the params' ``prepare``, or ``export.json``): a model is never fed text lowercased
+when its training text was not (:func:`s2s.checkpoint.check_text`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from s2s.config import PARAMS_FILE, Params, TranslateConfig
 from s2s.config import load as load_params
 from s2s.exporting import (EXPORT_FILE, SRC_LANG, TEXT_PIPELINE, TGT_LANG, ExportError,
                            file_sha256, package_version, read_record)
-from s2s.text_settings import TEXT_KEYS, cased, first_difference
+from s2s.text_settings import TEXT_KEYS, Expected, for_params
 
 log = logging.getLogger("s2s.api")
 
@@ -159,8 +161,9 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
                           f"writes them), and not a system name")
     import torch
 
+    from s2s import checkpoint
     from s2s.data.vocab import Vocab
-    from s2s.decode.translate import load_members
+    from s2s.decode.ensemble import Ensemble
 
     if not isinstance(params, Params):
         params = load_params(Path(params))
@@ -181,9 +184,13 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
     dev = _device(device, cfg)
     src_vocab = Vocab.load(vocab_dir / f"{SRC_LANG}.tsv")
     tgt_vocab = Vocab.load(vocab_dir / f"{TGT_LANG}.tsv")
-    model = load_members(sys_cfg.members, params=params, models_dir=models_dir,
-                         src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=dev,
-                         combine=cfg.combine)
+    # Each member checked to be the model params describe (config, name, vocabularies) and to
+    # have been trained on text prepared as params' `prepare` will prepare this input.
+    models = [checkpoint.load_model(models_dir / m / "model.pt", src_vocab=src_vocab,
+                                    tgt_vocab=tgt_vocab, device=dev, expect=params.model_config(m),
+                                    name=m, text=for_params(params, m, checkpoint.CheckpointError))
+              for m in sys_cfg.members]
+    model = models[0] if len(models) == 1 else Ensemble(models, combine=cfg.combine)
     log.info("loaded system '%s' (%s) from %s and %s on %s", system, ", ".join(sys_cfg.members),
              models_dir, vocab_dir, dev)
     return Translator(str(system), model, src_vocab, tgt_vocab, params.prepare.lowercase, cfg,
@@ -192,33 +199,9 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
                       tuple(params.model_config(m) for m in sys_cfg.members))
 
 
-def _check_trained_text(path: Path, payload: dict, *, claimed: dict, meta_path: Path,
-                        vocabs: tuple) -> None:
-    """Refuse an export whose text settings are not those the checkpoint at `path` was trained
-    with (s2s.text_settings), naming the key; a record edited and re-hashed is refused too. A
-    checkpoint saved before checkpoints recorded them binds only its vocabularies, so they decide
-    ``lowercase`` (a vocabulary of lowercased text has no capital letter); the other settings
-    are this version's, which every export must have."""
-    from s2s import checkpoint
-
-    trained = checkpoint.text_of(path, payload)
-    if trained is not None:
-        key = first_difference(trained, claimed)
-        if key is not None:
-            raise ExportError(f"{meta_path}: 'text.{key}' is {claimed[key]!r}, but {path} was "
-                              f"trained with {trained[key]!r}: the record was edited; export the "
-                              f"system again")
-        return
-    if claimed["lowercase"] == any(cased(v.words[4:]) for v in vocabs):
-        seen = "capital letters" if claimed["lowercase"] else "no capital letter"
-        raise ExportError(f"{meta_path}: 'text.lowercase' is {claimed['lowercase']!r}, but the "
-                          f"vocabularies {path} was trained with have {seen}: the record was "
-                          f"edited; export the system again")
-
-
 def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     """A :class:`Translator` from an export folder, after checking every file it lists against
-    its sha256 and the text settings against each checkpoint's (:func:`_check_trained_text`)."""
+    its sha256 and the text settings against each checkpoint's (s2s.checkpoint.check_text)."""
     import torch
 
     from s2s import checkpoint
@@ -244,6 +227,9 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     if text.sacremoses != package_version("sacremoses"):
         log.warning("%s: exported with sacremoses %s, running %s: tokenisation may differ",
                     meta_path, text.sacremoses, package_version("sacremoses"))
+    # what each checkpoint was trained on must be what the export says (an edited record)
+    trained_on = Expected(claimed, str(meta_path), "text.",
+                          "the record was edited; export the system again", ExportError)
     cfg = meta.translate
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -261,8 +247,6 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     for m in meta.members:
         path = folder / "models" / f"{m}.pt"
         payload = checkpoint.load_payload(path)
-        _check_trained_text(path, payload, claimed=claimed, meta_path=meta_path,
-                            vocabs=(src_vocab, tgt_vocab))
         for side, lang, vocab in (("src", SRC_LANG, src_vocab), ("tgt", TGT_LANG, tgt_vocab)):
             trained = payload.get("vocab", {}).get(side)
             if trained != vocab.fingerprint:
@@ -272,7 +256,7 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
                                   f"system again")
         models.append(checkpoint.model_from_payload(path, payload, src_vocab=src_vocab,
                                                     tgt_vocab=tgt_vocab, device=dev,
-                                                    expect=expect[m], name=m))
+                                                    expect=expect[m], name=m, text=trained_on))
     model = models[0] if len(models) == 1 else Ensemble(models, combine=cfg.combine)
     log.info("loaded export '%s' (%s) from %s on %s", meta.system, ", ".join(meta.members),
              folder, dev)

@@ -401,6 +401,40 @@ CLAIMS_OUT = "outputs/claims/claims.json"  # the claims stage's findings, which 
 VERDICTS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
 
 
+# What a claim's verdict can be (Claim.status; s2s.claims.verdicts names each), in the order the
+# summary lists them.
+# "not run in this profile": the profile lacks the systems, rows or stages the claim rests on.
+VERDICTS = ("holds", "does not hold", "no significant difference", "cannot tell",
+            "not run in this profile")
+
+
+def read_verdicts(path: str | Path) -> dict[str, str]:
+    """``metrics/claims.json`` as the claims stage writes it (:meth:`Claims.verdicts`): a
+    non-empty object of claim id -> one of :data:`VERDICTS`. Its one reader (the headline,
+    `s2s verify`): ArtifactError naming the file, and the line or the key."""
+    path = Path(path)
+    text = _read_text(path)
+    try:
+        claims = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}:{e.lineno}: not valid JSON ({e.msg}): cut short or "
+                            f"edited; rerun the stage that writes it") from None
+    if not isinstance(claims, dict):
+        raise ArtifactError(f"{path}: expected an object of claim id -> verdict, got "
+                            f"{type(claims).__name__}")
+    if not claims:
+        raise ArtifactError(f"{path}: no claim's verdict (an empty object): rerun the claims "
+                            f"stage that writes it")
+    for cid, verdict in claims.items():
+        if not isinstance(verdict, str):
+            raise ArtifactError(f"{path}: '{cid}' must be a verdict (a string), got "
+                                f"{json.dumps(verdict)}")
+        if verdict not in VERDICTS:
+            raise ArtifactError(f"{path}: '{cid}' must be a verdict ({', '.join(VERDICTS)}), "
+                                f"got {json.dumps(verdict)}")
+    return claims
+
+
 @dataclass(frozen=True)
 class ClaimDifference(Record):
     """A difference a verdict rests on: `value` (the side the claim favours minus the other,

@@ -6,8 +6,9 @@ vocabularies it was trained with, the text settings its training text was prepar
 (``text``: :func:`s2s.text_settings.text_record`, where the trainer gives them), and its
 weights, so decoding rebuilds the model from the file alone; readers that know what the model
 should be (``expect=``: ``params.model_config(name)``) refuse a checkpoint whose config, name or
-vocabulary is another, and an export whose text settings are not its checkpoints' is refused
-(:func:`s2s.api.load_export`).
+vocabulary is another, and readers that know how its input will be prepared (``text=``: params'
+``prepare`` for a system loaded by name, ``export.json`` for an export) refuse one trained on
+text prepared otherwise (:func:`check_text`).
 
 It also holds ``digest``: the sha256 of everything else in it (config, name, vocabulary
 fingerprints, weights, and any extra entry: a resume point's step and history), checked on every
@@ -31,6 +32,7 @@ from s2s.data.vocab import Vocab
 from s2s.io import atomic_write_with
 from s2s.model import build_model, config_from_dict, config_record
 from s2s.model.base import Model
+from s2s.text_settings import TEXT_PIPELINE, Expected, cased, first_difference
 from s2s.text_settings import check_record as check_text_record
 
 FORMAT = "s2s-checkpoint/2"
@@ -183,11 +185,13 @@ def check_identity(path: Path, payload: dict, *, expect,
 
 def load_model(path: Path, *, src_vocab: Vocab, tgt_vocab: Vocab,
                device: torch.device | str = "cpu", expect=None,
-               name: str | None = None) -> Model:
-    """Rebuild the model of a checkpoint; refuse one trained with other vocabularies, and, with
-    `expect` (``params.model_config(name)``), one that is not the model params describe."""
+               name: str | None = None, text: Expected | None = None) -> Model:
+    """Rebuild the model of a checkpoint; refuse one trained with other vocabularies, with
+    `expect` (``params.model_config(name)``) one that is not the model params describe, and with
+    `text` one trained on text prepared otherwise (:func:`check_text`)."""
     return model_from_payload(path, load_payload(path), src_vocab=src_vocab,
-                              tgt_vocab=tgt_vocab, device=device, expect=expect, name=name)
+                              tgt_vocab=tgt_vocab, device=device, expect=expect, name=name,
+                              text=text)
 
 
 def text_of(path: Path, payload: dict) -> dict[str, Any] | None:
@@ -201,10 +205,35 @@ def text_of(path: Path, payload: dict) -> dict[str, Any] | None:
         raise CheckpointError(f"{path}: {e}") from None
 
 
+def check_text(path: Path, payload: dict, text: Expected, vocabs: tuple[Vocab, ...]) -> None:
+    """Refuse a checkpoint trained on text prepared otherwise than `text` says its input will be
+    (``text.error``, one line naming the file that says so and the key). A checkpoint saved
+    before checkpoints recorded their settings binds only its vocabularies, so they decide
+    ``lowercase`` (a vocabulary of lowercased text has no capital letter); the other settings
+    are then this version's."""
+    trained = text_of(path, payload)
+    claimed = text.record
+    if trained is not None:
+        key = first_difference(trained, claimed)
+        if key is None:
+            return
+        if key != "lowercase" and claimed[key] == TEXT_PIPELINE[key]:
+            raise text.error(f"{path}: trained on text prepared by another version of s2s "
+                             f"('{key}' is {trained[key]!r}, this version's {claimed[key]!r}): "
+                             f"retrain it with this one")
+        raise text.error(f"{text.source}: '{text.prefix}{key}' is {claimed[key]!r}, but {path} "
+                         f"was trained with {trained[key]!r}: {text.fix}")
+    if claimed["lowercase"] == any(cased(v.words[4:]) for v in vocabs):
+        seen = "capital letters" if claimed["lowercase"] else "no capital letter"
+        raise text.error(f"{text.source}: '{text.prefix}lowercase' is {claimed['lowercase']!r}, "
+                         f"but the vocabularies {path} was trained with have {seen}: {text.fix}")
+
+
 def model_from_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab: Vocab,
                        device: torch.device | str = "cpu", expect=None,
-                       name: str | None = None) -> Model:
-    """:func:`load_model` of a payload already read by :func:`load_payload` from `path`."""
+                       name: str | None = None, text: Expected | None = None) -> Model:
+    """:func:`load_model` of a payload already read by :func:`load_payload` from `path`; with
+    `text`, refuse one trained on text prepared otherwise (:func:`check_text`)."""
     if expect is not None:
         check_identity(path, payload, expect=expect, name=name)
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
@@ -214,6 +243,8 @@ def model_from_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab
                 f"{payload['vocab'][side][:12]}, size {payload['vocab'][side + '_size']}) than the "
                 f"one given ({vocab.fingerprint[:12]}, size {len(vocab)}): retrain or use the "
                 f"matching data/vocab")
+    if text is not None:
+        check_text(path, payload, text, (src_vocab, tgt_vocab))
     try:
         cfg = config_from_dict(payload["config"], source=str(path), key="config")
     except ValueError as e:  # a config of another version: an unknown or retyped field

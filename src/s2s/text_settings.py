@@ -6,12 +6,16 @@ the Moses tokenizer) and what the translate stage does to its output; ``lowercas
 (``s2s.checkpoint.save(..., text=...)``), the export stage writes the same record into
 ``export.json``, and loading an export refuses one whose record differs from its checkpoints'
 (:func:`first_difference`), so a model is never fed text prepared another way than its
-training text. No torch here: the export stage imports this.
+training text. Every load of a trained system compares them: by name (:func:`s2s.api.load`: the
+params' ``prepare`` section, which is how its input will be prepared) and from an export folder
+(its ``export.json``), both through :func:`s2s.checkpoint.model_from_payload` with an
+:class:`Expected`. No torch here: the export stage imports this.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 SRC_LANG, TGT_LANG = "en", "fr"
@@ -30,6 +34,28 @@ def text_record(prepare) -> dict[str, Any]:
     """The text settings a model trained on `prepare`'s output was trained with (`prepare`: the
     params' ``prepare`` section, or a stage's view of it declaring ``prepare.lowercase``)."""
     return {**TEXT_PIPELINE, "lowercase": bool(prepare.lowercase)}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The text settings a loaded model's input will be prepared with, and who says so: what a
+    checkpoint's record is compared with (s2s.checkpoint.check_text).
+
+    `record`: :func:`text_record`; `source`: the file that sets them (params.yaml, an
+    export.json), named with `prefix` + the key ("prepare." for params, "text." for an export);
+    `fix`: what to do about a difference; `error`: the exception a difference raises."""
+
+    record: Mapping[str, Any]
+    source: str
+    prefix: str
+    fix: str
+    error: type[Exception] = ValueError
+
+
+def for_params(params, name: str, error: type[Exception] = ValueError) -> Expected:
+    """What model `name` of `params` is fed by name (s2s.api.load): params' ``prepare``."""
+    return Expected(text_record(params.prepare), str(params.source), "prepare.",
+                    f"set it back, or retrain the model with it (`dvc repro train-{name}`)", error)
 
 
 def check_record(text: Any) -> dict[str, Any]:

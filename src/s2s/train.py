@@ -39,7 +39,7 @@ from s2s.device import for_stage
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy, summed_nll
 from s2s.model import build_model, config_record
-from s2s.model.base import Model
+from s2s.model.base import Model, host_lengths
 from s2s.progress import progress
 from s2s.schema import Rules, decode
 from s2s.text_settings import text_record
@@ -50,6 +50,24 @@ log = logging.getLogger("s2s.train")
 
 class TrainingError(RuntimeError):
     """Training cannot go on (a non-finite loss); the last good checkpoint is kept."""
+
+
+# What torch's CPU allocator says when malloc fails: a plain RuntimeError (torch 2.13), not the
+# torch.OutOfMemoryError of the CUDA allocator: "[enforce fail at alloc_cpu.cpp:127] err == 0.
+# DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes. Error code
+# 12 (Cannot allocate memory)".
+CPU_OUT_OF_MEMORY = "DefaultCPUAllocator: can't allocate memory"
+
+
+def out_of_memory(e: BaseException) -> str | None:
+    """torch's own first words for an allocator out of memory (what it tried to allocate):
+    a torch.OutOfMemoryError, or the CPU allocator's RuntimeError; None for any other error."""
+    first = str(e).split("\n")[0]
+    if isinstance(e, torch.OutOfMemoryError):
+        return ". ".join(first.split(". ")[:2]).rstrip(".")
+    if isinstance(e, RuntimeError) and CPU_OUT_OF_MEMORY in first:
+        return first[first.index(CPU_OUT_OF_MEMORY):].split(". ")[0]  # after "[enforce fail ...]"
+    return None
 
 
 class Interrupted(RuntimeError):
@@ -79,11 +97,31 @@ BOOKKEEPING = ("device", "threads", "log_every", "checkpoint_every")
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     """The recipe's optimizer: plain SGD (§3.4: no momentum), or Adam with `adam_betas` and
-    `adam_eps` (Vaswani et al.); the learning rate is set every step from lr_at."""
+    `adam_eps` (Vaswani et al.); the learning rate is set every step from lr_at. SGD of a model
+    on CUDA is torch's fused kernel, one pass over every parameter with the clipping folded in
+    (train_step); elsewhere the foreach SGD (the CPU's numbers, which the golden tests pin)."""
     if cfg.optimizer == "adam":
         return torch.optim.Adam(model.parameters(), lr=cfg.lr, betas=tuple(cfg.adam_betas),
                                 eps=cfg.adam_eps)
-    return torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    on_cuda = next(model.parameters()).device.type == "cuda"
+    return torch.optim.SGD(model.parameters(), lr=cfg.lr, fused=True if on_cuda else None)
+
+
+def _clip(model: nn.Module, opt: torch.optim.Optimizer, clip_norm: float) -> None:
+    """The gradient's L2 norm clipped to `clip_norm` (§3.4), without a host read. For a fused SGD
+    the clipping is folded into its step: one pass over the gradients for the norm, and the step
+    divides them by max(norm / clip_norm, 1) (its `grad_scale`, which torch's GradScaler uses to
+    unscale), where clip_grad_norm_ would also rescale them in a pass of their own."""
+    if not (isinstance(opt, torch.optim.SGD) and opt.defaults.get("fused")):
+        nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        return
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    if not grads:  # an empty share: the step changes nothing
+        opt.grad_scale = None
+        return
+    norm = nn.utils.get_total_norm(grads, 2.0, foreach=True)  # a 0-dim tensor on the device
+    # clip_grad_norm_'s coefficient max_norm / (norm + 1e-6), at most 1, as a divisor
+    opt.grad_scale = torch.clamp((norm + 1e-6) / clip_norm, min=1.0)
 
 
 def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
@@ -124,7 +162,7 @@ def shard_loss(model: Model, pairs: Sequence[tuple[list[int], list[int]]] | Batc
     b = pairs if isinstance(pairs, Batch) else collate(pairs, pad=vocab.pad, bos=vocab.bos,
                                                        eos=vocab.eos)
     b = b.to(device)
-    with autocast:
+    with autocast, host_lengths(b.src_lengths, b.src_lengths_cpu):  # packing reads them there
         feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
         # The softmax layer and the loss in one, over the real target positions only
         # (s2s.losses; the same value and gradients as cross_entropy(proj(feats)) up to rounding).
@@ -143,7 +181,8 @@ def shard_loss(model: Model, pairs: Sequence[tuple[list[int], list[int]]] | Batc
 def train_step(model: nn.Module, opt: torch.optim.Optimizer,
                pairs: Sequence[tuple[list[int], list[int]]] | Batch | None, *, batch_size: int,
                lr: float, cfg: TrainConfig, vocab: Vocab, device: torch.device, autocast,
-               world: distributed.World | None = None) -> tuple[float, int]:
+               world: distributed.World | None = None,
+               vote: distributed.StopVote | None = None) -> tuple[float, int]:
     """One update (§3.4) on a minibatch of `batch_size` sentences, of which `pairs` is this
     process's share (as shard_loss takes it): the loss summed per sentence and averaged over the
     batch, its gradient summed over processes, clipped to `clip_norm`, and one step of the
@@ -154,7 +193,8 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer,
     update may still be running when this returns (the next step's read waits for them), so a
     caller that times steps synchronises the device before it stops its clock (at an
     evaluation, say); over consecutive steps the time adds up. bench/train.py times this
-    function."""
+    function. `vote`: this rank's stop vote, summed over the ranks with the NLL (one collective
+    and one read for both); its `agreed` is set here."""
     world = world or distributed.World()
     for group in opt.param_groups:
         group["lr"] = lr
@@ -162,7 +202,11 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer,
         total, nll, ntok = shard_loss(model, pairs, vocab=vocab, device=device, autocast=autocast,
                                       label_smoothing=cfg.label_smoothing)
         loss = total / batch_size  # summed per sentence, averaged over the batch (§3.4)
-        batch_nll, batch_tok = distributed.all_reduce_sum([nll.detach(), ntok], world, device)
+        asked = vote is not None and vote.asks()
+        batch_nll, batch_tok, *votes = distributed.all_reduce_sum(
+            [nll.detach(), ntok] + ([float(asked)] if world.size > 1 else []), world, device)
+        if vote is not None:
+            vote.agreed = bool(votes[0]) if votes else asked
     if not math.isfinite(batch_nll):
         return batch_nll, int(batch_tok)
     with torch.profiler.record_function("zero_grad"):
@@ -172,7 +216,7 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer,
             loss.backward()
         distributed.all_reduce_gradients(model, world)  # summed: the whole batch's gradient
     with torch.profiler.record_function("clip_grad_norm"):
-        nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+        _clip(model, opt, cfg.clip_norm)
     with torch.profiler.record_function("optimizer_step"):
         opt.step()
     return batch_nll, int(batch_tok)
@@ -186,15 +230,30 @@ def perplexity(model: Model, pairs, *, vocab: Vocab, device: torch.device,
     runs over the real target positions only, in row chunks (``s2s.losses.summed_nll``: on the
     CPU each batch's NLL is ``F.cross_entropy``'s over the (N, T, V) logits to the bit); the
     sum stays on the device in fp64 (as Python floats would add the batches) and is read once.
-    The model is left in train mode."""
+    The model is left in train mode. Out of memory on a batch: a TrainingError in one line
+    naming the batch's lengths and the key that bounds them."""
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=device)
     ntok = 0
     for idx in eval_batches(pairs, batch_size):
-        b = collate([pairs[i] for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
-        feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
-        total += summed_nll(feats, model.proj.weight, model.proj.bias, b.tgt_out,
-                            ignore_index=vocab.pad, rows=b.target_rows).double()
+        batch = [pairs[i] for i in idx]
+        try:
+            b = collate(batch, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
+            with host_lengths(b.src_lengths, b.src_lengths_cpu):
+                feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
+            total += summed_nll(feats, model.proj.weight, model.proj.bias, b.tgt_out,
+                                ignore_index=vocab.pad, rows=b.target_rows).double()
+        except RuntimeError as e:  # out of memory as a training step's (Run.update): one line
+            what = out_of_memory(e)
+            if what is None:
+                raise
+            model.train()
+            raise TrainingError(
+                f"perplexity: out of {device.type.upper()} memory on an evaluation batch of "
+                f"{len(batch)} pairs, source length {max(max(len(s), 1) for s, _ in batch)}, target "
+                f"length {max(len(t) for _, t in batch) + 1} ({what}); lower prepare.max_len, "
+                f"which bounds the lengths, and rerun: training resumes from its last "
+                f"checkpoint") from e
         ntok += b.ntokens
     model.train()
     return math.exp(total.item() / ntok) if ntok else float("nan")
@@ -237,17 +296,36 @@ class TrainState:
                     window_nll=self.window_nll, window_tok=self.window_tok)
 
     @classmethod
-    def from_payload(cls, payload: dict, *, source: Path, weights: dict) -> TrainState:
+    def from_payload(cls, payload: dict, *, source: Path, weights: dict,
+                     model: nn.Module | None = None, opt: torch.optim.Optimizer | None = None,
+                     total_steps: int | None = None) -> TrainState:
         """The state a checkpoint's entries record; `weights`: its own weights (the best ones when
-        it does not carry others). A ResumeError names the entry that is missing or mistyped."""
+        it does not carry others). A ResumeError names the entry that is missing, mistyped or
+        impossible: with `model`, `opt` and `total_steps` (the run it would resume), a step
+        beyond the schedule, a history that does not end where the step is, best weights without
+        their dev perplexity (or the reverse), and any tensor (the weights, the best weights,
+        the optimizer's moments) that is not finite or not of the shape of the model's."""
         scalars = {f.name: payload.get(f.name, _MISSING) for f in fields(_ResumeRecord)}
         missing = [k for k, v in scalars.items() if v is _MISSING]
         if missing:
             raise ResumeError(f"{source}: no '{missing[0]}' in the resume point")
         decode(_ResumeRecord, scalars, source, "", _RESUME_RULES)  # raises on a mistyped entry
         best = payload.get("best_model")
+        if best is not None and not isinstance(best, dict):
+            raise ResumeError(f"{source}: 'best_model' must be the best weights (a state dict), "
+                              f"got {type(best).__name__}")
         if best is None and scalars["best_step"] is not None:
+            if scalars["best_step"] != scalars["step"]:  # payload() writes them unless its own
+                raise ResumeError(f"{source}: best step {scalars['best_step']} but no best "
+                                  f"weights ('best_model') for it")
             best = weights
+        _check_schedule(scalars, source, total_steps)
+        if model is not None:
+            _check_tensors(weights, model, source, "model")
+            if best is not None and best is not weights:
+                _check_tensors(best, model, source, "best_model")
+        if opt is not None:
+            _check_optimizer(payload.get("optimizer"), opt, model, source, scalars["step"])
         return cls(**scalars, best_state=best)
 
     def agreed(self, world: distributed.World, device: torch.device) -> TrainState:
@@ -260,7 +338,86 @@ class TrainState:
 
 
 class ResumeError(ValueError):
-    """A resume point whose entries are not those of this version's trainer."""
+    """A resume point whose entries are not those of this version's trainer, or impossible for
+    the run it would resume (TrainState.from_payload): it is set aside, and the run starts
+    afresh."""
+
+
+def _check_schedule(s: dict, source: Path, total_steps: int | None) -> None:
+    """A resume point's step within the schedule, its history before it and ending at it when
+    the run is finished, and its best dev perplexity that of the best step's curve row (so that
+    best weights never come without theirs)."""
+    step, rows = s["step"], s["history"]
+    if step < 0 or (total_steps is not None and step > total_steps):
+        raise ResumeError(f"{source}: step {step} is not within this run's schedule of "
+                          f"{total_steps} steps (train.epochs times the steps of an epoch)")
+    at = [r["step"] for r in rows]
+    if any(b <= a for a, b in zip(at, at[1:])) or (at and not 0 < at[0] <= at[-1] <= step):
+        raise ResumeError(f"{source}: its curve rows are at steps {at[:3]}...{at[-1:]}, not in "
+                          f"order before its step {step}")
+    if total_steps is not None and step == total_steps and at[-1:] != [step]:
+        raise ResumeError(f"{source}: a finished run (step {step}) without the dev perplexity "
+                          f"of its last step in its history")
+    best_step, best = s["best_step"], s["best_dev_ppl"]
+    if best_step is None:
+        if best != math.inf:
+            raise ResumeError(f"{source}: best dev perplexity {best} but no best step")
+        return
+    row = next((r for r in rows if r["step"] == best_step), None)
+    if not (math.isfinite(best) and best > 0) or row is None or row["dev_ppl"] != round(best, 4) \
+            or any(r["dev_ppl"] < row["dev_ppl"] for r in rows):
+        raise ResumeError(f"{source}: best step {best_step} with dev perplexity {best}, which is "
+                          f"not the lowest dev perplexity of its history: the best weights "
+                          f"would be written without their own")
+
+
+def _check_tensors(state: dict, model: nn.Module, source: Path, entry: str) -> None:
+    """`state` (weights of a resume point) has the model's every entry, of its shape, finite."""
+    want = model.state_dict()
+    if set(state) != set(want):
+        odd = sorted(set(state) ^ set(want))[0]
+        what = "has the weight '{}', which the model has not" if odd in state else \
+            "lacks the model's weight '{}'"
+        raise ResumeError(f"{source}: '{entry}' {what.format(odd)}")
+    for key, t in state.items():
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(want[key].shape):
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ResumeError(f"{source}: '{entry}.{key}' is of shape {shape}, the model's "
+                              f"{tuple(want[key].shape)}")
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise ResumeError(f"{source}: '{entry}.{key}' holds non-finite values (NaN or inf)")
+
+
+def _check_optimizer(saved, opt: torch.optim.Optimizer, model: nn.Module | None, source: Path,
+                     step: int) -> None:
+    """The optimizer's state of a resume point: that of this optimizer (its parameter groups),
+    every moment finite and of its parameter's shape; Adam's present once a step was taken."""
+    if saved is None:
+        if step > 0 and isinstance(opt, torch.optim.Adam):
+            raise ResumeError(f"{source}: no 'optimizer' state (Adam's moments) at step {step}")
+        return
+    params = [p for g in opt.param_groups for p in g["params"]]
+    groups = saved.get("param_groups") if isinstance(saved, dict) else None
+    if not isinstance(groups, list) or not isinstance(saved.get("state"), dict) or \
+            [len(g.get("params", ())) for g in groups] != [len(g["params"])
+                                                            for g in opt.param_groups]:
+        raise ResumeError(f"{source}: 'optimizer' is not the state of this run's optimizer "
+                          f"({len(params)} parameters in {len(opt.param_groups)} group(s))")
+    names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
+    index = [i for g in groups for i in g["params"]]
+    for i, entries in saved["state"].items():
+        if i not in index or not isinstance(entries, dict):
+            raise ResumeError(f"{source}: 'optimizer.state.{i}' belongs to no parameter")
+        param = params[index.index(i)]
+        for key, t in entries.items():
+            where = f"'optimizer.state.{i}.{key}' ({names.get(id(param), 'a parameter')})"
+            if not isinstance(t, torch.Tensor):
+                continue
+            if t.dim() and tuple(t.shape) != tuple(param.shape):
+                raise ResumeError(f"{source}: {where} is of shape {tuple(t.shape)}, the "
+                                  f"parameter's {tuple(param.shape)}")
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                raise ResumeError(f"{source}: {where} holds non-finite values (NaN or inf)")
 
 
 _MISSING = object()
@@ -317,6 +474,7 @@ class Run:
     model_dir: Path
     text: dict  # the text settings the data was prepared with (s2s.text_settings), in every file
     snaps: Snapshots | None = None
+    stop_vote: distributed.StopVote = field(default_factory=distributed.StopVote)  # this step's
 
     @property
     def autocast(self):
@@ -352,26 +510,34 @@ class Run:
         return state
 
     def _read_resume_point(self) -> TrainState | None:
+        """``last.pt`` as a state to go on from, after checking it whole (its digest, its entries,
+        its step and history against this run's schedule, every tensor finite and of the model's
+        shape: TrainState.from_payload); a resume point that fails is set aside as
+        ``last.pt.rejected`` with one warning naming it, and the run starts afresh (it is only a
+        cache). One of other params or data is left for the first checkpoint to replace."""
         if not self.last.exists():
             return None
         try:
             payload = checkpoint.load_payload(self.last)
-        except checkpoint.CheckpointError as e:  # a resume point is only a cache: recompute
-            log.warning("%s; starting afresh", e)
+            if payload.get("fingerprint") != self.fingerprint or payload.get("name") != self.name:
+                log.info("%s: %s belongs to other params or data; starting afresh", self.name,
+                         self.last)
+                return None
+            state = TrainState.from_payload(payload, source=self.last, weights=payload["model"],
+                                            model=self.model, opt=self.opt,
+                                            total_steps=self.total_steps)
+        except (checkpoint.CheckpointError, ResumeError) as e:
+            aside = self.last.with_name(self.last.name + ".rejected")
+            try:
+                self.last.replace(aside)
+                kept = f"{self.last.name} set aside as {aside.name}"
+            except OSError as why:
+                kept = f"it could not be set aside: {why.strerror}"
+            log.warning("%s; starting afresh (%s)", e, kept)
             return None
-        if payload.get("fingerprint") != self.fingerprint or payload.get("name") != self.name:
-            log.info("%s: %s belongs to other params or data; starting afresh", self.name,
-                     self.last)
-            return None
-        if self.snaps is not None and not self.snaps.complete_before(payload["step"]):
+        if self.snaps is not None and not self.snaps.complete_before(state.step):
             log.warning("%s: a snapshot before step %d is missing; starting afresh", self.name,
-                        payload["step"])
-            return None
-        try:
-            state = TrainState.from_payload(payload, source=self.last,
-                                            weights=payload["model"])
-        except ResumeError as e:
-            log.warning("%s; starting afresh", e)
+                        state.step)
             return None
         self.model.load_state_dict(payload["model"])
         if "optimizer" in payload:  # Adam's moments (SGD has no state beyond the rate)
@@ -396,20 +562,25 @@ class Run:
                                 eos=self.tgt_vocab.eos, pin=on_gpu, ahead=1 if on_gpu else 0)
 
     def update(self, state: TrainState, idx: list[int], batch, *,
-               stop_after: int | None) -> float:
+               stop_after: int | None, stop: runguard.StopSignals | None = None) -> float:
         """One SGD step on this rank's share (`batch`) of minibatch `idx`, counted in `state`;
         returns its learning rate. A non-finite loss, or a step out of memory, stops training
-        (TrainingError) with the last good checkpoint kept."""
+        (TrainingError) with the last good checkpoint kept. With several processes, a stop
+        signal seen by the step's collective votes in it (``stop_vote``: stop_together)."""
         t0 = time.perf_counter()
         lr = lr_at(state.step, self.steps_per_epoch, self.cfg)
         if self.model_cfg.dropout > 0:  # masks a function of the step: a resumed run draws the same
             torch.manual_seed(dropout_seed(self.model_cfg.order_seed, state.step, self.world))
         try:
+            self.stop_vote = distributed.StopVote(
+                asks=lambda: stop is not None and stop.requested is not None)
             batch_nll, batch_tok = train_step(
                 self.model, self.opt, batch, batch_size=len(idx), lr=lr, cfg=self.cfg,
                 vocab=self.tgt_vocab, device=self.device, autocast=self.autocast,
-                world=self.world)
-        except torch.OutOfMemoryError as e:
+                world=self.world, vote=self.stop_vote)
+        except RuntimeError as e:  # torch.OutOfMemoryError is one
+            if out_of_memory(e) is None:
+                raise
             raise TrainingError(self._out_of_memory(e, state, idx, batch)) from e
         if not math.isfinite(batch_nll):
             raise TrainingError(
@@ -433,7 +604,7 @@ class Run:
     def _out_of_memory(self, e: Exception, state: TrainState, idx: list[int], batch) -> str:
         """One line for a step that ran out of memory: the batch and lengths that did it, the
         keys that bound them, torch's own first words (what it tried to allocate)."""
-        what = ". ".join(str(e).split("\n")[0].split(". ")[:2]).rstrip(".")
+        what = out_of_memory(e)
         n, src_len, tgt_len = (0, 0, 0) if batch is None else (
             batch.src.shape[0], batch.src.shape[1], batch.tgt_in.shape[1])
         share = f" ({n} on this rank)" if self.world.size > 1 else ""
@@ -473,9 +644,12 @@ class Run:
 
     def stop_together(self, state: TrainState, stop: runguard.StopSignals | None) -> None:
         """Every rank stops after this step if any rank has a stop signal: rank 0 writes the
-        resume point, and all raise Stopped once it is written."""
+        resume point, and all raise Stopped once it is written. With several processes the ranks
+        agree in the step's own collective (update's vote): a signal that comes after it (during
+        the backward pass, the evaluation or the checkpoint) stops them all after the next
+        step."""
         asked = stop is not None and stop.requested is not None
-        if not distributed.any_rank(asked, self.world, self.device):
+        if not (self.stop_vote.agreed if self.world.size > 1 else asked):
             return
         self.save(state)
         distributed.barrier(self.world)
@@ -608,7 +782,7 @@ def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model
                     break
                 if r.snaps is not None:
                     r.snaps.at(state.step)  # the weights before this step's update
-                lr = r.update(state, idx, batch, stop_after=stop_after)
+                lr = r.update(state, idx, batch, stop_after=stop_after, stop=stop)
                 if watch is not None:
                     watch.check()
                     watch = None

@@ -32,7 +32,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from s2s.artifacts import ArtifactError, Bleu, TrainMetrics
+from s2s.artifacts import ArtifactError, Bleu, TrainMetrics, read_verdicts
 from s2s.config import ConfigError, Params, load
 
 TRAIN_NUMBERS = ("dev_ppl", "test_ppl", "best_dev_ppl")  # timings differ between any two runs
@@ -77,24 +77,9 @@ def read_run(root: Path) -> Run:
 
 
 def _read_claims(path: Path) -> dict[str, str] | None:
-    """claim id -> verdict, as the claims stage writes them; None where the run has none."""
-    if not path.is_file():
-        return None
-    try:
-        claims = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise ArtifactError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise ArtifactError(f"{path}:{e.lineno}: not valid JSON ({e.msg}): cut short or "
-                            f"edited; rerun the stage that writes it") from None
-    if not isinstance(claims, dict):
-        raise ArtifactError(f"{path}: expected an object of claim id -> verdict, got "
-                            f"{type(claims).__name__}")
-    for cid, verdict in claims.items():
-        if not isinstance(verdict, str):
-            raise ArtifactError(f"{path}: '{cid}' must be a verdict (a string), got "
-                                f"{json.dumps(verdict)}")
-    return claims
+    """claim id -> verdict, as the claims stage writes them (s2s.artifacts.read_verdicts); None
+    where the run has none."""
+    return read_verdicts(path) if path.is_file() else None
 
 
 def seed_groups(params: Params) -> list[tuple[str, ...]]:

@@ -29,11 +29,12 @@ except (ValueError, OSError) as e:  # a ConfigError is a ValueError
 
 def hold_project():
     """One writer per project (s2s.projectlock): this run holds the project until it ends, or
-    stops at once naming the `dvc repro`, Snakemake run or stage that holds it. Its jobs, here
-    or on SLURM, inherit the run's token and take nothing, so they still run in parallel."""
+    stops at once naming the `dvc repro`, Snakemake run or stage that holds it (or the lock
+    file, damaged). Its jobs inherit the run's token: each holds an entry of its own for as long
+    as it runs, beside the run's, so they run in parallel and outlive a killed engine's hold."""
     try:
         projectlock.hold_for_engine()
-    except projectlock.ProjectLocked as e:
+    except projectlock.ProjectLockError as e:
         refuse(e)
 
 ALL_OUTPUTS = [o.path for s in STAGES for o in s.outs if not o.persist]

@@ -1,0 +1,191 @@
+"""A resume point is checked whole before a run goes on from it (issue 45): a step beyond the
+schedule, a non-finite tensor (weights, best weights, Adam's moments), a tensor of another shape,
+best weights claimed with a dev perplexity that is not theirs: each is set aside as
+``last.pt.rejected`` with one warning naming it, and the run starts afresh (a resume point is a
+cache). And a step out of memory on the CPU (torch's allocator raises a plain RuntimeError) stops
+in the one line a torch.OutOfMemoryError gets.
+
+Each case edits a real resume point and re-digests it (s2s.checkpoint.payload_digest), as a bug
+of the trainer or a hand would leave it: the digest is intact, its contents impossible.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from s2s import checkpoint, config, train
+from s2s.stages import train as train_stage
+from helpers import profile_dict
+
+
+def tiny(**train_changes) -> dict:
+    """The smoke profile with a 1x16 model on one thread: 24 steps, evaluated at 12 and 24."""
+    raw = profile_dict("smoke")
+    raw["model"].update(num_layers=1, hidden_size=16, embed_size=16)
+    raw["train"].update(device="cpu", threads=1, checkpoint_every=4, log_every=8, epochs=0.25,
+                        eval_every=0.125, **train_changes)
+    return raw
+
+
+def load(raw: dict, path: Path) -> config.Params:
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return config.load(path)
+
+
+def train_into(params, run_dir: Path, data: Path, **kw) -> dict:
+    return train_stage.main(params, "forward", prepared_dir=data / "prepared",
+                            vocab_dir=data / "vocab", model_dir=run_dir / "models" / "forward",
+                            ckpt_dir=run_dir / "checkpoints" / "forward",
+                            metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv",
+                            **kw)
+
+
+def rewrite(path: Path, change) -> None:
+    """Edit a checkpoint's entries in place and give it the digest of what it now holds."""
+    payload = torch.load(path, map_location="cpu", weights_only=True)
+    change(payload)
+    payload["digest"] = checkpoint.payload_digest(payload)
+    torch.save(payload, path)
+
+
+@pytest.fixture(scope="module")
+def runs(smoke_data, tmp_path_factory):
+    """(data, work, params, adam params): a run killed after step 13 (its best weights, of
+    step 12, travel with it) and an Adam run killed after step 4 (its moments in the resume
+    point)."""
+    data, _ = smoke_data
+    work = tmp_path_factory.mktemp("resume_points")
+    params = load(tiny(), work / "params.yaml")
+    adam = load(tiny(optimizer="adam", lr=0.001), work / "adam.yaml")
+    with pytest.raises(train.Interrupted):
+        train_into(params, work / "killed", data, stop_after=13)
+    with pytest.raises(train.Interrupted):
+        train_into(adam, work / "adam", data, stop_after=4)
+    return data, work, params, adam
+
+
+def _first(payload: dict, entry: str) -> torch.Tensor:
+    state = payload[entry]
+    return state[sorted(state)[0]]
+
+
+def nan_weight(p):
+    _first(p, "model")[0] = math.nan
+
+
+def inf_best_weight(p):
+    _first(p, "best_model").view(-1)[3] = math.inf
+
+
+def nan_adam_moment(p):
+    p["optimizer"]["state"][0]["exp_avg_sq"].view(-1)[0] = math.nan
+
+
+def wider_embedding(p):
+    key = next(k for k in p["model"] if "embed" in k)
+    t = p["model"][key]
+    p["model"][key] = torch.cat([t, t[:1]])
+
+
+def a_weight_missing(p):
+    del p["model"][sorted(p["model"])[-1]]
+
+
+def another_best_ppl(p):
+    p["best_dev_ppl"] = p["best_dev_ppl"] / 2  # lower than any dev perplexity it measured
+
+
+def beyond_the_schedule(p):
+    p["step"] = 30  # of 24: not "a finished run", whose weights would become model.pt
+
+
+CASES = {  # what is edited -> (the run it is from, the words of the warning)
+    "beyond_the_schedule": (beyond_the_schedule, "killed",
+                            "step 30 is not within this run's schedule of 24 steps"),
+    "nan_weight": (nan_weight, "killed", "holds non-finite values (NaN or inf)"),
+    "inf_best_weight": (inf_best_weight, "killed", "'best_model."),
+    "nan_adam_moment": (nan_adam_moment, "adam", "'optimizer.state.0.exp_avg_sq'"),
+    "wider_embedding": (wider_embedding, "killed", "the model's ("),
+    "a_weight_missing": (a_weight_missing, "killed", "'model' lacks the model's weight '"),
+    "another_best_ppl": (another_best_ppl, "killed", "not the lowest dev perplexity of its "
+                                                     "history"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_impossible_resume_point_is_set_aside_with_one_warning_and_the_run_starts_afresh(
+        runs, case, tmp_path, caplog):
+    data, work, params, adam = runs
+    change, source, says = CASES[case]
+    run_dir = tmp_path / "run"
+    shutil.copytree(work / source / "checkpoints", run_dir / "checkpoints")
+    last = run_dir / "checkpoints" / "forward" / "last.pt"
+    rewrite(last, change)
+    edited = last.read_bytes()
+    with caplog.at_level(logging.INFO, logger="s2s.train"), \
+            pytest.raises(train.Interrupted, match="stopped after step 1 "):
+        # a fresh start trains step 1 and stops there; a resumed run would go on past it
+        train_into(adam if source == "adam" else params, run_dir, data, stop_after=1)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith(f"{last}: ") and says in warnings[0], warnings[0]
+    assert warnings[0].endswith("; starting afresh (last.pt set aside as last.pt.rejected)")
+    assert "resuming" not in caplog.text
+    assert (last.with_name("last.pt.rejected")).read_bytes() == edited
+    assert checkpoint.load_payload(last)["step"] == 1  # the fresh run's own resume point
+
+
+def test_a_step_out_of_cpu_memory_stops_in_one_line_as_a_gpu_one_does(runs, tmp_path,
+                                                                      monkeypatch):
+    """torch's CPU allocator raises a RuntimeError, not torch.OutOfMemoryError: the step that
+    meets it stops with the same line (torch's own error, from a real allocation)."""
+    data, _, params, _ = runs
+    real_step, seen = train.train_step, {}
+
+    def allocates_too_much(model, opt, batch, **kw):
+        seen.update(n=batch.src.shape[0], s=batch.src.shape[1], t=batch.tgt_in.shape[1])
+        torch.empty(1 << 50, dtype=torch.uint8)  # a PiB: malloc refuses it at once
+        return real_step(model, opt, batch, **kw)
+
+    monkeypatch.setattr(train, "train_step", allocates_too_much)
+    with pytest.raises(train.TrainingError) as err:
+        train_into(params, tmp_path / "oom", data)
+    assert str(err.value) == (
+        f"forward: out of CPU memory at step 1 on a batch of {seen['n']} pairs, source length "
+        f"{seen['s']}, target length {seen['t']} (DefaultCPUAllocator: can't allocate memory: "
+        f"you tried to allocate {1 << 50} bytes); lower train.batch_size (now "
+        f"{params.train.batch_size}) or prepare.max_len, which bounds the lengths, and rerun: "
+        f"the last good checkpoint {tmp_path / 'oom' / 'checkpoints' / 'forward' / 'last.pt'} "
+        f"is kept (none written yet)")
+
+
+def test_an_evaluation_out_of_cpu_memory_stops_in_one_line_too(runs, monkeypatch):
+    """The dev perplexity's batches, as a step's: torch's CPU allocator error, from a real
+    allocation, is the one line of a torch.OutOfMemoryError."""
+    from s2s.data.batching import load_parallel
+    from s2s.data.vocab import Vocab
+    from s2s.model import build_model
+
+    data, _, params, _ = runs
+    src, tgt = (Vocab.load(data / "vocab" / f"{lang}.tsv") for lang in ("en", "fr"))
+    pairs = load_parallel(data / "prepared" / "dev.tok", src, tgt)[:3]
+    model = build_model(params.model_config("forward"), src_vocab=len(src), tgt_vocab=len(tgt),
+                        pad=src.pad)
+
+    def allocates_too_much(*args):
+        return torch.empty(1 << 50, dtype=torch.uint8)
+
+    monkeypatch.setattr(model, "features", allocates_too_much)
+    with pytest.raises(train.TrainingError) as err:
+        train.perplexity(model, pairs, vocab=tgt, device=torch.device("cpu"))
+    assert str(err.value).startswith("perplexity: out of CPU memory on an evaluation batch of 3 "
+                                     "pairs, source length ")
+    assert f"(DefaultCPUAllocator: can't allocate memory: you tried to allocate {1 << 50} " \
+           f"bytes); lower prepare.max_len" in str(err.value)
