@@ -2,13 +2,20 @@
 words/s, MFU, peak memory and the projected time of a paper-scale run. Run through bench/gpu.sh.
 
 Model: ``s2s.model.build_model`` of an RNNConfig (``--cells``: `lstm` is nn.LSTM/cuDNN, the
-`wmt14` profile's cell; `peephole` is the paper's cell, the `paper` profile's), at ``--size``
+`wmt14` profile's cell; `peephole` is the paper's cell, the `paper` profile's, in its default
+schedule, on CUDA its layers as a wavefront; `peephole-layers` the same cell layer after layer,
+the schedule before the wavefront), at ``--size``
 `paper` (4 x 1000, E 1000, vocab 160k/80k: 384M parameters) or `wmt14` (4 x 512, 80k/40k). The
 step is ``s2s.train.train_step`` itself: the trainer's loss, gradient clipping at 5 and SGD at 0.7,
-under the precision ``amp`` resolves to (``s2s.precision.choose``: fp32 is `amp: false`, bf16 is
-`amp: true`), on batches of 128 synthetic sentences with WMT'14-like lengths (348M French words in
-12M pairs: ~29 target and ~27 source words per sentence, gamma-distributed, <= 80) in length
-buckets as the trainer forms them.
+under the precision ``amp`` resolves to (``s2s.precision.choose``, before anything else runs:
+fp32 is `amp: false`, bf16 is `amp: true`), on batches of 128 synthetic sentences with
+WMT'14-like lengths (348M French words in 12M pairs: ~29 target and ~27 source words per
+sentence, gamma-distributed, <= 80) in length buckets as the trainer forms them, collated as the
+trainer collates them (``s2s.data.batching.prefetch_batches``: one batch ahead on a side thread,
+in pinned memory on CUDA). The first warm-up step runs under the precision check
+(``s2s.precision.watch``) and the profiler, which records the recurrent kernels that ran (cuDNN's
+``_cudnn_rnn`` or the native per-step ``_thnn_fused_lstm_cell`` a bf16 LSTM falls back to where
+torch's cuDNN is older than 9.13). Each row names the device, torch, CUDA and cuDNN.
 
 MFU = model FLOPs (bench/train.py's formula: 3 x the matmul FLOPs of the forward pass, real
 tokens only) per second over (a) the best torch.mm of 8192^3 measured here in that dtype and (b)
@@ -37,7 +44,7 @@ from train import CLIP, LR, Size, flops_per_target_word, param_count  # noqa: E4
 
 from s2s import precision  # noqa: E402
 from s2s.config import TrainConfig  # noqa: E402
-from s2s.data.batching import epoch_batches  # noqa: E402
+from s2s.data.batching import epoch_batches, prefetch_batches  # noqa: E402
 from s2s.model import build_model  # noqa: E402
 from s2s.model.seq2seq import RNNConfig  # noqa: E402
 from s2s.train import make_optimizer, train_step  # noqa: E402
@@ -54,6 +61,9 @@ TARGETS = {"lstm": 100_000, "peephole": 50_000}
 # Precisions measured: products fp32 (amp false) or bf16 (amp true); `bf16r`: bf16 products and
 # the cuDNN recurrence in bf16 too (s2s.precision.plan's `recurrent`), against bf16's TF32 one.
 AMP = {"fp32": False, "bf16": True, "bf16r": True}
+# --cells: the model's cell, and the peephole stack's schedule (None: its default)
+CELLS = {"lstm": ("lstm", None), "peephole": ("peephole", None),
+         "peephole-layers": ("peephole", "layers"), "peephole-wavefront": ("peephole", "wavefront")}
 
 
 def wmt_like_pairs(n: int, size: Size, seed: int = 0) -> list[tuple[list[int], list[int]]]:
@@ -95,55 +105,87 @@ def nominal_peak(name: str, bf16: bool) -> float | None:
     return None
 
 
+def versions(device: torch.device) -> dict:
+    """What a row was measured with: the device, torch, CUDA and cuDNN."""
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {"device": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                       else precision.cpu_kind()),
+            "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn}
+
+
+def recurrent_ops(prof) -> list[str]:
+    """The recurrent kernels a profiled step ran, by torch's op names."""
+    return sorted({e.key for e in prof.key_averages()
+                   if any(w in e.key for w in ("_cudnn_rnn", "lstm", "gru", "rnn_tanh"))})
+
+
 def measure(cell: str, mode: str, size: Size, pairs, batches, *, device: torch.device,
             warmup: int, steps: int) -> dict:
-    """Time `steps` trainer steps after `warmup` untimed ones (compilation happens there)."""
+    """Time `steps` trainer steps after `warmup` untimed ones (compilation happens there), the
+    batches collated as the trainer collates them; the first step is checked and profiled."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
-    cfg = RNNConfig(cell=cell, num_layers=size.layers, hidden_size=size.hidden,
+    model_cell, schedule = CELLS[cell]
+    tcfg = TrainConfig(amp=AMP[mode], batch_size=len(batches[0]), lr=LR, clip_norm=CLIP)
+    # the plan first: it sets the TF32 flags everything after it runs under
+    chosen = precision.choose(tcfg.amp, device,
+                              recurrent=torch.bfloat16 if mode == "bf16r" else None)
+    autocast = chosen.autocast()
+    cfg = RNNConfig(cell=model_cell, num_layers=size.layers, hidden_size=size.hidden,
                     embed_size=size.embed, reverse_source=True, init_seed=1)
     vocab = common.synthetic_vocab(size.tgt_vocab, "fr")
     model = build_model(cfg, src_vocab=size.src_vocab, tgt_vocab=size.tgt_vocab, pad=vocab.pad)
     model.init_weights(1)
     model.to(device).train()
-    tcfg = TrainConfig(amp=AMP[mode], batch_size=len(batches[0]), lr=LR, clip_norm=CLIP)
+    for stack in (model.encoder, model.decoder):
+        stack.schedule = schedule
     opt = make_optimizer(model, tcfg)
-    chosen = precision.choose(tcfg.amp, device,
-                              recurrent=torch.bfloat16 if mode == "bf16r" else None)
-    autocast = chosen.autocast()
+    used = batches[:warmup + steps]
+    shares = ([pairs[i] for i in idx] for idx in used)
+    on_gpu = device.type == "cuda"
+    loader = prefetch_batches(shares, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos, pin=on_gpu,
+                              ahead=1 if on_gpu else 0)
 
-    def step(idx) -> int:
-        nll, ntok = train_step(model, opt, [pairs[i] for i in idx], batch_size=len(idx), lr=LR,
-                               cfg=tcfg, vocab=vocab, device=device, autocast=autocast)
+    def step(idx, batch) -> int:
+        nll, ntok = train_step(model, opt, batch, batch_size=len(idx), lr=LR, cfg=tcfg,
+                               vocab=vocab, device=device, autocast=autocast)
         if not math.isfinite(nll):
             raise RuntimeError(f"{cell} {mode}: non-finite loss {nll}")
         return ntok
 
     t0 = time.perf_counter()
-    for idx in batches[:warmup]:
-        step(idx)
+    watch = precision.watch(model, chosen)
+    kinds = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=kinds) as prof:
+        step(used[0], next(loader))
+    seen = watch.check()  # raises PrecisionMismatch where a layer ran in another dtype
+    for idx in used[1:warmup]:
+        step(idx, next(loader))
     sync(device)
     warm_seconds = time.perf_counter() - t0
-    timed = batches[warmup:warmup + steps]
+    timed = used[warmup:]
     t0 = time.perf_counter()
-    words = sum(step(idx) for idx in timed)
+    words = sum(step(idx, batch) for idx, batch in zip(timed, loader))
     sync(device)
     seconds = time.perf_counter() - t0
     src = sum(max(len(pairs[i][0]), 1) for idx in timed for i in idx)
     tgt = sum(len(pairs[i][1]) + 1 for idx in timed for i in idx)
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    peak = torch.cuda.max_memory_allocated(device) if on_gpu else 0
     return {"cell": cell, "precision": mode, "recorded": chosen.engine, "words": words,
             "seconds": seconds, "steps": len(timed), "warmup_seconds": warm_seconds,
-            "flops_per_word": flops_per_target_word(size, src, tgt), "peak_gib": peak / 2 ** 30}
+            "flops_per_word": flops_per_target_word(size, src, tgt), "peak_gib": peak / 2 ** 30,
+            "recurrent_ops": recurrent_ops(prof), "dtypes_seen": seen, **versions(device)}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cells", default="lstm,peephole")
+    ap.add_argument("--cells", default="lstm,peephole",
+                    help=f"comma-separated, of {', '.join(CELLS)}")
     ap.add_argument("--modes", default="fp32,bf16",
                     help="precisions: fp32, bf16 (TF32 cuDNN recurrence), bf16r (bf16 cuDNN "
                          "recurrence; CUDA only)")
+    ap.add_argument("--fp32-cells", help="the cells measured in fp32 (default: all of --cells)")
     ap.add_argument("--size", default="paper", choices=sorted(SIZES))
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--steps", type=int, default=20, help="timed steps per cell and precision")
@@ -153,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cells = [c for c in args.cells.split(",") if c]
     modes = [m for m in args.modes.split(",") if m]
+    fp32_cells = [c for c in (args.fp32_cells or "").split(",") if c]
+    for c in cells + fp32_cells:
+        if c not in CELLS:
+            ap.error(f"--cells: {c!r} is not one of {', '.join(CELLS)}")
     for m in modes:
         if m not in AMP:
             ap.error(f"--modes: {m!r} is not one of {', '.join(AMP)}")
@@ -169,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         name = torch.cuda.get_device_name(device)
         memory = torch.cuda.get_device_properties(device).total_memory / 2 ** 30
         print(f"bench/gpu.py on {name}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
-              f"{memory:.0f} GiB")
+              f"cuDNN {torch.backends.cudnn.version()}, {memory:.0f} GiB")
     else:
         name = precision.cpu_kind()
         print(f"bench/gpu.py on the CPU ({name}): a check of the script, not a measurement")
@@ -183,11 +229,17 @@ def main(argv: list[str] | None = None) -> int:
     rows, records = [], []
     for mode in modes:
         dtype = torch.float32 if mode == "fp32" else torch.bfloat16
+        # the peak under the mode's own TF32 flags (its plan, applied first): strict fp32 for
+        # fp32, where the flags before would have made it TF32's
+        precision.choose(AMP[mode], device,
+                         recurrent=torch.bfloat16 if mode == "bf16r" else None)
         peak_mm = mm_peak(dtype, device)
         nominal = nominal_peak(name, mode != "fp32") if device.type == "cuda" else None
         for cell in cells:
             if mode == "bf16r" and cell != "lstm":
                 continue  # only nn.LSTM runs through cuDNN
+            if mode == "fp32" and args.fp32_cells is not None and cell not in fp32_cells:
+                continue
             try:
                 res = measure(cell, mode, size, pairs, batches, device=device,
                               warmup=args.warmup, steps=args.steps)
@@ -213,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
                          "-" if mode == "fp32" or cell not in TARGETS or device.type != "cuda"
                          else
                          ("met" if wps >= TARGETS[cell] else f"not met ({TARGETS[cell]:,})")])
-            print(f"  {cell} {mode}: {wps:,.0f} target words/s ({res['recorded']})", flush=True)
+            print(f"  {cell} {mode}: {wps:,.0f} target words/s ({res['recorded']}; "
+                  f"recurrent ops {', '.join(res['recurrent_ops']) or 'none'})", flush=True)
     print(common.table(["cell", "precision", "ms/step", "tgt words/s", "TFLOP/s",
                         "MFU % (mm)", "MFU % (nominal)", "peak GiB", "run hours",
                         "warm-up s", "bf16 target"], rows))

@@ -3,11 +3,14 @@ on a device, its loss per step written to a CSV; or two such CSVs (a CUDA run an
 compared. For the GPU check (bench/gpu_check.sh): does CUDA training follow the CPU's curve?
 
     gpu_twin.py train PROJECT --model reversed_1 --steps 150 --device cuda --out cuda.csv
-    gpu_twin.py compare cpu.csv cuda.csv
+    gpu_twin.py compare cpu.csv cuda.csv --margin 0.03
 
 PROJECT holds params.yaml and the data stages' outputs (data/prepared, data/vocab). Both runs
 start from the same initial weights and see the same batches (the model's seeds); they differ by
-their devices' rounding, and where `amp` resolves to bf16 by that device's bf16 kernels.
+their devices' rounding, and where `amp` resolves to bf16 by that device's bf16 kernels. The
+comparison fails (exit status 1) where the mean loss of the last 50 shared steps differs by more
+than ``--margin`` (relative, default 3%: bf16 against fp32 moves it by about 1%, a wrong
+gradient by far more); it names the two engines compared (each CSV records its run's plan).
 """
 
 from __future__ import annotations
@@ -53,8 +56,9 @@ def train(project: Path, model: str, steps: int, device: str, out: Path) -> None
     seconds = time.perf_counter() - t0
     with open(out, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["step", "loss", "device", "precision"])
-        w.writerows((s, f"{loss:.6f}", str(r.device), r.chosen.name) for s, loss in rows)
+        w.writerow(["step", "loss", "device", "precision", "engine"])
+        w.writerows((s, f"{loss:.6f}", str(r.device), r.chosen.name, r.chosen.engine)
+                    for s, loss in rows)
     print(f"{steps} steps in {seconds:.1f}s; loss per target word: step 1 {rows[0][1]:.4f}, "
           f"step {steps} {rows[-1][1]:.4f}; wrote {out}", flush=True)
 
@@ -62,11 +66,11 @@ def train(project: Path, model: str, steps: int, device: str, out: Path) -> None
 def read(path: Path) -> tuple[dict[int, float], str]:
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    return {int(r["step"]): float(r["loss"]) for r in rows}, \
-        f"{rows[0]['device']} {rows[0]['precision']}"
+    engine = rows[0].get("engine") or f"{rows[0]['device']} {rows[0]['precision']}"
+    return {int(r["step"]): float(r["loss"]) for r in rows}, engine
 
 
-def compare(a: Path, b: Path) -> int:
+def compare(a: Path, b: Path, margin: float = 0.03) -> int:
     x, name_x = read(a)
     y, name_y = read(b)
     steps = sorted(set(x) & set(y))
@@ -80,8 +84,14 @@ def compare(a: Path, b: Path) -> int:
         print(f"{s:>6} {x[s]:>14.4f} {y[s]:>14.4f} {(y[s] - x[s]) / x[s]:>+10.2%}")
     last = steps[-min(50, len(steps)):]
     mx, my = statistics.fmean(x[s] for s in last), statistics.fmean(y[s] for s in last)
-    print(f"mean of the last {len(last)} steps: {mx:.4f} vs {my:.4f} ({(my - mx) / mx:+.2%}); "
+    diff = (my - mx) / mx
+    print(f"mean of the last {len(last)} steps: {mx:.4f} vs {my:.4f} ({diff:+.2%}); "
           f"perplexity {math.exp(mx):.1f} vs {math.exp(my):.1f}")
+    if not math.isfinite(diff) or abs(diff) > margin:
+        print(f"FAILED: {name_y} is {diff:+.2%} from {name_x} over the last {len(last)} steps, "
+              f"beyond the margin of {margin:.0%}")
+        return 1
+    print(f"within the margin of {margin:.0%}: {name_y} against {name_x}")
     return 0
 
 
@@ -98,9 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
+    c.add_argument("--margin", type=float, default=0.03,
+                   help="the largest relative difference of the last 50 steps' mean loss")
     args = ap.parse_args(argv)
     if args.command == "compare":
-        return compare(args.a, args.b)
+        return compare(args.a, args.b, args.margin)
     if args.threads:
         torch.set_num_threads(args.threads)
     train(args.project, args.model, args.steps, args.device, args.out)

@@ -25,6 +25,16 @@ instead evaluates trained checkpoints: the dev perplexity by the trainer's own l
 in bf16, which says whether a model trained in bf16 is judged fairly by the fp32 evaluation
 every run reports (no train/eval mismatch) or does better in the precision it was trained in.
 bench/README.md ("Where bf16's gradient error comes from") has the tables and what they say.
+
+    python bench/grad_error.py --loop                       # N 64, H 256, T 50, 1 thread
+
+instead measures the weight a loop over time steps multiplies at every step (one peephole LSTM
+layer's W_hh, the paper's cell) under bf16 autocast, three ways: autocast's one cached cast of the
+weight (its T per-step gradients added in bf16, as the code was), a cast per step (autocast's
+cache off: the per-step gradients added in fp32), and ``s2s.model.recurrence`` (one cast, the
+per-step operands kept, one fp32-accumulating GEMM over all N*T rows, as the code trains now):
+W_hh's gradient against the fp64 sum of the same per-step gradients, and the time of the layer's
+forward and backward, the three interleaved over ``--repeats`` rounds, the best of each.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import copy
 import math
 import re
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -49,6 +60,8 @@ from s2s.arch.rnn import RNNConfig  # noqa: E402
 from s2s.checkpoint import load_model  # noqa: E402
 from s2s.config import TrainConfig  # noqa: E402
 from s2s.data.batching import epoch_batches  # noqa: E402
+from s2s.model import recurrence  # noqa: E402
+from s2s.model.lstm import PeepholeLSTM  # noqa: E402
 from s2s.model.seq2seq import Seq2Seq  # noqa: E402
 
 RECIPES = {  # name: (matmul dtype, parts kept in fp32 under it)
@@ -190,9 +203,83 @@ def evaluate(data: Path, checkpoints: list[Path]) -> None:
     print(common.table(["checkpoint", "fp32", "bf16", "bf16/fp32 - 1"], rows))
 
 
+LOOP_WAYS = ("one cached cast (before)", "a cast per step", "one fp32 GEMM (now)")
+
+
+def loop_weight(*, batch: int = 64, hidden: int = 256, steps: int = 50, repeats: int = 3,
+                seed: int = 0) -> dict[str, dict[str, float]]:
+    """{way: {"error": W_hh's relative gradient error against fp64, "seconds": the best time of
+    one forward and backward}} of one peephole layer (H -> H) on a (batch, steps, H) input."""
+    torch.manual_seed(seed)
+    layer = PeepholeLSTM(hidden, hidden, 1)
+    for p in layer.parameters():
+        torch.nn.init.uniform_(p, -0.08, 0.08)  # the paper's init
+    x = torch.randn(batch, steps, hidden)
+    weights = torch.randn(batch, steps, hidden)  # a fixed loss: sum(out * weights)
+    operands: list = []
+    summed = recurrence.summed_weight_gradient
+
+    def spy(dy, xs):
+        operands.append((dy, xs))
+        return summed(dy, xs)
+
+    def run(way: str) -> tuple[torch.Tensor, float]:
+        layer.zero_grad(set_to_none=True)
+        loop = contextlib.nullcontext() if way == LOOP_WAYS[2] else \
+            _recurrence_off()
+        t0 = time.perf_counter()
+        with loop, torch.autocast("cpu", dtype=torch.bfloat16,
+                                  cache_enabled=way != LOOP_WAYS[1]):
+            out, _ = layer(x)
+        (out.float() * weights).sum().backward()
+        return layer.cells[0].weight_hh.grad.double(), time.perf_counter() - t0
+
+    recurrence.summed_weight_gradient = spy
+    try:
+        run(LOOP_WAYS[2])  # the operands of the per-step gradients (the same in all three ways)
+    finally:
+        recurrence.summed_weight_gradient = summed
+    (dy, xs), = operands
+    exact = dy.double().t() @ xs.double()  # the per-step gradients summed in fp64
+    times: dict[str, list[float]] = {w: [] for w in LOOP_WAYS}
+    errors = {}
+    for _ in range(repeats):  # interleaved
+        for way in LOOP_WAYS:
+            grad, seconds = run(way)
+            times[way].append(seconds)
+            errors[way] = float((grad - exact).norm() / exact.norm())
+    # the best round of each: the one least disturbed by other jobs on the machine
+    return {w: {"error": errors[w], "seconds": min(times[w])} for w in LOOP_WAYS}
+
+
+@contextlib.contextmanager
+def _recurrence_off():
+    """Inside: every per-step product is autocast's own F.linear, as before s2s.model.recurrence."""
+    saved = recurrence.steps
+    recurrence.steps = lambda x: contextlib.nullcontext()
+    try:
+        yield
+    finally:
+        recurrence.steps = saved
+
+
+def print_loop_weight(args) -> None:
+    threads = common.set_threads(args.threads)
+    print(common.machine_line(threads))
+    print(f"one peephole LSTM layer, N {args.batch_size}, H {args.hidden}, T {args.steps}, bf16 "
+          f"autocast, {args.repeats} interleaved rounds, the best of each", flush=True)
+    res = loop_weight(batch=args.batch_size, hidden=args.hidden, steps=args.steps,
+                      repeats=args.repeats)
+    base = res[LOOP_WAYS[0]]["seconds"]
+    rows = [[way, f"{r['error']:.2e}", f"{r['seconds']:.3f}", f"{r['seconds'] / base:.2f}"]
+            for way, r in res.items()]
+    print(common.table(["W_hh's gradient", "rel. error vs fp64", "fwd+bwd s",
+                        "time / before"], rows))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, required=True,
+    ap.add_argument("--data", type=Path,
                     help="a run's data folder: prepared/train.tok.{en,fr} and vocab/{en,fr}.tsv")
     ap.add_argument("--warm-steps", type=int, default=200,
                     help="fp32 training steps before the gradients are measured (default 200)")
@@ -202,7 +289,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--evaluate", type=Path, nargs="+", metavar="MODEL_PT",
                     help="instead: these checkpoints' dev perplexity in fp32 and in bf16")
+    ap.add_argument("--loop", action="store_true",
+                    help="instead: a loop weight's gradient error and cost (one peephole layer)")
+    ap.add_argument("--batch-size", type=int, default=64, help="--loop: N (default 64)")
+    ap.add_argument("--hidden", type=int, default=256, help="--loop: H (default 256)")
+    ap.add_argument("--steps", type=int, default=50, help="--loop: T (default 50)")
+    ap.add_argument("--repeats", type=int, default=5, help="--loop: rounds (default 5)")
     args = ap.parse_args(argv)
+    if args.loop:
+        print_loop_weight(args)
+        return
+    if args.data is None:
+        ap.error("--data is required (but for --loop)")
     if args.evaluate:
         print(common.machine_line(common.set_threads(args.threads)))
         evaluate(args.data, args.evaluate)

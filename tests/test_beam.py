@@ -448,3 +448,24 @@ def test_topk_is_deterministic_under_ties():
         values, index = _topk_stable(x, k)
         assert index[0].tolist() == expected
         assert values[0].tolist() == x[0, expected].tolist()
+
+
+@pytest.mark.parametrize("path", ["window", "key"])
+def test_the_stable_topk_is_exact_under_many_ties_by_either_path(path):
+    """The CPU's top-2k window (with its exact path where ties pass the window) and CUDA's
+    sync-free int64 keys, run here, against sorting every row by (-value, index): quantised
+    values (bf16 logits tie often), -inf, -0.0 beside 0.0."""
+    from s2s.decode.beam import _topk_by_key, _topk_stable
+
+    topk = _topk_stable if path == "window" else _topk_by_key
+    g = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        n, width = (int(v) for v in torch.randint(1, 60, (2,), generator=g))
+        k = int(torch.randint(1, width + 1, (1,), generator=g))
+        x = torch.randint(-3, 4, (n, width), generator=g).float() / 2
+        x[torch.rand(n, width, generator=g) < 0.2] = -math.inf
+        x[torch.rand(n, width, generator=g) < 0.05] = -0.0
+        values, index = topk(x, k)
+        want = [sorted(range(width), key=lambda i, r=row: (-r[i], i))[:k] for row in x.tolist()]
+        assert index.tolist() == want
+        assert torch.equal(values, x.gather(1, index))

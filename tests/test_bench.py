@@ -60,7 +60,7 @@ def test_the_gpu_checks_dag_runner_and_twin_run_on_the_cpu(tmp_path, mirror):
                  "--device", "cpu", "--out", str(out), env=env_mirror)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = out.read_text().splitlines()
-    assert rows[0] == "step,loss,device,precision" and len(rows) == 4
+    assert rows[0] == "step,loss,device,precision,engine" and len(rows) == 4
     first = float(rows[1].split(",")[1])
     assert 8.0 < first < 9.5  # ~ln(6503): an untrained model's loss on the default's vocabulary
     proc = bench("bench/gpu_twin.py", "compare", str(out), str(out))

@@ -69,11 +69,27 @@ def test_a_stage_reads_its_own_resources(no_cuda, monkeypatch):
 def test_visible_gpus_come_from_cuda_visible_devices_or_the_driver(tmp_path):
     assert device.visible_gpus({"CUDA_VISIBLE_DEVICES": "2, 3"}) == ["2", "3"]
     assert device.visible_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
-    proc = tmp_path / "gpus"
-    for bus in ("0000:18:00.0", "0000:3b:00.0", "0000:86:00.0"):
-        (proc / bus).mkdir(parents=True)
-    assert device.visible_gpus({}, proc) == ["0", "1", "2"]
-    assert device.visible_gpus({}, tmp_path / "no-driver") == []
+    assert device.visible_gpus({}, lambda: 3) == ["0", "1", "2"]  # the driver's count
+    assert device.visible_gpus({}, lambda: 0) == []
+
+
+def test_without_nvml_the_gpus_are_counted_by_torch_in_a_child_process(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed
+    monkeypatch.setattr(device, "NVIDIA_PROC", tmp_path / "driver" / "gpus")
+    assert device.gpu_count() == 0  # no driver loaded: nothing is started
+    (tmp_path / "driver").mkdir()
+    asked = []
+
+    def run(cmd, **kw):
+        asked.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="2\n", stderr="")
+
+    assert device.gpu_count(run) == 2
+    assert asked == [[sys.executable, "-c", "import torch; print(torch.cuda.device_count())"]]
+    assert device.gpu_count(lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "")) == 0
 
 
 def _claim(n: int, gpus: list[str], lock_dir: str, out, hold: float) -> None:

@@ -1,6 +1,8 @@
 """The paper's peephole cell with its element-wise step compiled (torch.compile): the same numbers
 as the eager cell, one compilation for every batch size, and an eager fallback when compiling
-fails. The eager cell's numbers are pinned elsewhere (tests/test_golden.py)."""
+fails; and its layers as a wavefront (CUDA's default schedule): the same numbers as layer after
+layer, in T + L - 1 sequential steps instead of L x T. The eager cell's numbers are pinned
+elsewhere (tests/test_golden.py)."""
 
 from __future__ import annotations
 
@@ -24,18 +26,20 @@ def _stack() -> PeepholeLSTM:
     return stack
 
 
-def _run(stack: PeepholeLSTM, compiled: bool, N: int, T: int = 5):
+def _run(stack: PeepholeLSTM, compiled: bool, N: int, T: int = 5, *, schedule: str = "layers",
+         amp: bool = False):
     """outputs, final state and every gradient over a padded batch of N sequences from a given
     state (one that requires a gradient, as a decoder's does: the compiled step then sees the
-    same kind of inputs at every step, and compiles once)."""
-    stack.compiled = compiled
+    same kind of inputs at every step, and compiles once); `amp`: under bf16 autocast."""
+    stack.compiled, stack.schedule = compiled, schedule
     g = torch.Generator().manual_seed(N)
     x = torch.randn(N, T, 6, generator=g, requires_grad=True)
     h0, c0 = (torch.randn(2, N, 8, generator=g, requires_grad=True) for _ in range(2))
     lengths = torch.randint(1, T + 1, (N,), generator=g)
     lengths[0] = T
-    out, (h, c) = stack(x, (h0, c0), lengths=lengths)
-    loss = (out ** 2).sum() + h.sum() + (c ** 3).sum()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        out, (h, c) = stack(x, (h0, c0), lengths=lengths)
+    loss = (out.float() ** 2).sum() + h.sum() + (c ** 3).sum()
     return [out, h, c, *torch.autograd.grad(loss, [x, h0, c0, *stack.parameters()])]
 
 
@@ -78,7 +82,8 @@ def test_a_failing_compiler_falls_back_to_the_eager_cell_with_one_log_line(monke
 
 
 def test_the_step_is_compiled_on_cuda_by_default_and_eager_on_the_cpu(monkeypatch):
-    monkeypatch.setattr(lstm, "compiled_step", lambda device_type: f"compiled for {device_type}")
+    monkeypatch.setattr(lstm, "compiled_step",
+                        lambda device_type, fn=None: f"compiled for {device_type}")
     stack = _stack()
     assert stack._step_function("cpu") is None
     assert stack._step_function("cuda") == "compiled for cuda"
@@ -86,3 +91,71 @@ def test_the_step_is_compiled_on_cuda_by_default_and_eager_on_the_cpu(monkeypatc
     assert stack._step_function("cpu") == "compiled for cpu"
     stack.compiled = False
     assert stack._step_function("cuda") is None
+
+
+@pytest.mark.parametrize("N,T", [(4, 5), (7, 2), (3, 1)], ids=["T5", "T2", "T1"])
+def test_the_wavefront_computes_what_the_layers_compute_one_after_the_other(N, T):
+    stack = _stack()
+    want = _run(stack, False, N, T)
+    got = _run(stack, False, N, T, schedule="wavefront")
+    for a, b in zip(got, want):  # outputs, h, c, the gradients of x, h0, c0 and every weight
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_the_wavefront_in_bf16_is_as_close_to_fp32_as_the_layers_and_sums_in_fp32(monkeypatch):
+    from s2s.model import recurrence
+
+    stack = _stack()
+    exact = _run(stack, False, 6, 9)
+    operands = []
+    summed = recurrence.fp32_bmm
+
+    def spy(a, b):
+        operands.append((a, b))
+        return summed(a, b)
+
+    monkeypatch.setattr(recurrence, "fp32_bmm", spy)
+    wave = _run(stack, False, 6, 9, schedule="wavefront", amp=True)
+    layers = _run(stack, False, 6, 9, amp=True)
+
+    def err(run):
+        return max(float((a.float() - b).norm() / b.norm()) for a, b in zip(run, exact))
+
+    assert 1e-4 < err(wave) < 2e-2 and 1e-4 < err(layers) < 2e-2  # bf16 products, both
+    # one batched product per diagonal (T + L - 1 = 10) in bf16, and after the loop one
+    # batched GEMM of all diagonals' operands: the stacked weights' gradient (L, 4H, 2H)
+    steps, (dy_t, z) = operands[:-1], operands[-1]
+    assert len(steps) == 10 and all(a.dtype == torch.bfloat16 for a, _ in steps)
+    assert dy_t.shape == (2, 4 * 8, 10 * 6) and z.shape == (2, 10 * 6, 2 * 8)
+
+
+def test_the_wavefront_runs_t_plus_l_minus_1_steps_where_the_layers_run_l_times_t(monkeypatch):
+    calls = {"wave": 0, "layer": 0}
+    wave, masked = lstm._wave_step, lstm._masked_step
+
+    def count(name, fn):
+        def counted(*args):
+            calls[name] += 1
+            return fn(*args)
+        return counted
+
+    monkeypatch.setattr(lstm, "compiled_step", lambda device_type, fn=None: count(
+        "wave" if fn is wave else "layer", wave if fn is wave else masked))
+    monkeypatch.setattr(lstm, "_COMPILED_RAN", {"cpu", "cpu:_wave_step"})  # no warm-up call
+    stack = _stack()  # L = 2
+    _run(stack, True, 4, 5)
+    _run(stack, True, 4, 5, schedule="wavefront")
+    assert calls == {"layer": 2 * 5, "wave": 5 + 2 - 1}
+
+
+def test_the_schedule_is_the_wavefront_on_cuda_for_sequences_and_layers_elsewhere():
+    stack = _stack()  # 2 layers
+    assert stack._schedule("cuda", 30) == "wavefront" and stack._schedule("cuda", 2) == "wavefront"
+    assert stack._schedule("cuda", 1) == "layers"  # a decoding step
+    assert stack._schedule("cpu", 30) == "layers"
+    stack.schedule = "wavefront"
+    assert stack._schedule("cpu", 30) == "wavefront"
+    assert PeepholeLSTM(6, 8, 1)._schedule("cuda", 30) == "layers"  # one layer: nothing to overlap
+    stack.schedule = "diagonal"
+    with pytest.raises(ValueError, match="'layers' or 'wavefront', got 'diagonal'"):
+        stack._schedule("cuda", 30)

@@ -18,9 +18,11 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
@@ -29,7 +31,7 @@ log = logging.getLogger("s2s.device")
 
 JOB_GPUS = "S2S_JOB_GPUS"  # how many GPUs the job's rule asks for
 LOCK_DIR = "S2S_GPU_LOCK_DIR"  # where the per-GPU lock files live (default: a per-user temp dir)
-NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")  # one folder per GPU the driver sees
+NVIDIA_PROC = Path("/proc/driver/nvidia/gpus")  # there where an NVIDIA driver is loaded
 
 _held: list[int] = []  # file descriptors of claimed GPUs: open for the life of the process
 
@@ -75,17 +77,44 @@ def for_stage(params, kind: str, *, name: str, key: str) -> torch.device:
     return pick_device(name, key=key, gpus=gpus, gpus_key=f"resources.{kind}.gpus")
 
 
-def visible_gpus(env: Mapping[str, str] | None = None, proc: Path = NVIDIA_PROC) -> list[str]:
+def visible_gpus(env: Mapping[str, str] | None = None,
+                 count: Callable[[], int] | None = None) -> list[str]:
     """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them: its entries where it is
-    set (an empty value: none), else one index per GPU the NVIDIA driver lists."""
+    set (an empty value: none), else one index per GPU the driver lets it use (`count`, default
+    :func:`gpu_count`)."""
     env = os.environ if env is None else env
     if "CUDA_VISIBLE_DEVICES" in env:
         return [d.strip() for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+    return [str(i) for i in range((count or gpu_count)())]
+
+
+def gpu_count(run=subprocess.run) -> int:
+    """How many GPUs the NVIDIA driver lets this process use, counted without starting CUDA in
+    it (once CUDA has started, narrowing CUDA_VISIBLE_DEVICES changes nothing): NVML
+    (nvidia-ml-py) where it is installed, else ``torch.cuda.device_count()`` in a child process;
+    0 where no NVIDIA driver is loaded. (Not the driver's list in /proc, which in a container can
+    name the host's GPUs the container cannot use.)"""
+    if not NVIDIA_PROC.parent.exists():
+        return 0
     try:
-        count = sum(1 for p in proc.iterdir() if p.is_dir())
-    except OSError:
-        return []
-    return [str(i) for i in range(count)]
+        import pynvml
+    except ImportError:
+        pynvml = None
+    if pynvml is not None:
+        try:
+            pynvml.nvmlInit()
+            try:
+                return int(pynvml.nvmlDeviceGetCount())
+            finally:
+                pynvml.nvmlShutdown()
+        except pynvml.NVMLError as e:
+            log.warning("NVML could not count the GPUs (%s); asking torch in a child process", e)
+    proc = run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+               capture_output=True, text=True, timeout=300)
+    try:
+        return int(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else 0
+    except (ValueError, IndexError):
+        return 0
 
 
 def _lock_name(gpu: str) -> str:

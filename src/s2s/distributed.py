@@ -11,7 +11,8 @@ learning-rate schedule, clipping and checkpoints are unchanged; only rank 0 writ
 The ranks act as one: rank 0 reads the resume point and sends every rank the step, the weights
 and the optimizer's state (:func:`broadcast_object`, :func:`broadcast_parameters`,
 :func:`broadcast_optimizer_state`); a stop signal seen by any rank stops all of them after the
-same step (:func:`any_rank`); a collective waits at most :data:`TIMEOUT` for a dead peer.
+same step (the step's :class:`StopVote`, in its loss collective); a collective waits at most
+:data:`TIMEOUT` for a dead peer.
 
 Processes come from ``torchrun`` (which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT),
 from SLURM's ``srun``, or from :func:`spawn`, which `s2s train` uses when `resources.train.gpus` > 1
@@ -144,22 +145,33 @@ def shard(items: Sequence[T], world: World) -> list[T]:
 
 def all_reduce_sum(values: Iterable[float | torch.Tensor], world: World,
                    device: torch.device) -> list[float]:
-    """Sum scalars over ranks (one collective); with one process, the values as floats."""
-    values = [float(v) for v in values]
+    """Sum scalars over ranks (one collective), read back in one transfer (the one wait for the
+    device: the values go onto the device without one); with one process, the values as
+    floats."""
+    values = list(values)
     if world.size == 1:
-        return values
-    t = torch.tensor(values, dtype=torch.float64, device=device)
+        return [float(v) for v in values]
+    t = torch.stack([v.detach().to(device, torch.float64).reshape(()) if isinstance(v, torch.Tensor)
+                     else torch.full((), float(v), dtype=torch.float64, device=device)
+                     for v in values])  # (K,) filled on the device: no host-to-device copy
     dist.all_reduce(t)
     return t.tolist()
 
 
-def any_rank(flag: bool, world: World, device: torch.device) -> bool:
-    """True on every rank if `flag` is true on any (one collective; one process: `flag`)."""
-    if world.size == 1:
-        return flag
-    t = torch.tensor([int(flag)], dtype=torch.int32, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class StopVote:
+    """One step's vote on stopping: `asks()`, whether this rank asks to stop (it has a stop
+    signal), read as the step's loss collective is sent; `agreed`, set by the step, whether any
+    rank asked. Several processes add the vote to that collective (s2s.train.train_step), so that
+    stopping together costs no collective and no wait of its own; one process: `agreed` is what
+    `asks()` said."""
+
+    asks: Callable[[], bool] = _never
+    agreed: bool = False
 
 
 def broadcast_object(obj: Any, world: World, device: torch.device) -> Any:

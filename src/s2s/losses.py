@@ -42,6 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from s2s.precision import fp32_addmm
+
 __all__ = ["CHUNK_BYTES", "linear_cross_entropy", "smoothed_cross_entropy", "summed_nll"]
 
 # The largest (C, V) fp32 buffer of the softmax layer: 1 GiB is 3,355 rows at V = 80k, wide
@@ -58,9 +60,14 @@ def _chunk_rows(vocab: int, chunk_bytes: int | None) -> int:
 
 
 def _logits(x: Tensor, weight: Tensor, bias: Tensor, mm_dtype: torch.dtype | None) -> Tensor:
-    """(C, V) fp32 logits of x (C, H); with `mm_dtype`, x and weight are already in it."""
+    """(C, V) fp32 logits of x (C, H); with `mm_dtype`, x and weight are already in it. On CUDA
+    cuBLAS writes them in fp32 from the bf16 product, the bias added in its epilogue
+    (``s2s.precision.fp32_addmm``), where rounding the product to bf16 first would quantise
+    logits of 10-20 to steps of 0.06; the CPU keeps its bf16 product (its numbers)."""
     if mm_dtype is None:
         return torch.addmm(bias, x, weight.t())
+    if x.device.type == "cuda":
+        return fp32_addmm(bias, x, weight.t())
     return torch.mm(x, weight.t()).float().add_(bias)
 
 
@@ -208,6 +215,8 @@ class _StreamedCrossEntropy(torch.autograd.Function):
             if want_dw:
                 if mm_dtype is None:
                     dw.addmm_(g.t(), xc)
+                elif x.device.type == "cuda":
+                    dw = fp32_addmm(dw, g.t(), xc)  # (V, H): the chunk's product in fp32 too
                 else:
                     dw += g.t() @ xc  # (V, H) in mm_dtype, summed in fp32
         ctx.save_for_backward(dx, dw, db)

@@ -12,15 +12,17 @@ part                   CPU                                    CUDA
 products (GEMMs)       bf16 under ``torch.autocast``, or      bf16 under ``torch.autocast``, or
                        fp32                                   strict fp32 (TF32 off)
 nn.LSTM / nn.GRU       bf16 products, fp32 state: the fused   cuDNN with autocast off: fp32 input,
-sequences              LSTM (``s2s.model.fused``); nn.GRU     weights and state, TF32 math in bf16
-                       and a packed nn.LSTM are torch's       mode, strict fp32 in fp32 mode; or
-                       kernels, products cast by autocast     explicit bf16 (``recurrent=bf16``)
+sequences              LSTM (``s2s.model.fused``), nn.GRU     weights and state, TF32 math in bf16
+                       written out (``gru_sequence``); a      mode, strict fp32 in fp32 mode; or
+                       packed nn.LSTM is torch's kernel       explicit bf16 (``recurrent=bf16``)
 LSTM c, h, gates and   fp32                                   fp32 (bf16 inside cuDNN only with
 non-linearities                                               ``recurrent=bf16``)
-softmax layer's        fp32 (the products before it in the    fp32
-log-softmax and loss   products' dtype)
+softmax layer's        fp32 (the products before it in the    fp32 (its logits written in fp32
+log-softmax and loss   products' dtype)                       from the bf16 product)
 master weights, SGD,   fp32                                   fp32
 gradients, clipping
+a loop's weights'      fp32 sums over the steps               fp32 sums over the steps
+gradients              (``s2s.model.recurrence``)             (``s2s.model.recurrence``)
 =====================  =====================================  =====================================
 
 torch's autocast would run cuDNN RNNs in fp16 whatever its dtype, with no loss scaling; so the
@@ -53,7 +55,7 @@ from dataclasses import dataclass
 import torch
 
 __all__ = ["Precision", "PrecisionMismatch", "Watch", "autocast", "bf16_engine", "choose",
-           "cpu_kind", "full", "matmul_dtype", "name", "name_of", "plan", "recurrent",
+           "cpu_kind", "fp32_addmm", "fp32_bmm", "fp32_mm", "full", "matmul_dtype", "name", "name_of", "plan", "recurrent",
            "recurrent_dtype", "set_tf32", "strict_fp32", "tf32_flags", "watch"]
 
 FP32, BF16 = torch.float32, torch.bfloat16
@@ -336,6 +338,63 @@ def full(x: torch.Tensor) -> torch.Tensor:
     """``x`` in fp32 if it is in a 16-bit float dtype (a product under autocast), else ``x``
     itself (fp32 and fp64 tensors pass unchanged: the fp32 path stays bit for bit)."""
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
+# Whether this torch's CUDA GEMMs write fp32 from 16-bit operands (``torch.mm(..., out_dtype=)``,
+# torch >= 2.8): decided by the first call on CUDA, per overload.
+_OUT_DTYPE: dict[str, bool] = {}
+
+
+def _cuda_out_dtype(op: str, call) -> torch.Tensor | None:
+    """``call()`` where the `op` overload with ``out_dtype`` runs here; None where it does not
+    (then never tried again)."""
+    if _OUT_DTYPE.get(op) is False:
+        return None
+    try:
+        result = call()
+    except (TypeError, RuntimeError, NotImplementedError):
+        if op in _OUT_DTYPE:  # it ran before: a real error
+            raise
+        _OUT_DTYPE[op] = False
+        return None
+    _OUT_DTYPE[op] = True
+    return result
+
+
+def _fp32_product(name: str, op, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    if a.dtype == FP32 and b.dtype == FP32:
+        return op(a, b)
+    if a.device.type == "cuda":
+        out = _cuda_out_dtype(name, lambda: op(a, b, out_dtype=FP32))
+        if out is not None:
+            return out
+    return op(a.float(), b.float())
+
+
+def fp32_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` (2-D) with fp32 accumulation and an fp32 result, also for 16-bit operands: on
+    CUDA cuBLAS writes the fp32 result itself (``out_dtype``), elsewhere (or where this torch
+    lacks it) the operands are widened to fp32, exactly, and multiplied in fp32 (TF32 there only
+    where the plan allows it, which rounds no bf16 operand). fp32 operands: ``torch.mm``."""
+    return _fp32_product("mm", torch.mm, a, b)
+
+
+def fp32_bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``torch.bmm(a, b)`` (3-D) as :func:`fp32_mm` computes a product: fp32 accumulation and
+    result, also for 16-bit operands."""
+    return _fp32_product("bmm", torch.bmm, a, b)
+
+
+def fp32_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``bias + a @ b`` as :func:`fp32_mm`, the fp32 bias added to the fp32 result (on CUDA in
+    the GEMM's epilogue where torch can)."""
+    if a.dtype == FP32 and b.dtype == FP32:
+        return torch.addmm(bias, a, b)
+    if a.device.type == "cuda":
+        out = _cuda_out_dtype("addmm", lambda: torch.addmm(bias, a, b, out_dtype=FP32))
+        if out is not None:
+            return out
+    return fp32_mm(a, b).add_(bias)
 
 
 @contextlib.contextmanager

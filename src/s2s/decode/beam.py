@@ -389,22 +389,47 @@ def _topk_stable(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """The k largest entries of each row of ``x`` (n, M): values and indices (n, k), best first.
 
     Equal values come in index order, lowest first; ``torch.topk`` leaves both which of several
-    equal values it returns and their order unspecified. Rows where the value after the k-th
-    equals the k-th (e.g. -inf at step 1 of a wide beam) take an exact, slower path.
+    equal values it returns and their order unspecified. On the CPU the top 2k of each row are
+    sorted by (value, index), which is exact unless the value at the window's end equals the
+    k-th (more than k ties at the cut: bf16 logits tie often, -inf at step 1 of a wide beam):
+    such rows take an exact, slower path. On CUDA (fp32), where that check would wait for the
+    device, each entry's value and index are one int64 key, and the top k keys are the answer
+    with no check at all.
     """
+    if x.device.type == "cuda" and x.dtype == torch.float32:
+        return _topk_by_key(x, k)
     n_rows, width = x.shape
-    values, index = x.topk(min(k + 1, width), dim=1)  # (n, k+1): one more, to see ties at the cut
-    short = values[:, k] == values[:, k - 1] if width > k else x.new_zeros(n_rows, dtype=torch.bool)
-    values, index = values[:, :k], index[:, :k]  # (n, k)
+    w = min(2 * k, width)
+    values, index = x.topk(w, dim=1)  # (n, w): the window, one more than k at least
+    index, order = index.sort(dim=1)  # in index order, then stably by value: ties by index
+    values = values.gather(1, order)
+    values, order = values.sort(dim=1, descending=True, stable=True)
+    index = index.gather(1, order)
+    # exact where every entry equal to the k-th is inside the window
+    short = values[:, w - 1] == values[:, k - 1] if width > w else \
+        x.new_zeros(n_rows, dtype=torch.bool)
+    values, index = values[:, :k].contiguous(), index[:, :k].contiguous()  # (n, k)
     if bool(short.any()):
         rows = short.nonzero().squeeze(1)
-        xs, kth = x[rows], values[rows, k - 1 :]  # (r, M), (r, 1)
+        xs, kth = x[rows], values[rows, k - 1:]  # (r, M), (r, 1)
         tie = xs == kth
         need = k - (xs > kth).sum(1, keepdim=True)  # (r, 1) how many tied entries to take
         take = (xs > kth) | (tie & (tie.cumsum(1) <= need))  # (r, M), exactly k per row
-        index[rows] = take.nonzero()[:, 1].view(-1, k)  # ascending index per row
-        values[rows] = xs.gather(1, index[rows])
-    index, order = index.sort(dim=1)
-    values = values.gather(1, order)
-    values, order = values.sort(dim=1, descending=True, stable=True)
-    return values, index.gather(1, order)
+        exact = take.nonzero()[:, 1].view(-1, k)  # (r, k) ascending index per row
+        exact_values = xs.gather(1, exact)
+        exact_values, order = exact_values.sort(dim=1, descending=True, stable=True)
+        index[rows] = exact.gather(1, order)
+        values[rows] = exact_values
+    return values, index
+
+
+def _topk_by_key(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """_topk_stable of an fp32 ``x`` (n, M) without a host read: each entry's key orders by its
+    value, then by its index (lowest first), so the k largest keys are the stable top k."""
+    width = x.shape[1]
+    bits = (x + 0.0).view(torch.int32).to(torch.int64)  # (+ 0.0: -0.0 becomes +0.0, its equal)
+    # the fp32 order as an integer order: negative floats' magnitude bits reversed
+    ordered = torch.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)  # (n, M) in [-2^31, 2^31)
+    later = torch.arange(width - 1, -1, -1, device=x.device)  # (M,) lower index, larger key
+    index = (ordered * (1 << 32) + later).topk(k, dim=1).indices  # (n, k), best first
+    return x.gather(1, index), index

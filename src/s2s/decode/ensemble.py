@@ -71,7 +71,11 @@ class Ensemble:
 
     def step(self, prev_tokens: Tensor, state: EnsembleState) -> tuple[Tensor, EnsembleState]:
         """Combined log-probs (N, V) of the token after ``prev_tokens`` (N,), and the new state."""
-        if self.combine == "mean_prob" and all(isinstance(m, Model) for m in self.models):
+        # (on the CPU only: its exact fallback asks the device whether any mean underflowed, a
+        # wait for the device at every step off the CPU, where the log-prob path costs the same
+        # passes over memory and no wait)
+        if (self.combine == "mean_prob" and prev_tokens.device.type == "cpu"
+                and all(isinstance(m, Model) for m in self.models)):
             return self._mean_prob_from_logits(prev_tokens, state)
         outputs = [model.step(prev_tokens, s) for model, s in zip(self.models, state.members)]
         lprobs = [lp for lp, _ in outputs]  # K x (N, V)

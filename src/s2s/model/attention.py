@@ -20,13 +20,16 @@ Dimension letters: see ``s2s.model.lstm``; M = 2H, the annotation size.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from s2s.model import recurrence
 from s2s.model.gru import ChoGRU
 from s2s.model.lstm import run_padded
+from s2s.model.recurrence import linear
 from s2s.model.seq2seq import EncoderDecoder, RNNConfig, start_from_summary
 from s2s.model.stacks import make_stack
 from s2s.precision import bf16_engine, full, matmul_dtype, recurrent_dtype
@@ -107,9 +110,10 @@ class AttentionEncoderDecoder(EncoderDecoder):
     def attend(self, query: Tensor, state: AttentionState) -> tuple[Tensor, Tensor]:
         """query: (N, H) -> context (N, M) and weights (N, S), zero at padded positions."""
         if self.cfg.attention == "additive":
-            scores = self.v(torch.tanh(self.query_proj(query)[:, None, :] + state.keys))[..., 0]
+            query = linear(query, self.query_proj.weight)  # (N, H)
+            scores = linear(torch.tanh(query[:, None, :] + state.keys), self.v.weight)[..., 0]
         elif self.cfg.attention == "general":
-            scores = torch.bmm(state.keys, self.bilinear(query)[:, :, None])[..., 0]
+            scores = torch.bmm(state.keys, linear(query, self.bilinear.weight)[:, :, None])[..., 0]
         else:
             scores = torch.bmm(state.keys, query[:, :, None])[..., 0]  # (N, S)
         # fp32 softmax, also under bf16 autocast
@@ -125,7 +129,8 @@ class AttentionEncoderDecoder(EncoderDecoder):
         context, weights = self.attend(state.h[-1], state)
         x = torch.cat([emb, context], dim=-1)[:, None, :]  # (N, 1, E + M)
         out, (h, c) = self.decoder(x, (state.h, state.c))  # (N, 1, H)
-        o = torch.tanh(self.out_proj(torch.cat([out[:, 0], context], dim=-1)))  # (N, H)
+        o = torch.tanh(linear(torch.cat([out[:, 0], context], dim=-1), self.out_proj.weight,
+                              self.out_proj.bias))  # (N, H)
         return o, AttentionState(h, c, state.memory, state.keys, state.src_mask, weights)
 
     def features(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
@@ -137,11 +142,18 @@ class AttentionEncoderDecoder(EncoderDecoder):
                        ) -> tuple[Tensor, Tensor]:
         """features (N, T, H) and the attention weights of every step (N, T, S)."""
         state = self.encode(src, src_lengths)
+        # Every step reads the annotations and keys: in fp32 (a no-op in fp32 runs) each step's
+        # product casts them afresh and their gradients add up in fp32, not in bf16
+        state = dataclasses.replace(state, memory=full(state.memory), keys=full(state.keys))
         features, weights = [], []
         # one embedding lookup for all steps: a lookup per step would make the backward pass
         # build and add a dense (V, E) gradient per target step
-        for emb in self.tgt_embed(tgt_in).unbind(1):  # T x (N, E)
-            o, state = self._step(emb, state)
-            features.append(o)
-            weights.append(state.weights)
+        embedded = self.tgt_embed(tgt_in)  # (N, T, E)
+        # the projections of every step share their weights' casts, their gradients summed in
+        # fp32 over the steps (s2s.model.recurrence)
+        with recurrence.steps(embedded):
+            for emb in embedded.unbind(1):  # T x (N, E)
+                o, state = self._step(emb, state)
+                features.append(o)
+                weights.append(state.weights)
         return torch.stack(features, dim=1), torch.stack(weights, dim=1)

@@ -13,10 +13,13 @@ Dimension letters: see ``s2s.model.lstm``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Model", "reverse_padded"]
+__all__ = ["Model", "host_lengths", "on_host", "reverse_padded"]
 
 
 class Model(nn.Module):
@@ -56,3 +59,31 @@ def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:
     rev = lengths[:, None] - 1 - pos  # (N, S): the mirrored position inside the sentence
     index = torch.where(rev >= 0, rev, pos)  # padding positions map to themselves
     return src.gather(1, index)
+
+
+# (a device tensor of source lengths, its copy on the CPU) of the batch being run
+_HOST_LENGTHS: contextvars.ContextVar[tuple[Tensor, Tensor] | None] = contextvars.ContextVar(
+    "s2s_host_lengths", default=None)
+
+
+@contextlib.contextmanager
+def host_lengths(lengths: Tensor, cpu_copy: Tensor):
+    """Inside: `cpu_copy`, a CPU tensor, holds what `lengths` (that tensor object, on a device)
+    holds, so that packing a batch by those lengths (``s2s.model.lstm.run_padded``) reads them
+    without waiting for the device (``s2s.data.batching.Batch.src_lengths_cpu``)."""
+    token = _HOST_LENGTHS.set((lengths, cpu_copy))
+    try:
+        yield
+    finally:
+        _HOST_LENGTHS.reset(token)
+
+
+def on_host(lengths: Tensor) -> Tensor:
+    """`lengths` on the CPU: itself there, the copy :func:`host_lengths` names, else a copy made
+    now (which waits for the device)."""
+    if lengths.device.type == "cpu":
+        return lengths
+    known = _HOST_LENGTHS.get()
+    if known is not None and known[0] is lengths:
+        return known[1]
+    return lengths.cpu()

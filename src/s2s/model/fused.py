@@ -28,6 +28,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from s2s.model.recurrence import linear
+
 
 class _LSTMLayer(torch.autograd.Function):
     """One LSTM layer over a whole sequence.
@@ -240,8 +242,9 @@ def _lstm_cell_low(x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor, 
                    b_hh: Tensor) -> tuple[Tensor, Tensor]:
     """torch.lstm_cell with its products under autocast and the rest in fp32. x: (N, E),
     h, c: (N, H) fp32. Returns h, c (N, H) fp32."""
-    gates = nn.functional.linear(x, w_ih, b_ih).float()
-    gates = gates.add_(nn.functional.linear(h, w_hh, b_hh))  # (N, 4H) fp32
+    # (recurrence.linear: inside a loop over steps, each weight's gradient summed in fp32)
+    gates = linear(x, w_ih, b_ih).float()
+    gates = gates.add_(linear(h, w_hh, b_hh))  # (N, 4H) fp32
     i, f, g, o = gates.chunk(4, 1)
     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(c), c

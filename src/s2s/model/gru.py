@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
+from s2s.model import recurrence
+from s2s.model.recurrence import linear
 from s2s.precision import full, matmul_dtype
 
 
@@ -60,7 +61,7 @@ class ChoGRUCell(nn.Module):
         bool, False at padded steps (None: no padding). Returns every step's h (T, N, H) (at a
         padded step, the held state) and the final h (N, H)."""
         H = self.hidden_size
-        gx = full(F.linear(x, self.weight_ih)) + self.bias  # (T, N, 3H), fp32
+        gx = full(linear(x, self.weight_ih)) + self.bias  # (T, N, 3H), fp32
         # unbind once: indexing gx[t] per step would make each step's backward allocate and add a
         # full (T, N, 3H) gradient (see s2s.model.lstm)
         # (split and chunk, not slices: their backward joins the pieces' gradients, where a
@@ -69,9 +70,9 @@ class ChoGRUCell(nn.Module):
         steps_rz, steps_n = gx_rz.unbind(0), gx_n.unbind(0)  # T x (N, 2H), T x (N, H)
         outs = []
         for t in range(x.shape[0]):
-            rz = torch.sigmoid(steps_rz[t] + full(F.linear(h, self.weight_hh_rz)))  # (N, 2H)
+            rz = torch.sigmoid(steps_rz[t] + full(linear(h, self.weight_hh_rz)))  # (N, 2H)
             r, z = rz.chunk(2, dim=1)  # (N, H) each
-            n = torch.tanh(steps_n[t] + full(F.linear(r * h, self.weight_hh_n)))  # (N, H)
+            n = torch.tanh(steps_n[t] + full(linear(r * h, self.weight_hh_n)))  # (N, H)
             h_new = torch.lerp(n, h, z)  # z * h + (1 - z) * n
             h = h_new if keep is None else torch.where(keep[t], h_new, h)
             outs.append(h)
@@ -119,9 +120,16 @@ class ChoGRU(nn.Module):
             dtype = torch.float32 if matmul_dtype(x) is not None else x.dtype
             h0 = x.new_zeros(len(self.cells), N, self.hidden_size, dtype=dtype)
         keep = None
-        if lengths is not None and bool((lengths < T).any()):
+        # (on the CPU the check is free; elsewhere it would wait for the device: mask always,
+        # which holds no real step's state)
+        if lengths is not None and (lengths.device.type != "cpu" or bool((lengths < T).any())):
             steps = torch.arange(T, device=x.device)
             keep = (steps[:, None] < lengths.to(x.device)[None, :])[:, :, None]  # (T, N, 1)
+        with recurrence.steps(x):  # under autocast: each U's gradient summed in fp32
+            return self._layers(x, h0, keep, lengths)
+
+    def _layers(self, x: Tensor, h0: Tensor, keep: Tensor | None, lengths: Tensor | None
+                ) -> tuple[Tensor, tuple[Tensor, None]]:
         layer_in = x.transpose(0, 1)  # (T, N, E)
         finals = []
         for k in range(self.num_layers):
@@ -139,3 +147,56 @@ class ChoGRU(nn.Module):
         if keep is not None:
             layer_in = layer_in * keep  # zeros at padded positions
         return layer_in.transpose(0, 1), (torch.stack(finals), None)  # (N, T, D), (L*dirs, N, H)
+
+
+def gru_sequence(gru: nn.GRU, x: Tensor, h0: Tensor | None = None,
+                 lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """What ``s2s.model.lstm.run_padded(gru, x, h0, lengths)`` returns for a batch_first nn.GRU
+    (any layers, either direction), written out step by step so that under autocast each
+    recurrent weight's gradient is summed over the steps in fp32 (``s2s.model.recurrence``):
+    torch's CPU kernel runs its per-step products under autocast's one cast of each weight, whose
+    gradients autograd then adds in bf16. The products in autocast's dtype, the gates and the
+    state in fp32, as :func:`s2s.model.stacks.gru_step` computes one step; with `lengths` (N,)
+    each sequence's final state is its own and outputs at padded positions are zero.
+
+    x: (N, T, E), h0: (L * directions, N, H) or None. Returns outputs (N, T, D), D = H x
+    directions, and the final state (L * directions, N, H)."""
+    if gru.dropout and gru.training:
+        raise ValueError("gru_sequence: nn.GRU without dropout only")
+    N, T, _ = x.shape
+    L, H, D = gru.num_layers, gru.hidden_size, 2 if gru.bidirectional else 1
+    if h0 is None:
+        h0 = x.new_zeros(L * D, N, H, dtype=torch.float32)
+    keep = None
+    if lengths is not None:
+        steps = torch.arange(T, device=x.device)
+        keep = (steps[:, None] < lengths.to(x.device)[None, :])[:, :, None]  # (T, N, 1)
+    layer_in = x.transpose(0, 1)  # (T, N, E)
+    finals = []
+    with recurrence.steps(x):
+        for k in range(L):
+            outs = []
+            for d in range(D):
+                suffix = f"_l{k}" + ("_reverse" if d else "")
+                w_ih, w_hh, b_ih, b_hh = (getattr(gru, f"{name}{suffix}") for name in (
+                    "weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+                inp = layer_in if d == 0 else _reverse_steps(layer_in, lengths)
+                gx = full(torch.nn.functional.linear(inp, w_ih, b_ih))  # (T, N, 3H): once
+                h, out = h0[k * D + d].float(), []
+                for t, gx_t in enumerate(gx.unbind(0)):  # (unbind once: see ChoGRUCell)
+                    gh = full(linear(h, w_hh, b_hh))  # (N, 3H)
+                    xr, xz, xn = gx_t.chunk(3, 1)
+                    hr, hz, hn = gh.chunk(3, 1)
+                    r = torch.sigmoid(xr + hr)
+                    z = torch.sigmoid(xz + hz)
+                    n = torch.tanh(xn + r * hn)
+                    h_new = torch.lerp(n, h, z)  # (1 - z) * n + z * h
+                    h = h_new if keep is None else torch.where(keep[t], h_new, h)
+                    out.append(h)
+                out = torch.stack(out)  # (T, N, H)
+                outs.append(out if d == 0 else _reverse_steps(out, lengths))
+                finals.append(h)
+            layer_in = outs[0] if D == 1 else torch.cat(outs, dim=-1)  # (T, N, D)
+    if keep is not None:
+        layer_in = layer_in * keep  # zeros at padded positions
+    return layer_in.transpose(0, 1), torch.stack(finals)  # (N, T, D), (L * D, N, H)

@@ -29,7 +29,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from s2s.model import recurrence
+from s2s.model.base import on_host
 from s2s.model.fused import lstm_stack, lstm_step
+from s2s.model.gru import gru_sequence
 from s2s.precision import full, matmul_dtype, recurrent_dtype
 
 log = logging.getLogger(__name__)
@@ -73,15 +76,16 @@ class PeepholeLSTMCell(nn.Module):
         """W_hh h_{t-1}: (N, 4H), in fp32 whatever dtype autocast ran the product in."""
         if matmul_dtype(h) is None:
             return h @ self.weight_hh.t()
-        # F.linear hands autocast the weight itself, whose cast it caches for the context
-        return full(F.linear(h, self.weight_hh))
+        # one bf16 copy of the weight for the whole loop, its gradient summed over the steps in
+        # fp32 (s2s.model.recurrence)
+        return full(recurrence.linear(h, self.weight_hh))
 
     def preactivations(self, gates_x: Tensor, h: Tensor) -> Tensor:
         """gates_x + W_hh h_{t-1} in fp32 in one kernel where it can: (N, 4H). (An fp32 plus a
         bf16 tensor adds in fp32: the bf16 product is exact in fp32.)"""
         if matmul_dtype(h) is None:
             return torch.addmm(gates_x, h, self.weight_hh.t())
-        return gates_x + F.linear(h, self.weight_hh)
+        return gates_x + recurrence.linear(h, self.weight_hh)
 
     def input_products(self, x: Tensor) -> Tensor:
         """W_ih x_t + b for every step at once: x (N*T, E_in) -> (N*T, 4H) fp32."""
@@ -92,8 +96,9 @@ class PeepholeLSTMCell(nn.Module):
 
 def peephole_update(gates: Tensor, c: Tensor, peephole: Tensor) -> tuple[Tensor, Tensor]:
     """The element-wise part of a peephole step: gates (N, 4H) pre-activations (i, f, c, o),
-    c (N, H) the cell state before it, peephole (3, H). Returns h_t and c_t, (N, H) each."""
-    gi, gf, gc, go = gates.chunk(4, dim=1)  # each (N, H)
+    c (N, H) the cell state before it, peephole (3, H). Returns h_t and c_t, (N, H) each.
+    (Leading dimensions broadcast: the wavefront's (L, N, 4H) gates with (3, L, 1, H) peepholes.)"""
+    gi, gf, gc, go = gates.chunk(4, dim=-1)  # each (N, H)
     i = torch.sigmoid(gi + peephole[0] * c)
     f = torch.sigmoid(gf + peephole[1] * c)
     c = f * c + i * torch.tanh(gc)
@@ -109,40 +114,85 @@ def _masked_step(gates: Tensor, h: Tensor, c: Tensor, peephole: Tensor,
     return torch.where(keep, h_new, h), torch.where(keep, c_new, c)
 
 
-# device type -> the compiled step, or None where compiling is unavailable or failed
+def _wave_step(y: Tensor, gx0: Tensor, bias: Tensor, h: Tensor, c: Tensor, peephole: Tensor,
+               keep: Tensor, z_dtype: torch.dtype | None) -> tuple[Tensor, Tensor, Tensor]:
+    """One diagonal of the wavefront (:meth:`PeepholeLSTM._wavefront`; what its compiled step
+    computes), every layer at once: y (L, N, 4H) the layers' products [h below; h] @ [W_ih; W_hh]^T
+    (layer 0's "below" half is zero: its input products are gx0 (N, 4H), computed for all steps
+    at once, its bias in them), bias (L, 1, 4H) the other layers' biases (layer 0's row zero),
+    h, c (L, N, H), peephole (3, L, 1, H), keep (L, N, 1) False where a layer has no step at this
+    diagonal (before its first, after its last, or padding): it holds its h and c. Returns h, c
+    and the next diagonal's product input (:func:`_wave_input`)."""
+    gates = y + bias
+    gates = torch.cat([gates[:1] + gx0, gates[1:]])  # (L, N, 4H)
+    h_new, c_new = peephole_update(gates, c, peephole)
+    h = torch.where(keep, h_new, h)
+    c = torch.where(keep, c_new, c)
+    return h, c, _wave_input(h, z_dtype)
+
+
+def _wave_input(h: Tensor, z_dtype: torch.dtype | None) -> Tensor:
+    """[h of the layer below; h] (L, N, 2H) from h (L, N, H), layer 0's below half zero, in
+    z_dtype (the products' dtype; None: h's)."""
+    below = torch.cat([torch.zeros_like(h[:1]), h[:-1]])  # (L, N, H)
+    z = torch.cat([below, h], dim=-1)
+    return z if z_dtype is None else z.to(z_dtype)
+
+
+# (device type, step) -> the compiled step, or None where compiling is unavailable or failed;
+# the key of _masked_step is the device type alone
 _COMPILED: dict[str, object] = {}
-_COMPILED_RAN: set[str] = set()  # device types whose compiled step has run once
+_COMPILED_RAN: set[str] = set()  # keys whose compiled step has run once, forward and backward
 
 
-def compiled_step(device_type: str):
-    """:func:`_masked_step` compiled for `device_type` (dynamic shapes: a new batch size does not
-    recompile), or None where torch.compile cannot run here (logged once)."""
-    if device_type not in _COMPILED:
-        _COMPILED[device_type] = torch.compile(_masked_step, dynamic=True)
+def _key(device_type: str, fn) -> str:
+    return device_type if fn is _masked_step else f"{device_type}:{fn.__name__}"
+
+
+def compiled_step(device_type: str, fn=None):
+    """`fn` (default :func:`_masked_step`; :func:`_wave_step`) compiled for `device_type`
+    (dynamic shapes: a new batch size does not recompile), or None where torch.compile cannot run
+    here (logged once)."""
+    fn = fn or _masked_step
+    key = _key(device_type, fn)
+    if key not in _COMPILED:
+        _COMPILED[key] = torch.compile(fn, dynamic=True)
         if device_type == "cuda":
             from torch.utils._triton import has_triton
 
             if not has_triton():
-                _COMPILED[device_type] = None
+                _COMPILED[key] = None
                 log.warning("peephole LSTM: Triton is not installed, so the step cannot be "
                             "compiled; running eager")
-    return _COMPILED[device_type]
+    return _COMPILED[key]
 
 
-def _run_compiled(step, device_type: str, args) -> tuple[Tensor, Tensor] | None:
-    """step(*args); None if the first call, which compiles, fails: then this device type runs
-    eager from now on (one log line). A failure after a first success is raised."""
-    if device_type in _COMPILED_RAN:
+def _run_compiled(step, key: str, args) -> tuple[Tensor, ...] | None:
+    """step(*args); None if the first call, which compiles, fails: then `key` runs eager from
+    now on (one log line). With gradients, the first call runs the compiled step forward and
+    backward on copies of its inputs first, since torch compiles the backward lazily, at the
+    first ``backward()``, where a failure could no longer fall back. A failure after a first
+    success is raised."""
+    if key in _COMPILED_RAN:
         return step(*args)
     try:
+        if torch.is_grad_enabled():  # a warm-up on copies, forward and backward
+            copies = [a.detach().clone().requires_grad_(a.requires_grad)
+                      if isinstance(a, Tensor) else a for a in args]
+            outputs = [r for r in step(*copies) if r.requires_grad]
+            inputs = [a for a in copies if isinstance(a, Tensor) and a.requires_grad]
+            if outputs and inputs:
+                torch.autograd.grad(outputs, inputs, [torch.ones_like(r) for r in outputs],
+                                    allow_unused=True)
         result = step(*args)
     except Exception as e:  # noqa: BLE001 -- whatever the compiler raised: run eager instead
-        _COMPILED[device_type] = None
+        _COMPILED[key] = None
         first = str(e).splitlines()[0] if str(e) else ""
         log.warning("peephole LSTM: torch.compile failed (%s: %s); running eager",
                     type(e).__name__, first)
         return None
-    _COMPILED_RAN.add(device_type)
+    if torch.is_grad_enabled():  # (without gradients the backward is still to be compiled)
+        _COMPILED_RAN.add(key)
     return result
 
 
@@ -150,9 +200,20 @@ class PeepholeLSTM(nn.Module):
     """A stack of PeepholeLSTMCell layers over a (N, T, E) batch, batch_first like nn.LSTM here.
 
     ``compiled``: None (the element-wise part of each step compiled on CUDA, eager elsewhere),
-    True or False to force either (tests, benchmarks)."""
+    True or False to force either (tests, benchmarks).
+
+    ``schedule``: the order of the L x T layer-steps. "layers": each layer over all T steps, then
+    the next (one product and one element-wise step per layer-step, L x T in a row). "wavefront":
+    at diagonal d every layer k takes its step d - k at once, T + L - 1 diagonals of one batched
+    product (``bmm`` of the L layers' [h below; h] by their [W_ih; W_hh]) and one element-wise step
+    over all layers: on a GPU, where each layer-step is a few small kernels launched by the host,
+    about L times fewer launches (bench/gpu.py measures both). The same maths: the layers agree to
+    float rounding (tests/test_peephole_compiled.py). None: the wavefront on CUDA for sequences of
+    at least L steps (a single decoding step stays "layers"), "layers" elsewhere (the CPU's
+    numbers, which the golden tests pin)."""
 
     compiled: bool | None = None
+    schedule: str | None = None
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int):
         super().__init__()
@@ -175,11 +236,73 @@ class PeepholeLSTM(nn.Module):
             zeros = x.new_zeros(self.num_layers, N, self.hidden_size)
             state = (zeros, zeros)
         h_all, c_all = state
+        with recurrence.steps(x):  # under autocast: each W_hh's gradient summed in fp32
+            if self._schedule(x.device.type, T) == "wavefront":
+                return self._wavefront(x, h_all, c_all, lengths)
+            return self._layers(x, h_all, c_all, lengths)
+
+    def _schedule(self, device_type: str, T: int) -> str:
+        if self.schedule not in (None, "layers", "wavefront"):
+            raise ValueError(f"PeepholeLSTM.schedule must be None, 'layers' or 'wavefront', got "
+                             f"{self.schedule!r}")
+        if self.num_layers == 1:
+            return "layers"
+        if self.schedule is None:
+            return "wavefront" if device_type == "cuda" and T >= self.num_layers else "layers"
+        return self.schedule
+
+    def _wavefront(self, x: Tensor, h_all: Tensor, c_all: Tensor, lengths: Tensor | None
+                   ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """forward as a wavefront (see the class docstring): diagonal d runs layer k's step
+        t = d - k for every k at once; a layer with no step at d holds its state."""
+        N, T, _ = x.shape
+        L, H = self.num_layers, self.hidden_size
+        D = T + L - 1  # diagonals
+        cells = self.cells
+        first = cells[0].input_products(x.reshape(N * T, -1)).view(N, T, 4 * H)  # bias in
+        steps_x = first.unbind(1)  # T x (N, 4H) (unbind once: see _layers)
+        w = cells[0].weight_hh
+        weight = torch.stack([torch.cat([w.new_zeros(4 * H, H) if k == 0 else cell.weight_ih,
+                                         cell.weight_hh], dim=1)
+                              for k, cell in enumerate(cells)])  # (L, 4H, 2H)
+        bias = torch.stack([torch.zeros_like(cells[0].bias)]
+                           + [cell.bias for cell in cells[1:]])[:, None, :]  # (L, 1, 4H)
+        peephole = torch.stack([cell.peephole for cell in cells], dim=1)[:, :, None, :]  # (3,L,1,H)
+        z_dtype = matmul_dtype(x)  # the products' dtype under autocast, else None
+        product = recurrence.Stacked(weight, z_dtype)  # its gradient one bmm after the loop
+        t = torch.arange(D, device=x.device)[:, None] - torch.arange(L, device=x.device)  # (D, L)
+        live = ((t >= 0) & (t < T))[:, :, None]  # (D, L, 1): layer k's step d - k exists
+        if lengths is not None:
+            live = live & (t[:, :, None] < lengths.to(x.device)[None, None, :])  # (D, L, N)
+        # fresh tensors, never views at an offset (the compiled step's guards: see _layers)
+        keeps = [m.clone() for m in live.expand(D, L, N)[..., None].unbind(0)]  # D x (L, N, 1)
+        step = self._step_function(x.device.type, _wave_step)
+        key = _key(x.device.type, _wave_step)
+        h, c = h_all.clone(), c_all.clone()  # (L, N, H)
+        z = _wave_input(h, z_dtype)  # (L, N, 2H)
+        outs = []
+        for d in range(D):
+            y = product.bmm(z)  # (L, N, 4H) fp32
+            args = (y, steps_x[min(d, T - 1)], bias, h, c, peephole, keeps[d], z_dtype)
+            done = None if step is None else _run_compiled(step, key, args)
+            if done is None:  # eager (or compiling failed: eager from here on)
+                step = None
+                done = _wave_step(*args)
+            h, c, z = done
+            if d >= L - 1:
+                outs.append(h[L - 1])  # the top layer's step d - (L - 1)
+        return torch.stack(outs, dim=1), (h, c)  # (N, T, H), (L, N, H) x 2
+
+    def _layers(self, x: Tensor, h_all: Tensor, c_all: Tensor, lengths: Tensor | None
+                ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """forward's layers one after the other, each a loop over the T steps."""
+        N, T, _ = x.shape
         mask = None
         if lengths is not None:
             steps = torch.arange(T, device=x.device)
             mask = (steps[None, :] < lengths[:, None]).unsqueeze(-1)  # (N, T, 1)
         step = self._step_function(x.device.type)
+        keeps = None
         if step is not None:
             # fresh tensors, never views at an offset: the compiled step's guards would otherwise
             # specialise on storage offsets and recompile for the first steps
@@ -198,7 +321,7 @@ class PeepholeLSTM(nn.Module):
             outs = []
             for t in range(T):
                 if step is not None:
-                    done = _run_compiled(step, x.device.type, (
+                    done = _run_compiled(step, _key(x.device.type, _masked_step), (
                         cell.preactivations(steps_x[t], h), h, c, cell.peephole, keeps[t]))
                     if done is None:  # compiling failed: eager from here on
                         step = None
@@ -217,11 +340,12 @@ class PeepholeLSTM(nn.Module):
             cs.append(c)
         return layer_in, (torch.stack(hs), torch.stack(cs))
 
-    def _step_function(self, device_type: str):
-        """The compiled step to use on `device_type`, or None for the eager cell."""
+    def _step_function(self, device_type: str, fn=None):
+        """The compiled step (`fn`, default _masked_step) to use on `device_type`, or None for the
+        eager one."""
         if self.compiled is False or (self.compiled is None and device_type != "cuda"):
             return None
-        return compiled_step(device_type)
+        return compiled_step(device_type, fn)
 
 
 def run_padded(rnn: nn.RNNBase, x: Tensor, state=None, lengths: Tensor | None = None, *,
@@ -233,8 +357,17 @@ def run_padded(rnn: nn.RNNBase, x: Tensor, state=None, lengths: Tensor | None = 
     ``dtype`` (``s2s.precision.recurrent_dtype``): run with autocast off on x's device, the input
     and the state in `dtype`, and the weights too (a differentiable copy, so their gradients reach
     the weights in their own dtype); outputs and state come back in `dtype`. None: as it is.
-    (Under autocast torch would run a cuDNN RNN in fp16 whatever the autocast dtype.)"""
+    (Under autocast torch would run a cuDNN RNN in fp16 whatever the autocast dtype.)
+
+    An nn.GRU on the CPU under autocast, with gradients, runs as ``s2s.model.gru.gru_sequence``:
+    torch's kernel would sum its weights' per-step gradients in bf16 (s2s.model.recurrence)."""
     if dtype is None:
+        if (isinstance(rnn, nn.GRU) and x.device.type == "cpu" and torch.is_grad_enabled()
+                and matmul_dtype(x) is not None):
+            result = gru_sequence(rnn, x, state, lengths)
+            for hook in rnn._forward_hooks.values():  # what calling the module would run
+                hook(rnn, (x, state), result)  # (s2s.precision.watch sees it)
+            return result
         return _run(rnn, x, state, lengths)
     with torch.autocast(x.device.type, enabled=False):
         x = x.to(dtype)
@@ -257,11 +390,47 @@ def run_padded(rnn: nn.RNNBase, x: Tensor, state=None, lengths: Tensor | None = 
 def _run(call, x: Tensor, state, lengths: Tensor | None):
     if lengths is None:
         return call(x, state)
+    if x.device.type == "cpu":
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x, lengths, batch_first=True, enforce_sorted=False)
+        out, final = call(packed, state)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        return out, final
+    return _run_sorted(call, x, state, on_host(lengths))
+
+
+def _run_sorted(call, x: Tensor, state, lengths: Tensor):
+    """What _run returns, the batch sorted here by its lengths (on the CPU): off the CPU,
+    torch's own sorting (``enforce_sorted=False``) copies the order to the device and its
+    inverse back, two waits for the device per call; here the order travels once, without a
+    wait. The rows are each their own sequence: their order changes no number but by the
+    kernels' rounding. A batch already sorted (a check on the host) is packed as it is."""
+    if bool((lengths[:-1] >= lengths[1:]).all()):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                                   enforce_sorted=True)
+        out, final = call(packed, state)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        return out, final
+    sorted_lengths, order = torch.sort(lengths, descending=True, stable=True)
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(len(order))
+    if x.device.type == "cuda":
+        order, inverse = (t.pin_memory().to(x.device, non_blocking=True)
+                          for t in (order, inverse))
     packed = nn.utils.rnn.pack_padded_sequence(
-        x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-    out, final = call(packed, state)
+        x.index_select(0, order), sorted_lengths, batch_first=True, enforce_sorted=True)
+    out, final = call(packed, _rows(state, order))
     out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
-    return out, final
+    return out.index_select(0, inverse), _rows(final, inverse)
+
+
+def _rows(state, index: Tensor):
+    """An RNN state (h, or (h, c), each (L, N, H), or None) with its batch rows `index`."""
+    if state is None:
+        return None
+    if isinstance(state, tuple):
+        return tuple(s.index_select(1, index) for s in state)
+    return state.index_select(1, index)
 
 
 class StandardLSTM(nn.Module):

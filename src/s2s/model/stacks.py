@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from s2s.model.gru import ChoGRU
+from s2s.model.recurrence import linear
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM, run_padded
 from s2s.precision import full, matmul_dtype, recurrent_dtype
 
@@ -50,10 +51,11 @@ def gru_step(gru: nn.GRU, x: Tensor, h0: Tensor | None) -> tuple[Tensor, tuple[T
     inp, hs = x[:, 0], []
     for k in range(L):
         h = h0[k]
-        gx = full(nn.functional.linear(inp, getattr(gru, f"weight_ih_l{k}"),
-                                       getattr(gru, f"bias_ih_l{k}")))  # (N, 3H)
-        gh = full(nn.functional.linear(h, getattr(gru, f"weight_hh_l{k}"),
-                                       getattr(gru, f"bias_hh_l{k}")))  # (N, 3H)
+        # (recurrence.linear: inside a loop over steps, each weight's gradient summed in fp32)
+        gx = full(linear(inp, getattr(gru, f"weight_ih_l{k}"),
+                         getattr(gru, f"bias_ih_l{k}")))  # (N, 3H)
+        gh = full(linear(h, getattr(gru, f"weight_hh_l{k}"),
+                         getattr(gru, f"bias_hh_l{k}")))  # (N, 3H)
         xr, xz, xn = gx.chunk(3, 1)
         hr, hz, hn = gh.chunk(3, 1)
         r = torch.sigmoid(xr + hr)
