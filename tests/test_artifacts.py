@@ -278,7 +278,8 @@ def test_the_report_stage_depends_on_its_data_files():
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
 def test_every_profile_answers_the_paper_rows_as_today(profile):
     """Every row id of params report.table1/table2 is a row of paper.yaml, and every profile maps
-    the same systems to the paper's rows (the report's tables before the mapping was data)."""
+    the same systems to the paper's rows (the report's tables before the mapping was data), but
+    `quick`, which answers only the reversal rows."""
     params = load(profile)
     paper.check_answers(params)
     got = {(t, r.id): paper.answer(params, t, r.id)
@@ -300,6 +301,9 @@ def test_every_profile_answers_the_paper_rows_as_today(profile):
             ("table2", "reversed"): ("rescore", "reversed", 0),
             ("table2", "ensemble5"): ("rescore", "ensemble5", 0),
             ("table2", "oracle"): ("rescore", "oracle", 0)}
+    if profile.stem == "quick":  # the reversal rows only, answered at beam 2; no Table 2
+        want = {k: None for k in want} | {("table1", "forward_beam12"): ("translate", "forward", 2),
+                                          ("table1", "reversed_beam12"): ("translate", "reversed", 2)}
     assert {k: v and (v.kind, v.system, v.beam) for k, v in got.items()} == want
 
 

@@ -22,8 +22,9 @@ def test_readme_is_one_screen_of_front_door():
         f"README.md has {len(lines)} lines; the rest belongs in docs/ (at most {MAX_README_LINES})"
 
 
-def test_readme_has_the_two_set_up_commands_and_ci_runs_the_test_one():
-    run, test = setup_commands(README.read_text(encoding="utf-8"))
+def test_readme_has_the_quick_look_first_then_the_two_set_up_commands_and_ci_runs_the_test_one():
+    quick, run, test = setup_commands(README.read_text(encoding="utf-8"))
+    assert "s2s profile quick" in quick and "pip install -e ." in quick
     assert run.endswith(" dvc repro") and "pip install -e ." in run
     assert test.endswith(" pytest") and "'.[test,cluster]'" in test
     ci = setup_commands((ROOT / ".ci" / "run").read_text(encoding="utf-8"))

@@ -115,6 +115,13 @@ def _cmd_exps(a, _params):
         log.warning("%s", line)
 
 
+def _cmd_plots(a, _params):
+    from s2s.report import offline_plots
+
+    args = a.dvc_args[1:] if a.dvc_args[:1] == ["--"] else a.dvc_args
+    raise SystemExit(offline_plots.show(args))
+
+
 def _not_made(path: Path, params_path: Path) -> str:
     """One line for a missing input: which stage writes it, when the project's params name one."""
     stage = None
@@ -334,6 +341,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--against", type=Path, default=Path("reports/default"),
                    help="the reference run (the published default run)")
 
+    s = sub.add_parser(
+        "plots", formatter_class=_Help,
+        help="dvc plots show, as a page that draws offline (vega inline, from vl-convert-python)",
+        description="Runs `dvc plots show --html-template T ARGS...` with a template that "
+                    "carries vega, vega-lite and vega-embed inline (DVC's own page loads them "
+                    "from a CDN and stays blank offline). Any other flag of dvc plots show "
+                    "passes through: s2s plots -o plots_dir, s2s plots dev_perplexity.")
+    s.set_defaults(fn=_cmd_plots)
+    s.add_argument("dvc_args", nargs=argparse.REMAINDER, help="arguments of dvc plots show")
+
     s = sub.add_parser("dag", help="show the pipeline, write dvc.yaml from params (write) or "
                                    "check it is current",
                        description="dvc.yaml is generated from the parameter file and the stage "
@@ -377,6 +394,10 @@ def stage_of(args: argparse.Namespace, params):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["plots"] and not {"-h", "--help"} & set(argv[1:]):
+        # every argument is dvc plots show's (argparse would take its flags for ours)
+        argv = ["plots", "--", *argv[1:]]
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
@@ -384,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("profile", "dag"):
             (_cmd_profile if args.command == "profile" else _cmd_dag)(args, args.params)
             return 0
-        if args.command in ("score", "translate-text", "exps", "verify"):  # params where named
+        if args.command in ("score", "translate-text", "exps", "verify", "plots"):  # no stage
             args.fn(args, args.params)
             return 0
         params = load(args.params)  # the whole file is validated before any stage works

@@ -159,7 +159,9 @@ class TranslateConfig:
 
 @dataclass(frozen=True)
 class RescoreConfig:
-    baseline: str  # a system of translate.systems whose n-best lists are rescored
+    # a system of `systems` whose n-best lists are rescored (Table 2); null: a profile without
+    # Table 2 (no rescore stages; then `rescorers` must be empty and no paper row a rescoring)
+    baseline: str | None
     weight: float = field(default=0.5, metadata=rng(0.0, 1.0))  # LSTM share of the score
     rescorers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> members
     batch_size: int = field(default=64, metadata=rng(1))
@@ -691,7 +693,8 @@ def _check_names(p: Params) -> None:
                            ("rescore.rescorers", p.rescore.rescorers)):
         for name in names:
             check_name(name, p.source, f"{section}.{name}")
-    check_name(p.rescore.baseline, p.source, "rescore.baseline")  # outputs/translate/<baseline>
+    if p.rescore.baseline is not None:  # outputs/translate/<baseline>
+        check_name(p.rescore.baseline, p.source, "rescore.baseline")
 
 
 def _check_models(p: Params) -> None:
@@ -733,6 +736,15 @@ def _check_systems(p: Params) -> None:
 
 
 def _check_rescore(p: Params) -> None:
+    if p.rescore.baseline is None:  # no Table 2 in this profile: nothing may ask for one
+        if p.data.nbest is not None:
+            raise ConfigError(f"{p.source}: 'data.nbest' names n-best lists to rescore, but "
+                              f"'rescore.baseline' is null (no rescoring): name the baseline")
+        for rname in p.rescore.rescorers:
+            raise ConfigError(f"{p.source}: 'rescore.rescorers.{rname}' rescores the "
+                              f"baseline's n-best lists, but 'rescore.baseline' is null (no "
+                              f"rescoring in this profile): remove it or name a baseline")
+        return
     if p.data.nbest is None:  # else the n-best lists are data.nbest's, not a system's
         _check_system(p, "rescore.baseline", p.rescore.baseline)
     for rname, members in p.rescore.rescorers.items():
@@ -750,6 +762,10 @@ def _check_report(p: Params) -> None:
     for table in ("table1", "table2"):
         for row, answer in getattr(r, table).items():
             _check_answer(p.source, f"report.{table}.{row}", answer)
+            if p.rescore.baseline is None and (answer.rescore is not None or answer.baseline):
+                raise ConfigError(f"{p.source}: 'report.{table}.{row}' is answered by the "
+                                  f"baseline or a rescoring, but 'rescore.baseline' is null (no "
+                                  f"rescoring in this profile): remove the row")
 
 
 def _check_analysis(p: Params) -> None:

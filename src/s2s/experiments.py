@@ -33,7 +33,7 @@ CLAIMS = "metrics/claims.json"
 PARAMS = "params.yaml"
 # Verdicts in a few characters (s2s.claims): a column stays narrow.
 SHORT = {"holds": "holds", "does not hold": "fails", "no significant difference": "n.s.",
-         "cannot tell": "?"}
+         "cannot tell": "?", "not run in this profile": "-"}
 DAMAGED = "!"  # a cell whose file could not be read, as dvc exp show marks it
 
 

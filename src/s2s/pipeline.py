@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from s2s import dag, stages
 from s2s.artifacts import CURVES_DIR
 from s2s.config import Params
+from s2s.report.offline_plots import LOG_Y_TEMPLATE
 
 PACKAGE_DIR = Path(__file__).resolve().parent  # src/s2s
 SOURCE_PREFIX = PurePosixPath("src/s2s")  # how dvc.yaml names it, from the project root
@@ -68,13 +69,15 @@ def producer(params: Params, path: str | Path) -> str | None:
 
 
 def plots(params: Params) -> list[dict]:
-    """dvc.yaml's `plots`: Figure 3's curves and every model's learning curves."""
+    """dvc.yaml's `plots`: Figure 3's curves and every model's learning curves, the perplexities
+    on a log axis (they fall from the vocabulary's size to a few units: a linear axis shows only
+    the first evaluation)."""
     curves = {f"metrics/{CURVES_DIR}/{m}.csv": None for m in params.models}
     out: list[dict] = [
-        {"figure3_length": {"template": "linear",
+        {"figure3_length": {"template": "simple",
                             "title": "Figure 3: tokenised BLEU by source length", "x": "mean",
                             "y": {"metrics/plots/figure3_length.csv": ["lstm", "baseline"]}}},
-        {"figure3_rarity": {"template": "linear",
+        {"figure3_rarity": {"template": "simple",
                             "title": "Figure 3: tokenised BLEU by average source-word frequency "
                                      "rank", "x": "mean",
                             "y": {"metrics/plots/figure3_rarity.csv": ["lstm", "baseline"]}}},
@@ -82,7 +85,7 @@ def plots(params: Params) -> list[dict]:
     for column, title in (("dev_ppl", "Dev perplexity per epoch (all models)"),
                           ("train_ppl", "Train perplexity per epoch (all models)")):
         out.append({column.replace("_ppl", "_perplexity"): {
-            "template": "linear", "title": title, "x": "epoch",
+            "template": LOG_Y_TEMPLATE, "title": title + ", log scale", "x": "epoch",
             "y": {path: column for path in curves}}})
     return out
 
@@ -117,7 +120,7 @@ def render(params: Params) -> str:
                     lines += [f"          {opt}" for opt in opts]
                 else:
                     lines.append(f"      - {o.path}")
-    lines += ["", "# `dvc plots show` (offline it draws nothing: the report's figures are PNGs).",
+    lines += ["", "# `s2s plots` draws these offline (`dvc plots show` loads vega from a CDN).",
               "plots:"]
     for entry in plots(params):
         ((name, body),) = entry.items()

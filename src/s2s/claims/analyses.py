@@ -10,7 +10,7 @@ import pandas as pd
 
 from s2s.analysis.outputs import FIRST, Analyses
 from s2s.artifacts import Claim
-from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, UNKNOWN, claim,
+from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN, UNKNOWN, claim,
                                  difference)
 
 EARLY = 0.5  # the paper's argument is about what SGD finds from the start: epochs <= EARLY
@@ -70,7 +70,7 @@ def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
                      ours=f"{r['model']} {nr:.3g} vs {f['model']} {nf:.3g}",
                      differences=(difference(f"{r['model']} - {f['model']}",
                                              "gradient norm", nr - nf),))
-    return claim(key, UNKNOWN, "needs a forward and a reversed model in analysis.models")
+    return claim(key, NOT_RUN, "needs a forward and a reversed model in analysis.models")
 
 
 def figure2_claim(summary: pd.DataFrame) -> Claim:

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from s2s.arch import LSTM_CELLS
 from s2s.artifacts import Bleu, Claim, ClaimDifference, CostTiming, Timing, TrainMetrics
 from s2s.claims import seeds
-from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, SIGN, UNKNOWN, DiffFn,
-                                 claim, difference, verdict, verdict_of)
+from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN, SIGN, UNKNOWN,
+                                 DiffFn, claim, difference, verdict, verdict_of)
 from s2s.config import Params
 from s2s.evaluate.outputs import BASELINE
 from s2s.report.paper import (Ours, answer, baseline_ref, paper, perplexity_models,
@@ -49,7 +49,10 @@ def reversal_perplexity(params: Params, train: dict[str, TrainMetrics]) -> Claim
     key = "reversal_perplexity"
     models = perplexity_models(params)
     fwd, rev = models.get("forward"), models.get("reversed")
-    f, r = train.get(fwd or ""), train.get(rev or "")
+    if fwd is None or rev is None:
+        return claim(key, NOT_RUN, "no forward and reversed system of ours answers the paper's "
+                     "perplexity rows (params report.table1)")
+    f, r = train.get(fwd), train.get(rev)
     if f is None or r is None:
         return claim(key, UNKNOWN, f"training metrics of '{fwd}' or '{rev}' missing")
     ev = (f"dev ppl: {fwd} {f.dev_ppl:.2f} vs {rev} {r.dev_ppl:.2f}; "
@@ -78,6 +81,9 @@ def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     the narrowest."""
     key = "wider_beam"
     pairs = []
+    if not any(len(s.beams) >= 2 and all(_is_lstm(params, m) for m in s.members)
+               for s in params.systems.values()):
+        return claim(key, NOT_RUN, "no system of LSTMs is decoded at two beam widths")
     for system, scfg in params.systems.items():
         if not all(_is_lstm(params, m) for m in scfg.members):
             continue
@@ -105,6 +111,11 @@ def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     """Every rescorer of ours made of LSTMs (the paper's claim is about LSTMs) against the
     baseline's own 1-best."""
     key = "rescoring"
+    if params.rescore.baseline is None or not any(
+            all(_is_lstm(params, m) for m in members)
+            for members in params.rescore.rescorers.values()):
+        return claim(key, NOT_RUN, "no baseline n-best lists rescored by LSTMs "
+                     "(params rescore)")
     b = tokenized_bleu(bleu, Ours("rescore", BASELINE))
     rescored = [(n, tokenized_bleu(bleu, Ours("rescore", n)))
                 for n, members in params.rescore.rescorers.items()
@@ -135,7 +146,7 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
     spec_rows = _rows(key)
     ours = [answer(params, "table1", r) for r in spec_rows]
     if any(o is None for o in ours):
-        return claim(key, UNKNOWN, "no output of ours answers the paper's rows "
+        return claim(key, NOT_RUN, "no output of ours answers the paper's rows "
                      + " and ".join(f"'{r}'" for r in spec_rows) + " (params report.table1)")
     weaker, base, stronger = (baseline_ref(params) if o.kind == "baseline" else o for o in ours)
     scores = [tokenized_bleu(bleu, o) for o in (weaker, base, stronger)]
@@ -171,6 +182,9 @@ def cost_claim(params: Params, timing: Mapping[str, Timing],
     translate stages' `timing`), no verdict beyond the two numbers can be given."""
     key = "cost"
     ensemble, *singles = (answer(params, "table1", r) for r in _rows(key))
+    if ensemble is None or all(o is None for o in singles):
+        return claim(key, NOT_RUN, "no output of ours answers the paper's rows "
+                     + " and ".join(f"'{r}'" for r in _rows(key)) + " (params report.table1)")
     if timed is not None:
         runs = {(t.system, t.beam): t.ms_per_sentence for t in timed.systems}
         e = runs.get((ensemble.system, ensemble.beam)) if ensemble else None
@@ -236,7 +250,7 @@ def _compare_rows(params: Params, bleu: Bleu, key: str, diff: DiffFn | None) -> 
     rows = _rows(key)
     worse, better = (answer(params, "table1", r) for r in rows)
     if not all(o is not None and o.kind == "translate" for o in (worse, better)):
-        return claim(key, UNKNOWN, "no system of ours answers the paper's rows "
+        return claim(key, NOT_RUN, "no system of ours answers the paper's rows "
                      + " and ".join(f"'{r}'" for r in rows) + " (params report.table1)")
     return _compare_systems(params, bleu, key, worse.system, better.system, diff)
 

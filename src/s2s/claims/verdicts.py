@@ -1,20 +1,22 @@
 """The verdict of a claim, and how the differences it rests on make one. No I/O.
 
 A verdict is one of :data:`VERDICTS`: :data:`HOLDS`, :data:`FAILS`, :data:`NO_DIFFERENCE` (the
-95% interval of a difference contains 0) or :data:`UNKNOWN` (the numbers are not there). The
-report renders them as the claims stage wrote them (:class:`s2s.artifacts.Claim`).
+95% interval of a difference contains 0), :data:`UNKNOWN` (the profile has what the claim rests
+on, but the numbers are not there) or :data:`NOT_RUN` (the profile has no system, row or stage
+the claim rests on: `quick` has no ensemble, baseline or rescoring). The report renders them as
+the claims stage wrote them (:class:`s2s.artifacts.Claim`), and lists the claims not run apart.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from s2s.artifacts import Claim, ClaimDifference
+from s2s.artifacts import VERDICTS, Claim, ClaimDifference
 from s2s.report.paper import Ours, paper
 
-HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "cannot tell"
-NO_DIFFERENCE = "no significant difference"  # the 95% interval of the difference contains 0
-VERDICTS = (HOLDS, FAILS, NO_DIFFERENCE, UNKNOWN)  # in the order the summary lists them
+# (s2s.artifacts.VERDICTS, in the order the summary lists them: what metrics/claims.json may hold)
+# NO_DIFFERENCE: the 95% interval contains 0; NOT_RUN: the profile lacks what the claim rests on
+HOLDS, FAILS, NO_DIFFERENCE, UNKNOWN, NOT_RUN = VERDICTS
 
 SIGN = {1: HOLDS, -1: FAILS, 0: NO_DIFFERENCE}  # from s2s.claims.seeds.verdict
 

@@ -33,7 +33,9 @@ log = logging.getLogger("s2s.claims")
 
 HELP = "check the paper's claims against our numbers, with their intervals (the report's input)"
 ARGS = (Arg("--metrics", "metrics", help="the metrics folder it reads"),
-        Arg("--translate", "outputs/translate"), Arg("--rescore", "outputs/rescore"),
+        Arg("--translate", "outputs/translate"),
+        Arg("--rescore", "outputs/rescore", optional=True,
+            help="the rescore stages' folder, where the profile rescores (rescore.baseline)"),
         Arg("--prepared", "data/prepared"),
         Arg("--analysis", "outputs/analysis", optional=True),
         Arg("--cost", COST_FILE, optional=True),
@@ -48,7 +50,9 @@ def stages(params: Params) -> list[Stage]:
 
     cost = len(cost_systems(params)) >= 2
     return [command(
-        "claims", "claims", ARGS, include=("--analysis", *(("--cost",) if cost else ())),
+        "claims", "claims", ARGS,
+        include=("--analysis", *(("--cost",) if cost else ()),
+                 *(("--rescore",) if params.rescore.baseline is not None else ())),
         parts={"--metrics": ("bleu.json", "train"), "--prepared": ("test.tok.fr",)},
         deps=("src/s2s/report/paper.yaml",),  # the claims and the rows they rest on
         params=("model", "models", "systems", "rescore", "report.table1", "report.table2",

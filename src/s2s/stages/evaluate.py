@@ -35,7 +35,9 @@ from s2s.dag import Arg, Out, Stage, command
 log = logging.getLogger("s2s.evaluate.stage")
 
 HELP = "BLEU (tokenised and sacreBLEU) and Figure 3 groups"
-ARGS = (Arg("--translate", "outputs/translate"), Arg("--rescore", "outputs/rescore"),
+ARGS = (Arg("--translate", "outputs/translate"),
+        Arg("--rescore", "outputs/rescore", optional=True,
+            help="the rescore stages' folder, where the profile rescores (rescore.baseline)"),
         Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
         Arg("--metrics", "metrics/bleu.json", writes=True, help="bleu.json to write"),
         Arg("--groups", "outputs/evaluate/figure3.csv", writes=True,
@@ -43,8 +45,10 @@ ARGS = (Arg("--translate", "outputs/translate"), Arg("--rescore", "outputs/resco
 
 
 def stages(params: Params) -> list[Stage]:
+    rescores = params.rescore.baseline is not None
     return [command(
-        "evaluate", "evaluate", ARGS, outs=(Out("outputs/evaluate/length_drop.csv"),),
+        "evaluate", "evaluate", ARGS, include=("--rescore",) if rescores else (),
+        outs=(Out("outputs/evaluate/length_drop.csv"),),
         params=("systems", "evaluate", "rescore.rescorers", "report.figure3_system",
                 "report.figure3_beam"))]
 
@@ -55,10 +59,11 @@ def cli(args, params) -> None:
          groups_out=args.groups)
 
 
-def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir: Path,
+def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepared_dir: Path,
          vocab_dir: Path, metrics_out: Path, groups_out: Path) -> dict:
     """Score every output; write ``metrics_out`` and ``groups_out``; return the metrics as
-    written (the JSON object of :class:`s2s.artifacts.Bleu`)."""
+    written (the JSON object of :class:`s2s.artifacts.Bleu`). `rescore_dir` None: the profile
+    rescores nothing (``rescore.baseline`` null), and bleu.json has no rescoring entries."""
     import pandas as pd
 
     from s2s.artifacts import Absent, Bleu, BleuEntry, Scored
@@ -70,7 +75,8 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
     from s2s.io import atomic_write_text, read_lines
 
     t0 = time.perf_counter()
-    translate_dir, rescore_dir = Path(translate_dir), Path(rescore_dir)
+    translate_dir = Path(translate_dir)
+    rescore_dir = None if rescore_dir is None else Path(rescore_dir)
     prepared_dir, vocab_dir = Path(prepared_dir), Path(vocab_dir)
     cfg = params.evaluate
 
@@ -122,9 +128,11 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path, prepared_dir
                 system_stats[(system, str(beam))] = stats
 
     rescore: dict[str, BleuEntry] = {}
-    if not rescore_dir.is_dir():
+    # the command passes --rescore where the profile rescores (rescore.baseline: its stages)
+    rescored = [] if rescore_dir is None else [*params.rescore.rescorers, *RESCORE_FIXED]
+    if rescored and not rescore_dir.is_dir():
         log.warning("absent: rescore directory %s", rescore_dir)
-    for name in [*params.rescore.rescorers, *RESCORE_FIXED]:
+    for name in rescored:
         if not rescore_dir.is_dir():
             rescore[name] = Absent.because(f"no rescore directory {rescore_dir}")
             continue

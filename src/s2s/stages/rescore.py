@@ -33,6 +33,8 @@ ARGS = (Arg("--translate", "outputs/translate"), Arg("--raw", "data/raw"),
 
 def stages(params: Params) -> list[Stage]:
     baseline = params.rescore.baseline
+    if baseline is None:  # a profile without Table 2
+        return []
     # the baseline's n-best lists (under --translate), or those of data.nbest (under --raw)
     nbest = {"--translate": (baseline,)}
     out = [command(

@@ -41,7 +41,7 @@ def _figure3_curves(params: Params, art: Artifacts) -> list[tuple[str, str, str]
         curves.append(("baseline: rescore 1-best" + (f" ({b.bleu_tok:.1f})"
                                                      if tables.scored(b) else ""),
                        rescore_system(BASELINE), ""))
-    else:
+    elif params.rescore.baseline is not None:  # else a profile without a baseline: no curve
         ref = baseline_ref(params)
         e = tables.bleu_entry(art.bleu, ref.kind, ref.system, ref.beam)
         curves.append((f"baseline: {ref.system} beam {ref.beam}"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from s2s.artifacts import Claim, ClaimDifference
-from s2s.claims.verdicts import BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, UNKNOWN, VERDICTS
+from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN, UNKNOWN,
+                                 VERDICTS)
 from s2s.report.render import Badge, Lines, Link, Section, Table, slug
 from s2s.report.sections import Context, cost, paper_claims, perplexity, prose, table1, table2
 from s2s.report.sections.analysis import figure2, gradient_reach, reach_training
@@ -49,6 +50,14 @@ def in_order(claims: tuple[Claim, ...]) -> list[Claim]:
     return sorted(claims, key=lambda c: rank.get(c.status, len(rank)))
 
 
+def tested(claims: tuple[Claim, ...]) -> tuple[list[Claim], list[Claim]]:
+    """The claims this profile tests (in :func:`in_order`), and those it has nothing for
+    (:data:`NOT_RUN`), in the claims stage's order."""
+    return ([c for c in in_order(claims) if c.status != NOT_RUN],
+            [c for c in claims if c.status == NOT_RUN])
+
+
+
 def details(ctx: Context, key: str) -> Link:
     """A link to the section that shows claim `key`'s numbers."""
     if key == "gradient_reach":
@@ -69,7 +78,8 @@ def sections(ctx: Context) -> list[Section]:
     P, found = prose("summary"), ctx.art.claims
     head = P.columns
     shown, raw = [], []
-    for c in in_order(found.claims):
+    run, not_run = tested(found.claims)
+    for c in run:
         shown.append({head["claim"]: c.statement, head["paper"]: arrows(c.paper) or "-",
                       head["ours"]: arrows(c.ours) or "-",
                       head["difference"]: Lines(tuple(map(difference_text, c.differences))
@@ -81,7 +91,7 @@ def sections(ctx: Context) -> list[Section]:
         raw += [{**base, "difference": d.label, "unit": d.unit, "value": d.value, "lo": d.lo,
                  "hi": d.hi, "over": d.over} for d in c.differences] or [base]
     notes = ((P.summary_scale(),) + ((P.summary_intervals(),) if found.intervals else ())
-             + (P.summary_evidence(),))
+             + (P.summary_evidence(),) + ((paper_claims.not_run_note(ctx, not_run),) if not_run else ()))
     table = ctx.add("summary", Table(P.summary_title(), pd.DataFrame(shown), notes, "summary"),
                     pd.DataFrame(raw, columns=CSV_COLUMNS))
     return [Section(TITLE, [table])]

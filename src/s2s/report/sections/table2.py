@@ -12,7 +12,11 @@ TITLE = "Table 2: rescoring"
 
 
 def sections(ctx: Context) -> list[Section]:
+    """Table 2, where the profile rescores (params rescore.baseline); the summary names its
+    claims as not run where it does not."""
     P, params, art = prose("table2"), ctx.params, ctx.art
+    if params.rescore.baseline is None:
+        return []
     t2 = tables.table2(params, art.bleu, art.train, art.vocab)
     lead, shown = tables.split_conditions(tables.display_bleu_table(t2))
     notes = bleu.notes(ctx, tables.signatures(params, art.bleu)) + (P.oracle_note(),)
