@@ -113,6 +113,16 @@ SERVICE_NAMES = {"slurm": "SLURM", "sshd": "sshd", "chromium": "Chromium"}
 CHROMIUM = Path("/usr/bin/chromium")
 
 
+def chromium(tmp: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+    """Headless Chromium run once on a page, with a profile of its own under `tmp` and none of
+    its background connections (this machine's network refuses them)."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", f"--user-data-dir={tmp / 'profile'}"]
+    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
@@ -131,8 +141,11 @@ def _service_problem(name: str) -> str | None:
     if name == "slurm":
         if not shutil.which("sbatch"):
             return "no sbatch: the SLURM tests need a cluster (.ci/slurm.sh start, as root)"
-        sinfo = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
-                               timeout=60)
+        try:
+            sinfo = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True,
+                                   timeout=60)
+        except subprocess.TimeoutExpired:
+            return "no SLURM controller answers: sinfo gave no answer in 60 s"
         if sinfo.returncode != 0:
             return f"no SLURM controller answers: {(sinfo.stderr.strip() or '?').splitlines()[0]}"
         return None

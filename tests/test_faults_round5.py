@@ -173,9 +173,15 @@ def test_a_lock_entry_whose_pid_now_runs_another_process_is_dropped_not_named(tm
     from s2s.data.files import owner_tag
     from s2s.projectlock import ProjectLock, ProjectLocked
 
+    from s2s.projectlock import describe
+
     repo = one_stage_project(tmp_path / "repo")
     innocent = subprocess.Popen(["sleep", "600"])
     try:
+        deadline = time.monotonic() + 30
+        while describe(innocent.pid) != "sleep 600":  # until the child has exec'd `sleep`
+            assert time.monotonic() < deadline, describe(innocent.pid)
+            time.sleep(0.01)
         host = owner_tag().split("p", 1)[0]
         stale = f"s2s download (s2s project writer 0123456789abcdef {host}p{innocent.pid}s1)"
         rwlock = repo / ".dvc" / "tmp" / "rwlock"

@@ -5,16 +5,15 @@ dvc.yaml are on a log axis."""
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from conftest import chromium
 from s2s import config, pipeline
 from s2s.report import offline_plots
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +32,7 @@ def test_the_template_loads_no_script_from_a_network(template):
     assert len(template) > 500_000  # vega, vega-lite and vega-embed, inline
 
 
-@pytest.mark.skipif(not CHROMIUM.is_file(), reason="headless chromium not installed at "
-                    "/usr/bin/chromium (apt-get install chromium) - plots rendering not checked")
+@pytest.mark.service("chromium")
 def test_a_page_made_from_it_draws_a_log_scale_learning_curve_offline(template, tmp_path):
     from dvc_render import VegaRenderer
     from dvc_render.html import HTML
@@ -51,12 +49,8 @@ def test_a_page_made_from_it_draws_a_log_scale_learning_curve_offline(template, 
     page = tmp_path / "index.html"
     page.write_text(HTML(template).with_element(renderer.generate_html()).embed(),
                     encoding="utf-8")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}",
-             "--virtual-time-budget=10000"]
-    res = subprocess.run([str(CHROMIUM), *flags, "--dump-dom", page.as_uri()],
-                         capture_output=True, text=True, timeout=120)
+    res = chromium(tmp_path, "--virtual-time-budget=10000", "--dump-dom", page.as_uri(),
+                   timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     svg = re.search(r'<svg[^>]*class="marks".*?</svg>', res.stdout, re.S)
     assert svg is not None, "vega drew nothing"

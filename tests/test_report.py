@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import CHROMIUM
+from conftest import chromium
 from s2s.artifacts import Bleu, Timing, TrainMetrics
 from s2s.claims import paper_claims as claims_
 from s2s.claims import verdicts
@@ -368,14 +368,6 @@ def _no_remote_resources(html_text: str) -> _Collect:
     return p
 
 
-def _chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-dev-shm-usage", f"--user-data-dir={tmp / 'profile'}"]
-    return subprocess.run([str(CHROMIUM), *flags, *args], capture_output=True, text=True,
-                          timeout=90)
-
-
 def test_html_is_self_contained(report):
     html_text = (report["out"] / "report.html").read_text()
     p = _no_remote_resources(html_text)
@@ -386,9 +378,9 @@ def test_html_is_self_contained(report):
 
 
 @pytest.mark.service("chromium")
-def test_html_renders_in_headless_chromium(report, tmp_path):
+def test_html_renders_in_headlesschromium(report, tmp_path):
     url = (report["out"] / "report.html").resolve().as_uri()
-    res = _chromium(tmp_path, "--dump-dom", url)
+    res = chromium(tmp_path, "--dump-dom", url)
     assert res.returncode == 0, res.stderr[-2000:]
     p = _no_remote_resources(res.stdout)
     captions = " ".join(p.captions)
@@ -402,7 +394,7 @@ def test_html_renders_in_headless_chromium(report, tmp_path):
     assert "not run" in res.stdout
 
     shot = tmp_path / "shot.png"
-    res = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2400",
+    res = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,2400",
                     "--hide-scrollbars", url)
     assert res.returncode == 0 and shot.is_file(), res.stderr[-2000:]
     img = _png(shot)[..., :3]
@@ -470,7 +462,7 @@ def _claims_with_intervals(report, tmp_path: Path) -> Path:
 
 
 @pytest.mark.service("chromium")
-def test_the_summary_table_fits_the_first_screen_in_headless_chromium(report, tmp_path):
+def test_the_summary_table_fits_the_first_screen_in_headlesschromium(report, tmp_path):
     """At 1280 x 800 the summary table is on the first screen whole: its bounding box, as the
     browser lays it out, ends inside the window. The screenshot is kept as summary.png."""
     claims = _claims_with_intervals(report, tmp_path)
@@ -487,7 +479,7 @@ def test_the_summary_table_fits_the_first_screen_in_headless_chromium(report, tm
         "document.body.setAttribute('data-box', JSON.stringify({top: t.top, bottom: t.bottom,"
         " left: t.left, right: t.right, width: innerWidth, height: innerHeight}));</script>"
         "</body>")))
-    res = _chromium(tmp_path, "--window-size=1280,800", "--dump-dom", probe.resolve().as_uri())
+    res = chromium(tmp_path, "--window-size=1280,800", "--dump-dom", probe.resolve().as_uri())
     assert res.returncode == 0, res.stderr[-2000:]
     box = json.loads(html_unescape(res.stdout.split('data-box="', 1)[1].split('"', 1)[0]))
     # The layout depends on the width alone (headless keeps room for a window frame in
@@ -495,7 +487,7 @@ def test_the_summary_table_fits_the_first_screen_in_headless_chromium(report, tm
     assert box["width"] == 1280, box
     assert 0 < box["top"] < box["bottom"] <= 800 and 0 <= box["left"] < box["right"] <= 1280, box
     shot = tmp_path / "summary.png"  # the test's artefact: look at it
-    res = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,800",
+    res = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1280,800",
                     "--hide-scrollbars", (out / "report.html").resolve().as_uri())
     assert res.returncode == 0 and shot.is_file(), res.stderr[-2000:]
     img = _png(shot)[..., :3]

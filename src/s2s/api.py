@@ -163,7 +163,7 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
 
     from s2s import checkpoint
     from s2s.data.vocab import Vocab
-    from s2s.decode.ensemble import Ensemble
+    from s2s.decode.translate import load_members
 
     if not isinstance(params, Params):
         params = load_params(Path(params))
@@ -186,11 +186,10 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
     tgt_vocab = Vocab.load(vocab_dir / f"{TGT_LANG}.tsv")
     # Each member checked to be the model params describe (config, name, vocabularies) and to
     # have been trained on text prepared as params' `prepare` will prepare this input.
-    models = [checkpoint.load_model(models_dir / m / "model.pt", src_vocab=src_vocab,
-                                    tgt_vocab=tgt_vocab, device=dev, expect=params.model_config(m),
-                                    name=m, text=for_params(params, m, checkpoint.CheckpointError))
-              for m in sys_cfg.members]
-    model = models[0] if len(models) == 1 else Ensemble(models, combine=cfg.combine)
+    model = load_members(sys_cfg.members, params=params, models_dir=models_dir,
+                         src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=dev,
+                         combine=cfg.combine,
+                         text=lambda m: for_params(params, m, checkpoint.CheckpointError))
     log.info("loaded system '%s' (%s) from %s and %s on %s", system, ", ".join(sys_cfg.members),
              models_dir, vocab_dir, dev)
     return Translator(str(system), model, src_vocab, tgt_vocab, params.prepare.lowercase, cfg,

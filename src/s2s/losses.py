@@ -291,7 +291,10 @@ def summed_nll(features: Tensor, weight: Tensor, bias: Tensor, target: Tensor, *
     ignore_index=ignore_index, reduction="sum")`` to the bit: each row's logits are computed as
     F.linear computes them on `features`, its log-probs by the same kernel, and the sum is
     ``F.nll_loss``'s over the flattened positions (its summation order depends on where the
-    real targets sit, so they are put back in their places in an (N*T, 1) column)."""
+    real targets sit, so they are put back in their places in an (N*T, 1) column). Where the
+    rows are cut into several chunks, a CPU whose GEMM kernel depends on the number of rows
+    (Intel's, on Sapphire Rapids) rounds a chunk's logits otherwise, in their last bits; the
+    default budget holds a whole evaluation batch in one chunk."""
     # F.linear adds the bias inside the GEMM (addmm) for 2-D and contiguous 3-D input, and after
     # a plain product otherwise (e.g. an LSTM's unpacked outputs): the two round differently.
     fused_bias = features.dim() == 2 or (features.dim() == 3 and features.is_contiguous())

@@ -85,12 +85,17 @@ def check_search_size(*, beam: int, batch_size: int, vocab_size: int,
 
 
 def load_members(members, *, params: Params, models_dir: Path, src_vocab: Vocab,
-                 tgt_vocab: Vocab, device: torch.device, combine: str):
+                 tgt_vocab: Vocab, device: torch.device, combine: str, text=None):
     """One model, or an Ensemble of several, from their final checkpoints, each checked to be
-    the model `params.models.<member>` describes (config, name, vocabularies)."""
+    the model `params.models.<member>` describes (config, name, vocabularies). `text`: a
+    function of the member's name giving the text settings its input will be prepared with
+    (s2s.text_settings.for_params), checked against each checkpoint's record. The stages pass
+    none: their input is the prepare stage's, and a change of ``prepare.lowercase`` retrains
+    every model (the train stages declare it) before DVC runs them."""
     models = [checkpoint.load_model(models_dir / m / "model.pt", src_vocab=src_vocab,
                                     tgt_vocab=tgt_vocab, device=device,
-                                    expect=params.model_config(m), name=m) for m in members]
+                                    expect=params.model_config(m), name=m,
+                                    text=None if text is None else text(m)) for m in members]
     return models[0] if len(models) == 1 else Ensemble(models, combine=combine)
 
 

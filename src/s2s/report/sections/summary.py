@@ -57,7 +57,6 @@ def tested(claims: tuple[Claim, ...]) -> tuple[list[Claim], list[Claim]]:
             [c for c in claims if c.status == NOT_RUN])
 
 
-
 def details(ctx: Context, key: str) -> Link:
     """A link to the section that shows claim `key`'s numbers."""
     if key == "gradient_reach":
@@ -91,7 +90,8 @@ def sections(ctx: Context) -> list[Section]:
         raw += [{**base, "difference": d.label, "unit": d.unit, "value": d.value, "lo": d.lo,
                  "hi": d.hi, "over": d.over} for d in c.differences] or [base]
     notes = ((P.summary_scale(),) + ((P.summary_intervals(),) if found.intervals else ())
-             + (P.summary_evidence(),) + ((paper_claims.not_run_note(ctx, not_run),) if not_run else ()))
+             + (P.summary_evidence(),)
+             + ((paper_claims.not_run_note(ctx, not_run),) if not_run else ()))
     table = ctx.add("summary", Table(P.summary_title(), pd.DataFrame(shown), notes, "summary"),
                     pd.DataFrame(raw, columns=CSV_COLUMNS))
     return [Section(TITLE, [table])]
