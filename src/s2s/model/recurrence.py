@@ -23,8 +23,9 @@ itself: the fp32 path is unchanged to the bit.
 
 :class:`Stacked` does the same for a stack of weights multiplied by a batch of inputs at every step
 (the layers of the peephole LSTM's wavefront, one ``bmm`` per step), in any dtype: its product is
-always fp32 (from bf16 operands under autocast), and its gradient one batched GEMM after the loop. A graph whose loop ran under :func:`steps` can be
-differentiated once (the kept operands are consumed by the weight's gradient).
+always fp32 (from bf16 operands under autocast), and its gradient one batched GEMM after the
+loop. A graph whose loop ran under :func:`steps` can be differentiated once (the kept operands
+are consumed by the weight's gradient).
 """
 
 from __future__ import annotations
@@ -42,20 +43,20 @@ __all__ = ["Stacked", "Steps", "linear", "steps"]
 
 
 class _Shared:
-    """One weight (and its bias) of a loop: its cast, the node its gradient comes from, and the
-    operands every step's backward leaves for it."""
+    """One weight (and its bias) of a loop: its cast, and the operands every step's backward
+    leaves for it. The anchor (the 0-dim tensor through which every step's product depends on
+    the weight: its node runs after every step's backward and turns the kept operands into the
+    weight's gradient) is not kept here: its node holds this object, and a reference back would
+    be a cycle that only Python's collector frees, with every step's operands in it."""
 
-    __slots__ = ("weight", "bias", "low", "bias_low", "anchor", "grads", "inputs")
+    __slots__ = ("weight", "bias", "low", "bias_low", "grads", "inputs", "__weakref__")
 
-    def __init__(self, weight: Tensor, bias: Tensor | None, dtype: torch.dtype):
+    def __init__(self, weight: Tensor, bias: Tensor | None, dtype: torch.dtype | None):
         self.weight, self.bias = weight, bias
-        self.low = weight.detach().to(dtype)
-        self.bias_low = None if bias is None else bias.detach().to(dtype)
-        self.grads: list[Tensor] = []  # (R_t, out) per step, in dtype
-        self.inputs: list[Tensor] = []  # (R_t, in) per step, in dtype
-        # a 0-dim tensor through which every step's product depends on the weight: its node runs
-        # after every step's backward, and turns the kept operands into the weight's gradient
-        self.anchor = _Gradient.apply(weight, bias, self)
+        self.low = weight.detach() if dtype is None else weight.detach().to(dtype)
+        self.bias_low = None if bias is None or dtype is None else bias.detach().to(dtype)
+        self.grads: list[Tensor] = []  # (R_t, out) or (B, R_t, out) per step, in dtype
+        self.inputs: list[Tensor] = []  # (R_t, in) or (B, R_t, in) per step, in dtype
 
 
 class _Gradient(torch.autograd.Function):
@@ -128,7 +129,7 @@ class Steps:
 
     def __init__(self, dtype: torch.dtype):
         self.dtype = dtype
-        self._shared: dict[tuple[int, int], _Shared] = {}
+        self._shared: dict[tuple[int, int], tuple[_Shared, Tensor]] = {}  # with its anchor
 
     def linear(self, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """``F.linear(x, weight, bias)`` under autocast, the weight's gradient as above."""
@@ -136,10 +137,11 @@ class Steps:
                 and matmul_dtype(x) == self.dtype):  # (autocast turned off inside the loop)
             return F.linear(x, weight, bias)
         key = (id(weight), id(bias))
-        shared = self._shared.get(key)
-        if shared is None:
-            shared = self._shared[key] = _Shared(weight, bias, self.dtype)
-        return _StepLinear.apply(x, shared.anchor, shared)
+        if key not in self._shared:
+            shared = _Shared(weight, bias, self.dtype)
+            self._shared[key] = (shared, _Gradient.apply(weight, bias, shared))
+        shared, anchor = self._shared[key]
+        return _StepLinear.apply(x, anchor, shared)
 
 
 _ACTIVE: contextvars.ContextVar[Steps | None] = contextvars.ContextVar("s2s_loop_steps",
@@ -179,25 +181,23 @@ class Stacked:
     parameters): its gradient flows on through autograd."""
 
     def __init__(self, weight: Tensor, dtype: torch.dtype | None):
-        self.weight = weight
-        self.low = weight.detach() if dtype is None else weight.detach().to(dtype)
-        self.grads: list[Tensor] = []  # (B, N_t, out) per step
-        self.inputs: list[Tensor] = []  # (B, N_t, in) per step
-        self.anchor = _StackedGradient.apply(weight, self) if weight.requires_grad else None
+        # the operands apart from the anchor, whose node holds them (no cycle: _Shared says why)
+        self.kept = _Shared(weight, None, dtype)
+        self.anchor = _StackedGradient.apply(weight, self.kept) if weight.requires_grad else None
 
     def bmm(self, z: Tensor) -> Tensor:
         """z (B, N, in) -> z @ W^T (B, N, out) in fp32."""
         if self.anchor is None or not torch.is_grad_enabled():
-            return fp32_bmm(z.to(self.low.dtype), self.low.transpose(1, 2))
-        return _StepBmm.apply(z, self.anchor, self)
+            return fp32_bmm(z.to(self.kept.low.dtype), self.kept.low.transpose(1, 2))
+        return _StepBmm.apply(z, self.anchor, self.kept)
 
 
 class _StackedGradient(torch.autograd.Function):
     """Stacked's weight -> a 0-dim anchor; backward: the weight's gradient over all steps."""
 
     @staticmethod
-    def forward(ctx, weight: Tensor, stacked: Stacked) -> Tensor:
-        ctx.stacked = stacked
+    def forward(ctx, weight: Tensor, kept: _Shared) -> Tensor:
+        ctx.stacked = kept
         ctx.set_materialize_grads(False)
         return weight.new_zeros(())
 
@@ -216,7 +216,7 @@ class _StepBmm(torch.autograd.Function):
     operands' dtype, then z's), dY and z kept for the weight."""
 
     @staticmethod
-    def forward(ctx, z: Tensor, anchor: Tensor, stacked: Stacked) -> Tensor:
+    def forward(ctx, z: Tensor, anchor: Tensor, stacked: _Shared) -> Tensor:
         ctx.stacked, ctx.z_dtype = stacked, z.dtype
         z_low = z.to(stacked.low.dtype)
         ctx.save_for_backward(z_low)
