@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                        nominal_tflops=None if nominal is None else nominal / 1e12,
                        run_hours=hours, device=name)
             records.append(res)
+            if args.json:  # after every row: a run cut by its deadline keeps what it measured
+                args.json.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
             rows.append([cell, mode, f"{1e3 * res['seconds'] / res['steps']:.0f}", f"{wps:,.0f}",
                          f"{achieved / 1e12:.1f}", f"{100 * achieved / peak_mm:.1f}",
                          "-" if nominal is None else f"{100 * achieved / nominal:.1f}",
@@ -272,8 +274,6 @@ def main(argv: list[str] | None = None) -> int:
                         "warm-up s", "bf16 target"], rows))
     print("run hours: 7.5 epochs x 348M target words at this rate on this one GPU (the paper: "
           "about 10 days on 8 GPUs of 2014); warm-up s: the untimed steps, compilation included")
-    if args.json:
-        args.json.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

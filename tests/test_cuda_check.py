@@ -20,6 +20,8 @@ def fake_python(tmp_path: Path) -> Path:
     py.write_text("#!/bin/sh\n"
                   'case "$*" in\n'
                   '  *"cuda.is_available()"*) exit 0;;\n'
+                  '  *"${FAKE_FAIL:-no such part}"*) echo "failed: $*"; exit 7;;\n'
+                  '  *"${FAKE_HANG:-no such part}"*) exec sleep 600;;\n'
                   "esac\n"
                   'echo "ran: $*"\n')
     py.chmod(0o755)
@@ -48,11 +50,12 @@ def test_the_checks_parts_share_one_deadline_and_the_log_keeps_its_last_line(tmp
     (device / "wheels").mkdir()
     (device / "wheels" / "x-1-py3-none-any.whl").write_text("")
     proc = check(tmp_path, S2S_DEVICE_DIR=str(device), GPU_CHECK_BUDGET="0")
-    # no time for any part: each one skipped, and counted
+    # no time for any part: each one skipped, and counted as cut by the deadline (exit 4), not
+    # as failed (exit 1)
     assert proc.returncode == 4, proc.stdout[-2000:]
     log = (tmp_path / "out" / "check.log").read_text()
     assert len(re.findall(r": SKIPPED \(-?\d+s left of 0s\)", log)) == 4
-    assert re.fullmatch(r"=== done in \d+s of 0s, 4 part\(s\) failed",
+    assert re.fullmatch(r"=== done in \d+s of 0s, 0 part\(s\) failed, 4 cut by the deadline",
                         log.rstrip().splitlines()[-1])
     assert proc.stdout == log  # everything printed is in the log, the last line too
     proc = check(tmp_path, S2S_DEVICE_DIR=str(device), GPU_CHECK_BUDGET="30")
@@ -66,6 +69,28 @@ def test_the_checks_parts_share_one_deadline_and_the_log_keeps_its_last_line(tmp
         "reversed_1 on CUDA, 150 steps", "CUDA against CPU, loss per step", "smoke DAG on CUDA"]
     assert all(int(limit) <= 30 for _, limit in limits) and int(limits[4][1]) == 20
     assert "ran: bench/gpu_twin.py compare" in log and "--margin 0.03" in log
+
+
+def test_a_failed_part_fails_the_check_and_one_cut_by_its_limit_is_told_apart(tmp_path):
+    device = tmp_path / "device"
+    (device / "mirror").mkdir(parents=True)
+    (device / "mirror" / "README.md").write_text("mirror\n")
+    (device / "wheels").mkdir()
+    (device / "wheels" / "x-1-py3-none-any.whl").write_text("")
+    # the smoke DAG hangs past what is left of a 12 s deadline: cut, not failed
+    proc = check(tmp_path, S2S_DEVICE_DIR=str(device), GPU_CHECK_BUDGET="12",
+                 FAKE_HANG="--profile smoke")
+    log = (tmp_path / "out" / "check.log").read_text()
+    assert proc.returncode == 4, log
+    assert re.search(r"^=== smoke DAG on CUDA: CUT by its limit of \d+s$", log, flags=re.M)
+    assert log.rstrip().endswith(", 0 part(s) failed, 1 cut by the deadline")
+    # a part that fails (pytest -m cuda, exit 7) fails the check, whatever else was cut
+    proc = check(tmp_path, S2S_DEVICE_DIR=str(device), GPU_CHECK_BUDGET="12",
+                 FAKE_FAIL="-m pytest -m cuda", FAKE_HANG="--profile smoke")
+    log = (tmp_path / "out" / "check.log").read_text()
+    assert proc.returncode == 1, log
+    assert re.search(r"^=== pytest -m cuda: FAILED \(exit 7\) in \d+s$", log, flags=re.M)
+    assert log.rstrip().endswith(", 1 part(s) failed, 1 cut by the deadline")
 
 
 def twin_csv(path: Path, losses: list[float], engine: str) -> Path:

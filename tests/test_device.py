@@ -91,6 +91,12 @@ def test_without_nvml_the_gpus_are_counted_by_torch_in_a_child_process(monkeypat
     assert asked == [[sys.executable, "-c", "import torch; print(torch.cuda.device_count())"]]
     assert device.gpu_count(lambda cmd, **kw: subprocess.CompletedProcess(cmd, 1, "", "")) == 0
 
+    def hung(cmd, **kw):
+        raise subprocess.TimeoutExpired(cmd, kw["timeout"])
+
+    with pytest.raises(RuntimeError, match=r"gave no answer in 300 s \(a hung NVIDIA driver\?\)"):
+        device.gpu_count(hung)
+
 
 def _claim(n: int, gpus: list[str], lock_dir: str, out, hold: float) -> None:
     import time

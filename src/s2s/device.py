@@ -109,8 +109,13 @@ def gpu_count(run=subprocess.run) -> int:
                 pynvml.nvmlShutdown()
         except pynvml.NVMLError as e:
             log.warning("NVML could not count the GPUs (%s); asking torch in a child process", e)
-    proc = run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
-               capture_output=True, text=True, timeout=300)
+    try:
+        proc = run([sys.executable, "-c", "import torch; print(torch.cuda.device_count())"],
+                   capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("counting the GPUs: torch.cuda.device_count() in a child process "
+                           "gave no answer in 300 s (a hung NVIDIA driver?); nvidia-ml-py "
+                           "counts them without CUDA (pip install nvidia-ml-py)") from None
     try:
         return int(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else 0
     except (ValueError, IndexError):
