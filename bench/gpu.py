@@ -44,7 +44,7 @@ from train import CLIP, LR, Size, flops_per_target_word, param_count  # noqa: E4
 
 from s2s import precision  # noqa: E402
 from s2s.config import TrainConfig  # noqa: E402
-from s2s.data.batching import epoch_batches, prefetch_batches  # noqa: E402
+from s2s.data.batching import epoch_batches, pair_lengths, prefetch_batches  # noqa: E402
 from s2s.model import build_model  # noqa: E402
 from s2s.model.seq2seq import RNNConfig  # noqa: E402
 from s2s.train import make_optimizer, train_step  # noqa: E402
@@ -220,8 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         name = precision.cpu_kind()
         print(f"bench/gpu.py on the CPU ({name}): a check of the script, not a measurement")
     pairs = wmt_like_pairs(args.batch * (args.warmup + args.steps + 8), size)
-    lengths = [(len(s), len(t)) for s, t in pairs]
-    batches = epoch_batches(len(pairs), lengths, batch_size=args.batch, bucket_batches=100,
+    batches = epoch_batches(*pair_lengths(pairs), batch_size=args.batch, bucket_batches=100,
                             seed=7, epoch=0)
     print(f"model: {size.name} size, {param_count(size) / 1e6:.1f}M parameters (nn.LSTM count); "
           f"batch {args.batch}; {args.warmup} warm-up + {args.steps} timed steps each",

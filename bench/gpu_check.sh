@@ -90,7 +90,7 @@ main() {
     --json "$OUT/gpu_bench.json"
   # the default profile's data, then its CPU twin beside the parts that follow
   if part "default profile data" 40 "$PY" bench/gpu_dag.py "$work/default" --profile default \
-      --device cpu --only vocab --jobs 4; then
+      --device cpu --only ids --jobs 4; then
     timeout -k 5 "$(( $(left) > 60 ? $(left) - 60 : 1 ))" "$PY" bench/gpu_twin.py train \
       "$work/default" --steps 150 --device cpu --threads 4 --out "$OUT/twin_cpu.csv" \
       > "$work/twin_cpu.log" 2>&1 &

@@ -5,7 +5,7 @@ compared. For the GPU check (bench/gpu_check.sh): does CUDA training follow the 
     gpu_twin.py train PROJECT --model reversed_1 --steps 150 --device cuda --out cuda.csv
     gpu_twin.py compare cpu.csv cuda.csv --margin 0.03
 
-PROJECT holds params.yaml and the data stages' outputs (data/prepared, data/vocab). Both runs
+PROJECT holds params.yaml and the data stages' outputs (data/ids, data/vocab). Both runs
 start from the same initial weights and see the same batches (the model's seeds); they differ by
 their devices' rounding, and where `amp` resolves to bf16 by that device's bf16 kernels. The
 comparison fails (exit status 1) where the mean loss of the last 50 shared steps differs by more
@@ -37,7 +37,7 @@ from s2s.train import lr_at, setup, train_step  # noqa: E402
 def train(project: Path, model: str, steps: int, device: str, out: Path) -> None:
     params = load(project / "params.yaml")
     params = dataclasses.replace(params, train=dataclasses.replace(params.train, device=device))
-    r = setup(params, model, prepared_dir=project / "data" / "prepared",
+    r = setup(params, model, ids_dir=project / "data" / "ids",
               vocab_dir=project / "data" / "vocab", model_dir=out.parent / f"{out.stem}-model",
               ckpt_dir=out.parent / f"{out.stem}-ckpt", world=distributed.World(),
               snapshot_dir=None, snapshot_epochs=())
@@ -48,7 +48,7 @@ def train(project: Path, model: str, steps: int, device: str, out: Path) -> None
             if step >= steps:
                 break
             lr = lr_at(step, r.steps_per_epoch, r.cfg)
-            nll, ntok = train_step(r.model, r.opt, [r.train_pairs[i] for i in idx],
+            nll, ntok = train_step(r.model, r.opt, r.train.pairs(idx),
                                    batch_size=len(idx), lr=lr, cfg=r.cfg, vocab=r.tgt_vocab,
                                    device=r.device, autocast=r.autocast)
             step += 1

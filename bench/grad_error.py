@@ -59,7 +59,7 @@ from s2s import precision  # noqa: E402
 from s2s.arch.rnn import RNNConfig  # noqa: E402
 from s2s.checkpoint import load_model  # noqa: E402
 from s2s.config import TrainConfig  # noqa: E402
-from s2s.data.batching import epoch_batches  # noqa: E402
+from s2s.data.batching import epoch_batches, pair_lengths  # noqa: E402
 from s2s.model import recurrence  # noqa: E402
 from s2s.model.lstm import PeepholeLSTM  # noqa: E402
 from s2s.model.seq2seq import Seq2Seq  # noqa: E402
@@ -134,9 +134,8 @@ def measure(corpus: common.Corpus, *, reverse: bool, warm_steps: int, batches: i
                     pad=corpus.src_vocab.pad)
     model.init_weights(seed)
     model.train()
-    lengths = [(len(s), len(t)) for s, t in corpus.pairs]
-    plan = epoch_batches(len(corpus.pairs), lengths, batch_size=batch_size, bucket_batches=100,
-                         seed=100 + seed, epoch=0)
+    plan = epoch_batches(*pair_lengths(corpus.pairs), batch_size=batch_size,
+                         bucket_batches=100, seed=100 + seed, epoch=0)
     if len(plan) < warm_steps + batches:
         raise SystemExit(f"{len(plan)} minibatches in an epoch: fewer than --warm-steps "
                          f"{warm_steps} + --batches {batches}")

@@ -77,7 +77,7 @@ import common  # noqa: E402
 
 from s2s import precision  # noqa: E402
 from s2s.config import TrainConfig  # noqa: E402
-from s2s.data.batching import collate, epoch_batches  # noqa: E402
+from s2s.data.batching import collate, epoch_batches, pair_lengths  # noqa: E402
 from s2s.model.seq2seq import RNNConfig, Seq2Seq  # noqa: E402
 from s2s.train import make_optimizer, train_step  # noqa: E402
 
@@ -303,8 +303,7 @@ def make_runner(row: Row, corpus: common.Corpus, device: torch.device):
 def batch_plan(corpus: common.Corpus, batch_size: int, n: int, seed: int = 7) -> list[list[int]]:
     """The first n minibatches of a training epoch, as s2s.train would form them (length buckets
     of `bucket_batches` batches, shuffled), cycling if the corpus has fewer."""
-    lengths = [(len(s), len(t)) for s, t in corpus.pairs]
-    batches = epoch_batches(len(corpus.pairs), lengths, batch_size=batch_size,
+    batches = epoch_batches(*pair_lengths(corpus.pairs), batch_size=batch_size,
                             bucket_batches=BUCKET_BATCHES, seed=seed, epoch=0)
     return [batches[k % len(batches)] for k in range(n)]
 

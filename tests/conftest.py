@@ -275,8 +275,10 @@ def make_project(dest: Path, profile: str = "smoke") -> Path:
 
 
 def run_data_stages(params, tmp: Path, mirror: Path) -> None:
-    """download, prepare and vocab of `params` into tmp/{raw,prepared,vocab} (+ metrics json)."""
+    """download, prepare, vocab and ids of `params` into tmp/{raw,prepared,vocab,ids} (+ metrics
+    json)."""
     from s2s.stages import download as download_stage
+    from s2s.stages import ids as ids_stage
     from s2s.stages import prepare as prepare_stage
     from s2s.stages import vocab as vocab_stage
 
@@ -285,6 +287,7 @@ def run_data_stages(params, tmp: Path, mirror: Path) -> None:
                  metrics_out=tmp / "prepare.json")
     vocab_stage.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
                metrics_out=tmp / "vocab.json")
+    ids_stage.main(prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab", out_dir=tmp / "ids")
 
 
 @pytest.fixture(scope="session")

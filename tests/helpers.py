@@ -234,3 +234,12 @@ def one_line_error(proc: subprocess.CompletedProcess, *needles: str, status: int
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
+
+
+def ids_of(prepared: Path, vocab: Path, where: Path) -> Path:
+    """The ids stage's folder of `prepared` and `vocab`, made anew in `where`/ids."""
+    from s2s.stages import ids as ids_stage
+
+    out = Path(where) / "ids"
+    ids_stage.main(prepared_dir=prepared, vocab_dir=vocab, out_dir=out)
+    return out

@@ -47,14 +47,14 @@ def test_the_gpu_benchmark_without_cuda_stops_in_one_line(command):
 
 def test_the_gpu_checks_dag_runner_and_twin_run_on_the_cpu(tmp_path, mirror):
     """bench/gpu_check.sh's parts that do not need CUDA, on the CPU: the data stages of the
-    default profile through bench/gpu_dag.py, a few steps of reversed_1 by bench/gpu_twin.py,
+    default profile (to the ids) through bench/gpu_dag.py, a few steps of reversed_1 by bench/gpu_twin.py,
     and its comparison with itself."""
     env_mirror = {"S2S_MIRROR": str(mirror)}
     proc = bench("bench/gpu_dag.py", str(tmp_path / "p"), "--profile", "default", "--device",
-                 "cpu", "--only", "vocab", "--jobs", "2", env=env_mirror)
+                 "cpu", "--only", "ids", "--jobs", "2", env=env_mirror)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "4 stages ok, 0 failed" in proc.stdout
-    assert (tmp_path / "p" / "data" / "vocab" / "fr.tsv").exists()
+    assert "5 stages ok, 0 failed" in proc.stdout
+    assert (tmp_path / "p" / "data" / "ids" / "ids.json").exists()
     out = tmp_path / "cpu.csv"
     proc = bench("bench/gpu_twin.py", "train", str(tmp_path / "p"), "--steps", "3",
                  "--device", "cpu", "--out", str(out), env=env_mirror)

@@ -18,6 +18,7 @@ import s2s.model.lstm  # noqa: E402
 import s2s.train  # noqa: E402
 from s2s.arch.rnn import RNNConfig  # noqa: E402
 from s2s.data.batching import collate  # noqa: E402
+from s2s.data.ids import IdCorpus  # noqa: E402
 from s2s.model.seq2seq import Seq2Seq  # noqa: E402
 
 
@@ -77,7 +78,8 @@ def test_dev_perplexity_in_fp32_is_the_trainers_and_bf16_is_close():
                               reverse_source=True, init_seed=2), src_vocab=40, tgt_vocab=50, pad=0)
     model.init_weights(2)
     vocab, device = corpus.tgt_vocab, torch.device("cpu")
-    want = s2s.train.perplexity(model, corpus.pairs, vocab=vocab, device=device)
+    want = s2s.train.perplexity(model, IdCorpus.from_pairs(corpus.pairs), vocab=vocab,
+                                device=device)
     fp32 = grad_error.dev_perplexity(model, corpus.pairs, vocab, None, batch_size=16)
     bf16 = grad_error.dev_perplexity(model, corpus.pairs, vocab, torch.bfloat16, batch_size=16)
     assert abs(fp32 / want - 1) < 1e-5 and fp32 > 40  # near uniform over 50 words at init

@@ -25,7 +25,7 @@ def _train(params, tmp, out, device: str, amp) -> dict:
 
     params = dataclasses.replace(params, train=dataclasses.replace(
         params.train, device=device, amp=amp, epochs=0.25, threads=4))
-    return train_stage.main(params, "reversed_1", prepared_dir=tmp / "prepared",
+    return train_stage.main(params, "reversed_1", ids_dir=tmp / "ids",
                             vocab_dir=tmp / "vocab", model_dir=tmp / out / "model",
                             ckpt_dir=tmp / out / "ckpt", metrics_out=tmp / out / "m.json",
                             curves_out=tmp / out / "c.csv")

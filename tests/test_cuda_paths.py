@@ -11,6 +11,7 @@ from torch import nn
 
 from s2s import distributed, precision, train
 from s2s.config import TrainConfig
+from s2s.data.ids import IdCorpus
 from s2s.model import build_model
 from s2s.model.base import host_lengths, on_host
 from s2s.model.gru import ChoGRUCell
@@ -163,7 +164,8 @@ def test_perplexity_out_of_memory_stops_in_one_line_naming_the_batch(monkeypatch
 
     monkeypatch.setattr(model, "features", out_of_memory)
     with pytest.raises(train.TrainingError) as err:
-        train.perplexity(model, tiny_pairs(), vocab=Specials, device=torch.device("cpu"))
+        train.perplexity(model, IdCorpus.from_pairs(tiny_pairs()), vocab=Specials,
+                         device=torch.device("cpu"))
     assert str(err.value) == (
         "perplexity: out of CPU memory on an evaluation batch of 4 pairs, source length 7, "
         "target length 9 (CUDA out of memory. Tried to allocate 9.00 GiB); lower "

@@ -7,6 +7,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from s2s import config
@@ -63,9 +64,14 @@ def test_training_filters_remove_what_they_should():
           "w " * 60, "the cat sat"]
     fr = ["d e f", "vide", "un", "y", "même paire", "même paire", "w " * 60, "le chat"]
     cfg = PrepareConfig(max_len=50, max_ratio=1.5)
-    out_en, out_fr, counts = prepare.filter_train([normalize(s) for s in en],
-                                                  [normalize(s) for s in fr], cfg, workers=1,
-                                                  seen=set())
+    out_en, out_fr = [], []
+
+    def write(e: list[str], f: list[str]) -> None:
+        out_en.extend(e)
+        out_fr.extend(f)
+
+    counts = prepare.filter_train([list(zip(en, fr))], cfg, workers=1, seen=prepare.SeenPairs(),
+                                  write=write)
     assert counts.removed == {"empty": 1, "too_long": 1, "ratio": 1, "duplicate": 1}
     assert out_en == ["a b c", "x", "same pair", "the cat sat"]
     assert out_fr == ["d e f", "y", "même paire", "le chat"]
@@ -136,10 +142,16 @@ def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):
 def test_batches_depend_on_order_seed_and_epoch_only():
     n = 960  # three full chunks of 10 batches of 32
     lengths = [(i % 17 + 1, i % 13 + 1) for i in range(n)]
-    a = epoch_batches(n, lengths, batch_size=32, bucket_batches=10, seed=5, epoch=2)
-    assert a == epoch_batches(n, lengths, batch_size=32, bucket_batches=10, seed=5, epoch=2)
-    assert a != epoch_batches(n, lengths, batch_size=32, bucket_batches=10, seed=6, epoch=2)
-    assert a != epoch_batches(n, lengths, batch_size=32, bucket_batches=10, seed=5, epoch=3)
+    src, tgt = (np.array([x[k] for x in lengths]) for k in (0, 1))
+
+    def plan(seed, epoch):
+        return [b.tolist() for b in epoch_batches(src, tgt, batch_size=32, bucket_batches=10,
+                                                  seed=seed, epoch=epoch)]
+
+    a = plan(5, 2)
+    assert a == plan(5, 2)
+    assert a != plan(6, 2)
+    assert a != plan(5, 3)
     assert sorted(i for b in a for i in b) == list(range(n))  # every pair once per epoch
     spread = [max(lengths[i][0] for i in b) - min(lengths[i][0] for i in b) for b in a]
     # Bucketing: ~19 pairs per length in a chunk of 320, so a batch of 32 spans 2-4 adjacent

@@ -98,7 +98,7 @@ def data(smoke_data):
 
 
 def train_kwargs(tmp: Path, out: str) -> dict:
-    return dict(prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab",
+    return dict(ids_dir=tmp / "ids", vocab_dir=tmp / "vocab",
                 model_dir=tmp / out / "model", ckpt_dir=tmp / out / "ckpt",
                 metrics_out=tmp / out / "metrics.json", curves_out=tmp / out / "curves.csv")
 

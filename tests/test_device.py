@@ -4,6 +4,7 @@ slots are lock files, so two jobs side by side never share a GPU."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from pathlib import Path
@@ -159,9 +160,15 @@ def test_a_checkpoint_made_on_one_kind_of_device_never_resumes_on_another(tmp_pa
     from s2s.model.seq2seq import RNNConfig
     from s2s.train import fingerprint
 
-    for split in ("train", "dev"):
+    from s2s.data.ids import SPLITS, IdsRecord, ids_file, offsets_file
+
+    files = {}
+    for split in SPLITS:
         for lang in ("en", "fr"):
-            (tmp_path / f"{split}.tok.{lang}").write_text(f"a {split} {lang}\n")
+            for name in (ids_file(split, lang), offsets_file(split, lang)):
+                files[name] = {"shape": [1], "bytes": 132, "sha256": f"{split} {lang} {name}"}
+    (tmp_path / "ids.json").write_text(json.dumps(IdsRecord(
+        vocab={"en": "v", "fr": "v"}, lines=dict.fromkeys(SPLITS, 1), files=files).to_json()))
     vocab = Vocab(words=("<pad>", "<unk>", "<s>", "</s>", "a"), fingerprint="v")
     args = (RNNConfig(), TrainConfig(), vocab, vocab, tmp_path)
     from s2s.precision import plan

@@ -87,9 +87,13 @@ class Work:
     def vocab(self) -> Path:
         return self.tmp / "vocab"
 
+    @property
+    def ids(self) -> Path:
+        return self.tmp / "ids"
+
     def train(self, run_dir: Path, name: str = "forward") -> Path:
         """train@name in-process, laid out as dvc.yaml lays it out under `run_dir`."""
-        train_stage.main(self.params, name, prepared_dir=self.prepared, vocab_dir=self.vocab,
+        train_stage.main(self.params, name, ids_dir=self.ids, vocab_dir=self.vocab,
                    model_dir=run_dir / "models" / name, ckpt_dir=run_dir / "checkpoints" / name,
                    metrics_out=run_dir / "metrics" / "train" / f"{name}.json",
                    curves_out=run_dir / "metrics" / "curves" / f"{name}.csv")

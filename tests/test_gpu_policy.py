@@ -51,7 +51,7 @@ def test_a_training_run_whose_recurrence_runs_in_fp16_stops_before_writing(
 
     monkeypatch.setattr(lstm_module.StandardLSTM, "forward", half)
     with pytest.raises(precision.PrecisionMismatch) as e:
-        train_stage.main(params, "reversed_1", prepared_dir=tmp / "prepared",
+        train_stage.main(params, "reversed_1", ids_dir=tmp / "ids",
                          vocab_dir=tmp / "vocab", model_dir=tmp_path / "model",
                          ckpt_dir=tmp_path / "ckpt", metrics_out=tmp_path / "m.json",
                          curves_out=tmp_path / "c.csv")

@@ -72,7 +72,7 @@ def test_a_lock_left_by_a_dead_trainer_is_taken_over_with_a_log_line(smoke_data,
     ckpt.mkdir(parents=True)
     (ckpt / runguard.LOCK_NAME).write_text(f"{dead.pid}\n")
     with caplog.at_level(logging.INFO, logger="s2s.train"):
-        train_stage.main(params, "forward", prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab",
+        train_stage.main(params, "forward", ids_dir=tmp / "ids", vocab_dir=tmp / "vocab",
                    model_dir=tmp_path / "models" / "forward", ckpt_dir=ckpt,
                    metrics_out=tmp_path / "m.json", curves_out=tmp_path / "c.csv")
     assert f"took over the lock left by PID {dead.pid}" in caplog.text

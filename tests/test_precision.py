@@ -187,7 +187,6 @@ def test_the_first_of_an_nbest_list_is_the_1best_of_the_same_bf16_search_on_a_ne
 
 
 def test_amp_accepts_true_false_and_auto_and_names_the_key_otherwise(tmp_path):
-    from pathlib import Path
 
     from s2s import config
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from s2s.config import TrainConfig
-from s2s.data.batching import Batch, collate, prefetch, prefetch_batches
+from s2s.data.batching import collate, prefetch, prefetch_batches
 from s2s.losses import linear_cross_entropy, summed_nll
 from s2s.model import build_model
 from s2s.model.seq2seq import RNNConfig

@@ -24,7 +24,7 @@ from s2s import checkpoint, config, train
 from s2s.config import TrainConfig
 from s2s.stages import train as train_stage
 from s2s.model.seq2seq import RNNConfig
-from helpers import profile_dict
+from helpers import ids_of, profile_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = ("wall_seconds", "train_seconds", "tgt_words_per_sec")
@@ -53,7 +53,9 @@ def load(raw: dict, tmp: Path, tag: str) -> config.Params:
 
 
 def run(params, run_dir: Path, *, prepared: Path, vocab: Path, **kw) -> None:
-    train_stage.main(params, "forward", prepared_dir=prepared, vocab_dir=vocab,
+    """train-forward on the ids of `prepared` and `vocab` (made here, as DVC's ids stage would
+    make them from those files before the train stage)."""
+    train_stage.main(params, "forward", ids_dir=ids_of(prepared, vocab, run_dir), vocab_dir=vocab,
                model_dir=run_dir / "models" / "forward", ckpt_dir=run_dir / "checkpoints" / "forward",
                metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv", **kw)
 

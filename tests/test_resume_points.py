@@ -40,7 +40,7 @@ def load(raw: dict, path: Path) -> config.Params:
 
 
 def train_into(params, run_dir: Path, data: Path, **kw) -> dict:
-    return train_stage.main(params, "forward", prepared_dir=data / "prepared",
+    return train_stage.main(params, "forward", ids_dir=data / "ids",
                             vocab_dir=data / "vocab", model_dir=run_dir / "models" / "forward",
                             ckpt_dir=run_dir / "checkpoints" / "forward",
                             metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv",
@@ -170,6 +170,7 @@ def test_an_evaluation_out_of_cpu_memory_stops_in_one_line_too(runs, monkeypatch
     """The dev perplexity's batches, as a step's: torch's CPU allocator error, from a real
     allocation, is the one line of a torch.OutOfMemoryError."""
     from s2s.data.batching import load_parallel
+    from s2s.data.ids import IdCorpus
     from s2s.data.vocab import Vocab
     from s2s.model import build_model
 
@@ -184,7 +185,8 @@ def test_an_evaluation_out_of_cpu_memory_stops_in_one_line_too(runs, monkeypatch
 
     monkeypatch.setattr(model, "features", allocates_too_much)
     with pytest.raises(train.TrainingError) as err:
-        train.perplexity(model, pairs, vocab=tgt, device=torch.device("cpu"))
+        train.perplexity(model, IdCorpus.from_pairs(pairs), vocab=tgt,
+                         device=torch.device("cpu"))
     assert str(err.value).startswith("perplexity: out of CPU memory on an evaluation batch of 3 "
                                      "pairs, source length ")
     assert f"(DefaultCPUAllocator: can't allocate memory: you tried to allocate {1 << 50} " \

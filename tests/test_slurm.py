@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from conftest import BIN, run, service_missing
 from helpers import profile_dict, start, write_params

@@ -41,7 +41,7 @@ def setup(smoke_data, tmp_path_factory):
 
 
 def run(params, run_dir: Path, data: Path, **kw) -> None:
-    train_stage.main(params, "forward", prepared_dir=data / "prepared", vocab_dir=data / "vocab",
+    train_stage.main(params, "forward", ids_dir=data / "ids", vocab_dir=data / "vocab",
                      model_dir=run_dir / "models", ckpt_dir=run_dir / "checkpoints",
                      metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv",
                      snapshot_dir=run_dir / "snapshots", **kw)

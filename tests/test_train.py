@@ -27,7 +27,7 @@ def data(smoke_data):
 
 
 def run_train(tmp: Path, params, name: str, out: str, **kw) -> dict:
-    return train_stage.main(params, name, prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab",
+    return train_stage.main(params, name, ids_dir=tmp / "ids", vocab_dir=tmp / "vocab",
                       model_dir=tmp / out / "model", ckpt_dir=tmp / out / "ckpt",
                       metrics_out=tmp / out / "metrics.json", curves_out=tmp / out / "curves.csv",
                       **kw)

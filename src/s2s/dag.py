@@ -98,6 +98,7 @@ class Arg:
 FLAG_HELP = {
     "--out": "what the stage writes", "--raw": "the download stage's folder",
     "--prepared": "the prepare stage's folder", "--vocab": "the vocab stage's folder",
+    "--ids": "the ids stage's folder",
     "--metrics": "the stage's metrics file", "--models": "folder of model dirs",
     "--model-dir": "where model.pt and best.pt go", "--ckpt-dir": "resume checkpoints",
     "--curves": "learning-curve CSV", "--translate": "the translate stages' folder",

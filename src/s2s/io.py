@@ -167,18 +167,62 @@ def read_lines(path: Path, *, rstrip: bool = True, strip_bom: bool = False,
       it or not: ``bom_files`` (1 if the file began with a byte-order mark) and ``crlf_lines``
       (lines that ended in CR).
 
-    A file that is not UTF-8 raises `error` naming the file and line.
+    A file that is not UTF-8 raises `error` naming the file and line. :func:`iter_lines` gives
+    the same lines a block at a time (a corpus of any size in bounded memory).
     """
-    text = read_text(path, error)
-    bom = text.startswith("\ufeff")
-    if strip_bom and bom:
-        text = text[1:]
+    return [line for block in iter_lines(path, rstrip=rstrip, strip_bom=strip_bom,
+                                         strip_cr=strip_cr, error=error, counts=counts)
+            for line in block]
+
+
+def iter_lines(path: Path, *, rstrip: bool = True, strip_bom: bool = False,
+               strip_cr: bool = False, error: type[Exception] = ValueError,
+               counts: dict[str, int] | None = None,
+               block_bytes: int = 1 << 22) -> Iterator[list[str]]:
+    """The lines of :func:`read_lines` (the same options), in blocks of whole lines of about
+    `block_bytes` each, read as they are asked for. ``counts`` is complete once the last block
+    has been given."""
+    n = 0  # lines given so far (for the line number of a decoding error)
+    with open(path, "rb") as f:
+        data = f.read(max(block_bytes, 3))  # a byte-order mark whole
+        pos = 0  # the file's offset of data[0]
+        bom = data.startswith(b"\xef\xbb\xbf")
+        if counts is not None:
+            counts["bom_files"] = counts.get("bom_files", 0) + bom
+            counts["crlf_lines"] = counts.get("crlf_lines", 0)
+        if strip_bom and bom:
+            data, pos = data[3:], 3
+        while True:
+            cut = data.rfind(b"\n")
+            more = f.read(block_bytes) if cut < 0 or len(data) < block_bytes // 2 else b""
+            if more:  # a block of whole lines, not too small: read on first
+                data += more
+                continue
+            if not data:
+                return
+            if cut < 0:  # the end of the file, in a last line without its LF
+                yield _lines(path, data, n, pos, rstrip, strip_cr, error, counts)
+                return
+            lines = _lines(path, data[:cut], n, pos, rstrip, strip_cr, error, counts)
+            n += len(lines)
+            yield lines
+            pos += cut + 1
+            data = data[cut + 1:]
+
+
+def _lines(path: Path, block: bytes, before: int, pos: int, rstrip: bool, strip_cr: bool,
+           error: type[Exception], counts: dict[str, int] | None) -> list[str]:
+    """The lines of `block` (whole lines, their LFs between them; the file's first `before`
+    lines, `pos` bytes, came before it)."""
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = before + block[: e.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {pos + e.start})") \
+            from None
     lines = text.split("\n")
-    if lines[-1] == "":  # the file's last LF, or an empty file
-        lines.pop()
     if counts is not None:
-        counts["bom_files"] = counts.get("bom_files", 0) + bom
-        counts["crlf_lines"] = counts.get("crlf_lines", 0) + sum(ln.endswith("\r") for ln in lines)
+        counts["crlf_lines"] += sum(ln.endswith("\r") for ln in lines)
     if strip_cr:
         lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
     if rstrip:

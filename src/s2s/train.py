@@ -26,14 +26,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
 from s2s import checkpoint, distributed, precision, runguard
 from s2s.artifacts import SnapshotEntry, SnapshotIndex, TrainMetrics
 from s2s.config import Params, TrainConfig, train_record
-from s2s.data.batching import (Batch, collate, epoch_batches, eval_batches, load_parallel,
-                                prefetch_batches)
+from s2s.data.batching import (Batch, collate, collate_ids, epoch_batches, eval_batches,
+                                prefetch_batches, steps_per_epoch)
+from s2s.data.ids import IdCorpus, IdsRecord, ids_file, offsets_file, open_split
 from s2s.data.vocab import Vocab
 from s2s.device import for_stage
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
@@ -125,27 +127,24 @@ def _clip(model: nn.Module, opt: torch.optim.Optimizer, clip_norm: float) -> Non
 
 
 def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
-                prepared_dir: Path, *, chosen: precision.Precision | None = None) -> str:
+                ids_dir: Path, *, chosen: precision.Precision | None = None) -> str:
     """What the weights, the curves and best.pt depend on: the model config, every `train` key
     but BOOKKEEPING, the precision `amp` resolved to on this machine (`chosen`: `auto` is bf16 on
     one and fp32 on another; off the CPU its whole plan, so a CPU checkpoint never resumes on a
-    GPU), both vocabularies, the training and the dev files. A checkpoint with
-    another fingerprint is never resumed. (The test set is read only after training.)"""
+    GPU), both vocabularies, and the training and dev ids (the sha256 of each file's values, as
+    the ids record gives them: s2s.data.ids.open_split checks the files against it). A
+    checkpoint with another fingerprint is never resumed. (The test set is read only after
+    training.)"""
     # Later keys enter only where a run uses them (train_record, config_record: the rule is
     # s2s.arch.config_record's).
     relevant = {k: v for k, v in train_record(cfg).items() if k not in BOOKKEEPING}
     if chosen is not None:
         relevant.update(chosen.fingerprint_entries())
-    h = hashlib.sha256(json.dumps([config_record(model_cfg), relevant, src.fingerprint,
-                                   tgt.fingerprint], sort_keys=True).encode())
-    for split in ("train", "dev"):
-        for lang in ("en", "fr"):
-            path = Path(prepared_dir) / f"{split}.tok.{lang}"
-            h.update(f"{split}.{lang}:{path.stat().st_size};".encode())
-            with open(path, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-    return h.hexdigest()
+    files = IdsRecord.read(ids_dir).files
+    data = {name: files[name]["sha256"] for split in ("train", "dev") for lang in ("en", "fr")
+            for name in (ids_file(split, lang), offsets_file(split, lang))}
+    return hashlib.sha256(json.dumps([config_record(model_cfg), relevant, src.fingerprint,
+                                      tgt.fingerprint, data], sort_keys=True).encode()).hexdigest()
 
 
 def shard_loss(model: Model, pairs: Sequence[tuple[list[int], list[int]]] | Batch | None, *,
@@ -223,9 +222,9 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer,
 
 
 @torch.no_grad()
-def perplexity(model: Model, pairs, *, vocab: Vocab, device: torch.device,
+def perplexity(model: Model, corpus: IdCorpus, *, vocab: Vocab, device: torch.device,
                batch_size: int = 64) -> float:
-    """exp(summed NLL / target tokens) of `pairs` (id pairs), teacher-forced, in eval mode and
+    """exp(summed NLL / target tokens) of `corpus`'s pairs, teacher-forced, in eval mode and
     fp32, in batches of `batch_size` sorted by length; nan for no tokens. The softmax layer
     runs over the real target positions only, in row chunks (``s2s.losses.summed_nll``: on the
     CPU each batch's NLL is ``F.cross_entropy``'s over the (N, T, V) logits to the bit); the
@@ -235,10 +234,9 @@ def perplexity(model: Model, pairs, *, vocab: Vocab, device: torch.device,
     model.eval()
     total = torch.zeros((), dtype=torch.float64, device=device)
     ntok = 0
-    for idx in eval_batches(pairs, batch_size):
-        batch = [pairs[i] for i in idx]
+    for idx in eval_batches(corpus.src_lengths, corpus.tgt_lengths, batch_size):
         try:
-            b = collate(batch, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
+            b = collate_ids(corpus, idx, pad=vocab.pad, bos=vocab.bos, eos=vocab.eos).to(device)
             with host_lengths(b.src_lengths, b.src_lengths_cpu):
                 feats = model.features(b.src, b.src_lengths, b.tgt_in)  # (N, T, D)
             total += summed_nll(feats, model.proj.weight, model.proj.bias, b.tgt_out,
@@ -250,8 +248,9 @@ def perplexity(model: Model, pairs, *, vocab: Vocab, device: torch.device,
             model.train()
             raise TrainingError(
                 f"perplexity: out of {device.type.upper()} memory on an evaluation batch of "
-                f"{len(batch)} pairs, source length {max(max(len(s), 1) for s, _ in batch)}, target "
-                f"length {max(len(t) for _, t in batch) + 1} ({what}); lower prepare.max_len, "
+                f"{len(idx)} pairs, source length {max(int(corpus.src_lengths[idx].max()), 1)}, "
+                f"target length {int(corpus.tgt_lengths[idx].max()) + 1} ({what}); lower "
+                f"prepare.max_len, "
                 f"which bounds the lengths, and rerun: training resumes from its last "
                 f"checkpoint") from e
         ntok += b.ntokens
@@ -461,15 +460,15 @@ class Run:
     chosen: precision.Precision
     src_vocab: Vocab
     tgt_vocab: Vocab
-    train_pairs: list
-    dev_pairs: list
+    train: IdCorpus
+    dev: IdCorpus
     model: Model
     opt: torch.optim.Optimizer
     steps_per_epoch: int
     total_steps: int
     eval_steps: int
     fingerprint: str
-    prepared_dir: Path
+    ids_dir: Path
     ckpt_dir: Path
     model_dir: Path
     text: dict  # the text settings the data was prepared with (s2s.text_settings), in every file
@@ -490,10 +489,10 @@ class Run:
     def last(self) -> Path:
         return self.ckpt_dir / "last.pt"
 
-    def batches_of(self, epoch: int) -> list[list[int]]:
+    def batches_of(self, epoch: int) -> list[np.ndarray]:
         """The minibatches of `epoch` in training order: a function of (order_seed, epoch)."""
-        lengths = [(len(s), len(t)) for s, t in self.train_pairs]
-        return epoch_batches(len(self.train_pairs), lengths, batch_size=self.cfg.batch_size,
+        return epoch_batches(self.train.src_lengths, self.train.tgt_lengths,
+                             batch_size=self.cfg.batch_size,
                              bucket_batches=self.cfg.bucket_batches, seed=self.model_cfg.order_seed,
                              epoch=epoch)
 
@@ -551,17 +550,17 @@ class Run:
                      self.total_steps)
         return state
 
-    def batches(self, order: list[list[int]]):
+    def batches(self, order: list[np.ndarray]):
         """This rank's share of each minibatch of `order` (all of it with one process) as a
         Batch: on a GPU collated one step ahead on a side thread, in pinned memory for an
         asynchronous copy; on the CPU when it is asked for."""
         on_gpu = self.device.type == "cuda"
-        shares = ([self.train_pairs[i] for i in distributed.shard(idx, self.world)]
-                  for idx in order)
+        shares = (distributed.shard(idx, self.world) for idx in order)
         return prefetch_batches(shares, pad=self.tgt_vocab.pad, bos=self.tgt_vocab.bos,
-                                eos=self.tgt_vocab.eos, pin=on_gpu, ahead=1 if on_gpu else 0)
+                                eos=self.tgt_vocab.eos, pin=on_gpu, ahead=1 if on_gpu else 0,
+                                corpus=self.train)
 
-    def update(self, state: TrainState, idx: list[int], batch, *,
+    def update(self, state: TrainState, idx: np.ndarray, batch, *,
                stop_after: int | None, stop: runguard.StopSignals | None = None) -> float:
         """One SGD step on this rank's share (`batch`) of minibatch `idx`, counted in `state`;
         returns its learning rate. A non-finite loss, or a step out of memory, stops training
@@ -601,7 +600,7 @@ class Run:
         return f"the last good checkpoint {self.last} is kept" + (
             "" if self.last.exists() else " (none written yet)")
 
-    def _out_of_memory(self, e: Exception, state: TrainState, idx: list[int], batch) -> str:
+    def _out_of_memory(self, e: Exception, state: TrainState, idx: np.ndarray, batch) -> str:
         """One line for a step that ran out of memory: the batch and lengths that did it, the
         keys that bound them, torch's own first words (what it tried to allocate)."""
         what = out_of_memory(e)
@@ -628,7 +627,7 @@ class Run:
         """Dev perplexity now: a row of the curves, the training loss window restarted, the best
         weights kept if it is the lowest so far."""
         with self.chosen.strict_fp32():
-            dev_ppl = perplexity(self.model, self.dev_pairs, vocab=self.tgt_vocab,
+            dev_ppl = perplexity(self.model, self.dev, vocab=self.tgt_vocab,
                                  device=self.device)
         row = {"step": state.step, "epoch": round(state.step / self.steps_per_epoch, 4), "lr": lr,
                "train_ppl": round(math.exp(state.window_nll / state.window_tok), 4),
@@ -662,10 +661,10 @@ class Run:
                       t_start: float) -> dict:
         """After the last step: test perplexity, model.pt (the final weights: the paper's
         choice), best.pt, the snapshots, the metrics and the curves (rank 0 writes)."""
-        test_pairs = load_parallel(self.prepared_dir / "test.tok", self.src_vocab,
-                                   self.tgt_vocab)
+        test = open_split(self.ids_dir, "test", src_vocab=self.src_vocab,
+                          tgt_vocab=self.tgt_vocab)
         with self.chosen.strict_fp32():
-            test_ppl = perplexity(self.model, test_pairs, vocab=self.tgt_vocab,
+            test_ppl = perplexity(self.model, test, vocab=self.tgt_vocab,
                                   device=self.device)
         dev_ppl = state.history[-1]["dev_ppl"]
         save = functools.partial(checkpoint.save, src_vocab=self.src_vocab,
@@ -683,8 +682,7 @@ class Run:
             **self.model_cfg.shape(), parameters=self.model.num_parameters(),
             device=str(self.device), precision=self.chosen.name,
             threads=torch.get_num_threads(), epochs=self.cfg.epochs, steps=state.step,
-            train_pairs=len(self.train_pairs),
-            train_target_words=sum(len(t) + 1 for _, t in self.train_pairs),
+            train_pairs=len(self.train), train_target_words=self.train.target_tokens,
             tgt_words_per_sec=round(state.train_tokens / max(state.train_seconds, 1e-9), 1),
             train_seconds=round(state.train_seconds, 1),
             wall_seconds=round(time.perf_counter() - t_start, 1),
@@ -703,7 +701,7 @@ class Run:
         return metrics
 
 
-def setup(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+def setup(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir: Path,
           ckpt_dir: Path, world: distributed.World, snapshot_dir: Path | None,
           snapshot_epochs: tuple[float, ...]) -> Run:
     """Read the data, build and initialise the model on its device, plan the batches."""
@@ -715,10 +713,13 @@ def setup(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mod
                                                key="train.device"))
     src_vocab = Vocab.load(vocab_dir / "en.tsv")
     tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
-    train_pairs = load_parallel(prepared_dir / "train.tok", src_vocab, tgt_vocab)
-    dev_pairs = load_parallel(prepared_dir / "dev.tok", src_vocab, tgt_vocab)
-    log.info("%s: %d training pairs, %d dev pairs, vocab %d/%d, device %s", name,
-             len(train_pairs), len(dev_pairs), len(src_vocab), len(tgt_vocab), device)
+    # mapped, not read: checked against the ids stage's record (s2s.data.ids)
+    t0 = time.perf_counter()
+    train = open_split(ids_dir, "train", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    dev = open_split(ids_dir, "dev", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    log.info("%s: %d training pairs, %d dev pairs (%s, checked in %.1fs), vocab %d/%d, device %s",
+             name, len(train), len(dev), ids_dir, time.perf_counter() - t0, len(src_vocab),
+             len(tgt_vocab), device)
 
     model = build_model(model_cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab),
                         pad=src_vocab.pad)
@@ -731,39 +732,37 @@ def setup(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mod
              f" (warmup {cfg.warmup_steps} steps)" if cfg.schedule == "inverse_sqrt" else "",
              f", label smoothing {cfg.label_smoothing:g}" if cfg.label_smoothing else "")
     chosen = precision.choose(cfg.amp, device)
-    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, prepared_dir, chosen=chosen)
+    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, ids_dir, chosen=chosen)
     if world.is_main:
         # A run killed inside torch.save leaves its temporary file (as large as a checkpoint) in
         # the checkpoint folder, which DVC keeps across runs (persist: true).
         for folder in (ckpt_dir, model_dir):
             for tmp in remove_temporaries(folder):
                 log.info("%s: removed %s, left by a killed run", name, tmp)
-    run = Run(name=name, cfg=cfg, model_cfg=model_cfg, world=world, device=device, chosen=chosen,
-              src_vocab=src_vocab, tgt_vocab=tgt_vocab, train_pairs=train_pairs,
-              dev_pairs=dev_pairs, model=model, opt=opt, steps_per_epoch=0, total_steps=0,
-              eval_steps=0, fingerprint=fp, prepared_dir=Path(prepared_dir),
-              ckpt_dir=Path(ckpt_dir), model_dir=Path(model_dir),
-              text=text_record(params.prepare), snaps=None)
-    run.steps_per_epoch = len(run.batches_of(0))
-    run.total_steps = max(1, round(cfg.epochs * run.steps_per_epoch))
-    run.eval_steps = max(1, round(cfg.eval_every * run.steps_per_epoch))
-    if snapshot_dir is not None:
-        run.snaps = Snapshots(
-            snapshot_epochs, steps_per_epoch=run.steps_per_epoch, total_steps=run.total_steps,
-            ckpt_dir=ckpt_dir, out_dir=snapshot_dir, fingerprint=fp, writer=world.is_main,
-            save=functools.partial(checkpoint.save, model=model, src_vocab=src_vocab,
-                                   tgt_vocab=tgt_vocab, name=name, text=run.text))
-    return run
+    per_epoch = steps_per_epoch(len(train), cfg.batch_size)
+    total_steps = max(1, round(cfg.epochs * per_epoch))
+    text = text_record(params.prepare)
+    snaps = None if snapshot_dir is None else Snapshots(
+        snapshot_epochs, steps_per_epoch=per_epoch, total_steps=total_steps, ckpt_dir=ckpt_dir,
+        out_dir=snapshot_dir, fingerprint=fp, writer=world.is_main,
+        save=functools.partial(checkpoint.save, model=model, src_vocab=src_vocab,
+                               tgt_vocab=tgt_vocab, name=name, text=text))
+    return Run(name=name, cfg=cfg, model_cfg=model_cfg, world=world, device=device, chosen=chosen,
+               src_vocab=src_vocab, tgt_vocab=tgt_vocab, train=train, dev=dev, model=model,
+               opt=opt, steps_per_epoch=per_epoch, total_steps=total_steps,
+               eval_steps=max(1, round(cfg.eval_every * per_epoch)), fingerprint=fp,
+               ids_dir=Path(ids_dir), ckpt_dir=Path(ckpt_dir), model_dir=Path(model_dir),
+               text=text, snaps=snaps)
 
 
-def run(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+def run(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir: Path,
         ckpt_dir: Path, metrics_out: Path, curves_out: Path, stop_after: int | None,
         world: distributed.World, stop: runguard.StopSignals | None,
         snapshot_dir: Path | None = None, snapshot_epochs: tuple[float, ...] = ()) -> dict:
     """Train model `name` of params to its last step, resuming from ``<ckpt_dir>/last.pt`` where
     it can, and write its outputs (s2s.stages.train says which). Returns its metrics."""
     t_start = time.perf_counter()
-    r = setup(params, name, prepared_dir=prepared_dir, vocab_dir=vocab_dir, model_dir=model_dir,
+    r = setup(params, name, ids_dir=ids_dir, vocab_dir=vocab_dir, model_dir=model_dir,
               ckpt_dir=ckpt_dir, world=world, snapshot_dir=snapshot_dir,
               snapshot_epochs=snapshot_epochs)
     state = r.resume()

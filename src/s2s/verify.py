@@ -26,7 +26,6 @@ naming the file, and the line or the key.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass

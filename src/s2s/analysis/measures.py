@@ -16,7 +16,7 @@ import torch
 from s2s.analysis import memory, probes
 from s2s.analysis.outputs import (DECAY_COLUMNS, FIRST, FIRST_STATISTICS, HALF_LIFE_COLUMNS,
                                   TRAINING_DIFF_COLUMNS)
-from s2s.data.batching import collate, eval_batches
+from s2s.data.batching import collate, eval_batches, pair_lengths
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab
 from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State
@@ -69,7 +69,7 @@ def forget_gates(model: Seq2Seq, name: str, pairs, *, src_vocab: Vocab, tgt_voca
               "decoder": (probes.boundary_table(tgt_vocab), probes.word_table(tgt_vocab))}
     stats: dict[tuple[str, int], probes.ForgetStats] = {}
     bar = progress(total=len(pairs), desc=f"{name} gates", unit="sent")
-    for idx in eval_batches(pairs, batch_size):
+    for idx in eval_batches(*pair_lengths(pairs), batch_size):
         b = collate([pairs[i] for i in idx], pad=tgt_vocab.pad, bos=tgt_vocab.bos,
                     eos=tgt_vocab.eos)
         enc, fed = probes.trace_encoder(model, b.src, b.src_lengths)
@@ -94,7 +94,7 @@ def sentence_reach(model: EncoderDecoder, name: str, pairs, *, vocab: Vocab, bat
     total = None
     per = {k: np.full(len(pairs), np.nan) for k in FIRST_STATISTICS}
     bar = progress(total=len(pairs), desc=f"{name} gradients", unit="sent")
-    for idx in eval_batches(pairs, batch_size):
+    for idx in eval_batches(*pair_lengths(pairs), batch_size):
         b = collate([pairs[i] for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
         norms = probes.first_word_gradients(model, b.src, b.src_lengths, b.tgt_out[:, 0],
                                             bos=vocab.bos)  # (N, S), 0 at padding

@@ -8,6 +8,7 @@ orders, and a resumed run regenerates exactly the batches an uninterrupted run w
 
 from __future__ import annotations
 
+import array
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -16,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from s2s.data.ids import IdCorpus
 from s2s.data.vocab import Vocab
 from s2s.io import read_lines
 
@@ -64,12 +67,21 @@ class Batch:
 
 
 def load_parallel(prefix: Path, src_vocab: Vocab, tgt_vocab: Vocab) -> list[tuple[list[int], list[int]]]:
-    """Pairs of id lists from `<prefix>.en` / `<prefix>.fr` (tokenised)."""
+    """Pairs of id lists from `<prefix>.en` / `<prefix>.fr` (tokenised), read whole: for a few
+    thousand sentences (the analyses' test set); a training corpus's ids are made once, by the
+    ids stage (s2s.data.ids)."""
     src = read_lines(prefix.with_name(prefix.name + ".en"))
     tgt = read_lines(prefix.with_name(prefix.name + ".fr"))
     if len(src) != len(tgt):
         raise ValueError(f"{prefix}.en has {len(src)} lines but {prefix}.fr has {len(tgt)}")
     return [(src_vocab.encode(s), tgt_vocab.encode(t)) for s, t in zip(src, tgt)]
+
+
+def pair_lengths(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) source and (n,) target lengths of id pairs held in lists."""
+    return (np.array([len(s) for s, _ in pairs], dtype=np.int64),
+            np.array([len(t) for _, t in pairs], dtype=np.int64))
 
 
 def collate(pairs: list[tuple[list[int], list[int]]], *, pad: int, bos: int, eos: int) -> Batch:
@@ -92,25 +104,87 @@ def collate(pairs: list[tuple[list[int], list[int]]], *, pad: int, bos: int, eos
     return Batch(src, src_lengths, tgt_in, tgt_out, ntokens, target_rows, src_lengths)
 
 
-def epoch_batches(n_pairs: int, lengths: list[tuple[int, int]], *, batch_size: int,
-                  bucket_batches: int, seed: int, epoch: int) -> list[list[int]]:
-    """Index lists of the minibatches of one epoch, in training order."""
+def collate_ids(corpus: IdCorpus, idx: Sequence[int], *, pad: int, bos: int, eos: int) -> Batch:
+    """The Batch of the pairs `idx` (at least one) of an ids corpus, made from its arrays: the
+    tensors :func:`collate` makes of the same pairs."""
+    idx = np.asarray(idx, dtype=np.int64)
+    src = _padded(corpus.src, idx, pad, lead=None, trail=None, min_width=1)  # (N, S)
+    tgt_in = _padded(corpus.tgt, idx, pad, lead=bos, trail=None, min_width=1)  # (N, T)
+    tgt_out = _padded(corpus.tgt, idx, pad, lead=None, trail=eos, min_width=1)  # (N, T)
+    src_lengths = torch.from_numpy(np.maximum(corpus.src_lengths[idx], 1))  # (N,)
+    tgt_out_t = torch.from_numpy(tgt_out)
+    target_rows = (tgt_out_t.flatten() != pad).nonzero().squeeze(1)  # (M,)
+    ntokens = int(corpus.tgt_lengths[idx].sum()) + len(idx)
+    return Batch(torch.from_numpy(src), src_lengths, torch.from_numpy(tgt_in), tgt_out_t, ntokens,
+                 target_rows, src_lengths)
+
+
+def _padded(side, idx: np.ndarray, pad: int, *, lead: int | None, trail: int | None,
+            min_width: int) -> np.ndarray:
+    """(N, W) int64: each sentence of `idx` of `side` (an s2s.data.ids.Side) with `lead` before
+    and `trail` after it where given, right-padded with `pad` to the longest."""
+    starts, lengths = side.offsets[idx], side.offsets[idx + 1] - side.offsets[idx]
+    extra = (lead is not None) + (trail is not None)
+    width = max(int(lengths.max()) + extra, min_width)
+    out = np.full((len(idx), width), pad, dtype=np.int64)
+    shift = int(lead is not None)
+    if lead is not None:
+        out[:, 0] = lead
+    cols = np.arange(width - extra)  # (W',)
+    mask = cols[None, :] < lengths[:, None]  # (N, W')
+    flat = (starts[:, None] + cols[None, :])[mask]  # the ids' positions, row by row
+    out[:, shift:shift + width - extra][mask] = side.ids[flat]
+    if trail is not None:
+        out[np.arange(len(idx)), lengths + shift] = trail
+    return out
+
+
+def steps_per_epoch(n_pairs: int, batch_size: int) -> int:
+    """The minibatches of an epoch of :func:`epoch_batches`: every chunk but the last is a whole
+    number of batches, so all are full but the last one."""
+    return -(-n_pairs // batch_size)
+
+
+def epoch_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, batch_size: int,
+                  bucket_batches: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """Index arrays of the minibatches of one epoch, in training order. The training set is
+    shuffled (Python's ``random.Random(seed * 1_000_003 + epoch)``), cut into chunks of
+    `bucket_batches` batches, each chunk sorted by (source length, target length, index) and cut
+    into batches, and the batches shuffled by the same generator: the order the published runs
+    trained in, computed on arrays (one sort of all chunks as one integer key) instead of lists,
+    so that millions of pairs take seconds. `src_lengths`, `tgt_lengths`: (n,) each pair's."""
+    n = len(src_lengths)
     rng = random.Random(seed * 1_000_003 + epoch)
-    order = list(range(n_pairs))
-    rng.shuffle(order)
+    shuffled = array.array("q", range(n))  # 8 bytes a pair, shuffled in place as a list would be
+    rng.shuffle(shuffled)
+    order = np.frombuffer(shuffled, dtype=np.int64) if n else np.zeros(0, np.int64)
     chunk = batch_size * bucket_batches
-    batches: list[list[int]] = []
-    for start in range(0, n_pairs, chunk):
-        part = sorted(order[start: start + chunk], key=lambda i: (lengths[i][0], lengths[i][1], i))
-        batches += [part[k: k + batch_size] for k in range(0, len(part), batch_size)]
+    # (chunk, source length, target length, index) packed into one int64 in that order of bits:
+    # sorting the keys sorts every chunk as Python's sorted(key=(len_s, len_t, i)) does
+    columns = (np.arange(n, dtype=np.int64) // chunk, np.asarray(src_lengths, np.int64)[order],
+               np.asarray(tgt_lengths, np.int64)[order], order)
+    bits = [max(1, int(c.max(initial=0)).bit_length()) for c in columns]
+    if sum(bits) <= 63:
+        key = np.zeros(n, dtype=np.int64)
+        for b, c in zip(bits, columns):
+            key = (key << b) | c
+        key.sort()
+        ranked = key & ((1 << bits[-1]) - 1)
+    else:  # a corpus too large for one key: the same order by a sort of four keys
+        ranked = order[np.lexsort(columns[3:0:-1] + (columns[0],))]
+    del shuffled
+    batches = list(range(steps_per_epoch(n, batch_size)))
     rng.shuffle(batches)
-    return batches
+    return [ranked[k * batch_size:(k + 1) * batch_size] for k in batches]
 
 
-def eval_batches(pairs: list[tuple[list[int], list[int]]], batch_size: int) -> list[list[int]]:
-    """Deterministic batches for perplexity: sorted by length, so padding is small."""
-    order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]), len(pairs[i][1]), i))
-    return [order[k: k + batch_size] for k in range(0, len(order), batch_size)]
+def eval_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray,
+                 batch_size: int) -> list[np.ndarray]:
+    """Deterministic batches for perplexity: the pairs sorted by (source length, target length,
+    index), so padding is small."""
+    n = len(src_lengths)
+    order = np.lexsort((np.arange(n), np.asarray(tgt_lengths), np.asarray(src_lengths)))
+    return [order[k: k + batch_size] for k in range(0, n, batch_size)]
 
 
 def prefetch(items: Iterable[T], make: Callable[[T], R], *, ahead: int = 1) -> Iterator[R]:
@@ -137,15 +211,19 @@ def prefetch(items: Iterable[T], make: Callable[[T], R], *, ahead: int = 1) -> I
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def prefetch_batches(shares: Iterable[Sequence[tuple[list[int], list[int]]]], *, pad: int,
-                     bos: int, eos: int, pin: bool, ahead: int = 1) -> Iterator[Batch | None]:
+def prefetch_batches(shares: Iterable[Sequence], *, pad: int, bos: int, eos: int, pin: bool,
+                     ahead: int = 1, corpus: IdCorpus | None = None) -> Iterator[Batch | None]:
     """The Batch of each share (None for an empty one), collated ``ahead`` shares in advance on
     a side thread (``prefetch``), in pinned memory if ``pin`` (for an asynchronous copy to a
-    CUDA device). The batches are the ones ``collate`` makes: no number changes."""
-    def make(pairs: Sequence[tuple[list[int], list[int]]]) -> Batch | None:
-        if not pairs:
+    CUDA device). A share is a list of id pairs, or with `corpus` a list of its indices
+    (:func:`collate_ids`). The batches are the ones ``collate`` makes: no number changes."""
+    def make(share: Sequence) -> Batch | None:
+        if not len(share):
             return None
-        b = collate(list(pairs), pad=pad, bos=bos, eos=eos)
+        if corpus is not None:
+            b = collate_ids(corpus, share, pad=pad, bos=bos, eos=eos)
+        else:
+            b = collate(list(share), pad=pad, bos=bos, eos=eos)
         return b.pin_memory() if pin else b
 
     return prefetch(shares, make, ahead=ahead)

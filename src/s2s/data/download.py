@@ -17,7 +17,7 @@ import urllib.parse
 from pathlib import Path
 
 from s2s.config import CorpusRef, DataConfig
-from s2s.data.files import TMP_PREFIX, DownloadError, file_stats, owner_alive, remove
+from s2s.data.files import TMP_PREFIX, DownloadError, file_stats, remove, remove_leftovers
 from s2s.data.http import network_available, unreachable_hosts
 from s2s.data.mirror import MIRROR_ENV, corpus_source
 from s2s.data.sources import CORPORA, raw_names
@@ -104,20 +104,6 @@ def start_writing(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST).unlink(missing_ok=True)
     remove_leftovers(out_dir)
-
-
-def remove_leftovers(out_dir: Path) -> None:
-    """Remove the ``.tmp-*`` folders of `out_dir` whose owner is gone; a live process's (or one
-    of another host, whose life cannot be seen from here) is never touched: it is still being
-    written."""
-    for tmp in sorted(out_dir.glob(f"{TMP_PREFIX}*")):
-        alive = owner_alive(tmp.name)
-        if alive is False:
-            log.info("removing %s, left by a run that is gone", tmp)
-            remove(tmp)
-        else:
-            log.warning("%s belongs to %s: left alone", tmp, "a running process" if alive
-                        else "a process of another host")
 
 
 def write_manifest(out_dir: Path, manifest: dict) -> Path:

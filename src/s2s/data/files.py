@@ -11,6 +11,7 @@ or bytes that are not what the registry expects.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -21,6 +22,8 @@ from typing import BinaryIO
 from tqdm import tqdm
 
 from s2s.io import temp_dir
+
+log = logging.getLogger("s2s.files")
 
 CHUNK = 1 << 20  # bytes read at a time
 TMP_PREFIX = ".tmp-"  # of a corpus folder being built
@@ -117,11 +120,12 @@ def copy_with_progress(src: BinaryIO, out: BinaryIO, *, total: int | None, desc:
 
 class corpus_dir:
     """A temporary folder ``out_dir/.tmp-<cid>-<owner>-*``, renamed to ``out_dir/<cid>``
-    (replacing it) when the block succeeds and removed when it fails: a corpus folder is always
-    complete."""
+    (replacing it) when the block succeeds and removed when it fails: a corpus folder (a
+    downloaded corpus, the prepared corpora, the ids) is always complete."""
 
     def __init__(self, out_dir: Path, cid: str):
         self.final = Path(out_dir) / cid
+        self.final.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = temp_dir(Path(out_dir), f"{TMP_PREFIX}{cid}-{owner_tag()}-")
 
     def __enter__(self) -> Path:
@@ -134,6 +138,20 @@ class corpus_dir:
         if self.final.exists():
             remove(self.final)
         os.replace(self.tmp, self.final)
+
+
+def remove_leftovers(out_dir: Path, prefix: str = TMP_PREFIX) -> None:
+    """Remove the temporary folders ``prefix*`` of `out_dir` whose owner is gone; a live
+    process's (or one of another host, whose life cannot be seen from here) is never touched: it
+    is still being written."""
+    for tmp in sorted(Path(out_dir).glob(f"{prefix}*")):
+        alive = owner_alive(tmp.name)
+        if alive is False:
+            log.info("removing %s, left by a run that is gone", tmp)
+            remove(tmp)
+        else:
+            log.warning("%s belongs to %s: left alone", tmp, "a running process" if alive
+                        else "a process of another host")
 
 
 def remove(path: Path) -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
-from s2s.io import read_lines
+from s2s.io import iter_lines
 
 _SEG = re.compile(r"<seg.*?>(.*)</seg>.*?")
 _WS = re.compile(r"\s+")
@@ -32,21 +33,35 @@ def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None) -> l
     With `counts`, what reading cleaned is added to it: ``bom_files`` and ``crlf_lines`` (of
     :func:`s2s.io.read_lines`) and ``control_char_lines`` (sentences returned that hold control
     characters, NUL among them, which :func:`normalize` drops). A file that is not UTF-8 is a
-    CorpusError naming the file and line.
+    CorpusError naming the file and line. :func:`iter_corpus` gives the same sentences a block
+    at a time.
     """
-    lines = read_lines(path, rstrip=False, strip_bom=True, strip_cr=True, error=CorpusError,
-                       counts=counts)
-    out = _parse(path, fmt, lines)
+    return [s for block in iter_corpus(path, fmt, counts) for s in block]
+
+
+def iter_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None
+                ) -> Iterator[list[str]]:
+    """:func:`read_corpus`'s sentences in blocks, read as they are asked for (a corpus of any
+    size in bounded memory); `counts` is complete once the last block has been given."""
     if counts is not None:
-        counts["control_char_lines"] = (counts.get("control_char_lines", 0)
-                                        + sum(_CONTROL.search(ln) is not None for ln in out))
-    return out
+        counts.setdefault("bom_files", 0)  # the keys in read_corpus's order, for the metrics
+        counts.setdefault("crlf_lines", 0)
+        counts["control_char_lines"] = counts.get("control_char_lines", 0)
+    n = 0
+    for lines in iter_lines(path, rstrip=False, strip_bom=True, strip_cr=True,
+                            error=CorpusError, counts=counts):
+        out = _parse(path, fmt, lines, first=n + 1)
+        n += len(lines)
+        if counts is not None:
+            counts["control_char_lines"] += sum(_CONTROL.search(ln) is not None for ln in out)
+        yield out
 
 
-def _parse(path: Path, fmt: str, lines: list[str]) -> list[str]:
+def _parse(path: Path, fmt: str, lines: list[str], *, first: int = 1) -> list[str]:
+    """The sentences of `lines`, the file's lines from line `first` on."""
     if fmt == "sgm":
         segs = []
-        for n, ln in enumerate(lines, 1):
+        for n, ln in enumerate(lines, first):
             if ln.startswith("<seg "):
                 if "</seg>" not in ln:
                     raise CorpusError(f"{path}:{n}: <seg> without </seg>")

@@ -28,8 +28,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-STAGES = ("check", "download", "prepare", "vocab", "train", "translate", "rescore", "evaluate",
-          "summary", "export", "analyze", "attention", "timing", "claims", "report")
+STAGES = ("check", "download", "prepare", "vocab", "ids", "train", "translate", "rescore",
+          "evaluate", "summary", "export", "analyze", "attention", "timing", "claims", "report")
 
 
 def module(name: str) -> ModuleType:

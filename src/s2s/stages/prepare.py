@@ -6,6 +6,13 @@ Writes: ``<out>/{train,dev,test}.tok.{en,fr}`` (tokenised, one sentence per line
         ``metrics/prepare.json``: per split and corpus, lines in, lines removed by each filter,
         lines out, tokens.
 
+Training corpora are streamed: read in chunks, each normalised, tokenised and filtered by one of
+`workers` processes (``resources.prepare.threads`` where the profile sets it, else this
+machine's cores: s2s.data.stream.workers_for), de-duplicated in order by a 64-bit hash of the
+pair, and written as they go; memory holds a few chunks and the hash table (~16 bytes a pair),
+whatever the corpus's size. The folder is written under a temporary name and renamed when
+complete.
+
 Filters apply to training data only; dev and test keep every line (all 3003 sentences of
 newstest2014 are translated and scored, as in the paper). Order: normalise, drop empty and
 one-sided pairs, tokenise, drop pairs longer than `max_len` tokens on either side, drop pairs whose
@@ -28,11 +35,14 @@ import os
 import time
 from pathlib import Path
 
+from s2s.artifacts import PrepareMetrics
 from s2s.config import DataConfig, PrepareConfig
 from s2s.dag import Arg, Stage, command
-from s2s.data.prepare import MAX_EVAL_WORDS, filter_train, read_pair, tokenize_parallel
+from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
+from s2s.data.prepare import (MAX_EVAL_WORDS, SeenPairs, filter_train, iter_raw_pairs,
+                              read_pair, tokenize_parallel)
+from s2s.data.stream import workers_for
 from s2s.data.text import CorpusError
-from s2s.artifacts import PrepareMetrics
 from s2s.io import atomic_write_lines
 
 log = logging.getLogger("s2s.prepare")
@@ -50,56 +60,65 @@ def stages(params) -> list[Stage]:
 
 def cli(args, params) -> None:
     main(params.data, params.prepare, raw_dir=args.raw, out_dir=args.out,
-         metrics_out=args.metrics)
+         metrics_out=args.metrics, workers=workers_for(params, "prepare"))
 
 
 def main(data: DataConfig, cfg: PrepareConfig, *, raw_dir: Path, out_dir: Path,
-         metrics_out: Path) -> dict:
+         metrics_out: Path, workers: int = 1) -> dict:
+    """Prepare the corpora of `data` into `out_dir` with `workers` processes (the output is the
+    same for any number). The folder is written under a temporary name and renamed when
+    complete: a killed run leaves nothing a later stage would read."""
     t0 = time.perf_counter()
-    workers = min(os.cpu_count() or 1, 8)
+    out_dir = Path(out_dir)
     report: dict[str, dict] = {"train": {}, "dev": {}, "test": {}}
+    remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
+    with corpus_dir(out_dir.parent, out_dir.name) as tmp, \
+            open(tmp / "train.tok.en", "w", encoding="utf-8", newline="\n") as out_en, \
+            open(tmp / "train.tok.fr", "w", encoding="utf-8", newline="\n") as out_fr:
+        def write(en: list[str], fr: list[str]) -> None:
+            out_en.writelines(f"{line}\n" for line in en)
+            out_fr.writelines(f"{line}\n" for line in fr)
 
-    train_en, train_fr, seen = [], [], set()
-    for ref in data.train:
-        cleaned: dict[str, int] = {}
-        en, fr = read_pair(raw_dir, ref, cleaned=cleaned)
-        e, f, counts = filter_train(en, fr, cfg, workers=workers, seen=seen)
-        train_en += e
-        train_fr += f
-        report["train"][ref.corpus] = {**vars(counts), "cleaned": cleaned}
-        log.info("train %s: %d pairs in, %d out (removed %s)", ref.corpus, counts.lines_in,
-                 counts.lines_out, counts.removed)
-    if not train_en:
-        raise CorpusError("no training pairs survived the filters: check data.train and prepare.*")
+        seen = SeenPairs()  # de-duplication across all training corpora
+        for ref in data.train:
+            cleaned: dict[str, int] = {}
+            counts = filter_train(iter_raw_pairs(raw_dir, ref, cleaned=cleaned), cfg,
+                                  workers=workers, seen=seen, write=write)
+            report["train"][ref.corpus] = {**vars(counts), "cleaned": cleaned}
+            log.info("train %s: %d pairs in, %d out (removed %s)", ref.corpus, counts.lines_in,
+                     counts.lines_out, counts.removed)
+        if not any(c["lines_out"] for c in report["train"].values()):
+            raise CorpusError("no training pairs survived the filters: check data.train and "
+                              "prepare.*")
+        for f in (out_en, out_fr):
+            f.flush()
+            os.fsync(f.fileno())
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_lines(out_dir / "train.tok.en", train_en)
-    atomic_write_lines(out_dir / "train.tok.fr", train_fr)
-
-    for split, refs in (("dev", data.dev), ("test", (data.test,))):
-        raw_en, raw_fr = [], []
-        for ref in refs:
-            cleaned = {}
-            en, fr = read_pair(raw_dir, ref, cleaned=cleaned, max_words=MAX_EVAL_WORDS)
-            raw_en += en
-            raw_fr += fr
-            report[split][ref.corpus] = {"lines_in": len(en), "lines_out": len(en),
-                                         "empty_en": sum(not s for s in en),
-                                         "empty_fr": sum(not s for s in fr), "cleaned": cleaned}
-        if cfg.lowercase:
-            raw_en, raw_fr = [s.lower() for s in raw_en], [s.lower() for s in raw_fr]
-        tok_en = tokenize_parallel(raw_en, "en", workers=workers)
-        tok_fr = tokenize_parallel(raw_fr, "fr", workers=workers)
-        for name, lines in (("raw.en", raw_en), ("raw.fr", raw_fr),
-                            ("tok.en", tok_en), ("tok.fr", tok_fr)):
-            atomic_write_lines(out_dir / f"{split}.{name}", lines)
-        log.info("%s: %d pairs from %s (unfiltered)", split, len(raw_en),
-                 ", ".join(r.corpus for r in refs))
+        for split, refs in (("dev", data.dev), ("test", (data.test,))):
+            raw_en, raw_fr = [], []
+            for ref in refs:
+                cleaned = {}
+                en, fr = read_pair(raw_dir, ref, cleaned=cleaned, max_words=MAX_EVAL_WORDS)
+                raw_en += en
+                raw_fr += fr
+                report[split][ref.corpus] = {"lines_in": len(en), "lines_out": len(en),
+                                             "empty_en": sum(not s for s in en),
+                                             "empty_fr": sum(not s for s in fr),
+                                             "cleaned": cleaned}
+            if cfg.lowercase:
+                raw_en, raw_fr = [s.lower() for s in raw_en], [s.lower() for s in raw_fr]
+            tok_en = tokenize_parallel(raw_en, "en", workers=workers)
+            tok_fr = tokenize_parallel(raw_fr, "fr", workers=workers)
+            for name, lines in (("raw.en", raw_en), ("raw.fr", raw_fr),
+                                ("tok.en", tok_en), ("tok.fr", tok_fr)):
+                atomic_write_lines(tmp / f"{split}.{name}", lines)
+            log.info("%s: %d pairs from %s (unfiltered)", split, len(raw_en),
+                     ", ".join(r.corpus for r in refs))
 
     totals = {split: {"lines_out": sum(c["lines_out"] for c in corpora.values())}
               for split, corpora in report.items()}
     result = {"splits": report, "totals": totals}
     PrepareMetrics.from_json(result, source=metrics_out).write(metrics_out)  # checked as read
-    log.info("read %s; wrote %s and %s in %.1fs", raw_dir, out_dir, metrics_out,
-             time.perf_counter() - t0)
+    log.info("read %s; wrote %s and %s in %.1fs (%d process%s)", raw_dir, out_dir, metrics_out,
+             time.perf_counter() - t0, workers, "" if workers == 1 else "es")
     return result

@@ -1,7 +1,8 @@
 """Stage `train-<model>`: the training procedure of §3.4.
 
-Reads:  ``<prepared>/{train,dev,test}.tok.{en,fr}``, ``<vocab>/{en,fr}.tsv``, params `model`,
-        `models.<name>`, `train`; for the models of `analysis.models`, `analysis.snapshots`.
+Reads:  ``<ids>/`` (the ids stage's arrays of every split, memory-mapped, checked against their
+        record), ``<vocab>/{en,fr}.tsv``, params `model`, `models.<name>`, `train`; for the
+        models of `analysis.models`, `analysis.snapshots`.
 Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model_dir>/best.pt``
         (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
         `checkpoint_every` steps; not a DVC output, so a killed run finds it and an experiment's
@@ -31,7 +32,7 @@ from s2s.dag import Arg, Item, Stage, command
 
 HELP = "train one model of params `models`"
 ITEM = Item("name", "model", "models", "a model of params `models` (e.g. reversed_1)")
-ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
+ARGS = (Arg("--ids", "data/ids"), Arg("--vocab", "data/vocab"),
         # checkpoints/<model>/last.pt, the resume point, is no output (the stage's doc says why)
         Arg("--model-dir", "models/{item}", writes=True),
         Arg("--ckpt-dir", "checkpoints/{item}"),
@@ -73,12 +74,12 @@ def cli(args, params) -> None:
         if not analysed:
             raise ValueError(f"--snapshots: model '{args.name}' is not among analysis.models: "
                              f"only their train stages keep snapshots")
-    main(params, args.name, prepared_dir=args.prepared, vocab_dir=args.vocab,
+    main(params, args.name, ids_dir=args.ids, vocab_dir=args.vocab,
          model_dir=args.model_dir, ckpt_dir=args.ckpt_dir, metrics_out=args.metrics,
          curves_out=args.curves, stop_after=args.stop_after, snapshot_dir=args.snapshots)
 
 
-def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, model_dir: Path,
+def main(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir: Path,
          ckpt_dir: Path, metrics_out: Path, curves_out: Path,
          stop_after: int | None = None, snapshot_dir: Path | None = None) -> dict:
     from s2s import distributed, runguard, train
@@ -93,7 +94,7 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
         nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
         if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
             runguard.tie_to_pipeline()  # a signal here is passed on to every rank
-            distributed.spawn(main, nprocs, params, name, prepared_dir=prepared_dir,
+            distributed.spawn(main, nprocs, params, name, ids_dir=ids_dir,
                               vocab_dir=vocab_dir, model_dir=model_dir, ckpt_dir=ckpt_dir,
                               metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after,
                               snapshot_dir=snapshot_dir)
@@ -103,7 +104,7 @@ def main(params: Params, name: str, *, prepared_dir: Path, vocab_dir: Path, mode
     with (runguard.FolderLock(ckpt_dir) if world.is_main else contextlib.nullcontext()), \
             runguard.StopSignals() as stop:
         runguard.tie_to_pipeline()
-        return train.run(params, name, prepared_dir=prepared_dir, vocab_dir=vocab_dir,
+        return train.run(params, name, ids_dir=ids_dir, vocab_dir=vocab_dir,
                          model_dir=model_dir, ckpt_dir=ckpt_dir, metrics_out=metrics_out,
                          curves_out=curves_out, stop_after=stop_after, world=world, stop=stop,
                          snapshot_dir=snapshot_dir, snapshot_epochs=epochs)

@@ -6,19 +6,24 @@ Writes: ``<out>/{en,fr}.tsv``: ``word<TAB>count``, the four specials first (coun
         ``metrics/vocab.json``: sizes, and the UNK rate (share of tokens outside the vocabulary)
         of train, dev and test per side.
 The paper keeps 160,000 source and 80,000 target words; every other word becomes <unk>.
+The training files are counted in blocks of lines over `workers` processes
+(``resources.vocab.threads`` where the profile sets it, else this machine's cores), the counts
+merged: memory holds the counts and a few blocks, whatever the corpus's size.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from pathlib import Path
 
 from s2s.config import VocabConfig
 from s2s.dag import Arg, Stage, command
 from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
 from s2s.artifacts import VocabMetrics
-from s2s.io import atomic_write_lines, read_lines
+from s2s.data.stream import ordered_map, workers_for
+from s2s.io import atomic_write_lines, iter_lines, read_lines
 
 log = logging.getLogger("s2s.vocab")
 
@@ -34,26 +39,35 @@ def stages(params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    main(params.vocab, prepared_dir=args.prepared, out_dir=args.out, metrics_out=args.metrics)
+    main(params.vocab, prepared_dir=args.prepared, out_dir=args.out, metrics_out=args.metrics,
+         workers=workers_for(params, "vocab"))
 
 
-def main(cfg: VocabConfig, *, prepared_dir: Path, out_dir: Path, metrics_out: Path) -> dict:
+def main(cfg: VocabConfig, *, prepared_dir: Path, out_dir: Path, metrics_out: Path,
+         workers: int = 1) -> dict:
+    """Count each side's training words in blocks over `workers` processes (the counts merged:
+    the same files for any number), write the vocabularies and the metrics."""
     t0 = time.perf_counter()
     metrics: dict = {}
     for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
-        train = read_lines(prepared_dir / f"train.tok.{lang}")
-        counts = count_words(train)
+        train = prepared_dir / f"train.tok.{lang}"
+        counts: Counter = Counter()
+        for part in ordered_map(count_words, iter_lines(train), workers=workers):
+            counts.update(part)
         entries = build(counts, size=size, min_count=cfg.min_count)
         path = out_dir / f"{lang}.tsv"
         atomic_write_lines(path, [f"{w}\t0" for w in SPECIALS] + [f"{w}\t{c}" for w, c in entries])
         known = {w for w, _ in entries}
-        rates = {split: round(unk_rate(read_lines(prepared_dir / f"{split}.tok.{lang}"), known), 6)
-                 for split in ("train", "dev", "test")}
+        tokens = sum(counts.values())
+        unknown = tokens - sum(counts[w] for w in known)  # the training set's, from its counts
+        rates = {"train": round(unknown / tokens if tokens else 0.0, 6)}
+        rates |= {split: round(unk_rate(read_lines(prepared_dir / f"{split}.tok.{lang}"),
+                                        known), 6) for split in ("dev", "test")}
         metrics[lang] = {"size": len(entries) + len(SPECIALS), "words": len(entries),
                          "train_types": len(counts), "unk_rate": rates}
         log.info("%s: %d of %d word types kept (min count %d); UNK rate %s", lang, len(entries),
                  len(counts), cfg.min_count, rates)
     VocabMetrics.from_json(metrics, source=metrics_out).write(metrics_out)  # checked as read
-    log.info("read %s; wrote %s, %s in %.1fs", prepared_dir, out_dir, metrics_out,
-             time.perf_counter() - t0)
+    log.info("read %s; wrote %s, %s in %.1fs (%d process%s)", prepared_dir, out_dir,
+             metrics_out, time.perf_counter() - t0, workers, "" if workers == 1 else "es")
     return metrics

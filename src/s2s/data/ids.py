@@ -1,0 +1,310 @@
+"""Token ids made once: each split's sentences as flat integer arrays with offsets, memory-mapped
+where they are read (the `ids` stage's library: :mod:`s2s.stages.ids`).
+
+The files of an ids folder (``data/ids``), for each split (train, dev, test) and side (en, fr):
+
+    <split>.<lang>.npy          int32 (tokens,): every sentence's ids, one after the other
+    <split>.<lang>.offsets.npy  int64 (lines + 1,): sentence k is ids[offsets[k]:offsets[k + 1]]
+    ids.json                    the record (:class:`IdsRecord`): the vocabularies' fingerprints,
+                                and per file its shape, bytes and sha256
+
+A training job maps them (``np.load(mmap_mode="r")``) instead of encoding the corpus into Python
+lists: its start-up does not grow with the corpus beyond reading the files once to check them,
+and its data cost ~4 bytes a token of page cache, which every job and rank on the machine share
+(fairseq's binarised datasets are the model). :func:`open_split` refuses, in one line naming the
+file, an ids folder that is not the record's (a file truncated, damaged, of another shape), or
+whose vocabularies are not the ones given; the ids stage rebuilds it (``dvc repro ids``).
+
+The ids are those of :meth:`s2s.data.vocab.Vocab.encode` (``line.split()``, unknown words
+``<unk>``), so every batch made from them is the one made from the text.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from s2s.data.vocab import Vocab
+
+log = logging.getLogger("s2s.ids")
+
+SPLITS = ("train", "dev", "test")
+LANGS = ("en", "fr")  # source, target
+RECORD = "ids.json"
+ID_DTYPE = np.dtype("<i4")
+OFFSET_DTYPE = np.dtype("<i8")
+FORMAT = 1
+_HEADER_BYTES = 128  # a 1-D .npy header of any length fits (numpy pads headers to 64 bytes)
+_CHUNK = 1 << 20
+
+
+class IdsError(ValueError):
+    """An ids folder that is not what its record says, or made with other vocabularies; the
+    message names the file and says how to rebuild it."""
+
+
+def ids_file(split: str, lang: str) -> str:
+    return f"{split}.{lang}.npy"
+
+
+def offsets_file(split: str, lang: str) -> str:
+    return f"{split}.{lang}.offsets.npy"
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+class ArrayWriter:
+    """A 1-D .npy file written as its values come, of a length known only at the end: a header
+    of fixed size is written last (numpy reads it as any other). Hashes the values as it writes
+    them (the record's sha256 is of the values, the bytes after the header)."""
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype = Path(path), np.dtype(dtype)
+        self.f = open(self.path, "wb")
+        self.f.write(b"\0" * _HEADER_BYTES)
+        self.count = 0
+        self.values = hashlib.sha256()
+
+    def write(self, values: np.ndarray) -> None:
+        data = np.ascontiguousarray(values, dtype=self.dtype).tobytes()
+        self.f.write(data)
+        self.values.update(data)
+        self.count += len(data) // self.dtype.itemsize
+
+    def close(self) -> dict:
+        """Finish the file: its header, and the whole flushed to disk; returns its entry of the
+        record."""
+        self.f.seek(0)
+        self.f.write(_npy_header(self.dtype, self.count))
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        return {"shape": [self.count], "bytes": _HEADER_BYTES + self.count * self.dtype.itemsize,
+                "sha256": self.values.hexdigest()}
+
+
+def _npy_header(dtype: np.dtype, count: int) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+              "shape": (count,)})
+    header = buf.getvalue()
+    if len(header) > _HEADER_BYTES:  # cannot happen for 1-D arrays, whose header is < 100 bytes
+        raise ValueError(f"a .npy header of {len(header)} bytes")
+    # pad the header's dictionary with spaces to the fixed size (it ends with a newline)
+    body = header[10:-1] + b" " * (_HEADER_BYTES - len(header)) + b"\n"
+    return header[:8] + (len(body)).to_bytes(2, "little") + body
+
+
+def values_sha256(path: Path, offset: int) -> str:
+    """sha256 of a file's bytes from `offset` on (a .npy array's values, after its header)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(offset)
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def encode_lines(lines: Sequence[str], index: dict[str, int], unk: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of `lines` one after the other (int32) and each line's number of ids (int64), as
+    Vocab.encode gives them."""
+    ids: list[int] = []
+    lengths = np.empty(len(lines), dtype=OFFSET_DTYPE)
+    get = index.get
+    for k, line in enumerate(lines):
+        words = line.split()
+        lengths[k] = len(words)
+        ids.extend([get(w, unk) for w in words])
+    return np.array(ids, dtype=ID_DTYPE), lengths
+
+
+def write_side(folder: Path, split: str, lang: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]]
+               ) -> dict[str, dict]:
+    """One split's side from (ids, lengths) chunks, in order: its ids and offsets files; returns
+    their record entries."""
+    ids = ArrayWriter(folder / ids_file(split, lang), ID_DTYPE)
+    offsets = ArrayWriter(folder / offsets_file(split, lang), OFFSET_DTYPE)
+    offsets.write(np.zeros(1, OFFSET_DTYPE))
+    end = 0
+    for chunk_ids, lengths in chunks:
+        ids.write(chunk_ids)
+        offsets.write(end + np.cumsum(lengths))
+        end += int(lengths.sum())
+    return {ids_file(split, lang): ids.close(), offsets_file(split, lang): offsets.close()}
+
+
+# --- the record ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class IdsRecord:
+    """``ids.json``: what the ids stage wrote. `vocab`: the fingerprint (sha256) of each side's
+    vocabulary file; `lines`: each split's sentences; `files`: each file's shape, bytes and
+    sha256."""
+
+    vocab: dict[str, str]
+    lines: dict[str, int]
+    files: dict[str, dict]
+    format: int = FORMAT
+
+    def to_json(self) -> dict:
+        return {"format": self.format, "vocab": self.vocab, "lines": self.lines,
+                "files": self.files}
+
+    @classmethod
+    def read(cls, folder: Path) -> IdsRecord:
+        path = Path(folder) / RECORD
+        fix = _fix(folder)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise IdsError(f"{path}: not found: {fix}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise IdsError(f"{path}: not a readable record ({e}): {fix}") from None
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            raise IdsError(f"{path}: not an ids record of format {FORMAT}: {fix}")
+        try:
+            vocab = {lang: str(raw["vocab"][lang]) for lang in LANGS}
+            lines = {split: int(raw["lines"][split]) for split in SPLITS}
+            files = {}
+            for split in SPLITS:
+                for lang in LANGS:
+                    for name in (ids_file(split, lang), offsets_file(split, lang)):
+                        entry = raw["files"][name]
+                        files[name] = {"shape": [int(entry["shape"][0])],
+                                       "bytes": int(entry["bytes"]),
+                                       "sha256": str(entry["sha256"])}
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise IdsError(f"{path}: its entry {e} is missing or mistyped: {fix}") from None
+        return cls(vocab=vocab, lines=lines, files=files)
+
+
+def _fix(folder: Path) -> str:
+    return f"run the ids stage again (`dvc repro ids`, or `s2s ids --out {folder}`)"
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a split: ids (tokens,) int32 and offsets (lines + 1,) int64, memory-mapped."""
+
+    ids: np.ndarray
+    offsets: np.ndarray
+
+    @functools.cached_property
+    def lengths(self) -> np.ndarray:
+        """(lines,) int64: each sentence's number of ids."""
+        return np.diff(self.offsets)
+
+    def sentence(self, k: int) -> list[int]:
+        return self.ids[self.offsets[k]:self.offsets[k + 1]].tolist()
+
+
+@dataclass(frozen=True)
+class IdCorpus:
+    """A split as source and target ids (:func:`open_split`). ``pairs`` of a list of indices
+    gives the (source ids, target ids) lists that s2s.data.batching.collate takes; ``batch``
+    gives its Batch directly from the arrays (the same tensors)."""
+
+    name: str  # the folder and split, for messages
+    src: Side
+    tgt: Side
+
+    def __len__(self) -> int:
+        return len(self.src.offsets) - 1
+
+    @property
+    def src_lengths(self) -> np.ndarray:
+        return self.src.lengths
+
+    @property
+    def tgt_lengths(self) -> np.ndarray:
+        return self.tgt.lengths
+
+    @property
+    def target_tokens(self) -> int:
+        """Target tokens with one <eos> a sentence: what training counts as its words."""
+        return int(self.tgt.offsets[-1]) + len(self)
+
+    @classmethod
+    def from_pairs(cls, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], *,
+                   name: str = "pairs") -> IdCorpus:
+        """Id pairs held in memory as a corpus (tests, a few sentences to analyse)."""
+        sides = []
+        for k in (0, 1):
+            lengths = np.array([len(p[k]) for p in pairs], dtype=OFFSET_DTYPE)
+            ids = np.array([i for p in pairs for i in p[k]], dtype=ID_DTYPE)
+            sides.append(Side(ids, np.concatenate([np.zeros(1, OFFSET_DTYPE), np.cumsum(lengths)])))
+        return cls(name, *sides)
+
+    def pair(self, k: int) -> tuple[list[int], list[int]]:
+        return self.src.sentence(k), self.tgt.sentence(k)
+
+    def pairs(self, idx: Iterable[int]) -> list[tuple[list[int], list[int]]]:
+        return [self.pair(int(k)) for k in idx]
+
+    def __iter__(self) -> Iterator[tuple[list[int], list[int]]]:
+        return (self.pair(k) for k in range(len(self)))
+
+
+def open_split(folder: Path, split: str, *, src_vocab: Vocab, tgt_vocab: Vocab) -> IdCorpus:
+    """Split `split` of ids folder `folder`, checked against its record and the vocabularies:
+    each file of the record's size, header and sha256, the offsets those of its ids, both sides
+    of the same lines, every id within its vocabulary. IdsError naming the file otherwise."""
+    folder = Path(folder)
+    record = IdsRecord.read(folder)
+    fix = _fix(folder)
+    for lang, vocab in zip(LANGS, (src_vocab, tgt_vocab)):
+        if record.vocab[lang] != vocab.fingerprint:
+            raise IdsError(f"{folder / RECORD}: made with the {lang} vocabulary "
+                           f"{record.vocab[lang][:12]}, not {vocab.fingerprint[:12]} (the one "
+                           f"given): {fix}")
+    sides = []
+    for lang, vocab in zip(LANGS, (src_vocab, tgt_vocab)):
+        ids = _load(folder, ids_file(split, lang), ID_DTYPE, record, fix)
+        offsets = _load(folder, offsets_file(split, lang), OFFSET_DTYPE, record, fix)
+        path = folder / offsets_file(split, lang)
+        if len(offsets) != record.lines[split] + 1:
+            raise IdsError(f"{path}: {len(offsets) - 1:,} sentences, the record's {split} has "
+                           f"{record.lines[split]:,}: {fix}")
+        if offsets[0] != 0 or offsets[-1] != len(ids) or np.any(np.diff(offsets) < 0):
+            raise IdsError(f"{path}: not the offsets of {ids_file(split, lang)} (from 0, not "
+                           f"decreasing, to its {len(ids):,} ids): {fix}")
+        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(vocab)):
+            raise IdsError(f"{folder / ids_file(split, lang)}: ids outside the {lang} "
+                           f"vocabulary's {len(vocab):,}: {fix}")
+        sides.append(Side(ids, offsets))
+    return IdCorpus(f"{folder}/{split}", *sides)
+
+
+def _load(folder: Path, name: str, dtype: np.dtype, record: IdsRecord, fix: str) -> np.ndarray:
+    path = folder / name
+    want = record.files[name]
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise IdsError(f"{path}: not found: {fix}") from None
+    if size != want["bytes"]:
+        raise IdsError(f"{path}: {size:,} bytes, the record's {want['bytes']:,} (truncated or "
+                       f"replaced): {fix}")
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise IdsError(f"{path}: not a .npy array ({e}): {fix}") from None
+    if array.dtype != dtype or array.ndim != 1 or list(array.shape) != want["shape"]:
+        raise IdsError(f"{path}: {array.dtype} of shape {list(array.shape)}, the record's "
+                       f"{dtype} of shape {want['shape']}: {fix}")
+    if values_sha256(path, size - array.nbytes) != want["sha256"]:  # the values, after the header
+        raise IdsError(f"{path}: its sha256 is not the record's (damaged): {fix}")
+    return array

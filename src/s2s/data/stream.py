@@ -1,0 +1,69 @@
+"""Work on a corpus in chunks, in order, over a pool of processes: what the data stages share so
+that their memory does not grow with the corpus and their time falls with their threads.
+
+:func:`workers_for` says how many processes a data stage uses; :func:`ordered_map` runs a
+function over chunks in them, a few chunks ahead, and gives the results in the chunks' order
+(so every output is the one a single process writes); :func:`chunked` cuts an iterable into
+lists.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_AUTO_WORKERS = 8  # where the profile does not set the stage's threads
+
+
+def workers_for(params, kind: str) -> int:
+    """The processes data stage `kind` uses: ``resources.<kind>.threads`` where the profile sets
+    it (what its Snakemake or SLURM job asks for), else every CPU this process may run on (its
+    affinity: a SLURM allocation, a taskset), up to :data:`MAX_AUTO_WORKERS`."""
+    own = params.resources.get(kind)
+    if own is not None:
+        return own.threads
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        usable = os.cpu_count() or 1
+    return max(1, min(usable, MAX_AUTO_WORKERS))
+
+
+def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Lists of `size` items of `items` (the last may be shorter), in order."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], *, workers: int,
+                initializer: Callable[..., None] | None = None, initargs: tuple = (),
+                ahead: int = 2) -> Iterator[R]:
+    """``fn(item)`` for each item, in order. With `workers` > 1 in that many processes (each
+    set up by ``initializer(*initargs)``), at most `ahead` items a worker submitted before
+    their results are taken, so memory holds a few chunks, not the corpus; with 1, here, one
+    after the other (the initializer runs here too). `fn` must be a module-level function."""
+    if workers <= 1:
+        if initializer is not None:
+            initializer(*initargs)
+        yield from map(fn, items)
+        return
+    with ProcessPoolExecutor(workers, initializer=initializer, initargs=initargs) as pool:
+        pending: deque[Future[R]] = deque()
+        try:
+            for item in items:
+                pending.append(pool.submit(fn, item))
+                if len(pending) >= workers * ahead:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()

@@ -1,0 +1,106 @@
+"""Stage `ids`: the prepared corpora as token ids, made once, for every training job and rank to
+map (:mod:`s2s.data.ids`).
+
+Reads:  ``<prepared>/{train,dev,test}.tok.{en,fr}``, ``<vocab>/{en,fr}.tsv``.
+Writes: ``<out>/`` (``data/ids``): for each split and side, ``<split>.<lang>.npy`` (the ids, int32)
+        and ``<split>.<lang>.offsets.npy`` (int64, one more than its sentences), and
+        ``ids.json``, the record: both vocabularies' fingerprints, each split's sentences, each
+        file's shape, bytes and sha256 (what a reader checks the files against).
+
+The files are encoded in blocks of lines over `workers` processes (``resources.ids.threads``
+where the profile sets it, else this machine's cores) and written as they go, the ids those of
+``Vocab.encode`` in the order of the lines: the same files for any number of workers. The
+folder is written under a temporary name and renamed when complete, so a killed run leaves
+nothing a training job would read; a damaged or truncated file, or one of other vocabularies,
+is refused by its reader in one line and rebuilt here (``dvc repro`` reruns this stage when an
+output changed).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from s2s.dag import Arg, Stage, command
+
+log = logging.getLogger("s2s.ids")
+
+HELP = "the prepared corpora as token ids, made once (memory-mapped by training)"
+ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
+        Arg("--out", "data/ids", writes=True,
+            help="folder of the id arrays and their record (ids.json)"))
+
+
+def stages(params) -> list[Stage]:
+    return [command("ids", "ids", ARGS)]
+
+
+def cli(args, params) -> None:
+    from s2s.data.stream import workers_for
+
+    main(prepared_dir=args.prepared, vocab_dir=args.vocab, out_dir=args.out,
+         workers=workers_for(params, "ids"))
+
+
+def main(*, prepared_dir: Path, vocab_dir: Path, out_dir: Path, workers: int = 1) -> dict:
+    """Encode every split's two sides into `out_dir`; returns the record (s2s.data.ids)."""
+    from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
+    from s2s.data.ids import LANGS, RECORD, SPLITS, IdsError, IdsRecord, write_side
+    from s2s.data.stream import ordered_map
+    from s2s.data.vocab import Vocab
+    from s2s.io import atomic_write_json, iter_lines
+
+    t0 = time.perf_counter()
+    prepared_dir, vocab_dir, out_dir = Path(prepared_dir), Path(vocab_dir), Path(out_dir)
+    vocabs = {lang: Vocab.load(vocab_dir / f"{lang}.tsv") for lang in LANGS}
+    remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
+    lines: dict[str, int] = {}
+    files: dict[str, dict] = {}
+    tokens = 0
+    with corpus_dir(out_dir.parent, out_dir.name) as tmp:
+        for split in SPLITS:
+            counted = {}
+            for lang in LANGS:
+                text = prepared_dir / f"{split}.tok.{lang}"
+                chunks = ordered_map(_encode_block, iter_lines(text), workers=workers,
+                                     initializer=_use_vocab, initargs=(vocab_dir / f"{lang}.tsv",))
+                entries = write_side(tmp, split, lang, chunks)
+                files |= entries
+                counted[lang] = next(e for n, e in entries.items()
+                                     if n.endswith(".offsets.npy"))["shape"][0] - 1
+                tokens += next(e for n, e in entries.items()
+                               if not n.endswith(".offsets.npy"))["shape"][0]
+            if counted["en"] != counted["fr"]:
+                raise IdsError(f"{prepared_dir}/{split}.tok.en has {counted['en']:,} lines but "
+                               f"{split}.tok.fr has {counted['fr']:,}: run the prepare stage "
+                               f"again")
+            lines[split] = counted["en"]
+        record = IdsRecord(vocab={lang: v.fingerprint for lang, v in vocabs.items()},
+                           lines=lines, files=files)
+        atomic_write_json(tmp / RECORD, record.to_json())
+    size = sum(e["bytes"] for e in files.values())
+    log.info("read %s and %s; wrote %s (%s pairs: %s; %s ids, %.1f MB) in %.1fs (%d process%s)",
+             prepared_dir, vocab_dir, out_dir, "/".join(SPLITS),
+             "/".join(f"{lines[s]:,}" for s in SPLITS), f"{tokens:,}", size / 1e6,
+             time.perf_counter() - t0, workers, "" if workers == 1 else "es")
+    return record.to_json()
+
+
+_INDEX: tuple[dict[str, int], int] | None = None  # the worker's vocabulary (_use_vocab)
+
+
+def _use_vocab(path: Path) -> None:
+    """A worker's set-up: the vocabulary it encodes with."""
+    from s2s.data.vocab import Vocab
+
+    global _INDEX
+    vocab = Vocab.load(path)
+    _INDEX = ({w: i for i, w in enumerate(vocab.words)}, vocab.unk)
+
+
+def _encode_block(lines: list[str]):
+    from s2s.data.ids import encode_lines
+
+    assert _INDEX is not None
+    return encode_lines(lines, *_INDEX)
