@@ -125,17 +125,17 @@ def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     assert jobs.pop("all") == 1
     assert set(jobs.values()) == {1}
     assert set(jobs) == {rule_name(s) for s in stages}
-    # params, 3 data stages, a train stage per model, a translate stage per system, a rescore
-    # stage per rescorer and the oracle's, analyze, attention, timing, evaluate, summary, export,
-    # claims, report (default and smoke: 49; wmt14, paper and paper_statmt: 37; quick, without
-    # rescoring, attention or timing: 22)
+    # params, 4 data stages (download, prepare, vocab, ids), a train stage per model, a
+    # translate stage per system, a rescore stage per rescorer and the oracle's, analyze,
+    # attention, timing, evaluate, summary, export, claims, report (default and smoke: 50;
+    # wmt14, paper and paper_statmt: 38; quick, without rescoring, attention or timing: 23)
     p = load(plan_repo / "params.yaml")
     rescores = 0 if p.rescore.baseline is None else len(p.rescore.rescorers) + 1
     others = 8 - (p.analysis.attention_system is None) - (p.report.table1.get("ensemble5_beam2")
                                                          is None)
-    assert len(stages) == 4 + len(p.models) + len(p.systems) + rescores + others
-    assert len(stages) == {"default": 49, "smoke": 49, "wmt14": 37, "paper": 37,
-                           "paper_statmt": 37, "quick": 22}[profile]
+    assert len(stages) == 5 + len(p.models) + len(p.systems) + rescores + others
+    assert len(stages) == {"default": 50, "smoke": 50, "wmt14": 38, "paper": 38,
+                           "paper_statmt": 38, "quick": 23}[profile]
 
 
 def test_a_new_model_in_params_is_a_new_job(plan_repo):
