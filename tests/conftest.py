@@ -55,6 +55,8 @@ EXPECTED_READERS = {
     "claims/verdicts.py": {"claims", "report"},
     # the snapshot index's format: the trainer writes it, the analyze stage reads it
     "snapshots.py": RNN_TRAIN | {"train-transformer", "analyze"},
+    # the ids' format: the ids stage writes them, every train stage maps them
+    "data/ids.py": {"ids"} | RNN_TRAIN | {"train-transformer"},
 }
 
 

@@ -47,7 +47,8 @@ def test_the_pipeline_map_in_docs_is_current():
 
 def test_the_pipeline_map_has_one_row_per_kind_of_stage_with_placeholders():
     rows = {r["stage"]: r for r in pipeline.describe(load(ROOT / "profiles" / "smoke.yaml"))}
-    assert list(rows)[:5] == ["check-params", "download", "prepare", "vocab", "train-<model>"]
+    assert list(rows)[:6] == ["check-params", "download", "prepare", "vocab", "ids",
+                              "train-<model>"]
     train = rows["train-<model>"]
     assert train["runs"].startswith("15: forward, forward_2")
     assert train["writes"] == ("models/<model>, metrics/train/<model>.json, "
@@ -127,7 +128,7 @@ def test_every_stage_depends_on_the_code_it_runs_and_no_other():
         for dep in deps:  # DVC warns about every empty dependency
             assert (ROOT / dep).is_dir() or (ROOT / dep).read_text().strip(), (name, dep)
     # the data stages and the params check run no model, search, training, analysis or report
-    for name in ("check-params", "download", "prepare", "vocab"):
+    for name in ("check-params", "download", "prepare", "vocab", "ids"):
         assert not {d for d in code[name] if d.startswith((
             "src/s2s/model/", "src/s2s/decode/", "src/s2s/train.py", "src/s2s/analysis/",
             "src/s2s/report/"))}, name

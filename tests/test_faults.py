@@ -212,6 +212,7 @@ def test_kill_9_of_training_under_dvc_is_not_recorded_and_repro_resumes_to_the_s
     shutil.copy(work.params_path, proj / "params.yaml")
     shutil.copytree(work.prepared, proj / "data" / "prepared")
     shutil.copytree(work.vocab, proj / "data" / "vocab")
+    shutil.copytree(work.ids, proj / "data" / "ids")
     run([str(BIN / "dvc"), "repro", "-s", "check-params"], proj)  # train's first dependency
     last = proj / "checkpoints" / "forward" / "last.pt"
     versions: set[tuple] = set()
@@ -610,7 +611,7 @@ def test_an_empty_resume_point_is_recomputed_with_one_line(work, tmp_path):
     ckpt.mkdir(parents=True)
     (ckpt / "last.pt").write_bytes(b"")
     out = tmp_path / "m"
-    proc = work.s2s("train", "forward", "--prepared", str(work.prepared), "--vocab",
+    proc = work.s2s("train", "forward", "--ids", str(work.ids), "--vocab",
                     str(work.vocab), "--model-dir", str(out / "forward"), "--ckpt-dir", str(ckpt),
                     "--metrics", str(out / "m.json"), "--curves", str(out / "c.csv"))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
@@ -863,7 +864,9 @@ def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit,
     params = write_params(tmp_path / "params.yaml",
                           edit(tiny_params_dict()) if edit else tiny_params_dict())
     out = tmp_path / "out"
-    paths = (["--prepared", str(work.prepared), "--vocab", str(work.vocab)]
+    paths = (["--ids" if command[0] == "train" else "--prepared",
+              str(work.ids if command[0] == "train" else work.prepared), "--vocab",
+              str(work.vocab)]
              + (["--model-dir", str(out / "m"), "--ckpt-dir", str(out / "c"), "--metrics",
                  str(out / "m.json"), "--curves", str(out / "c.csv")] if command[0] == "train"
                 else ["--models", str(out / "models"), "--out", str(out / "t")]))
@@ -876,7 +879,7 @@ def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit,
 
 
 def test_a_missing_or_broken_params_file_or_profile_is_refused_from_the_cli(work, tmp_path):
-    train_args = ("train", "forward", "--prepared", "p", "--vocab", "v", "--model-dir", "m",
+    train_args = ("train", "forward", "--ids", "p", "--vocab", "v", "--model-dir", "m",
                   "--ckpt-dir", "c", "--metrics", "x.json", "--curves", "c.csv")
     missing = tmp_path / "nope.yaml"
     proc = work.s2s(*train_args, params=missing)

@@ -34,7 +34,7 @@ def long_params(smoke_data, tmp_path_factory) -> tuple[Path, Path]:
 
 
 def train_args(data: Path, out: Path) -> list[str]:
-    return ["train", "forward", "--prepared", str(data / "prepared"), "--vocab",
+    return ["train", "forward", "--ids", str(data / "ids"), "--vocab",
             str(data / "vocab"), "--model-dir", str(out / "models" / "forward"), "--ckpt-dir",
             str(out / "checkpoints" / "forward"), "--metrics", str(out / "m.json"),
             "--curves", str(out / "c.csv")]
@@ -121,6 +121,7 @@ def test_sigterm_to_dvc_repro_stops_its_trainer_with_a_final_checkpoint(long_par
     shutil.copy(params, proj / "params.yaml")
     shutil.copytree(data / "prepared", proj / "data" / "prepared")
     shutil.copytree(data / "vocab", proj / "data" / "vocab")
+    shutil.copytree(data / "ids", proj / "data" / "ids")
     run([str(BIN / "dvc"), "repro", "-s", "check-params"], proj)
     log = tmp_path / "repro.log"
     proc = start([str(BIN / "dvc"), "repro", "-s", "train-forward"], proj, log)

@@ -35,7 +35,7 @@ def test_its_dag_has_exactly_the_stages_of_the_reversal_claim(quick):
     names = [s.name for s in pipeline.generate(quick)]
     models = ["forward", "forward_2", "forward_3", "reversed_1", "reversed_2", "reversed_3"]
     systems = ["forward", "reversed", "forward_2", "forward_3", "reversed_2", "reversed_3"]
-    assert names == (["check-params", "download", "prepare", "vocab"]
+    assert names == (["check-params", "download", "prepare", "vocab", "ids"]
                      + [f"train-{m}" for m in models] + [f"translate-{s}" for s in systems]
                      + ["evaluate", "summary", "export", "analyze", "claims", "report"])
     stages = {s.name: s for s in pipeline.generate(quick)}

@@ -15,14 +15,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from s2s.data.ids import IdCorpus
 from s2s.data.vocab import Vocab
+
+if TYPE_CHECKING:  # the arrays collate_ids reads: only the trainer's stages run it
+    from s2s.data.ids import IdCorpus
 from s2s.io import read_lines
 
 T = TypeVar("T")

@@ -22,6 +22,7 @@ import logging
 import time
 from pathlib import Path
 
+from s2s.config import Params
 from s2s.dag import Arg, Stage, command
 
 log = logging.getLogger("s2s.ids")
@@ -32,7 +33,7 @@ ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
             help="folder of the id arrays and their record (ids.json)"))
 
 
-def stages(params) -> list[Stage]:
+def stages(params: Params) -> list[Stage]:
     return [command("ids", "ids", ARGS)]
 
 
