@@ -6,9 +6,10 @@ with the cost per million pairs fitted and extrapolated to the paper's 12M and 4
     python bench/scale.py --sizes 100000,300000 --threads 1,2            # and the stages' scaling
     python bench/scale.py --sizes 2000,4000 --no-train --work /tmp/x     # a check that it runs
 
-A corpus of N pairs: each pair two real Giga-FrEn lines of the mirror (its first 30,000), drawn at
-random and joined (English with English, French with French): ~34 English and ~39 French words a
-pair, newspaper text, the vocabulary of a real corpus. The dev and test sets are the mirror's
+A corpus of N pairs: each pair two real Giga-FrEn pairs of the mirror (of its first 30,000 those
+whose sides have 3-40 words and a length ratio within 1.3, which the prepare stage keeps), drawn
+at random and joined (English with English, French with French): web and news text, the
+vocabulary of a real corpus. The dev and test sets are the mirror's
 newstest2012 and newstest2014. Each stage runs as the pipeline runs it (`s2s <stage>` in its own
 process, the parameter file the default profile's with the paper's vocabulary sizes and this
 data), at each thread count of ``--threads`` (``resources.<stage>.threads``) for sizes up to
@@ -54,10 +55,21 @@ def mirror() -> Path:
     return path
 
 
-def make_corpus(work: Path, pairs: int, src: Path) -> None:
-    """raw/<corpus>/{en,fr}.txt of `pairs` joined real pairs, and the dev and test sets."""
+def usable_pairs(src: Path) -> tuple[list[str], list[str]]:
+    """The Giga-FrEn pairs whose sides are 3-40 words long, at most 1.3 times the other (Giga-FrEn
+    is web text, half its first lines misaligned: the prepare stage's ratio filter would remove
+    their joins, and the stages after it would see a corpus half the size)."""
     en = (src / f"{GIGA}.en").read_text(encoding="utf-8").splitlines()
     fr = (src / f"{GIGA}.fr").read_text(encoding="utf-8").splitlines()
+    keep = [(e, f) for e, f in zip(en, fr)
+            if 3 <= len(e.split()) <= 40 and 3 <= len(f.split()) <= 40
+            and max(len(e.split()), len(f.split())) <= 1.3 * min(len(e.split()), len(f.split()))]
+    return [e for e, _ in keep], [f for _, f in keep]
+
+
+def make_corpus(work: Path, pairs: int, src: Path) -> None:
+    """raw/<corpus>/{en,fr}.txt of `pairs` joined real pairs, and the dev and test sets."""
+    en, fr = usable_pairs(src)
     rng = random.Random(pairs)
     folder = work / "raw" / TRAIN_ID
     folder.mkdir(parents=True, exist_ok=True)
@@ -247,8 +259,12 @@ def main() -> int:
                 if t == threads[-1]:
                     by_stage.setdefault(stage, []).append((pairs, r["seconds"], r["peak_mb"],
                                                            r["bytes"]))
+                kept = ""
+                if stage == "prepare":
+                    totals = json.loads((work / "prepare.json").read_text())["totals"]
+                    kept = f" ({totals['train']['lines_out']:,} pairs kept)"
                 print(f"  {pairs:,} pairs, {stage}, {t} thread(s): {r['seconds']:.1f} s, "
-                      f"peak {r['peak_mb']:,.0f} MB", flush=True)
+                      f"peak {r['peak_mb']:,.0f} MB{kept}", flush=True)
         if not args.no_train:
             r = first_step(work, write_params(work, threads[-1]))
             beyond = r["seconds"] - r["model"]
