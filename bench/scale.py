@@ -180,9 +180,13 @@ def first_step_here(work: Path, params_path: Path) -> None:
                      vocab=r.tgt_vocab, device=r.device, autocast=r.autocast)
     t_step = time.perf_counter() - t
     model = built.get("build", 0.0) + built.get("init", 0.0)
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text()
+                  .splitlines() if ":" in line)
+    kb = {k: int(status[k].split()[0]) for k in ("RssAnon", "RssFile")}
     print(json.dumps({"import": t_import, "setup": t_setup - model, "model": model,
                       "plan": t_plan, "step": t_step, "pairs": len(r.train),
-                      "threads": torch.get_num_threads()}))
+                      "threads": torch.get_num_threads(), "anon_mb": kb["RssAnon"] / 1024,
+                      "file_mb": kb["RssFile"] / 1024}))
 
 
 def _started() -> float:
@@ -275,7 +279,9 @@ def main() -> int:
                   f"{beyond:.1f} s beyond the model's construction ({r['model']:.1f} s): "
                   f"interpreter and imports {r['import']:.1f}, ids opened and checked and the "
                   f"rest of the setup {r['setup']:.1f}, epoch 0's plan {r['plan']:.1f}, the "
-                  f"step {r['step']:.1f}", flush=True)
+                  f"step {r['step']:.1f}; resident at the end: {r['anon_mb']:,.0f} MB of its "
+                  f"own, {r['file_mb']:,.0f} MB of mapped files (the ids and libraries: page "
+                  f"cache that every process on the machine shares)", flush=True)
         if not args.keep:
             shutil.rmtree(work)
     print("\n| pairs | stage | threads | seconds | s per 1M pairs | peak RSS MB | written MB |")

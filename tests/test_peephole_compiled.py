@@ -63,6 +63,29 @@ def test_the_compiled_step_agrees_with_the_eager_cell_and_compiles_once_for_any_
     assert lstm._COMPILED["cpu"] is not None  # it did not fall back
 
 
+def test_the_compiled_wave_step_agrees_with_the_eager_wavefront_and_compiles_once(monkeypatch):
+    """CUDA's default schedule, compiled (here by the CPU's inductor): the same numbers as the
+    eager wavefront, forward and backward, and a new batch size or length compiles nothing new
+    (each diagonal's inputs are fresh tensors of one shape per batch)."""
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(lstm, "_COMPILED", {})
+    monkeypatch.setattr(lstm, "_COMPILED_RAN", set())
+    stack = _stack()
+    graphs = None
+    for N, T in ((4, 6), (7, 9)):
+        got = _run(stack, True, N, T, schedule="wavefront")
+        if graphs is None:
+            graphs = counters["stats"]["unique_graphs"]
+            assert graphs >= 1
+        want = _run(stack, False, N, T, schedule="wavefront")
+        assert len(got) == len(want) == 3 + 3 + 8
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert lstm._COMPILED[lstm._key("cpu", lstm._wave_step)] is not None  # no fallback
+
+
 def test_a_failing_compiler_falls_back_to_the_eager_cell_with_one_log_line(monkeypatch, caplog):
     def broken(*args):
         raise RuntimeError("no C++ compiler\nmore detail")
