@@ -167,9 +167,10 @@ def first_step_here(work: Path, params_path: Path) -> None:
 
     train.build_model = timed_build
     t = time.perf_counter()
-    r = train.setup(params, "forward", ids_dir=work / "ids", vocab_dir=work / "vocab",
-                    model_dir=work / "run" / "model", ckpt_dir=work / "run" / "ckpt",
-                    world=distributed.World(), snapshot_dir=None, snapshot_epochs=())
+    paths = train.RunPaths(ids=work / "ids", vocab=work / "vocab", model_dir=work / "run" / "model",
+                           ckpt_dir=work / "run" / "ckpt", metrics=work / "run" / "m.json",
+                           curves=work / "run" / "c.csv")
+    r = train.setup(params, "forward", paths, world=distributed.World())
     t_setup = time.perf_counter() - t
     t = time.perf_counter()
     order = r.batches_of(0)

@@ -1,6 +1,6 @@
 """The artifact records (s2s.artifacts): the files the stages write round-trip through them, a bad
 file is an error naming the file and the key, and writers and readers agree on the paths
-(s2s.evaluate.outputs) and on the report's data files (paper.yaml, the templates, params
+(s2s.layout) and on the report's data files (paper.yaml, the templates, params
 `report.table1`/`table2`)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from s2s import artifacts
 from s2s.artifacts import (Absent, ArtifactError, Bleu, Manifest, Scored, Timing,
                            TrainMetrics)
 from s2s.config import ConfigError, load
-from s2s.evaluate import outputs
-from s2s.report import paper
+from s2s import layout as outputs
+from s2s import paper
 from s2s.stages import report as report_stage
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -259,7 +259,7 @@ def test_rescore_outputs_are_where_the_rescore_stages_write_them():
                                                             out / f"{name}.detok.fr")
     assert outputs.translation(Path("t"), "ensemble5", 12) == Path("t/ensemble5/beam12")
     assert outputs.timing_file(Path("t"), "ensemble5") == Path("t/ensemble5") / \
-        artifacts.TIMING_FILE
+        outputs.TIMING_FILE
     assert outputs.rescore_system("baseline") == "rescore/baseline"
 
 

@@ -83,3 +83,23 @@ def test_the_readmes_headline_table_is_generated_from_the_published_metrics():
     assert "| Table 1: Ensemble of 5 reversed LSTMs, beam size 12 |" in readme
     with pytest.raises(ValueError, match="expected one"):
         headline.replace_block("no markers", "x", source="README.md")
+
+
+def test_every_module_docs_architecture_md_names_exists():
+    """The map of the code names real files: every `<path>.py` or `<folder>/` of the package in
+    its tables and its tree (package-relative, as it writes them), and every `src/...` path."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    package = ROOT / "src" / "s2s"
+    named = set(re.findall(r"`((?:[a-z_]+/)*[a-z_0-9]+\.py)`", text))
+    tree = FENCE.findall(text)
+    for block in tree:
+        for line in block.splitlines():
+            m = re.match(r"\s{2}(\S+)", line)
+            if m and (m[1].endswith(".py") or m[1].endswith("/")):
+                named |= {w for w in line[:25].split() if w.endswith((".py", "/"))}
+    assert len(named) >= 40, sorted(named)
+    missing = [n for n in sorted(named)
+               if not (package / n).exists() and not (ROOT / n).exists()]
+    assert not missing, f"docs/architecture.md names what is not in the package: {missing}"
+    for src in re.findall(r"`(src/s2s/[^`{}<>*]+)`", text):
+        assert (ROOT / src).exists(), src

@@ -29,7 +29,7 @@ from s2s.stages import ids as ids_stage
 from s2s.stages import prepare as prepare_stage
 
 
-# --- the batch order -------------------------------------------------------------------------------
+# --- the batch order -----------------------------------------------------------------------------
 
 def published_epoch_batches(n_pairs, lengths, *, batch_size, bucket_batches, seed, epoch):
     """s2s.data.batching.epoch_batches as the published runs computed it, on lists."""
@@ -80,7 +80,7 @@ def test_a_batch_made_from_the_arrays_is_collates():
         assert got.ntokens == want.ntokens and got.src_lengths_cpu is got.src_lengths
 
 
-# --- reading in blocks -----------------------------------------------------------------------------
+# --- reading in blocks ---------------------------------------------------------------------------
 
 def whole_file_lines(path, *, rstrip=True, strip_bom=False, strip_cr=False, counts=None):
     """read_lines as it read a whole file at once (the reference of the blocks)."""
@@ -130,7 +130,7 @@ def test_lines_read_in_blocks_are_the_whole_files_lines(tmp_path):
                 assert list(got_counts.items()) == list(want_counts.items())
 
 
-# --- de-duplication --------------------------------------------------------------------------------
+# --- de-duplication ------------------------------------------------------------------------------
 
 def test_the_hash_table_keeps_first_occurrences_as_a_set_would():
     rs = np.random.default_rng(1)
@@ -147,7 +147,7 @@ def test_the_hash_table_keeps_first_occurrences_as_a_set_would():
     assert len(table) == len(seen) and len(table.table) >= 2 * len(seen)
 
 
-# --- the streamed prepare --------------------------------------------------------------------------
+# --- the streamed prepare ------------------------------------------------------------------------
 
 def write_corpus(folder: Path, en: list[str], fr: list[str]) -> None:
     folder.mkdir(parents=True)
@@ -221,7 +221,7 @@ def test_a_misaligned_training_corpus_is_refused_and_nothing_is_written(raw, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw"]  # no folder, no leftover
 
 
-# --- the ids --------------------------------------------------------------------------------------
+# --- the ids -------------------------------------------------------------------------------------
 
 def vocabs(data: Path) -> tuple[Vocab, Vocab]:
     return Vocab.load(data / "vocab" / "en.tsv"), Vocab.load(data / "vocab" / "fr.tsv")

@@ -46,8 +46,8 @@ def test_its_dag_has_exactly_the_stages_of_the_reversal_claim(quick):
 def test_forward_and_reversed_are_2x384_lstms_paired_on_three_seed_pairs(quick):
     for fwd, rev in PAIRS:
         (f,), (r,) = quick.systems[fwd].members, quick.systems[rev].members
-        cf, cr = quick.model_config(f), quick.model_config(r)
-        assert (cf.cell, cf.num_layers, cf.hidden_size, cf.embed_size) == ("lstm", 2, 384, 384)
+        for c in (quick.model_config(f), quick.model_config(r)):
+            assert (c.cell, c.num_layers, c.hidden_size, c.embed_size) == ("lstm", 2, 384, 384)
         assert seeds.differences(quick, f, r) == ["reverse_source"]  # same seeds: paired
     # three pairs: a 95% t-interval over seeds with 2 degrees of freedom
     value = {"forward": 30.0, "forward_2": 31.0, "forward_3": 29.5,

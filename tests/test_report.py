@@ -27,7 +27,8 @@ from s2s.artifacts import Bleu, Timing, TrainMetrics
 from s2s.claims import paper_claims as claims_
 from s2s.claims import verdicts
 from s2s.config import load
-from s2s.report import paper, tables
+from s2s import paper
+from s2s.report import tables
 from s2s.report import render as render_
 from s2s.report.sections import summary
 from s2s.stages.claims import main as claims_main

@@ -182,7 +182,6 @@ class Bleu(Record):
 # --- outputs/translate/<system>/timing.json ------------------------------------------------------
 
 
-TIMING_FILE = "timing.json"  # in each system's folder of translations
 
 
 @dataclass(frozen=True)
@@ -265,12 +264,6 @@ class TrainMetrics(Record):
     processes: int | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # data-parallel
     # off the CPU: every part's precision in one phrase (s2s.precision.Precision.engine)
     engine: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
-
-
-# --- metrics/curves/<model>.csv: each model's learning curve (s2s.train.write_curves) ------------
-
-CURVES_DIR = "curves"  # under the metrics folder, beside train/
-CURVE_COLUMNS = ("step", "epoch", "lr", "train_ppl", "dev_ppl")
 
 
 # --- data/raw/manifest.json ----------------------------------------------------------------------
@@ -397,8 +390,6 @@ class Summary(Record):
 # --- outputs/claims/claims.json -----------------------------------------------------------------
 
 
-CLAIMS_OUT = "outputs/claims/claims.json"  # the claims stage's findings, which the report renders
-VERDICTS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
 
 
 # What a claim's verdict can be (Claim.status; s2s.claims.verdicts names each), in the order the

@@ -60,7 +60,7 @@ def _cmd_translate_text(a, params_path: Path):
     import time
 
     from s2s import api
-    from s2s.evaluate.outputs import nbest_line
+    from s2s.layout import nbest_line
 
     t0 = time.perf_counter()
     sentences = _read_input(a.input)

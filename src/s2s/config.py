@@ -177,7 +177,7 @@ class EvaluateConfig:
 @dataclass(frozen=True)
 class PaperAnswer:
     """Which of our outputs answers one row of the paper's Table 1 or Table 2 (the rows and the
-    paper's numbers: src/s2s/report/paper.yaml). Exactly one of: a system at a beam; a rescoring
+    paper's numbers: src/s2s/paper.yaml). Exactly one of: a system at a beam; a rescoring
     output (a rescorer of rescore.rescorers, `baseline` or `oracle`); or `baseline: true`, our
     stand-in for the paper's baseline (rescore.baseline's system at its widest beam, else the
     rescore stage's 1-best). A system or rescorer the profile does not have is shown as not run."""
@@ -196,7 +196,7 @@ class ReportConfig:
     # back at the source (attention, Transformer), to see whether the fixed vector is what fades
     figure3_compare: tuple[str, ...] = ()
     figure3_beam: int = field(default=12, metadata=rng(1))
-    # paper row id (src/s2s/report/paper.yaml) -> our output; a row with no entry is not run
+    # paper row id (src/s2s/paper.yaml) -> our output; a row with no entry is not run
     table1: dict[str, PaperAnswer] = field(default_factory=dict)
     table2: dict[str, PaperAnswer] = field(default_factory=dict)
 
@@ -329,6 +329,10 @@ class Params:
         """`resources.<kind>`, else `resources.default`, else the defaults of StageResources."""
         return self.resources.get(kind) or self.resources.get("default") or StageResources()
 
+    def declares(self, key: str) -> bool:
+        """Every key is readable in the whole params (ParamsView.declares: a stage's part)."""
+        return True
+
 
 class UndeclaredParams(ConfigError):
     """A stage read a params key that its dvc.yaml entry does not declare: DVC would not rerun it
@@ -438,6 +442,10 @@ class ParamsView:
 
     def resources_for(self, kind: str) -> StageResources:
         return self._params.resources_for(kind)
+
+    def declares(self, key: str) -> bool:
+        """Whether the stage declares params `key` (dotted), whole: what it may read."""
+        return any(key == k or key.startswith(k + ".") for k in self._keys)
 
 
 def model_config(defaults: dict, overrides: dict, *, source: Path, name: str):

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from s2s import dag, stages
-from s2s.artifacts import CURVES_DIR
+from s2s.layout import CURVES_DIR
 from s2s.config import Params
 from s2s.report.offline_plots import LOG_Y_TEMPLATE
 

@@ -39,6 +39,7 @@ from s2s.data.ids import IdCorpus, IdsRecord, ids_file, offsets_file, open_split
 from s2s.data.vocab import Vocab
 from s2s.device import for_stage
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
+from s2s.layout import CURVE_COLUMNS, CurveRow
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy, summed_nll
 from s2s.model import build_model, config_record
 from s2s.model.base import Model, host_lengths
@@ -424,27 +425,36 @@ _RESUME_RULES = Rules(ResumeError)
 
 
 @dataclass(frozen=True)
-class _CurveRow:
-    step: int
-    epoch: float
-    lr: float
-    train_ppl: float
-    dev_ppl: float
-
-
-@dataclass(frozen=True)
 class _ResumeRecord:
     """The typed scalar entries of a resume point (TrainState.payload)."""
 
     fingerprint: str
     step: int
-    history: tuple[_CurveRow, ...]
+    history: tuple[CurveRow, ...]
     best_dev_ppl: float
     best_step: int | None
     train_seconds: float
     train_tokens: int
     window_nll: float
     window_tok: int
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where one training run reads and writes: the train stage's path flags (s2s.stages.train
+    ARGS), as one value. `snapshots`: the snapshot folder of an analysed model, else None."""
+
+    ids: Path  # the ids stage's folder, memory-mapped
+    vocab: Path  # en.tsv, fr.tsv
+    model_dir: Path  # model.pt, best.pt
+    ckpt_dir: Path  # last.pt, the resume point (no DVC output), and the snapshots' work folder
+    metrics: Path  # metrics/train/<name>.json
+    curves: Path  # metrics/curves/<name>.csv
+    snapshots: Path | None = None
+
+    @property
+    def last(self) -> Path:
+        return self.ckpt_dir / "last.pt"
 
 
 @dataclass
@@ -468,9 +478,7 @@ class Run:
     total_steps: int
     eval_steps: int
     fingerprint: str
-    ids_dir: Path
-    ckpt_dir: Path
-    model_dir: Path
+    paths: RunPaths
     text: dict  # the text settings the data was prepared with (s2s.text_settings), in every file
     snaps: Snapshots | None = None
     stop_vote: distributed.StopVote = field(default_factory=distributed.StopVote)  # this step's
@@ -487,7 +495,7 @@ class Run:
 
     @property
     def last(self) -> Path:
-        return self.ckpt_dir / "last.pt"
+        return self.paths.last
 
     def batches_of(self, epoch: int) -> list[np.ndarray]:
         """The minibatches of `epoch` in training order: a function of (order_seed, epoch)."""
@@ -629,9 +637,10 @@ class Run:
         with self.chosen.strict_fp32():
             dev_ppl = perplexity(self.model, self.dev, vocab=self.tgt_vocab,
                                  device=self.device)
-        row = {"step": state.step, "epoch": round(state.step / self.steps_per_epoch, 4), "lr": lr,
-               "train_ppl": round(math.exp(state.window_nll / state.window_tok), 4),
-               "dev_ppl": round(dev_ppl, 4)}
+        row = dataclasses.asdict(CurveRow(
+            step=state.step, epoch=round(state.step / self.steps_per_epoch, 4), lr=lr,
+            train_ppl=round(math.exp(state.window_nll / state.window_tok), 4),
+            dev_ppl=round(dev_ppl, 4)))
         state.history.append(row)
         state.window_nll, state.window_tok = 0.0, 0
         log.info("%s: step %d epoch %.2f lr %.4g train ppl %.2f dev ppl %.2f "
@@ -657,11 +666,10 @@ class Run:
                                f"{state.step} of {self.total_steps}; {self.last} holds it: rerun "
                                f"to resume", signum)
 
-    def write_outputs(self, state: TrainState, *, metrics_out: Path, curves_out: Path,
-                      t_start: float) -> dict:
+    def write_outputs(self, state: TrainState, *, t_start: float) -> dict:
         """After the last step: test perplexity, model.pt (the final weights: the paper's
         choice), best.pt, the snapshots, the metrics and the curves (rank 0 writes)."""
-        test = open_split(self.ids_dir, "test", src_vocab=self.src_vocab,
+        test = open_split(self.paths.ids, "test", src_vocab=self.src_vocab,
                           tgt_vocab=self.tgt_vocab)
         with self.chosen.strict_fp32():
             test_ppl = perplexity(self.model, test, vocab=self.tgt_vocab,
@@ -670,10 +678,10 @@ class Run:
         save = functools.partial(checkpoint.save, src_vocab=self.src_vocab,
                                  tgt_vocab=self.tgt_vocab, name=self.name, text=self.text)
         if self.world.is_main:
-            save(self.model_dir / "model.pt", self.model, step=state.step, dev_ppl=dev_ppl,
+            save(self.paths.model_dir / "model.pt", self.model, step=state.step, dev_ppl=dev_ppl,
                  test_ppl=test_ppl)
             if state.best_state is not None:  # None only if no dev perplexity was finite
-                save(self.model_dir / "best.pt", self.model, state=state.best_state,
+                save(self.paths.model_dir / "best.pt", self.model, state=state.best_state,
                      step=state.best_step, dev_ppl=state.best_dev_ppl)
             if self.snaps is not None:
                 self.snaps.publish()
@@ -693,17 +701,17 @@ class Run:
         ).to_json()
         if not self.world.is_main:
             return metrics
-        atomic_write_json(metrics_out, metrics)
-        write_curves(curves_out, state.history)
+        atomic_write_json(self.paths.metrics, metrics)
+        write_curves(self.paths.curves, state.history)
         log.info("%s: dev ppl %.2f, test ppl %.2f, %.0f target words/s; wrote %s, %s, %s in "
                  "%.1fs", self.name, dev_ppl, test_ppl, metrics["tgt_words_per_sec"],
-                 self.model_dir, metrics_out, curves_out, time.perf_counter() - t_start)
+                 self.paths.model_dir, self.paths.metrics, self.paths.curves,
+                 time.perf_counter() - t_start)
         return metrics
 
 
-def setup(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir: Path,
-          ckpt_dir: Path, world: distributed.World, snapshot_dir: Path | None,
-          snapshot_epochs: tuple[float, ...]) -> Run:
+def setup(params: Params, name: str, paths: RunPaths, *, world: distributed.World,
+          snapshot_epochs: tuple[float, ...] = ()) -> Run:
     """Read the data, build and initialise the model on its device, plan the batches."""
     cfg = params.train_config(name)  # `train`, with the model's recipe
     model_cfg = params.model_config(name)
@@ -711,14 +719,14 @@ def setup(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_di
         torch.set_num_threads(cfg.threads)
     device = distributed.init(world, for_stage(params, "train", name=cfg.device,
                                                key="train.device"))
-    src_vocab = Vocab.load(vocab_dir / "en.tsv")
-    tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
+    src_vocab = Vocab.load(paths.vocab / "en.tsv")
+    tgt_vocab = Vocab.load(paths.vocab / "fr.tsv")
     # mapped, not read: checked against the ids stage's record (s2s.data.ids)
     t0 = time.perf_counter()
-    train = open_split(ids_dir, "train", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
-    dev = open_split(ids_dir, "dev", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    train = open_split(paths.ids, "train", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    dev = open_split(paths.ids, "dev", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
     log.info("%s: %d training pairs, %d dev pairs (%s, checked in %.1fs), vocab %d/%d, device %s",
-             name, len(train), len(dev), ids_dir, time.perf_counter() - t0, len(src_vocab),
+             name, len(train), len(dev), paths.ids, time.perf_counter() - t0, len(src_vocab),
              len(tgt_vocab), device)
 
     model = build_model(model_cfg, src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab),
@@ -732,42 +740,38 @@ def setup(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_di
              f" (warmup {cfg.warmup_steps} steps)" if cfg.schedule == "inverse_sqrt" else "",
              f", label smoothing {cfg.label_smoothing:g}" if cfg.label_smoothing else "")
     chosen = precision.choose(cfg.amp, device)
-    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, ids_dir, chosen=chosen)
+    fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, paths.ids, chosen=chosen)
     if world.is_main:
         # A run killed inside torch.save leaves its temporary file (as large as a checkpoint) in
         # the checkpoint folder, which DVC keeps across runs (persist: true).
-        for folder in (ckpt_dir, model_dir):
+        for folder in (paths.ckpt_dir, paths.model_dir):
             for tmp in remove_temporaries(folder):
                 log.info("%s: removed %s, left by a killed run", name, tmp)
     per_epoch = steps_per_epoch(len(train), cfg.batch_size)
     total_steps = max(1, round(cfg.epochs * per_epoch))
     text = text_record(params.prepare)
-    snaps = None if snapshot_dir is None else Snapshots(
-        snapshot_epochs, steps_per_epoch=per_epoch, total_steps=total_steps, ckpt_dir=ckpt_dir,
-        out_dir=snapshot_dir, fingerprint=fp, writer=world.is_main,
+    snaps = None if paths.snapshots is None else Snapshots(
+        snapshot_epochs, steps_per_epoch=per_epoch, total_steps=total_steps,
+        ckpt_dir=paths.ckpt_dir, out_dir=paths.snapshots, fingerprint=fp, writer=world.is_main,
         save=functools.partial(checkpoint.save, model=model, src_vocab=src_vocab,
                                tgt_vocab=tgt_vocab, name=name, text=text))
     return Run(name=name, cfg=cfg, model_cfg=model_cfg, world=world, device=device, chosen=chosen,
                src_vocab=src_vocab, tgt_vocab=tgt_vocab, train=train, dev=dev, model=model,
                opt=opt, steps_per_epoch=per_epoch, total_steps=total_steps,
                eval_steps=max(1, round(cfg.eval_every * per_epoch)), fingerprint=fp,
-               ids_dir=Path(ids_dir), ckpt_dir=Path(ckpt_dir), model_dir=Path(model_dir),
-               text=text, snaps=snaps)
+               paths=paths, text=text, snaps=snaps)
 
 
-def run(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir: Path,
-        ckpt_dir: Path, metrics_out: Path, curves_out: Path, stop_after: int | None,
+def run(params: Params, name: str, paths: RunPaths, *, stop_after: int | None,
         world: distributed.World, stop: runguard.StopSignals | None,
-        snapshot_dir: Path | None = None, snapshot_epochs: tuple[float, ...] = ()) -> dict:
-    """Train model `name` of params to its last step, resuming from ``<ckpt_dir>/last.pt`` where
-    it can, and write its outputs (s2s.stages.train says which). Returns its metrics."""
+        snapshot_epochs: tuple[float, ...] = ()) -> dict:
+    """Train model `name` of params to its last step, resuming from ``paths.last`` where it can,
+    and write its outputs (s2s.stages.train says which). Returns its metrics."""
     t_start = time.perf_counter()
-    r = setup(params, name, ids_dir=ids_dir, vocab_dir=vocab_dir, model_dir=model_dir,
-              ckpt_dir=ckpt_dir, world=world, snapshot_dir=snapshot_dir,
-              snapshot_epochs=snapshot_epochs)
+    r = setup(params, name, paths, world=world, snapshot_epochs=snapshot_epochs)
     state = r.resume()
     if world.is_main:
-        r.model_dir.mkdir(parents=True, exist_ok=True)
+        paths.model_dir.mkdir(parents=True, exist_ok=True)
     log.info("%s: precision: %s; dev and test perplexity in fp32", name, r.chosen)
     bar = progress(total=r.total_steps, initial=state.step, desc=f"train {name}", unit="step",
                    disable=not world.is_main)
@@ -804,8 +808,7 @@ def run(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir:
     if stop is not None and stop.requested:  # during the last evaluation
         raise runguard.Stopped(f"{name}: stopped by {stop.name} after the last step; {r.last} "
                                f"holds it: rerun to write the outputs", stop.requested)
-    return r.write_outputs(state, metrics_out=metrics_out, curves_out=curves_out,
-                           t_start=t_start)
+    return r.write_outputs(state, t_start=t_start)
 
 
 def dropout_seed(order_seed: int, step: int, world: distributed.World) -> int:
@@ -820,9 +823,9 @@ def _cpu_copy(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def write_curves(path: Path, history: list[dict]) -> None:
+    """The learning curve: one CurveRow a dev evaluation (s2s.layout)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=["step", "epoch", "lr", "train_ppl", "dev_ppl"],
-                            lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=CURVE_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(history)
     atomic_write_text(path, buf.getvalue())

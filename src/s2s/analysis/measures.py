@@ -19,7 +19,8 @@ from s2s.analysis.outputs import (DECAY_COLUMNS, FIRST, FIRST_STATISTICS, HALF_L
 from s2s.data.batching import collate, eval_batches, pair_lengths
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab
-from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State
+from s2s.model.encdec import EncoderDecoder, State
+from s2s.model.seq2seq import Seq2Seq
 from s2s.progress import progress
 
 STACKS = ("encoder", "decoder")

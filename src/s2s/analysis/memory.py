@@ -43,7 +43,7 @@ from torch import Tensor
 
 from s2s.analysis import probes
 from s2s.data.vocab import Vocab
-from s2s.model.seq2seq import EncoderDecoder
+from s2s.model.encdec import EncoderDecoder
 
 START = -1  # the context of a sentence's first word
 MIN_COUNT = 2  # a word seen once after a context says little about the role it plays there

@@ -33,7 +33,8 @@ from s2s.data.vocab import SPECIALS, Vocab
 from s2s.model.base import reverse_padded
 from s2s.model.gru import ChoGRU
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM
-from s2s.model.seq2seq import EncoderDecoder, Seq2Seq, State
+from s2s.model.encdec import EncoderDecoder, State
+from s2s.model.seq2seq import Seq2Seq
 from s2s.model.stacks import StandardGRU
 
 # --- Phrases -------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from s2s.analysis.init_reach import init_reach
 from s2s.analysis.outputs import FIRST, FIRST_STATISTICS, Analyses, as_written, empty
 from s2s.config import AnalysisConfig
 from s2s.data.vocab import Vocab
-from s2s.model.seq2seq import EncoderDecoder
+from s2s.model.encdec import EncoderDecoder
 
 log = logging.getLogger("s2s.analysis")
 

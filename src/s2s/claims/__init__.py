@@ -10,5 +10,5 @@
 - :mod:`~s2s.claims.check`: all of them, as the record the claims stage writes.
 
 The paper's numbers and which of our outputs answers each of its rows are
-:mod:`s2s.report.paper`'s (``paper.yaml``), which the report's tables print too.
+:mod:`s2s.paper`'s (``paper.yaml``), which the report's tables print too.
 """

@@ -11,7 +11,7 @@ from s2s.artifacts import Bleu, TrainMetrics
 from s2s.claims import seeds
 from s2s.claims.verdicts import DiffFn
 from s2s.config import Params
-from s2s.report.paper import Ours, tokenized_bleu
+from s2s.paper import Ours, tokenized_bleu
 
 
 def pairs(params: Params) -> list[tuple[str, str]]:

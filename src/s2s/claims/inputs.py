@@ -18,8 +18,8 @@ from s2s.analysis.outputs import Analyses
 from s2s.artifacts import Bleu, CostTiming, Timing, TrainMetrics
 from s2s.claims.verdicts import DiffFn
 from s2s.config import Params
-from s2s.evaluate.outputs import hypothesis_files, rescore_output, timing_file, translation
-from s2s.report.paper import Ours
+from s2s.layout import hypothesis_files, rescore_output, timing_file, translation
+from s2s.paper import Ours
 
 log = logging.getLogger("s2s.claims")
 

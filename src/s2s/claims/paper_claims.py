@@ -19,8 +19,8 @@ from s2s.claims import seeds
 from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN, SIGN, UNKNOWN,
                                  DiffFn, claim, difference, verdict, verdict_of)
 from s2s.config import Params
-from s2s.evaluate.outputs import BASELINE
-from s2s.report.paper import (Ours, answer, baseline_ref, paper, perplexity_models,
+from s2s.layout import BASELINE
+from s2s.paper import (Ours, answer, baseline_ref, paper, perplexity_models,
                               tokenized_bleu)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from s2s.artifacts import VERDICTS, Claim, ClaimDifference
-from s2s.report.paper import Ours, paper
+from s2s.paper import Ours, paper
 
 # (s2s.artifacts.VERDICTS, in the order the summary lists them: what metrics/claims.json may hold)
 # NO_DIFFERENCE: the 95% interval contains 0; NOT_RUN: the profile lacks what the claim rests on

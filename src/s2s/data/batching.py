@@ -68,7 +68,8 @@ class Batch:
                      src_lengths)
 
 
-def load_parallel(prefix: Path, src_vocab: Vocab, tgt_vocab: Vocab) -> list[tuple[list[int], list[int]]]:
+def load_parallel(prefix: Path, src_vocab: Vocab,
+                  tgt_vocab: Vocab) -> list[tuple[list[int], list[int]]]:
     """Pairs of id lists from `<prefix>.en` / `<prefix>.fr` (tokenised), read whole: for a few
     thousand sentences (the analyses' test set); a training corpus's ids are made once, by the
     ids stage (s2s.data.ids)."""

@@ -1,10 +1,7 @@
 """Left-to-right beam search (§3.2 of the paper), greedy search, and teacher-forced scoring.
 
-All three are pure functions over the inference contract (STYLE.md, convention 4):
-
-- ``model.encode(src (N, S), lengths (N,)) -> State``
-- ``model.step(prev_tokens (N,), State) -> (log-probs (N, V), State)``, returning a new state
-- ``State.select(index (M,)) -> State``: rows reordered or repeated, like ``index_select(0, index)``
+All three are pure functions over the inference contract of :mod:`s2s.model.base` (``encode``,
+``step``, ``State.select``), which every model keeps.
 
 An :class:`~s2s.decode.ensemble.Ensemble` has the same contract, so everything here decodes
 ensembles too. Callers put the model in ``eval()`` mode; the search itself runs under ``no_grad``.

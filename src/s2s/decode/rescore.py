@@ -14,7 +14,7 @@ from s2s.config import Params
 from s2s.data.batching import collate
 from s2s.data.text import CorpusError
 from s2s.data.vocab import Vocab
-from s2s.evaluate.outputs import nbest_file, translation
+from s2s.layout import nbest_file, translation
 from s2s.io import read_lines
 from s2s.progress import progress
 

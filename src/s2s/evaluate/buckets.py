@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 
 from s2s.evaluate.bleu import bleu_from_stats, sentence_stats_tok
+from s2s.layout import BUCKET_COLUMNS, DROP_COLUMNS
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
-COLUMNS = ["axis", "label", "lo", "hi", "sentences", "mean", "bleu"]
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Grouping:
             rows.append({"axis": self.axis, "label": _label(self.axis, lo, hi),
                          "lo": _num(lo), "hi": _num(hi), "sentences": len(idx),
                          "mean": float(v.mean())})
-        return pd.DataFrame(rows, columns=COLUMNS[:-1])
+        return pd.DataFrame(rows, columns=list(BUCKET_COLUMNS[:-1]))
 
 
 def _num(x: float) -> float | int:
@@ -182,10 +182,6 @@ def group_bleu_from_stats(grouping: Grouping, stats: np.ndarray) -> pd.DataFrame
     return table
 
 
-DROP_COLUMNS = ["system", "beam", "short_label", "long_label", "short_bleu", "long_bleu", "drop",
-                "drop_lo", "drop_hi", "reference", "drop_minus_reference", "diff_lo", "diff_hi"]
-
-
 def length_drop(grouping: Grouping, stats: dict[tuple[str, str], np.ndarray],
                 reference: tuple[str, str], *, samples: int = 1000,
                 seed: int = 12345) -> pd.DataFrame:
@@ -196,7 +192,7 @@ def length_drop(grouping: Grouping, stats: dict[tuple[str, str], np.ndarray],
     drop minus the `reference` output's) has an interval that accounts for the pairing.
     ``stats``: (system, beam) -> per-sentence statistics (:func:`sentence_stats_tok`)."""
     if grouping.axis != "length" or len(grouping.members) < 2:
-        return pd.DataFrame(columns=DROP_COLUMNS)
+        return pd.DataFrame(columns=list(DROP_COLUMNS))
     short, long_ = grouping.members[0], grouping.members[-1]
     labels = grouping.table()["label"]
     rng = np.random.default_rng(seed)
@@ -225,4 +221,4 @@ def length_drop(grouping: Grouping, stats: dict[tuple[str, str], np.ndarray],
                        diff_lo=float(np.percentile(diff, 2.5)),
                        diff_hi=float(np.percentile(diff, 97.5)))
         rows.append(row)
-    return pd.DataFrame(rows, columns=DROP_COLUMNS)
+    return pd.DataFrame(rows, columns=list(DROP_COLUMNS))

@@ -8,7 +8,7 @@ import pandas as pd
 
 from s2s.artifacts import Bleu, Scored, Timing, TrainMetrics
 from s2s.config import Params
-from s2s.evaluate.outputs import BASELINE, rescore_system
+from s2s.layout import BASELINE, rescore_system
 
 
 def summarize(params: Params, bleu: Bleu, train: dict[str, TrainMetrics],

@@ -30,7 +30,8 @@ from s2s.model import recurrence
 from s2s.model.gru import ChoGRU
 from s2s.model.lstm import run_padded
 from s2s.model.recurrence import linear
-from s2s.model.seq2seq import EncoderDecoder, RNNConfig, start_from_summary
+from s2s.arch.rnn import RNNConfig
+from s2s.model.encdec import EncoderDecoder, start_from_summary
 from s2s.model.stacks import make_stack
 from s2s.precision import bf16_engine, full, matmul_dtype, recurrent_dtype
 

@@ -1,7 +1,8 @@
 """What every model of ``s2s.model`` shares: the inference contract, and the helpers all
 architectures use.
 
-The contract (STYLE.md, convention 4), kept by each model and by an ensemble of them:
+The inference contract, stated here once, kept by each model and by an ensemble of them (beam
+search, rescoring and the analyses use nothing else):
     encode(src (N, S), lengths (N,)) -> State
     step(prev_tokens (N,), State) -> (log-probs (N, V), State)       a new State, never stored
     State.select(index (M,)) -> State                                  rows reordered or repeated

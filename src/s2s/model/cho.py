@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from s2s.model.seq2seq import EncoderDecoder, RNNConfig, start_from_summary
+from s2s.arch.rnn import RNNConfig
+from s2s.model.encdec import EncoderDecoder, start_from_summary
 from s2s.model.stacks import make_stack
 
 

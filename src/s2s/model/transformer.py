@@ -12,13 +12,9 @@ Attention: softmax(Q K^T / sqrt(K) + mask) V per head, H query heads sharing G k
 (query head i reads key/value head i // (H / G)); dropout on the attention weights in training.
 Padded source positions are masked with -inf, so their weight is exactly 0.
 
-Inference contract, as ``s2s.model.seq2seq`` (no state is kept on modules):
-    encode(src, lengths) -> TransformerState      (with every decoder layer's cross-attention
-                                                   keys/values of the source, computed once)
-    step(prev_tokens, state) -> (log_probs, new state)   (one position; self-attention keys/values
-                                                   of the prefix are cached in the state)
-    TransformerState.select(index) -> TransformerState
-`features(src, src_lengths, tgt_in)` is teacher forcing up to the softmax layer `proj`.
+It keeps the inference contract of :mod:`s2s.model.base`; its state, TransformerState, holds
+every decoder layer's cross-attention keys/values of the source (computed once, at ``encode``)
+and the self-attention keys/values of the prefix decoded so far (one position a ``step``).
 
 Mixed precision (``s2s.precision``): under bf16 autocast the products (linear layers, attention)
 run in bf16; the residual stream (and the LayerNorm outputs that become it), the softmax of

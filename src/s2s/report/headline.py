@@ -20,11 +20,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from s2s.artifacts import VERDICTS_FILE, ArtifactError, Summary, read_verdicts
+from s2s.artifacts import ArtifactError, Summary, read_verdicts
 from s2s.config import Params, load
-from s2s.evaluate.outputs import BASELINE, ORACLE
+from s2s.layout import BASELINE, ORACLE, VERDICTS_FILE
 from s2s.io import atomic_write_text
-from s2s.report.paper import Ours, answer, baseline_ref, paper, perplexity_models
+from s2s.paper import Ours, answer, baseline_ref, paper, perplexity_models
 
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
 SUMMARY_FILE = "metrics/summary.json"

@@ -19,24 +19,19 @@ import pandas as pd
 
 from s2s.analysis import outputs as analysis_outputs
 from s2s.analysis.outputs import Analyses
-from s2s.artifacts import (CURVE_COLUMNS, CURVES_DIR, AttentionWeights, Bleu, Claims, CostTiming,
+from s2s.artifacts import (AttentionWeights, Bleu, Claims, CostTiming,
                            Manifest, PrepareMetrics, Timing, TrainMetrics, VocabMetrics,
                            read_table)
 from s2s.claims.inputs import read_bleu, read_timing, read_train
 from s2s.config import Params
-from s2s.evaluate.outputs import hypothesis_files, translation
+from s2s.layout import (CURVE_COLUMNS, CURVES_DIR, DROP_COLUMNS, DROP_NUMBERS, GROUP_COLUMNS,
+                        GROUP_NUMBERS, hypothesis_files, translation)
 
 log = logging.getLogger("s2s.report")
 
-GROUP_COLUMNS = ["system", "beam", "axis", "label", "lo", "hi", "sentences", "mean", "bleu"]
-
-# Every CSV the report reads: the columns it uses, and which of them hold numbers. Each file is
-# checked by s2s.artifacts.read_table (a file cut mid-row, a missing column or a value that is
-# not a number is an error naming the file and line), never drawn from half.
-LENGTH_DROP = (("system", "beam", "short_label", "long_label", "short_bleu", "long_bleu", "drop",
-                "drop_lo", "drop_hi", "reference", "drop_minus_reference", "diff_lo", "diff_hi"),
-               ("short_bleu", "long_bleu", "drop", "drop_lo", "drop_hi", "drop_minus_reference",
-                "diff_lo", "diff_hi"))
+# Every CSV the report reads is checked by s2s.artifacts.read_table against its columns and
+# those that hold numbers (s2s.layout): a file cut mid-row, a missing column or a value that is
+# not a number is an error naming the file and line, never drawn from half.
 
 
 @dataclass
@@ -78,18 +73,17 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
         curves[p.stem] = read_table(p, columns=CURVE_COLUMNS, numbers=CURVE_COLUMNS)
     if groups_csv.is_file():
         read.append(str(groups_csv))
-        groups = read_table(groups_csv, columns=tuple(GROUP_COLUMNS),
-                            numbers=("lo", "hi", "sentences", "mean", "bleu"),
+        groups = read_table(groups_csv, columns=GROUP_COLUMNS, numbers=GROUP_NUMBERS,
                             dtype={"system": str, "beam": str, "label": str},
                             keep_default_na=False)
     else:
         log.warning("absent: %s", groups_csv)
-        groups = pd.DataFrame(columns=GROUP_COLUMNS)
+        groups = pd.DataFrame(columns=list(GROUP_COLUMNS))
     drop_csv = groups_csv.with_name("length_drop.csv")
     length_drop = None
     if drop_csv.is_file():
         read.append(str(drop_csv))
-        length_drop = read_table(drop_csv, columns=LENGTH_DROP[0], numbers=LENGTH_DROP[1],
+        length_drop = read_table(drop_csv, columns=DROP_COLUMNS, numbers=DROP_NUMBERS,
                                  dtype={"system": str, "beam": str}, keep_default_na=False)
     examples = None
     if prepared_dir is not None:

@@ -1,6 +1,6 @@
 """The report's tables, computed from the pipeline's records; no I/O, no plotting.
 
-The paper's rows and numbers come from :mod:`s2s.report.paper` (``paper.yaml``), which of our
+The paper's rows and numbers come from :mod:`s2s.paper` (``paper.yaml``), which of our
 outputs answers each row from params ``report.table1`` / ``report.table2``; our numbers from the
 records of :mod:`s2s.artifacts` (``metrics/bleu.json``, ``metrics/train/*.json``, the decoders'
 ``timing.json``). A row we could not produce stays in its table as "not run" with the reason; it is
@@ -21,8 +21,8 @@ import pandas as pd
 
 from s2s.artifacts import Absent, Bleu, BleuEntry, Scored, Timing, TrainMetrics, VocabMetrics
 from s2s.config import Params
-from s2s.evaluate.outputs import BASELINE, ORACLE, RESCORE_FIXED, rescore_system
-from s2s.report.paper import Ours, answer, baseline_ref, paper
+from s2s.layout import BASELINE, ORACLE, RESCORE_FIXED, rescore_system
+from s2s.paper import Ours, answer, baseline_ref, paper
 
 NOT_RUN = "not run"
 

@@ -60,7 +60,7 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     from s2s import checkpoint
     from s2s.analysis.alignments import MAX_WORDS, MIN_WORDS, pick_examples, weights_for
     from s2s.data.vocab import Vocab
-    from s2s.evaluate.outputs import hypothesis_files, translation
+    from s2s.layout import hypothesis_files, translation
     from s2s.io import atomic_write_json, read_lines
 
     t0 = time.perf_counter()

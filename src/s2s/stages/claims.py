@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 
 from s2s import arch
-from s2s.artifacts import CLAIMS_OUT, VERDICTS_FILE
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.evaluate.outputs import COST_FILE
+from s2s.layout import CLAIMS_OUT, COST_FILE, VERDICTS_FILE
 
 log = logging.getLogger("s2s.claims")
 
@@ -46,7 +45,7 @@ ARGS = (Arg("--metrics", "metrics", help="the metrics folder it reads"),
 
 
 def stages(params: Params) -> list[Stage]:
-    from s2s.report.paper import cost_systems
+    from s2s.paper import cost_systems
 
     cost = len(cost_systems(params)) >= 2
     return [command(
@@ -54,7 +53,7 @@ def stages(params: Params) -> list[Stage]:
         include=("--analysis", *(("--cost",) if cost else ()),
                  *(("--rescore",) if params.rescore.baseline is not None else ())),
         parts={"--metrics": ("bleu.json", "train"), "--prepared": ("test.tok.fr",)},
-        deps=("src/s2s/report/paper.yaml",),  # the claims and the rows they rest on
+        deps=("src/s2s/paper.yaml",),  # the claims and the rows they rest on
         params=("model", "models", "systems", "rescore", "report.table1", "report.table2",
                 *(("timing",) if cost else ())),
         code=arch.modules(params, params.models, part="config"),  # the configs compared
@@ -77,7 +76,7 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, out: Path,
     from s2s.claims import inputs
     from s2s.claims.check import check_all
     from s2s.io import atomic_write_json
-    from s2s.report.paper import check_answers
+    from s2s.paper import check_answers
 
     t0 = time.perf_counter()
     check_answers(params)  # params name rows of the paper's tables, before anything is read

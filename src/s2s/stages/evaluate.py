@@ -6,7 +6,7 @@ Reads
   ``<translate_dir>/<system>/beam<K>.{tok,detok}.fr`` for every system and beam of params
   ``systems``; ``<rescore_dir>/<name>/<name>.{tok,detok}.fr`` for each rescorer of params
   ``rescore.rescorers`` and ``<rescore_dir>/oracle/{baseline,oracle}.{tok,detok}.fr``
-  (:mod:`s2s.evaluate.outputs` names these paths).
+  (:mod:`s2s.layout` names these paths).
 Writes
   ``metrics_out`` (``metrics/bleu.json``, :class:`s2s.artifacts.Bleu`): both BLEU scores of every
   translation (system, beam) and rescoring output, or why it is absent.
@@ -70,8 +70,8 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepa
     from s2s.evaluate import buckets
     from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok,
                                    sentence_stats_tok, tok_signature)
-    from s2s.evaluate.outputs import (RESCORE_FIXED, hypothesis_files, rescore_output,
-                                      rescore_system, translation)
+    from s2s.layout import (GROUP_COLUMNS, RESCORE_FIXED, hypothesis_files, rescore_output,
+                            rescore_system, translation)
     from s2s.io import atomic_write_text, read_lines
 
     t0 = time.perf_counter()
@@ -141,7 +141,7 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepa
         if groups is not None:
             frames.append(groups.assign(system=rescore_system(name), beam=""))
 
-    group_columns = ["system", "beam", *buckets.COLUMNS]
+    group_columns = list(GROUP_COLUMNS)
     metrics = Bleu(test_sentences=n, bleu_tok_method=TOK_METHOD,
                    bleu_tok_signature=tok_signature(), translate=translate, rescore=rescore)
     table = (pd.concat(frames, ignore_index=True) if frames

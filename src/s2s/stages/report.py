@@ -2,13 +2,13 @@
 
 Reads
   ``<metrics_dir>/bleu.json`` (required), ``<metrics_dir>/train/<model>.json``,
-  ``<metrics_dir>/curves/<model>.csv`` (:data:`s2s.artifacts.CURVES_DIR`),
+  ``<metrics_dir>/curves/<model>.csv`` (:data:`s2s.layout.CURVES_DIR`),
   ``<metrics_dir>/prepare.json``, ``<metrics_dir>/vocab.json``,
   ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (the evaluate stage's Figure 3 groups),
   ``manifest`` (the download stage's data manifest), ``claims`` (the claims stage's verdicts,
   rendered as they are) and the parameter file itself (its sha256);
   optional: the attention stage's ``weights.json`` and the analyze stage's folder; and the
-  report's own data, :data:`DATA_FILES`: the paper's numbers (``src/s2s/report/paper.yaml``) and
+  report's own data, :data:`DATA_FILES`: the paper's numbers (``src/s2s/paper.yaml``) and
   the prose (``src/s2s/report/templates/``).
 Writes (under ``out_dir``, i.e. ``reports/``)
   ``report.md``, ``report.html`` (its first screen: the summary table of the claims),
@@ -29,8 +29,7 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.artifacts import CLAIMS_OUT, CURVES_DIR
-from s2s.evaluate.outputs import COST_FILE
+from s2s.layout import CLAIMS_OUT, COST_FILE, CURVES_DIR
 
 log = logging.getLogger("s2s.report")
 
@@ -47,12 +46,12 @@ ARGS = (Arg("--metrics", "metrics", help="the metrics folder it reads"),
         Arg("--out", "reports", writes=True,
             help="folder of the report (report.md, report.html, tables/, figures/)"))
 # The files of s2s the report reads besides its code: the paper's numbers and the prose templates
-# (s2s.report.paper.PAPER_FILE, s2s.report.sections.TEMPLATES_DIR), from the project root.
-DATA_FILES = ("src/s2s/report/paper.yaml", "src/s2s/report/templates")
+# (s2s.paper.PAPER_FILE, s2s.report.sections.TEMPLATES_DIR), from the project root.
+DATA_FILES = ("src/s2s/paper.yaml", "src/s2s/report/templates")
 
 
 def stages(params: Params) -> list[Stage]:
-    from s2s.report.paper import cost_systems
+    from s2s.paper import cost_systems
 
     attention = params.analysis.attention_system is not None
     cost = len(cost_systems(params)) >= 2
@@ -83,7 +82,7 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     from s2s.io import atomic_write_text
     from s2s.report.build import build
     from s2s.report.inputs import load
-    from s2s.report.paper import check_answers
+    from s2s.paper import check_answers
     from s2s.report.render import Image, md_table, to_html, to_markdown
 
     t0 = time.perf_counter()

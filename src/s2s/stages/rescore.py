@@ -72,7 +72,7 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
     from s2s.decode.translate import load_members
     from s2s import precision
     from s2s.device import for_stage
-    from s2s.evaluate.outputs import BASELINE, ORACLE, ORACLE_STAGE, hypothesis_files
+    from s2s.layout import BASELINE, ORACLE, ORACLE_STAGE, hypothesis_files
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()

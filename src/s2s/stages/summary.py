@@ -50,7 +50,7 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     import pandas as pd
 
     from s2s.artifacts import Bleu, Summary, Timing, TrainMetrics
-    from s2s.evaluate.outputs import timing_file
+    from s2s.layout import timing_file
     from s2s.evaluate.summary import figure3_plots, summarize
     from s2s.io import atomic_write_text
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.evaluate.outputs import COST_FILE
-from s2s.report.paper import cost_systems
+from s2s.layout import COST_FILE
+from s2s.paper import cost_systems
 
 WARMUP = 50  # sentences each system decodes, untimed, before the first repetition
 
@@ -45,7 +45,7 @@ def stages(params: Params) -> list[Stage]:
     return [command(
         "timing", "timing", ARGS,
         parts={"--prepared": ("test.tok.en",), "--models": tuple(members)},
-        deps=("src/s2s/report/paper.yaml",),  # the claim's rows
+        deps=("src/s2s/paper.yaml",),  # the claim's rows
         params=("timing", "translate", "report.table1", "model",
                 *(f"systems.{s}" for s in dict.fromkeys(s for s, _ in timed)),
                 *(f"models.{m}" for m in members)),

@@ -26,8 +26,8 @@ import json
 from pathlib import Path
 
 from s2s import arch
-from s2s.artifacts import CURVES_DIR
-from s2s.config import AnalysisConfig, Params, UndeclaredParams
+from s2s.layout import CURVES_DIR
+from s2s.config import AnalysisConfig, Params
 from s2s.dag import Arg, Item, Stage, command
 
 HELP = "train one model of params `models`"
@@ -66,14 +66,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli(args, params) -> None:
-    if args.snapshots is not None:
-        try:  # the stage declares analysis.models exactly for the models it names
-            analysed = args.name in params.analysis.models
-        except UndeclaredParams:
-            analysed = False
-        if not analysed:
-            raise ValueError(f"--snapshots: model '{args.name}' is not among analysis.models: "
-                             f"only their train stages keep snapshots")
+    # the stage declares analysis.models exactly for the models it names (stages())
+    if args.snapshots is not None and not (params.declares("analysis.models")
+                                           and args.name in params.analysis.models):
+        raise ValueError(f"--snapshots: model '{args.name}' is not among analysis.models: "
+                         f"only their train stages keep snapshots")
     main(params, args.name, ids_dir=args.ids, vocab_dir=args.vocab,
          model_dir=args.model_dir, ckpt_dir=args.ckpt_dir, metrics_out=args.metrics,
          curves_out=args.curves, stop_after=args.stop_after, snapshot_dir=args.snapshots)
@@ -82,29 +79,34 @@ def cli(args, params) -> None:
 def main(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir: Path,
          ckpt_dir: Path, metrics_out: Path, curves_out: Path,
          stop_after: int | None = None, snapshot_dir: Path | None = None) -> dict:
+    from s2s.train import RunPaths
+
+    paths = RunPaths(ids=Path(ids_dir), vocab=Path(vocab_dir), model_dir=Path(model_dir),
+                     ckpt_dir=Path(ckpt_dir), metrics=Path(metrics_out), curves=Path(curves_out),
+                     snapshots=None if snapshot_dir is None else Path(snapshot_dir))
+    return run_paths(params, name, paths, stop_after=stop_after)
+
+
+def run_paths(params: Params, name: str, paths, *, stop_after: int | None = None) -> dict:
+    """The stage, its paths as one value (s2s.train.RunPaths): one process, or one per GPU."""
     from s2s import distributed, runguard, train
     from s2s.device import claim_job_gpus
 
     cfg = params.train
     params.model_config(name)  # an unknown model fails before any work
-    epochs = tuple(AnalysisConfig.read(params, "snapshots")) if snapshot_dir is not None else ()
+    epochs = tuple(AnalysisConfig.read(params, "snapshots")) if paths.snapshots is not None else ()
     world = distributed.World.from_env()
     if world.size == 1:
         claim_job_gpus()  # before CUDA starts: this job's GPUs, where Snakemake ran it locally
         nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
         if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
             runguard.tie_to_pipeline()  # a signal here is passed on to every rank
-            distributed.spawn(main, nprocs, params, name, ids_dir=ids_dir,
-                              vocab_dir=vocab_dir, model_dir=model_dir, ckpt_dir=ckpt_dir,
-                              metrics_out=metrics_out, curves_out=curves_out, stop_after=stop_after,
-                              snapshot_dir=snapshot_dir)
-            return json.loads(Path(metrics_out).read_text(encoding="utf-8"))
+            distributed.spawn(run_paths, nprocs, params, name, paths, stop_after=stop_after)
+            return json.loads(paths.metrics.read_text(encoding="utf-8"))
     # One writer per checkpoint folder; every rank stopped by a signal (or by its pipeline dying)
     # after the same step, with a final resumable checkpoint (s2s.runguard, s2s.train).
-    with (runguard.FolderLock(ckpt_dir) if world.is_main else contextlib.nullcontext()), \
+    with (runguard.FolderLock(paths.ckpt_dir) if world.is_main else contextlib.nullcontext()), \
             runguard.StopSignals() as stop:
         runguard.tie_to_pipeline()
-        return train.run(params, name, ids_dir=ids_dir, vocab_dir=vocab_dir,
-                         model_dir=model_dir, ckpt_dir=ckpt_dir, metrics_out=metrics_out,
-                         curves_out=curves_out, stop_after=stop_after, world=world, stop=stop,
-                         snapshot_dir=snapshot_dir, snapshot_epochs=epochs)
+        return train.run(params, name, paths, stop_after=stop_after, world=world, stop=stop,
+                         snapshot_epochs=epochs)

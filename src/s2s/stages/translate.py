@@ -52,12 +52,12 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     import torch
 
     from s2s import precision
-    from s2s.artifacts import TIMING_FILE, BeamTiming, Timing
+    from s2s.artifacts import BeamTiming, Timing
     from s2s.data.text import detokenize
     from s2s.data.vocab import Vocab
     from s2s.decode.translate import check_lengths, check_search_size, load_members, translate
     from s2s.device import for_stage
-    from s2s.evaluate.outputs import beam_stem, hypothesis_files, nbest_file, nbest_line
+    from s2s.layout import TIMING_FILE, beam_stem, hypothesis_files, nbest_file, nbest_line
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()

@@ -86,7 +86,7 @@ def prose(name: str) -> Prose:
     ``paper``."""
     import jinja2
 
-    from s2s.report.paper import paper
+    from s2s.paper import paper
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
                              undefined=jinja2.StrictUndefined, autoescape=False)

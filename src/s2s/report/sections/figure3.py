@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from s2s.config import Params
-from s2s.evaluate.outputs import BASELINE, rescore_system
+from s2s.layout import BASELINE, rescore_system
 from s2s.report import figures, tables
 from s2s.report.inputs import Artifacts
-from s2s.report.paper import baseline_ref
+from s2s.paper import baseline_ref
 from s2s.report.render import Image, Section, Table
 from s2s.report.sections import Context, prose
 

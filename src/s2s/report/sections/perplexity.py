@@ -7,7 +7,7 @@ import pandas as pd
 
 from s2s.artifacts import TrainMetrics
 from s2s.config import Params
-from s2s.report.paper import paper, perplexity_models
+from s2s.paper import paper, perplexity_models
 from s2s.report.render import Section, Table
 from s2s.report.sections import Context, prose
 from s2s.report.tables import NOT_RUN, fmt_frame

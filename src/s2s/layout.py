@@ -1,5 +1,11 @@
-"""Where the translate and rescore stages' outputs are: named here once, for the stages that write
-them and those that read them (rescore, attention, evaluate, summary, report).
+"""The pipeline's file layout: where each stage writes what later stages read, and the columns of
+the tables they share, named here once for the stages that write them and those that read them
+(translate, rescore, evaluate, summary, claims, report, the trainer). Torch-free and pandas-free,
+importing nothing of the package: the ground floor every stage stands on. What a file holds is
+its typed record in :mod:`s2s.artifacts`; the analyze stage's folder is
+:mod:`s2s.analysis.outputs`'s one table.
+
+Translations and rescorings:
 
 - ``<translate_dir>/<system>/beam<K>.{tok,detok}.fr``, ``beam<K>.nbest`` and ``timing.json``;
 - ``<rescore_dir>/<rescorer>/<rescorer>.{tok,detok}.fr``: one folder per rescore stage, whose
@@ -12,9 +18,41 @@ An output is named by its *stem*, the path without ``.tok.fr`` / ``.detok.fr``
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from s2s.artifacts import TIMING_FILE
+TIMING_FILE = "timing.json"  # in each system's folder of translations (s2s.artifacts.Timing)
+COST_FILE = "outputs/timing/cost.json"  # the timing stage's (s2s.artifacts.CostTiming)
+CLAIMS_OUT = "outputs/claims/claims.json"  # the claims stage's findings, which the report renders
+VERDICTS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
+CURVES_DIR = "curves"  # metrics/curves/<model>.csv, beside metrics/train/
+
+
+@dataclass(frozen=True)
+class CurveRow:
+    """One row of a model's learning curve (``metrics/curves/<model>.csv``): a dev evaluation
+    during training (s2s.train), also a resume point's history."""
+
+    step: int
+    epoch: float
+    lr: float
+    train_ppl: float
+    dev_ppl: float
+
+
+CURVE_COLUMNS = tuple(f.name for f in fields(CurveRow))
+
+# The evaluate stage's tables: Figure 3's groups (``outputs/evaluate/figure3.csv``), one row per
+# (system, beam, axis, group), and the length drop (``length_drop.csv``), with which columns hold
+# numbers.
+BUCKET_COLUMNS = ("axis", "label", "lo", "hi", "sentences", "mean", "bleu")
+GROUP_COLUMNS = ("system", "beam", *BUCKET_COLUMNS)
+GROUP_NUMBERS = ("lo", "hi", "sentences", "mean", "bleu")  # beam: a label ("12")
+DROP_COLUMNS = ("system", "beam", "short_label", "long_label", "short_bleu", "long_bleu", "drop",
+                "drop_lo", "drop_hi", "reference", "drop_minus_reference", "diff_lo", "diff_hi")
+DROP_NUMBERS = ("short_bleu", "long_bleu", "drop", "drop_lo", "drop_hi", "drop_minus_reference",
+                "diff_lo", "diff_hi")
+
 
 BASELINE, ORACLE = "baseline", "oracle"
 # Rescoring outputs the rescore stage `oracle` writes besides the rescorers' own.
@@ -53,9 +91,6 @@ def translation(translate_dir: Path, system: str, beam: int) -> Path:
 def timing_file(translate_dir: Path, system: str) -> Path:
     """System `system`'s timing.json (:class:`s2s.artifacts.Timing`)."""
     return Path(translate_dir) / system / TIMING_FILE
-
-
-COST_FILE = "outputs/timing/cost.json"  # the timing stage's (s2s.artifacts.CostTiming)
 
 
 def rescore_stage_dir(rescore_dir: Path, rescorer: str) -> Path:
