@@ -365,3 +365,22 @@ def test_every_headline_row_names_what_our_system_is():
     assert cells["Table 2: Rescoring the baseline 1000-best with a single forward LSTM"] == \
         "forward LSTM, 2 x 384, rescoring the baseline's 100-best lists"
     assert all(c and c != "-" for c in cells.values()), cells
+
+
+def test_an_error_of_the_code_inside_a_lock_edit_is_its_own_not_a_damaged_lock_file(tmp_path):
+    """Only what DVC's reader and writer of the lock file raise is the file's damage: an error
+    of the code that edits the entries goes out as it is."""
+    from s2s import projectlock
+
+    repo = one_stage_project(tmp_path / "repo")
+    with pytest.raises(UnicodeDecodeError, match="the caller's"):
+        with projectlock._editing(repo, False):
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "the caller's")
+    with pytest.raises(KeyError):
+        with projectlock._editing(repo, False) as lock:
+            lock["no such key"]
+    # the file itself damaged: one line naming it
+    (repo / ".dvc" / "tmp" / "rwlock").write_bytes(b"\xff\xfe not json")
+    with pytest.raises(projectlock.DamagedLockFile, match=r"rwlock"):
+        with projectlock._editing(repo, False):
+            pass

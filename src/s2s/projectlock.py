@@ -127,11 +127,11 @@ def _parse(cmd: object) -> tuple[str, str | None, bool] | None:
 def _live(info: dict) -> bool | None:
     """Whether the process of an entry still runs: by its recorded start time where it has one
     (a reused PID is another process), else by its PID; None for one of another host."""
-    from s2s.data.files import owner_alive
+    from s2s.data.files import tag_alive
 
     parsed = _parse(info.get("cmd"))
     if parsed is not None and parsed[1] is not None:
-        return owner_alive(f"-{parsed[1]}-0")  # the form of the temporaries' names
+        return tag_alive(parsed[1])
     try:
         os.kill(int(info["pid"]), 0)
     except ProcessLookupError:
@@ -176,14 +176,19 @@ def _editing(root: Path, hardlink: bool):
     from dvc.lock import LockError
     from dvc.rwlock import _edit_rwlock  # DVC's own reader and writer of the file
 
+    inside = False  # the caller's block runs: its own errors are its own, not the file's
     try:
         with _edit_rwlock(str(root / ".dvc" / "tmp"), localfs, hardlink) as lock:
+            inside = True
             yield lock
+            inside = False
     except LockError as e:  # its guard held for seconds: a process stuck while editing it
+        if inside:
+            raise
         raise ProjectLocked(f"{root / '.dvc' / 'tmp' / 'rwlock.lock'}: {e}: if no dvc, snakemake "
                             f"or s2s process runs in {root}, remove it") from None
     except (DvcException, UnicodeDecodeError) as e:
-        if isinstance(e, DvcException) and "RWLock" not in type(e).__name__:
+        if inside or (isinstance(e, DvcException) and "RWLock" not in type(e).__name__):
             raise
         raise _damaged(root, e) from None
 

@@ -27,7 +27,8 @@ log = logging.getLogger("s2s.files")
 
 CHUNK = 1 << 20  # bytes read at a time
 TMP_PREFIX = ".tmp-"  # of a corpus folder being built
-_OWNER = re.compile(r"-h([0-9a-f]{8})p(\d+)s(\d+|x)-[0-9a-f]+$")  # what owner_tag() writes
+_TAG = r"h([0-9a-f]{8})p(\d+)s(\d+|x)"  # what owner_tag() writes
+_OWNER = re.compile(rf"-{_TAG}-[0-9a-f]+$")  # in a temporary folder's name
 
 
 def _host() -> str:
@@ -57,9 +58,16 @@ def owner_alive(name: str) -> bool | None:
     """Whether the process that made the temporary folder `name` still runs: False when it is
     gone (or `name`, of an older version, names no owner), None when it ran on another host."""
     m = _OWNER.search(name)
-    if m is None:
-        return False
-    host, pid, start = m[1], int(m[2]), m[3]
+    return False if m is None else _alive(m[1], int(m[2]), m[3])
+
+
+def tag_alive(tag: str) -> bool | None:
+    """Whether the process of an :func:`owner_tag` still runs (as :func:`owner_alive`)."""
+    m = re.fullmatch(_TAG, tag)
+    return False if m is None else _alive(m[1], int(m[2]), m[3])
+
+
+def _alive(host: str, pid: int, start: str) -> bool | None:
     if host != _host():
         return None
     now = _started(pid)
