@@ -401,8 +401,11 @@ VERDICTS = ("holds", "does not hold", "no significant difference", "cannot tell"
 
 def read_verdicts(path: str | Path) -> dict[str, str]:
     """``metrics/claims.json`` as the claims stage writes it (:meth:`Claims.verdicts`): a
-    non-empty object of claim id -> one of :data:`VERDICTS`. Its one reader (the headline,
-    `s2s verify`): ArtifactError naming the file, and the line or the key."""
+    non-empty object of claim id -> one of :data:`VERDICTS`, for the readers that render or
+    compare a run's verdicts (the headline, `s2s verify`): ArtifactError naming the file, and
+    the line or the key. (`s2s exps` reads every experiment's copy more leniently, marking only
+    what is not an object of strings: an older experiment may hold verdicts of an older
+    version.)"""
     path = Path(path)
     text = _read_text(path)
     try:
