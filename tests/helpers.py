@@ -243,3 +243,27 @@ def ids_of(prepared: Path, vocab: Path, where: Path) -> Path:
     out = Path(where) / "ids"
     ids_stage.main(prepared_dir=prepared, vocab_dir=vocab, out_dir=out)
     return out
+
+
+def untrained_forward(params, root: Path, *, words: tuple[str, ...],
+                      record_text: bool) -> tuple[Path, Path]:
+    """`params`' model `forward`, untrained, saved as the trainer saves it under
+    `root`/models/forward/model.pt (with its text record, or as earlier versions did, without),
+    over vocabularies of the specials and `words` in `root`/vocab: (models dir, vocab dir)."""
+    from s2s import checkpoint
+    from s2s.data.vocab import SPECIALS, Vocab
+    from s2s.model import build_model
+    from s2s.text_settings import text_record
+
+    vocab_dir = Path(root) / "vocab"
+    vocab_dir.mkdir(parents=True, exist_ok=True)
+    for lang in ("en", "fr"):
+        (vocab_dir / f"{lang}.tsv").write_text(
+            "".join(f"{w}\t{9 - i}\n" for i, w in enumerate((*SPECIALS, *words))))
+    src, tgt = (Vocab.load(vocab_dir / f"{lang}.tsv") for lang in ("en", "fr"))
+    model = build_model(params.model_config("forward"), src_vocab=len(src), tgt_vocab=len(tgt),
+                        pad=src.pad)
+    text = {"text": text_record(params.prepare)} if record_text else {}
+    checkpoint.save(Path(root) / "models" / "forward" / "model.pt", model, src_vocab=src,
+                    tgt_vocab=tgt, name="forward", **text)
+    return Path(root) / "models", vocab_dir

@@ -35,6 +35,17 @@ def check(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
                                "OUT": str(tmp_path / "out"), **env})
 
 
+def device_folder(tmp_path: Path) -> Path:
+    """A .device/ as bench/gpu_pack.sh leaves it, as far as the check looks: the mirror's README
+    and a wheel."""
+    device = tmp_path / "device"
+    (device / "mirror").mkdir(parents=True)
+    (device / "mirror" / "README.md").write_text("mirror\n")
+    (device / "wheels").mkdir()
+    (device / "wheels" / "x-1-py3-none-any.whl").write_text("")
+    return device
+
+
 def test_the_check_without_its_device_folder_stops_in_one_line(tmp_path):
     proc = check(tmp_path, S2S_DEVICE_DIR=str(tmp_path / "no-device"))
     assert proc.returncode == 3
@@ -44,11 +55,7 @@ def test_the_check_without_its_device_folder_stops_in_one_line(tmp_path):
 
 
 def test_the_checks_parts_share_one_deadline_and_the_log_keeps_its_last_line(tmp_path):
-    device = tmp_path / "device"
-    (device / "mirror").mkdir(parents=True)
-    (device / "mirror" / "README.md").write_text("mirror\n")
-    (device / "wheels").mkdir()
-    (device / "wheels" / "x-1-py3-none-any.whl").write_text("")
+    device = device_folder(tmp_path)
     proc = check(tmp_path, S2S_DEVICE_DIR=str(device), GPU_CHECK_BUDGET="0")
     # no time for any part: each one skipped, and counted as cut by the deadline (exit 4), not
     # as failed (exit 1)
@@ -72,11 +79,7 @@ def test_the_checks_parts_share_one_deadline_and_the_log_keeps_its_last_line(tmp
 
 
 def test_a_failed_part_fails_the_check_and_one_cut_by_its_limit_is_told_apart(tmp_path):
-    device = tmp_path / "device"
-    (device / "mirror").mkdir(parents=True)
-    (device / "mirror" / "README.md").write_text("mirror\n")
-    (device / "wheels").mkdir()
-    (device / "wheels" / "x-1-py3-none-any.whl").write_text("")
+    device = device_folder(tmp_path)
     # the smoke DAG hangs past what is left of a 12 s deadline: cut, not failed
     proc = check(tmp_path, S2S_DEVICE_DIR=str(device), GPU_CHECK_BUDGET="12",
                  FAKE_HANG="--profile smoke")

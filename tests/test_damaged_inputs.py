@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN, ROOT, RangeServer, make_project, run
-from helpers import one_line_error
+from helpers import one_line_error, untrained_forward
 
 PUBLISHED = ROOT / "reports" / "default"
 
@@ -201,27 +201,17 @@ def test_an_extends_chain_longer_than_the_bound_is_one_line_not_a_recursion_erro
 def build_export(tmp_path: Path, *, record_text: bool, words=("The", "man", "rides", ".")):
     """System `forward` of the smoke profile, untrained, exported: its checkpoint saved as the
     trainer saves it (with the text record) or as earlier versions did (without)."""
-    from s2s import checkpoint, config, exporting
-    from s2s.data.vocab import SPECIALS, Vocab
-    from s2s.model import build_model
-    from s2s.text_settings import text_record
+    from s2s import config, exporting
 
     params = config.load(ROOT / "profiles" / "smoke.yaml")
-    vocab_dir, prepared = tmp_path / "vocab", tmp_path / "prepared"
-    vocab_dir.mkdir(parents=True)
+    models, vocab_dir = untrained_forward(params, tmp_path, words=tuple(words),
+                                          record_text=record_text)
+    prepared = tmp_path / "prepared"
     prepared.mkdir()
     for lang in ("en", "fr"):
-        (vocab_dir / f"{lang}.tsv").write_text(
-            "".join(f"{w}\t{9 - i}\n" for i, w in enumerate((*SPECIALS, *words))))
         (prepared / f"train.tok.{lang}").write_text("The man rides .\n")
-    src, tgt = (Vocab.load(vocab_dir / f"{lang}.tsv") for lang in ("en", "fr"))
-    model = build_model(params.model_config("forward"), src_vocab=len(src), tgt_vocab=len(tgt),
-                        pad=src.pad)
-    text = {"text": text_record(params.prepare)} if record_text else {}
-    checkpoint.save(tmp_path / "models" / "forward" / "model.pt", model, src_vocab=src,
-                    tgt_vocab=tgt, name="forward", **text)
     out = tmp_path / "exports" / "forward"
-    exporting.export(params, "forward", models_dir=tmp_path / "models", vocab_dir=vocab_dir,
+    exporting.export(params, "forward", models_dir=models, vocab_dir=vocab_dir,
                      prepared_dir=prepared, out_dir=out)
     return out
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from conftest import BIN, ROOT, make_project, need_mirror, run
-from helpers import one_line_error, profile_dict
+from helpers import one_line_error, profile_dict, untrained_forward
 
 
 def s2s(args, cwd: Path, **kw) -> subprocess.CompletedProcess:
@@ -35,27 +35,16 @@ def trained_system(tmp_path: Path, *, record_text: bool) -> tuple[Path, Path, Pa
     """System `forward` of the smoke profile, untrained, in a run's folders (models/, vocab/):
     its checkpoint saved as the trainer saves it (with the text record) or as earlier versions
     did (without). Returns (params.yaml, models dir, vocab dir)."""
-    from s2s import checkpoint, config
-    from s2s.data.vocab import SPECIALS, Vocab
-    from s2s.model import build_model
-    from s2s.text_settings import text_record
+    from s2s import config
 
     params_path = tmp_path / "params.yaml"
     params_path.write_text(yaml.safe_dump(profile_dict("smoke"), sort_keys=False))
     params = config.load(params_path)
     assert params.prepare.lowercase is False
-    vocab_dir = tmp_path / "vocab"
-    vocab_dir.mkdir()
-    for lang in ("en", "fr"):  # cased text: a sentence-initial capital
-        (vocab_dir / f"{lang}.tsv").write_text(
-            "".join(f"{w}\t{9 - i}\n" for i, w in enumerate((*SPECIALS, "The", "man", "."))))
-    src, tgt = (Vocab.load(vocab_dir / f"{lang}.tsv") for lang in ("en", "fr"))
-    model = build_model(params.model_config("forward"), src_vocab=len(src), tgt_vocab=len(tgt),
-                        pad=src.pad)
-    text = {"text": text_record(params.prepare)} if record_text else {}
-    checkpoint.save(tmp_path / "models" / "forward" / "model.pt", model, src_vocab=src,
-                    tgt_vocab=tgt, name="forward", **text)
-    return params_path, tmp_path / "models", vocab_dir
+    # cased text: a sentence-initial capital
+    models, vocab_dir = untrained_forward(params, tmp_path, words=("The", "man", "."),
+                                          record_text=record_text)
+    return params_path, models, vocab_dir
 
 
 @pytest.mark.parametrize("record_text", [True, False], ids=["recorded", "older_checkpoint"])
