@@ -6,7 +6,8 @@ The files of an ids folder (``data/ids``), for each split (train, dev, test) and
     <split>.<lang>.npy          int32 (tokens,): every sentence's ids, one after the other
     <split>.<lang>.offsets.npy  int64 (lines + 1,): sentence k is ids[offsets[k]:offsets[k + 1]]
     ids.json                    the record (:class:`IdsRecord`): the vocabularies' fingerprints,
-                                and per file its shape, bytes and sha256
+                                each split's sentences, per file its shape, bytes and the
+                                sha256 of its values (the bytes after the .npy header)
 
 A training job maps them (``np.load(mmap_mode="r")``) instead of encoding the corpus into Python
 lists: its start-up does not grow with the corpus beyond reading the files once to check them,
@@ -25,7 +26,6 @@ import functools
 import hashlib
 import io
 import json
-import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -34,8 +34,6 @@ from pathlib import Path
 import numpy as np
 
 from s2s.data.vocab import Vocab
-
-log = logging.getLogger("s2s.ids")
 
 SPLITS = ("train", "dev", "test")
 LANGS = ("en", "fr")  # source, target

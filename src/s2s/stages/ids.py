@@ -47,7 +47,8 @@ def cli(args, params) -> None:
 def main(*, prepared_dir: Path, vocab_dir: Path, out_dir: Path, workers: int = 1) -> dict:
     """Encode every split's two sides into `out_dir`; returns the record (s2s.data.ids)."""
     from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
-    from s2s.data.ids import LANGS, RECORD, SPLITS, IdsError, IdsRecord, write_side
+    from s2s.data.ids import (LANGS, RECORD, SPLITS, IdsError, IdsRecord, ids_file,
+                              offsets_file, write_side)
     from s2s.data.stream import ordered_map
     from s2s.data.vocab import Vocab
     from s2s.io import atomic_write_json, iter_lines
@@ -66,12 +67,9 @@ def main(*, prepared_dir: Path, vocab_dir: Path, out_dir: Path, workers: int = 1
                 text = prepared_dir / f"{split}.tok.{lang}"
                 chunks = ordered_map(_encode_block, iter_lines(text), workers=workers,
                                      initializer=_use_vocab, initargs=(vocab_dir / f"{lang}.tsv",))
-                entries = write_side(tmp, split, lang, chunks)
-                files |= entries
-                counted[lang] = next(e for n, e in entries.items()
-                                     if n.endswith(".offsets.npy"))["shape"][0] - 1
-                tokens += next(e for n, e in entries.items()
-                               if not n.endswith(".offsets.npy"))["shape"][0]
+                files |= write_side(tmp, split, lang, chunks)
+                counted[lang] = files[offsets_file(split, lang)]["shape"][0] - 1
+                tokens += files[ids_file(split, lang)]["shape"][0]
             if counted["en"] != counted["fr"]:
                 raise IdsError(f"{prepared_dir}/{split}.tok.en has {counted['en']:,} lines but "
                                f"{split}.tok.fr has {counted['fr']:,}: run the prepare stage "
