@@ -116,9 +116,10 @@ def run_jobs(out: Path, tasks: list[tuple[str, list[str], Path]], jobs: int, wha
 
 def train_and_decode(out: Path, data: Path, names: list[str], jobs: int) -> None:
     """`s2s train` every run, then `s2s translate` its test set at beam 12 in fp32."""
-    where = ["--prepared", str(data / "prepared"), "--vocab", str(data / "vocab")]
-    run_jobs(out, [(n, ["train", n, *where], out / "metrics" / "train" / f"{n}.json")
-                   for n in names], jobs, "train")
+    vocab = ["--vocab", str(data / "vocab")]
+    run_jobs(out, [(n, ["train", n, "--ids", str(data / "ids"), *vocab],
+                    out / "metrics" / "train" / f"{n}.json") for n in names], jobs, "train")
+    where = ["--prepared", str(data / "prepared"), *vocab]
     run_jobs(out, [(n, ["translate", n, *where, "--models", "models", "--out", f"outputs/{n}"],
                     out / "outputs" / n / "beam12.tok.fr") for n in names], jobs, "translate")
 
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="the runs' folder (made if absent)")
-    ap.add_argument("--data", type=Path, help="a default run's data/ (prepared/, vocab/)")
+    ap.add_argument("--data", type=Path, help="a default run's data/ (prepared/, vocab/, ids/)")
     ap.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     ap.add_argument("--seeds", default="11,12")
     ap.add_argument("--sides", default="rev,fwd", help="rev and/or fwd")
@@ -221,9 +222,9 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     print(common.machine_line(1))
     if not args.collect:
-        if args.data is None or not (args.data / "prepared").is_dir():
-            ap.error("--data: a folder with the prepare and vocab stages' outputs "
-                     "(prepared/, vocab/) of a default run")
+        if args.data is None or not all((args.data / d).is_dir() for d in ("prepared", "ids")):
+            ap.error("--data: a folder with the prepare, vocab and ids stages' outputs "
+                     "(prepared/, vocab/, ids/) of a default run")
         names = write_params(args.out, args.params, sides, precisions, seeds)
         train_and_decode(args.out, args.data, names, args.jobs)
     print(report(args.out, args.data, sides, precisions, seeds))

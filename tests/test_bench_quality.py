@@ -60,3 +60,21 @@ def test_table_pairs_runs_on_their_seeds(tmp_path):
     assert len(summary) == 1 and not any(line.startswith("fwd ") for line in lines)
     # means 9.000 and 9.100; per seed +5.0% and -2.0%; of the means +1.1%
     assert summary[0].split() == ["rev", "11,12", "9.000", "9.100", "+5.0%", "-2.0%", "+1.1%"]
+
+
+def test_the_commands_it_runs_are_ones_the_cli_takes(tmp_path, monkeypatch):
+    """Each training and decoding command parses as `s2s` parses it (the train stage reads the
+    ids, translate the prepared text), and points at the data folder's ids and vocabularies."""
+    from s2s.cli import build_parser
+
+    asked: list[list[str]] = []
+    monkeypatch.setattr(quality, "run_jobs",
+                        lambda out, jobs, n, what: asked.extend(cmd for _, cmd, _ in jobs))
+    data = tmp_path / "data"
+    quality.train_and_decode(tmp_path / "out", data, ["rev_fp32_11"], jobs=1)
+    assert [cmd[0] for cmd in asked] == ["train", "translate"]
+    for cmd in asked:
+        args = build_parser().parse_args(cmd)  # argparse exits on a flag the stage lacks
+        assert args.vocab == data / "vocab"
+    train, translate = (build_parser().parse_args(cmd) for cmd in asked)
+    assert train.ids == data / "ids" and translate.prepared == data / "prepared"
