@@ -31,6 +31,7 @@ import torch  # noqa: E402
 
 from s2s import distributed  # noqa: E402
 from s2s.config import load  # noqa: E402
+from s2s.data.batching import collate_ids  # noqa: E402
 from s2s.train import RunPaths, lr_at, setup, train_step  # noqa: E402
 
 
@@ -50,7 +51,9 @@ def train(project: Path, model: str, steps: int, device: str, out: Path) -> None
             if step >= steps:
                 break
             lr = lr_at(step, r.steps_per_epoch, r.cfg)
-            nll, ntok = train_step(r.model, r.opt, r.train.pairs(idx),
+            batch = collate_ids(r.train, idx, pad=r.tgt_vocab.pad, bos=r.tgt_vocab.bos,
+                                eos=r.tgt_vocab.eos)  # the trainer's own batch of them
+            nll, ntok = train_step(r.model, r.opt, batch,
                                    batch_size=len(idx), lr=lr, cfg=r.cfg, vocab=r.tgt_vocab,
                                    device=r.device, autocast=r.autocast)
             step += 1

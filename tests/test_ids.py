@@ -373,3 +373,18 @@ def test_the_scale_benchmark_starts_and_prints_its_table(tmp_path, mirror):
     rows = [line.split("|") for line in proc.stdout.splitlines() if line.startswith("| ")]
     stages_seen = {r[1].strip() for r in rows[1:]}
     assert {"prepare", "vocab", "ids"} <= stages_seen
+
+
+def test_a_data_stage_uses_the_threads_its_job_asks_for():
+    from s2s.config import Params, StageResources
+    from s2s.data.stream import workers_for
+
+    def params(resources):
+        p = Params.__new__(Params)
+        object.__setattr__(p, "resources", resources)
+        return p
+
+    both = {"default": StageResources(threads=3), "prepare": StageResources(threads=16)}
+    assert workers_for(params(both), "prepare") == 16  # its own
+    assert workers_for(params(both), "ids") == 3  # the default's: what Snakemake reserves
+    assert workers_for(params({}), "ids") == min(len(__import__("os").sched_getaffinity(0)), 8)

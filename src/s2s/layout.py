@@ -47,11 +47,11 @@ CURVE_COLUMNS = tuple(f.name for f in fields(CurveRow))
 # numbers.
 BUCKET_COLUMNS = ("axis", "label", "lo", "hi", "sentences", "mean", "bleu")
 GROUP_COLUMNS = ("system", "beam", *BUCKET_COLUMNS)
-GROUP_NUMBERS = ("lo", "hi", "sentences", "mean", "bleu")  # beam: a label ("12")
+GROUP_NUMBERS = BUCKET_COLUMNS[2:]  # beam is a label ("12")
 DROP_COLUMNS = ("system", "beam", "short_label", "long_label", "short_bleu", "long_bleu", "drop",
                 "drop_lo", "drop_hi", "reference", "drop_minus_reference", "diff_lo", "diff_hi")
-DROP_NUMBERS = ("short_bleu", "long_bleu", "drop", "drop_lo", "drop_hi", "drop_minus_reference",
-                "diff_lo", "diff_hi")
+DROP_NUMBERS = tuple(c for c in DROP_COLUMNS if c not in ("system", "beam", "short_label",
+                                                         "long_label", "reference"))
 
 
 BASELINE, ORACLE = "baseline", "oracle"

@@ -111,35 +111,33 @@ def collate_ids(corpus: IdCorpus, idx: Sequence[int], *, pad: int, bos: int, eos
     """The Batch of the pairs `idx` (at least one) of an ids corpus, made from its arrays: the
     tensors :func:`collate` makes of the same pairs."""
     idx = np.asarray(idx, dtype=np.int64)
-    src = _padded(corpus.src, idx, pad, lead=None, trail=None, min_width=1)  # (N, S)
-    tgt_in = _padded(corpus.tgt, idx, pad, lead=bos, trail=None, min_width=1)  # (N, T)
-    tgt_out = _padded(corpus.tgt, idx, pad, lead=None, trail=eos, min_width=1)  # (N, T)
+    src, _ = _padded(corpus.src, idx, pad, width=1)  # (N, S): an empty source reads one <pad>
+    words, lengths = _padded(corpus.tgt, idx, pad, width=0)  # (N, T - 1): y
+    rows = np.arange(len(idx))
+    tgt_out = np.full((len(idx), words.shape[1] + 1), pad, dtype=np.int64)  # (N, T): y <eos>
+    tgt_out[:, :-1] = words
+    tgt_out[rows, lengths] = eos
+    tgt_in = np.empty_like(tgt_out)  # (N, T): <bos> y
+    tgt_in[:, 0] = bos
+    tgt_in[:, 1:] = words
     src_lengths = torch.from_numpy(np.maximum(corpus.src_lengths[idx], 1))  # (N,)
     tgt_out_t = torch.from_numpy(tgt_out)
     target_rows = (tgt_out_t.flatten() != pad).nonzero().squeeze(1)  # (M,)
-    ntokens = int(corpus.tgt_lengths[idx].sum()) + len(idx)
+    ntokens = int(lengths.sum()) + len(idx)
     return Batch(torch.from_numpy(src), src_lengths, torch.from_numpy(tgt_in), tgt_out_t, ntokens,
                  target_rows, src_lengths)
 
 
-def _padded(side, idx: np.ndarray, pad: int, *, lead: int | None, trail: int | None,
-            min_width: int) -> np.ndarray:
-    """(N, W) int64: each sentence of `idx` of `side` (an s2s.data.ids.Side) with `lead` before
-    and `trail` after it where given, right-padded with `pad` to the longest."""
+def _padded(side, idx: np.ndarray, pad: int, *, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(N, W) int64: each sentence of `idx` of `side` (an s2s.data.ids.Side), right-padded with
+    `pad` to the longest (at least `width`), and the sentences' lengths (N,)."""
     starts, lengths = side.offsets[idx], side.offsets[idx + 1] - side.offsets[idx]
-    extra = (lead is not None) + (trail is not None)
-    width = max(int(lengths.max()) + extra, min_width)
+    width = max(int(lengths.max()), width)
+    cols = np.arange(width)  # (W,)
+    mask = cols[None, :] < lengths[:, None]  # (N, W)
     out = np.full((len(idx), width), pad, dtype=np.int64)
-    shift = int(lead is not None)
-    if lead is not None:
-        out[:, 0] = lead
-    cols = np.arange(width - extra)  # (W',)
-    mask = cols[None, :] < lengths[:, None]  # (N, W')
-    flat = (starts[:, None] + cols[None, :])[mask]  # the ids' positions, row by row
-    out[:, shift:shift + width - extra][mask] = side.ids[flat]
-    if trail is not None:
-        out[np.arange(len(idx)), lengths + shift] = trail
-    return out
+    out[mask] = side.ids[(starts[:, None] + cols[None, :])[mask]]  # row by row, as they lie
+    return out, lengths
 
 
 def steps_per_epoch(n_pairs: int, batch_size: int) -> int:

@@ -103,42 +103,66 @@ def _npy_header(dtype: np.dtype, count: int) -> bytes:
     return header[:8] + (len(body)).to_bytes(2, "little") + body
 
 
-def values_sha256(path: Path, offset: int) -> str:
-    """sha256 of a file's bytes from `offset` on (a .npy array's values, after its header)."""
+@dataclass(frozen=True)
+class Values:
+    """What one read of a .npy array's values found: their sha256, their least and greatest
+    value, and whether they never decrease (None for no values)."""
+
+    sha256: str
+    low: int | None
+    high: int | None
+    increasing: bool
+
+
+def read_values(path: Path, offset: int, dtype: np.dtype) -> Values:
+    """One pass over a file's values from `offset` on (a .npy array's, after its header): the
+    checks of a reader done with the hashing, so that the mapped array is not read again."""
     h = hashlib.sha256()
+    low = high = last = None
+    increasing = True
+    step = _CHUNK - _CHUNK % np.dtype(dtype).itemsize
     with open(path, "rb") as f:
         f.seek(offset)
-        while chunk := f.read(_CHUNK):
+        while chunk := f.read(step):
             h.update(chunk)
-    return h.hexdigest()
+            v = np.frombuffer(chunk, dtype=dtype)
+            if not len(v):
+                continue
+            lo, hi = int(v.min()), int(v.max())
+            low, high = (lo, hi) if low is None else (min(low, lo), max(high, hi))
+            increasing = increasing and (last is None or last <= v[0]) and \
+                bool(np.all(v[1:] >= v[:-1]))
+            last = v[-1]
+    return Values(h.hexdigest(), low, high, increasing)
 
 
-def encode_lines(lines: Sequence[str], index: dict[str, int], unk: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ids of `lines` one after the other (int32) and each line's number of ids (int64), as
-    Vocab.encode gives them."""
-    ids: list[int] = []
-    lengths = np.empty(len(lines), dtype=OFFSET_DTYPE)
-    get = index.get
-    for k, line in enumerate(lines):
-        words = line.split()
-        lengths[k] = len(words)
-        ids.extend([get(w, unk) for w in words])
-    return np.array(ids, dtype=ID_DTYPE), lengths
+def encode_lines(lines: Sequence[str], vocab: Vocab) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of `lines` one after the other (int32, Vocab.encode's) and each line's number of
+    ids (int64)."""
+    encoded = [vocab.encode(line) for line in lines]
+    lengths = np.fromiter(map(len, encoded), dtype=OFFSET_DTYPE, count=len(encoded))
+    return np.fromiter((i for row in encoded for i in row), dtype=ID_DTYPE,
+                       count=int(lengths.sum())), lengths
 
 
 def write_side(folder: Path, split: str, lang: str, chunks: Iterable[tuple[np.ndarray, np.ndarray]]
                ) -> dict[str, dict]:
     """One split's side from (ids, lengths) chunks, in order: its ids and offsets files; returns
-    their record entries."""
+    their record entries. A chunk that fails leaves both files closed, unfinished (no header),
+    in the folder the caller removes."""
     ids = ArrayWriter(folder / ids_file(split, lang), ID_DTYPE)
     offsets = ArrayWriter(folder / offsets_file(split, lang), OFFSET_DTYPE)
-    offsets.write(np.zeros(1, OFFSET_DTYPE))
-    end = 0
-    for chunk_ids, lengths in chunks:
-        ids.write(chunk_ids)
-        offsets.write(end + np.cumsum(lengths))
-        end += int(lengths.sum())
+    try:
+        offsets.write(np.zeros(1, OFFSET_DTYPE))
+        end = 0
+        for chunk_ids, lengths in chunks:
+            ids.write(chunk_ids)
+            offsets.write(end + np.cumsum(lengths))
+            end += int(lengths.sum())
+    except BaseException:
+        ids.f.close()
+        offsets.f.close()
+        raise
     return {ids_file(split, lang): ids.close(), offsets_file(split, lang): offsets.close()}
 
 
@@ -249,9 +273,6 @@ class IdCorpus:
     def pair(self, k: int) -> tuple[list[int], list[int]]:
         return self.src.sentence(k), self.tgt.sentence(k)
 
-    def pairs(self, idx: Iterable[int]) -> list[tuple[list[int], list[int]]]:
-        return [self.pair(int(k)) for k in idx]
-
     def __iter__(self) -> Iterator[tuple[list[int], list[int]]]:
         return (self.pair(k) for k in range(len(self)))
 
@@ -270,23 +291,25 @@ def open_split(folder: Path, split: str, *, src_vocab: Vocab, tgt_vocab: Vocab) 
                            f"given): {fix}")
     sides = []
     for lang, vocab in zip(LANGS, (src_vocab, tgt_vocab)):
-        ids = _load(folder, ids_file(split, lang), ID_DTYPE, record, fix)
-        offsets = _load(folder, offsets_file(split, lang), OFFSET_DTYPE, record, fix)
+        ids, found = _load(folder, ids_file(split, lang), ID_DTYPE, record, fix)
+        offsets, ends = _load(folder, offsets_file(split, lang), OFFSET_DTYPE, record, fix)
         path = folder / offsets_file(split, lang)
         if len(offsets) != record.lines[split] + 1:
             raise IdsError(f"{path}: {len(offsets) - 1:,} sentences, the record's {split} has "
                            f"{record.lines[split]:,}: {fix}")
-        if offsets[0] != 0 or offsets[-1] != len(ids) or np.any(np.diff(offsets) < 0):
+        if ends.low != 0 or ends.high != len(ids) or not ends.increasing:
             raise IdsError(f"{path}: not the offsets of {ids_file(split, lang)} (from 0, not "
                            f"decreasing, to its {len(ids):,} ids): {fix}")
-        if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(vocab)):
+        if found.low is not None and (found.low < 0 or found.high >= len(vocab)):
             raise IdsError(f"{folder / ids_file(split, lang)}: ids outside the {lang} "
                            f"vocabulary's {len(vocab):,}: {fix}")
         sides.append(Side(ids, offsets))
     return IdCorpus(f"{folder}/{split}", *sides)
 
 
-def _load(folder: Path, name: str, dtype: np.dtype, record: IdsRecord, fix: str) -> np.ndarray:
+def _load(folder: Path, name: str, dtype: np.dtype, record: IdsRecord,
+          fix: str) -> tuple[np.ndarray, Values]:
+    """The mapped array of file `name`, checked against the record in one read of its values."""
     path = folder / name
     want = record.files[name]
     try:
@@ -303,6 +326,7 @@ def _load(folder: Path, name: str, dtype: np.dtype, record: IdsRecord, fix: str)
     if array.dtype != dtype or array.ndim != 1 or list(array.shape) != want["shape"]:
         raise IdsError(f"{path}: {array.dtype} of shape {list(array.shape)}, the record's "
                        f"{dtype} of shape {want['shape']}: {fix}")
-    if values_sha256(path, size - array.nbytes) != want["sha256"]:  # the values, after the header
+    values = read_values(path, size - array.nbytes, dtype)  # the values, after the header
+    if values.sha256 != want["sha256"]:
         raise IdsError(f"{path}: its sha256 is not the record's (damaged): {fix}")
-    return array
+    return array, values

@@ -3,13 +3,11 @@ that their memory does not grow with the corpus and their time falls with their 
 
 :func:`workers_for` says how many processes a data stage uses; :func:`ordered_map` runs a
 function over chunks in them, a few chunks ahead, and gives the results in the chunks' order
-(so every output is the one a single process writes); :func:`chunked` cuts an iterable into
-lists.
+(so every output is the one a single process writes).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -23,24 +21,18 @@ MAX_AUTO_WORKERS = 8  # where the profile does not set the stage's threads
 
 
 def workers_for(params, kind: str) -> int:
-    """The processes data stage `kind` uses: ``resources.<kind>.threads`` where the profile sets
-    it (what its Snakemake or SLURM job asks for), else every CPU this process may run on (its
-    affinity: a SLURM allocation, a taskset), up to :data:`MAX_AUTO_WORKERS`."""
-    own = params.resources.get(kind)
-    if own is not None:
-        return own.threads
+    """The processes data stage `kind` uses: the threads its job asks a scheduler for
+    (``resources.<kind>``, else ``resources.default``: Snakemake and SLURM reserve that many
+    CPUs for it), so that jobs side by side do not oversubscribe the cores; where the parameter
+    file declares no resources at all, every CPU this process may run on (its affinity: a SLURM
+    allocation, a taskset), up to :data:`MAX_AUTO_WORKERS`."""
+    if params.resources:
+        return params.resources_for(kind).threads
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         usable = os.cpu_count() or 1
     return max(1, min(usable, MAX_AUTO_WORKERS))
-
-
-def chunked(items: Iterable[T], size: int) -> Iterator[list[T]]:
-    """Lists of `size` items of `items` (the last may be shorter), in order."""
-    it = iter(items)
-    while chunk := list(itertools.islice(it, size)):
-        yield chunk
 
 
 def ordered_map(fn: Callable[[T], R], items: Iterable[T], *, workers: int,

@@ -49,7 +49,7 @@ class _Shared:
     weight's gradient) is not kept here: its node holds this object, and a reference back would
     be a cycle that only Python's collector frees, with every step's operands in it."""
 
-    __slots__ = ("weight", "bias", "low", "bias_low", "grads", "inputs", "__weakref__")
+    __slots__ = ("weight", "bias", "low", "bias_low", "grads", "inputs")
 
     def __init__(self, weight: Tensor, bias: Tensor | None, dtype: torch.dtype | None):
         self.weight, self.bias = weight, bias

@@ -7,8 +7,8 @@ Writes: ``<out>/`` (``data/ids``): for each split and side, ``<split>.<lang>.npy
         ``ids.json``, the record: both vocabularies' fingerprints, each split's sentences, each
         file's shape, bytes and sha256 (what a reader checks the files against).
 
-The files are encoded in blocks of lines over `workers` processes (``resources.ids.threads``
-where the profile sets it, else this machine's cores) and written as they go, the ids those of
+The files are encoded in blocks of lines over `workers` processes (the threads of
+``resources.ids``, else of ``resources.default``) and written as they go, the ids those of
 ``Vocab.encode`` in the order of the lines: the same files for any number of workers. The
 folder is written under a temporary name and renamed when complete, so a killed run leaves
 nothing a training job would read; a damaged or truncated file, or one of other vocabularies,
@@ -86,20 +86,19 @@ def main(*, prepared_dir: Path, vocab_dir: Path, out_dir: Path, workers: int = 1
     return record.to_json()
 
 
-_INDEX: tuple[dict[str, int], int] | None = None  # the worker's vocabulary (_use_vocab)
+_VOCAB = None  # the worker's vocabulary (_use_vocab)
 
 
 def _use_vocab(path: Path) -> None:
     """A worker's set-up: the vocabulary it encodes with."""
     from s2s.data.vocab import Vocab
 
-    global _INDEX
-    vocab = Vocab.load(path)
-    _INDEX = ({w: i for i, w in enumerate(vocab.words)}, vocab.unk)
+    global _VOCAB
+    _VOCAB = Vocab.load(path)
 
 
 def _encode_block(lines: list[str]):
     from s2s.data.ids import encode_lines
 
-    assert _INDEX is not None
-    return encode_lines(lines, *_INDEX)
+    assert _VOCAB is not None
+    return encode_lines(lines, _VOCAB)

@@ -7,8 +7,8 @@ Writes: ``<out>/{train,dev,test}.tok.{en,fr}`` (tokenised, one sentence per line
         lines out, tokens.
 
 Training corpora are streamed: read in chunks, each normalised, tokenised and filtered by one of
-`workers` processes (``resources.prepare.threads`` where the profile sets it, else this
-machine's cores: s2s.data.stream.workers_for), de-duplicated in order by a 64-bit hash of the
+`workers` processes (the threads of ``resources.prepare``, else of ``resources.default``:
+s2s.data.stream.workers_for), de-duplicated in order by a 64-bit hash of the
 pair, and written as they go; memory holds a few chunks and the hash table (~16 bytes a pair),
 whatever the corpus's size. The folder is written under a temporary name and renamed when
 complete.

@@ -7,7 +7,7 @@ Writes: ``<out>/{en,fr}.tsv``: ``word<TAB>count``, the four specials first (coun
         of train, dev and test per side.
 The paper keeps 160,000 source and 80,000 target words; every other word becomes <unk>.
 The training files are counted in blocks of lines over `workers` processes
-(``resources.vocab.threads`` where the profile sets it, else this machine's cores), the counts
+(the threads of ``resources.vocab``, else of ``resources.default``), the counts
 merged: memory holds the counts and a few blocks, whatever the corpus's size.
 """
 
