@@ -20,6 +20,8 @@ import contextvars
 import torch
 from torch import Tensor, nn
 
+from s2s.precision import full
+
 __all__ = ["Model", "host_lengths", "on_host", "reverse_padded"]
 
 
@@ -38,7 +40,10 @@ class Model(nn.Module):
         raise NotImplementedError
 
     def step(self, prev_tokens: Tensor, state):
-        raise NotImplementedError
+        """prev_tokens: (N,) -> log-probs of the next token (N, V), fp32, and the new state."""
+        features, state = self.step_features(prev_tokens, state)
+        # (full: under bf16 autocast the logits are bf16; the log-softmax is fp32)
+        return torch.log_softmax(full(self.proj(features)), dim=-1), state
 
     def step_features(self, prev_tokens: Tensor, state):
         raise NotImplementedError
@@ -48,6 +53,9 @@ class Model(nn.Module):
 
     def init_weights(self, seed: int) -> None:
         raise NotImplementedError
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
 
 
 def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:

@@ -81,15 +81,6 @@ class EncoderDecoder(Model):
             src = reverse_padded(src, lengths)
         return self.src_embed(src)
 
-    def step(self, prev_tokens: Tensor, state):
-        """prev_tokens: (N,) -> log-probs of the next token (N, V) and the new state."""
-        features, state = self.step_features(prev_tokens, state)
-        # (.float(): under bf16 autocast the logits are bf16; the log-softmax is fp32)
-        return torch.log_softmax(full(self.proj(features)), dim=-1), state
-
     def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing. tgt_in: (N, T) = <bos> y_1 .. y_{T-1}. Returns logits (N, T, V)."""
         return self.proj(self.features(src, src_lengths, tgt_in))
-
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())

@@ -361,13 +361,6 @@ class Transformer(Model):
         return self._decoded(x)[:, 0], replace(state, self_keys=tuple(keys),
                                                self_values=tuple(values), t=state.t + 1)
 
-    def step(self, prev_tokens: Tensor, state: TransformerState
-             ) -> tuple[Tensor, TransformerState]:
-        """prev_tokens: (N,) -> log-probs of the next token (N, V), fp32, and the new state."""
-        features, state = self.step_features(prev_tokens, state)
-        # (full: under bf16 autocast the logits are bf16; the log-softmax is fp32)
-        return torch.log_softmax(full(self.proj(features)), dim=-1), state
-
     def _teacher_forced(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor, *,
                         need_weights: bool) -> tuple[Tensor, list[Tensor | None]]:
         memory, src_mask = self._memory(src, src_lengths)
@@ -409,10 +402,6 @@ class Transformer(Model):
             w = w.gather(-1, index[:, None, None, None, :].expand_as(w))
         return w
 
-    def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.parameters())
-
     def describe(self) -> str:
         """One line for a report: the config's own description."""
         return self.cfg.describe()
-
