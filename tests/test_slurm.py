@@ -160,7 +160,7 @@ def timed_out(tmp_path_factory, site):
     write_params(repo / "params.yaml", long_training(profile_dict("smoke")))
     # The data stages here, with Snakemake's records, so that only the training job is submitted.
     run([str(BIN / "snakemake"), "--profile", "workflow/profiles/local", "--cores", "1",
-         "data/vocab"], repo, env={"OMP_NUM_THREADS": "1"})
+         "data/ids"], repo, env={"OMP_NUM_THREADS": "1"})
     ref = repo.parent / "reference"
     ref.mkdir()
     # The reference trains in a copy of the project: a stage run by hand is a writer of its
@@ -168,7 +168,7 @@ def timed_out(tmp_path_factory, site):
     twin = repo.parent / "twin"
     shutil.copytree(repo, twin, ignore=shutil.ignore_patterns(".snakemake"))
     reference = start([str(BIN / "s2s"), "--params", str(twin / "params.yaml"), "train",
-                       "forward", "--prepared", "data/prepared", "--vocab", "data/vocab",
+                       "forward", "--ids", "data/ids", "--vocab", "data/vocab",
                        "--model-dir", str(ref / "model"), "--ckpt-dir", str(ref / "ckpt"),
                        "--metrics", str(ref / "metrics.json"), "--curves",
                        str(ref / "curves.csv"), "--snapshots", str(ref / "snapshots")],
@@ -241,7 +241,7 @@ def test_srun_ranks_train_as_one_process(smoke_data, site, tmp_path):
 
     def train(out: str, *launcher: str) -> subprocess.CompletedProcess:
         return run([*launcher, str(BIN / "s2s"), "--params", str(params), "train", "reversed_1",
-                    "--prepared", str(data / "prepared"), "--vocab", str(data / "vocab"),
+                    "--ids", str(data / "ids"), "--vocab", str(data / "vocab"),
                     "--model-dir", f"{out}/model", "--ckpt-dir", f"{out}/ckpt",
                     "--metrics", f"{out}/metrics.json", "--curves", f"{out}/curves.csv"],
                    tmp_path, env={"OMP_NUM_THREADS": "1"}, timeout=600)
