@@ -30,6 +30,7 @@ from s2s.config import load
 from s2s import paper
 from s2s.report import tables
 from s2s.report import render as render_
+from s2s.report.sections import bleu as bleu_tables
 from s2s.report.sections import summary
 from s2s.stages.claims import main as claims_main
 from s2s.stages.report import main as report_main
@@ -59,7 +60,7 @@ def _dump(path: Path, obj) -> None:
 
 def _absent_target(params):
     """The first Table 1 translation of this profile: we mark it absent."""
-    for row in tables.rows(params, "table1"):
+    for row in bleu_tables.rows(params, "table1"):
         o = row.ours
         if (o and o.kind == "translate" and o.system in params.systems
                 and o.beam in params.systems[o.system].beams):
@@ -221,7 +222,7 @@ def _check_bleu_table(report, name: str, paper_rows) -> pd.DataFrame:
 
 
 def test_table1_has_paper_and_our_numbers_and_not_run_rows(report):
-    df = _check_bleu_table(report, "table1", tables.rows(report["params"], "table1"))
+    df = _check_bleu_table(report, "table1", bleu_tables.rows(report["params"], "table1"))
     # Bahdanau et al.: our attention model (the tree marks its output absent, see below)
     assert df.loc[0, "ours_system"].startswith("attention, beam 12")
     assert report["absent"] == ("attention", 12)
@@ -234,14 +235,14 @@ def test_table1_has_paper_and_our_numbers_and_not_run_rows(report):
         hit = df[df["ours_system"].str.startswith(f"{system}, beam {beam}")]
         assert len(hit) and hit["status"].str.contains(f"beam{beam}.tok.fr").all()
     params = report["params"]
-    for row, rec in zip(tables.rows(params, "table1"), df.to_dict("records")):
+    for row, rec in zip(bleu_tables.rows(params, "table1"), df.to_dict("records")):
         o = row.ours
         if o and o.kind == "translate" and o.system not in params.systems:
             assert rec["status"] == f"not run: no system '{o.system}' in profile '{params.profile}'"
 
 
 def test_table2_has_paper_and_our_numbers(report):
-    df = _check_bleu_table(report, "table2", tables.rows(report["params"], "table2"))
+    df = _check_bleu_table(report, "table2", bleu_tables.rows(report["params"], "table2"))
     assert df.loc[1, "status"] == "ours"  # Cho et al.: our GRU encoder-decoder rescores
     assert df.loc[1, "ours_system"] == "rescore/gru (gru)"
     assert "Cho et al.'s encoder-decoder" in df.loc[1, "conditions"]
@@ -634,7 +635,7 @@ def test_conditions_every_row_shares_are_stated_once():
     df = pd.DataFrame({"method": ["a", "b", "c"],
                        "our conditions": ["3 pairs; 1 model; vocab 5/6; beam 12",
                                           "3 pairs; 5 models; vocab 5/6; beam 2", ""]})
-    lead, shown = tables.split_conditions(df)
+    lead, shown = bleu_tables.split_conditions(df)
     assert lead == "Our conditions in every row: 3 pairs; vocab 5/6."
     assert shown["conditions of this row"].tolist() == ["1 model; beam 12", "5 models; beam 2", ""]
 
@@ -822,9 +823,9 @@ def test_table2_says_where_the_baseline_falls(report):
     b, r = bleu[base][str(beam)]["bleu_tok"], bleu["reversed"]["12"]["bleu_tok"]
     line = next(ln for ln in md.splitlines() if ln.startswith("Table 2's setting:"))
     assert "(paper: 30.59 < 33.30 < 34.81); the paper's is phrase-based SMT" in line
-    assert f"Our baseline is {tables.baseline_text(params)}. Ours: " in line
+    assert f"Our baseline is {bleu_tables.baseline_text(params)}. Ours: " in line
     system = params.systems[base]
-    assert tables.baseline_text(params).endswith(
+    assert bleu_tables.baseline_text(params).endswith(
         f"its {system.nbest}-best lists at beam {beam}")
     assert f"{base} beam {beam} {b:.2f}: {b - r:+.2f} against reversed beam 12 ({r:.2f}" in line
     assert line.endswith(("Verdict: holds at this scale.", "Verdict: does not hold at this scale.",

@@ -181,7 +181,7 @@ def load(path: Path) -> Paper:
 @dataclass(frozen=True)
 class Ours:
     """What of ours answers a paper row: a translation (system, beam), a rescoring output, or the
-    pipeline's baseline (resolved from params by :func:`s2s.report.tables.baseline_ref`)."""
+    pipeline's baseline (resolved from params by :func:`baseline_ref`)."""
 
     kind: str  # "translate" | "rescore" | "baseline"
     system: str = ""

@@ -15,14 +15,14 @@ import pandas as pd
 from s2s.config import Params
 from s2s.report.inputs import Artifacts
 from s2s.report.render import Document, Table
-from s2s.report.sections import (Context, about, attention, cost, data, examples, figure3,
+from s2s.report.sections import (Context, about, attention, bleu, cost, data, examples, figure3,
                                  forget_bias, learning_curves, models, paper_claims, perplexity,
-                                 provenance, summary, table1, table2)
+                                 provenance, summary)
 from s2s.report.sections.analysis import (figure2, forget_gates, gradient_reach, memory,
                                           reach_training)
 
 # The report's sections, in order.
-SECTIONS = (summary, about, table1, table2, paper_claims, examples, perplexity, models, cost,
+SECTIONS = (summary, about, bleu, paper_claims, examples, perplexity, models, cost,
             figure3, learning_curves, attention, figure2, forget_gates, gradient_reach,
             reach_training, memory, forget_bias, data, provenance)
 

@@ -1,7 +1,7 @@
 """The report's sections, one module each (in order: :data:`s2s.report.build.SECTIONS`).
 
 A section module owns everything of its part of the report: its tables (built from the inputs'
-records, by :mod:`s2s.report.tables` where two sections share one), its figure (drawn by
+records; :mod:`s2s.report.tables` has what several share), its figure (drawn by
 :mod:`s2s.report.figures`), and its prose, the macros of its own template
 ``templates/<module>.j2``. Each has one function, ``sections(ctx) -> list[Section]``: none where
 its inputs are absent (an optional stage not in the profile); the analyze stage's five are the

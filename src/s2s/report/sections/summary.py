@@ -12,17 +12,17 @@ from s2s.artifacts import Claim, ClaimDifference
 from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN, UNKNOWN,
                                  VERDICTS)
 from s2s.report.render import Badge, Lines, Link, Section, Table, slug
-from s2s.report.sections import Context, cost, paper_claims, perplexity, prose, table1, table2
+from s2s.report.sections import Context, bleu, cost, paper_claims, perplexity, prose
 from s2s.report.sections.analysis import figure2, gradient_reach, reach_training
 
 TITLE = "Summary"
 BADGES = {HOLDS: "holds", FAILS: "fails", NO_DIFFERENCE: "unsure", UNKNOWN: "unknown"}
 # claim key -> the section that shows the numbers it rests on, and the link's words
 DETAILS = {"reversal_perplexity": (perplexity.TITLE, "Perplexity"),
-           "reversal_bleu": (table1.TITLE, "Table 1"), "ensemble": (table1.TITLE, "Table 1"),
-           "wider_beam": (table1.TITLE, "Table 1"), "rescoring": (table2.TITLE, "Table 2"),
+           "reversal_bleu": (bleu.TABLE1, "Table 1"), "ensemble": (bleu.TABLE1, "Table 1"),
+           "wider_beam": (bleu.TABLE1, "Table 1"), "rescoring": (bleu.TABLE2, "Table 2"),
            "cost": (cost.TITLE, "Decoding cost"), "figure2": (figure2.TITLE, "Figure 2"),
-           "baseline_strength": (table2.TITLE, "Table 2")}
+           "baseline_strength": (bleu.TABLE2, "Table 2")}
 OTHERWISE = (paper_claims.TITLE, "Claims")  # a claim no section shows: the claims table
 DIGITS = {"share": 3}  # decimals of a difference by its unit; else 2
 CSV_COLUMNS = ["key", "claim", "paper", "ours", "verdict", "difference", "unit", "value", "lo",
