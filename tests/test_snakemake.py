@@ -169,6 +169,27 @@ def test_resources_come_from_the_params(plan_repo):
         assert resources["prepare"]["slurm_partition"] == "cpu"
 
 
+def job_threads(output: str) -> dict[str, int]:
+    """rule -> threads of a dry run's job listing (Snakemake prints no line for one thread)."""
+    return {m[1]: int(m[3] or 1) for m in re.finditer(
+        r"^rule (\w+):\n((?:    .*\n)*?)(?:    threads: (\d+)\n)?    resources:", output, re.M)}
+
+
+def test_the_timing_stage_runs_with_nothing_beside_it(plan_repo):
+    """The timing stage measures decoding speed: locally it holds every core of the run, so
+    Snakemake starts no job beside it (a rescoring job beside it turned a published verdict);
+    every other job keeps its `resources.<kind>.threads`. Under SLURM it asks for a node alone."""
+    (plan_repo / "params.yaml").write_text(profile_text("default"), encoding="utf-8")
+    threads = job_threads(snakemake(plan_repo, "-n", "--cores", "3").stdout)
+    assert threads["timing"] == 3
+    assert threads["translate_ensemble5"] == 1 and threads["rescore_ensemble5"] == 1
+    assert {r for r, n in threads.items() if n != 1} == {"timing"}
+    out = snakemake(plan_repo, "-n", "--cores", "2").stdout
+    timing = re.search(r"^rule timing:\n(?:.*\n)*?\s+resources: (.*)$", out, re.M)[1]
+    assert "slurm_extra='--exclusive'" in timing
+    assert job_threads(out)["timing"] == 2
+
+
 def test_lint_leaves_only_the_software_deployment_lint(plan_repo):
     """The one lint left asks for a conda environment or container per rule; the rules run the
     project's own `s2s` from the environment Snakemake runs in (README)."""

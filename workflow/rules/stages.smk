@@ -4,12 +4,17 @@
 # The command travels in `params`: those are evaluated here, in the loop, while `shell:` is only
 # evaluated when a job runs, after the loop has ended. S2S_JOB_GPUS tells the stage how many GPUs
 # its job asked for: on a local machine it claims that many free ones for itself (s2s.device),
-# under SLURM the scheduler has already given them.
+# under SLURM the scheduler has already given them. The timing stage measures decoding speed, so
+# nothing may run beside it: it takes every core of a local run (Snakemake starts no other job
+# while one holds them all) and a node of its own under SLURM.
 
 for _stage in STAGES:
     _res = PARAMS.resources_for(_stage.kind)
     _gpu_site = _res.gpus and config["gpu_partition"]
     _site = {"slurm_partition": config["gpu_partition"]} if _gpu_site else {}
+    _alone = _stage.kind == "timing"
+    if _alone:
+        _site["slurm_extra"] = "'--exclusive'"
 
     rule:
         name:
@@ -23,7 +28,7 @@ for _stage in STAGES:
         params:
             cmd=stage_cmd(_stage),
             values=dag.param_values(PARAM_VALUES, _stage.params),
-        threads: _res.threads
+        threads: max(workflow.cores, _res.threads) if _alone and workflow.local_exec else _res.threads
         resources:
             mem_mb=_res.mem_mb,
             runtime=_res.runtime,
