@@ -611,6 +611,52 @@ def test_single_model_claims_need_the_bootstrap_and_the_interval_over_seeds(tmp_
     assert got["Reversing the source raises BLEU"].status == verdicts.FAILS
 
 
+def test_the_forget_bias_verdict_needs_perplexity_and_bleu_and_says_which_fell_short(tmp_path):
+    """Three seed pairs of reversed models, the paper's init against forget bias 1: the verdict
+    says 'helps' only when dev perplexity and BLEU both do over the seeds (and BLEU on the test
+    sentences); when they part, it names what each says."""
+    import yaml
+
+    from s2s.claims.forget_bias import forget_bias_verdicts
+
+    raw = yaml.safe_load(FIXTURE.read_text())
+    raw["models"]["reversed_3"] = {"reverse_source": True, "init_seed": 3, "order_seed": 3}
+    raw["systems"]["reversed_2"] = {"members": ["reversed_2"], "beams": [12]}
+    raw["systems"]["reversed_3"] = {"members": ["reversed_3"], "beams": [12]}
+    for k, suffix in ((1, ""), (2, "_2"), (3, "_3")):
+        seeds = {} if k == 1 else {"init_seed": k, "order_seed": k}
+        raw["models"][f"reversed_fb1{suffix}"] = {"reverse_source": True, "forget_bias": 1.0,
+                                                  **seeds}
+        raw["systems"][f"reversed_fb1{suffix}"] = {"members": [f"reversed_fb1{suffix}"],
+                                                   "beams": [12]}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load(path)
+
+    def verdict(plain_dev, opened_dev, plain_bleu, opened_bleu):
+        plain, opened = ("reversed_1", "reversed_2", "reversed_3"), (
+            "reversed_fb1", "reversed_fb1_2", "reversed_fb1_3")
+        train = {m: {"dev_ppl": d} for m, d in zip(plain + opened, plain_dev + opened_dev)}
+        systems = ("reversed", "reversed_2", "reversed_3") + opened
+        bleu = _bleu({"translate": {s: {"12": _entry(b)} for s, b in zip(
+            systems, plain_bleu + opened_bleu)}, "rescore": {}})
+        (text,) = forget_bias_verdicts(params, train=_train(train), bleu=bleu,
+                                       diff=_interval(1.8, 3.6))
+        return text
+
+    text = verdict([7.4, 7.6, 7.4], [7.0, 7.2, 6.9], [20.9, 20.2, 21.1], [23.6, 26.0, 26.5])
+    assert text.startswith("reversed_fb1 vs reversed_1 (")
+    assert "opening the gate helps here; a verdict needs dev perplexity and BLEU" in text
+    assert "BLEU +2.70 (95% CI +1.80 to +3.60, paired bootstrap)" in text
+    # the published run's case: BLEU helps on every seed, perplexity not on every seed
+    text = verdict([7.4, 7.6, 7.4], [7.1, 6.5, 7.5], [20.9, 20.2, 21.1], [23.6, 26.0, 26.5])
+    assert ("opening the gate makes no clear difference here (BLEU: helps; dev perplexity: no "
+            "significant difference)") in text
+    text = verdict([7.0, 7.2, 6.9], [7.4, 7.6, 7.4], [23.6, 26.0, 26.5], [20.9, 20.2, 21.1])
+    assert "opening the gate makes no clear difference here (BLEU: no significant difference; " \
+           "dev perplexity: hurts)" in text  # the bootstrap says +, the seeds say -
+
+
 def test_claims_use_the_bootstrap_intervals():
     params = load(FIXTURE)
     bleu = {"translate": {"forward": {"1": _entry(10.0), "12": _entry(11.0)},

@@ -41,6 +41,9 @@ def system_of(params: Params, model: str) -> tuple[str, int] | None:
     return None
 
 
+_WAYS = {1: "helps", -1: "hurts", 0: "no significant difference"}
+
+
 def forget_bias_verdicts(params: Params, *, train: dict[str, TrainMetrics], bleu: Bleu,
                          diff: DiffFn | None) -> list[str]:
     """The verdict on the first pair of :func:`pairs` (over the seeds of all pairs: the interval
@@ -72,10 +75,13 @@ def forget_bias_verdicts(params: Params, *, train: dict[str, TrainMetrics], bleu
         ppl_way, bleu_way = seeds.verdict(None, ppl_seeds), seeds.verdict(boot, bleu_seeds)
         word = ("helps here" if ppl_way == bleu_way == 1 else "does not help here"
                 if ppl_way == bleu_way == -1 else "makes no clear difference here")
+        if ppl_way != bleu_way:  # say which measure fell short
+            word += f" (BLEU: {_WAYS[bleu_way]}; dev perplexity: {_WAYS[ppl_way]})"
         over = "".join(f"; {what} {st.describe(x, y)}" for what, st, x, y in (
             ("dev perplexity", ppl_seeds, "paper's init", "opened"),
             ("BLEU", bleu_seeds, "opened", "paper's init")) if st is not None)
         out.append(f"{opened} vs {plain} ({seeds.design(params, a[0], b[0])}): {ppl}"
-                   f"{bleu_text}{over}: opening the gate {word} (both the interval over "
-                   f"seeds and, for BLEU, the test-sentence bootstrap must exclude 0).")
+                   f"{bleu_text}{over}: opening the gate {word}; a verdict needs dev "
+                   f"perplexity and BLEU to agree, each with its interval over seeds (and, for "
+                   f"BLEU, the test-sentence bootstrap) excluding 0.")
     return out
