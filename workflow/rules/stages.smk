@@ -8,6 +8,10 @@
 # nothing may run beside it: it takes every core of a local run (Snakemake starts no other job
 # while one holds them all) and a node of its own under SLURM.
 
+# The cores the run was given (--cores); None for a cluster run, which is given jobs, not cores
+# (`workflow.cores` raises there, however the executor is chosen).
+_local_cores = workflow.resource_settings.cores
+
 for _stage in STAGES:
     _res = PARAMS.resources_for(_stage.kind)
     _gpu_site = _res.gpus and config["gpu_partition"]
@@ -28,7 +32,7 @@ for _stage in STAGES:
         params:
             cmd=stage_cmd(_stage),
             values=dag.param_values(PARAM_VALUES, _stage.params),
-        threads: max(workflow.cores, _res.threads) if _alone and workflow.local_exec else _res.threads
+        threads: max(_local_cores or 0, _res.threads) if _alone else _res.threads
         resources:
             mem_mb=_res.mem_mb,
             runtime=_res.runtime,
