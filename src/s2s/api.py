@@ -32,6 +32,7 @@ from s2s.config import PARAMS_FILE, Params, TranslateConfig
 from s2s.config import load as load_params
 from s2s.exporting import (EXPORT_FILE, SRC_LANG, TEXT_PIPELINE, TGT_LANG, ExportError,
                            file_sha256, package_version, read_record)
+from s2s.layout import vocab_file
 from s2s.text_settings import TEXT_KEYS, Expected, for_params
 
 log = logging.getLogger("s2s.api")
@@ -172,7 +173,7 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
                        f"(known: {', '.join(params.systems)})")
     sys_cfg, cfg = params.systems[str(system)], params.translate
     vocab_dir, models_dir = Path(vocab_dir), Path(models_dir)
-    missing = [p for p in (*(vocab_dir / f"{lang}.tsv" for lang in (SRC_LANG, TGT_LANG)),
+    missing = [p for p in (*(vocab_file(vocab_dir, lang) for lang in (SRC_LANG, TGT_LANG)),
                            *(models_dir / m / "model.pt" for m in sys_cfg.members))
                if not p.is_file()]
     if missing:
@@ -182,8 +183,7 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     dev = _device(device, cfg)
-    src_vocab = Vocab.load(vocab_dir / f"{SRC_LANG}.tsv")
-    tgt_vocab = Vocab.load(vocab_dir / f"{TGT_LANG}.tsv")
+    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
     # Each member checked to be the model params describe (config, name, vocabularies) and to
     # have been trained on text prepared as params' `prepare` will prepare this input.
     model = load_members(sys_cfg.members, params=params, models_dir=models_dir,
@@ -233,8 +233,7 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     dev = _device(device, cfg)
-    src_vocab = Vocab.load(folder / f"{SRC_LANG}.tsv")
-    tgt_vocab = Vocab.load(folder / f"{TGT_LANG}.tsv")
+    src_vocab, tgt_vocab = Vocab.load_pair(folder)
     try:
         from s2s.arch import config_from_dict
 

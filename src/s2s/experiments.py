@@ -28,8 +28,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SUMMARY = "metrics/summary.json"
-CLAIMS = "metrics/claims.json"
+from s2s.layout import SUMMARY_FILE, VERDICTS_FILE
+
+SUMMARY, CLAIMS = SUMMARY_FILE, VERDICTS_FILE  # the two files of each experiment compared
 PARAMS = "params.yaml"
 # Verdicts in a few characters (s2s.claims): a column stays narrow.
 SHORT = {"holds": "holds", "does not hold": "fails", "no significant difference": "n.s.",

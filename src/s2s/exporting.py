@@ -27,6 +27,7 @@ from typing import Any
 from s2s.arch import config_record
 from s2s.artifacts import Record
 from s2s.config import Params, TranslateConfig, train_record
+from s2s.layout import prepared_file, prepared_name, vocab_file
 from s2s.schema import Rules, decode
 # How `prepare` turns raw text into model input, written into every export and checkpoint.
 from s2s.text_settings import SRC_LANG, TEXT_PIPELINE, TGT_LANG, text_record  # noqa: F401
@@ -181,12 +182,13 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
     (tmp / "models").mkdir(parents=True)
     files = {}
     for lang in (SRC_LANG, TGT_LANG):
-        shutil.copyfile(Path(vocab_dir) / f"{lang}.tsv", tmp / f"{lang}.tsv")
-        files[f"{lang}.tsv"] = file_sha256(tmp / f"{lang}.tsv")
+        copy = vocab_file(tmp, lang)
+        shutil.copyfile(vocab_file(vocab_dir, lang), copy)
+        files[copy.name] = file_sha256(copy)
     for m in sys_cfg.members:
         shutil.copyfile(Path(models_dir) / m / "model.pt", tmp / "models" / f"{m}.pt")
         files[f"models/{m}.pt"] = file_sha256(tmp / "models" / f"{m}.pt")
-    data = {f"train.tok.{lang}": file_sha256(Path(prepared_dir) / f"train.tok.{lang}")
+    data = {prepared_name("train", lang): file_sha256(prepared_file(prepared_dir, "train", lang))
             for lang in (SRC_LANG, TGT_LANG)}
     record = ExportRecord(
         format=EXPORT_FORMAT, system=system, members=tuple(sys_cfg.members),

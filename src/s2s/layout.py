@@ -1,6 +1,7 @@
 """The pipeline's file layout: where each stage writes what later stages read, and the columns of
 the tables they share, named here once for the stages that write them and those that read them
-(translate, rescore, evaluate, summary, claims, report, the trainer). Torch-free and pandas-free,
+(prepare, vocab, ids, train, translate, rescore, evaluate, summary, claims, report, verify,
+experiments). Torch-free and pandas-free,
 importing nothing of the package: the ground floor every stage stands on. What a file holds is
 its typed record in :mod:`s2s.artifacts`; the analyze stage's folder is
 :mod:`s2s.analysis.outputs`'s one table.
@@ -21,11 +22,21 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+SRC_LANG, TGT_LANG = "en", "fr"  # the pair the pipeline translates: English -> French
+LANGS = (SRC_LANG, TGT_LANG)
+SPLITS = ("train", "dev", "test")  # the prepare stage's splits, and the ids stage's
+
+# The metrics folder (``metrics/``, DVC's metrics): the evaluate stage's BLEU, each training
+# stage's metrics and learning curve, the summary and the verdicts that experiments compare.
+BLEU_FILE = "bleu.json"  # metrics/bleu.json (s2s.artifacts.Bleu)
+TRAIN_DIR = "train"  # metrics/train/<model>.json (s2s.artifacts.TrainMetrics)
+CURVES_DIR = "curves"  # metrics/curves/<model>.csv (CurveRow), beside metrics/train/
+SUMMARY_FILE = "metrics/summary.json"  # the summary stage's (s2s.artifacts.Summary)
+VERDICTS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
+
 TIMING_FILE = "timing.json"  # in each system's folder of translations (s2s.artifacts.Timing)
 COST_FILE = "outputs/timing/cost.json"  # the timing stage's (s2s.artifacts.CostTiming)
 CLAIMS_OUT = "outputs/claims/claims.json"  # the claims stage's findings, which the report renders
-VERDICTS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
-CURVES_DIR = "curves"  # metrics/curves/<model>.csv, beside metrics/train/
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,44 @@ BASELINE, ORACLE = "baseline", "oracle"
 # Rescoring outputs the rescore stage `oracle` writes besides the rescorers' own.
 RESCORE_FIXED = (BASELINE, ORACLE)
 ORACLE_STAGE = "oracle"
+
+
+def prepared_name(split: str, lang: str, form: str = "tok") -> str:
+    """A file of the prepare stage's folder: ``<split>.<form>.<lang>``, for the splits ``train``,
+    ``dev``, ``test``, the forms ``raw`` (the corpus's text, normalised: what sacreBLEU and the
+    report's examples read) and ``tok`` (Moses-tokenised: what the models and the paper's BLEU
+    read), and the languages ``en`` and ``fr``."""
+    return f"{split}.{form}.{lang}"
+
+
+def prepared_names(split: str, form: str = "tok") -> tuple[str, str]:
+    """:func:`prepared_name` of the source and the target side."""
+    return tuple(prepared_name(split, lang, form) for lang in LANGS)
+
+
+def prepared_file(prepared_dir: Path, split: str, lang: str, form: str = "tok") -> Path:
+    """:func:`prepared_name` in `prepared_dir`."""
+    return Path(prepared_dir) / prepared_name(split, lang, form)
+
+
+def vocab_file(vocab_dir: Path, lang: str) -> Path:
+    """The vocabulary of language `lang`: ``<vocab_dir>/<lang>.tsv`` (``word<TAB>count`` lines)."""
+    return Path(vocab_dir) / f"{lang}.tsv"
+
+
+def bleu_file(metrics_dir: Path) -> Path:
+    """The evaluate stage's BLEU of every output (:class:`s2s.artifacts.Bleu`)."""
+    return Path(metrics_dir) / BLEU_FILE
+
+
+def train_metrics_file(metrics_dir: Path, model: str) -> Path:
+    """Model `model`'s training metrics (:class:`s2s.artifacts.TrainMetrics`)."""
+    return Path(metrics_dir) / TRAIN_DIR / f"{model}.json"
+
+
+def train_metrics_files(metrics_dir: Path) -> list[Path]:
+    """Every model's training metrics in `metrics_dir`, by file name."""
+    return sorted((Path(metrics_dir) / TRAIN_DIR).glob("*.json"))
 
 
 def hypothesis_files(stem: Path) -> tuple[Path, Path]:

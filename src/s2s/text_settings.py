@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-SRC_LANG, TGT_LANG = "en", "fr"
+from s2s.layout import SRC_LANG, TGT_LANG
+
 TEXT_PIPELINE = {
     "normalize": "s2s.data.text.normalize: NFC, control characters dropped, Unicode spaces -> ' '",
     "tokenizer": "sacremoses MosesTokenizer(lang).tokenize(escape=False, "

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from s2s.artifacts import ArtifactError, Bleu, TrainMetrics, read_verdicts
 from s2s.config import ConfigError, Params, load
+from s2s.layout import VERDICTS_FILE, bleu_file, train_metrics_files
 
 TRAIN_NUMBERS = ("dev_ppl", "test_ppl", "best_dev_ppl")  # timings differ between any two runs
 IDENTICAL, WITHIN, DIFFERENT, MISSING = ("identical", "within the seed spread", "different",
@@ -63,11 +64,11 @@ def read_run(root: Path) -> Run:
     try:
         params = load(params_file)
         train = {}
-        for p in sorted((metrics / "train").glob("*.json")):
+        for p in train_metrics_files(metrics):
             m = TrainMetrics.read(p)
             train[m.model] = m
-        bleu = Bleu.read(metrics / "bleu.json") if (metrics / "bleu.json").is_file() else None
-        claims = _read_claims(metrics / "claims.json")
+        bleu = Bleu.read(bleu_file(metrics)) if bleu_file(metrics).is_file() else None
+        claims = _read_claims(root / VERDICTS_FILE)
     except (ConfigError, ArtifactError) as e:  # both name the file
         raise NotARun(f"not a readable run: {e}") from None
     if not train:
@@ -193,7 +194,7 @@ def compare(run: Run, ref: Run) -> tuple[list[Line], list[tuple[str, str, str, s
         mine = (run.claims or {}).get(cid)
         if mine is None:
             claims.append((cid, verdict, "not run", "not run: no verdict in "
-                           f"{run.root}/metrics/claims.json"))
+                           f"{run.root / VERDICTS_FILE}"))
         else:
             claims.append((cid, verdict, mine, "same verdict" if mine == verdict
                            else "another verdict"))

@@ -18,7 +18,8 @@ from s2s.analysis.outputs import Analyses
 from s2s.artifacts import Bleu, CostTiming, Timing, TrainMetrics
 from s2s.claims.verdicts import DiffFn
 from s2s.config import Params
-from s2s.layout import hypothesis_files, rescore_output, timing_file, translation
+from s2s.layout import (bleu_file, hypothesis_files, prepared_file, rescore_output, timing_file,
+                        train_metrics_files, translation)
 from s2s.paper import Ours
 
 log = logging.getLogger("s2s.claims")
@@ -56,7 +57,7 @@ def load(params: Params, *, metrics_dir: Path, translate_dir: Path,
 
 def read_bleu(metrics_dir: Path, read: list[str]) -> Bleu:
     """``<metrics_dir>/bleu.json``: required."""
-    path = Path(metrics_dir) / "bleu.json"
+    path = bleu_file(metrics_dir)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no BLEU metrics; run the evaluate stage first")
     read.append(str(path))
@@ -66,7 +67,7 @@ def read_bleu(metrics_dir: Path, read: list[str]) -> Bleu:
 def read_train(metrics_dir: Path, read: list[str]) -> dict[str, TrainMetrics]:
     """``<metrics_dir>/train/*.json`` by model."""
     found = (TrainMetrics.read_if_present(p, read)
-             for p in sorted((Path(metrics_dir) / "train").glob("*.json")))
+             for p in train_metrics_files(metrics_dir))
     return {m.model: m for m in found}
 
 
@@ -84,7 +85,7 @@ class BootstrapDiffs:
 
     def __init__(self, prepared_dir: Path, translate_dir: Path, rescore_dir: Path | None,
                  read: list[str]):
-        self.refs_path = prepared_dir / "test.tok.fr"
+        self.refs_path = prepared_file(prepared_dir, "test", "fr")
         self.translate_dir, self.rescore_dir, self.read = translate_dir, rescore_dir, read
         self._refs: list[str] | None = None
         self._cache: dict = {}

@@ -34,9 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from s2s.data.vocab import Vocab
+from s2s.layout import LANGS, SPLITS
 
-SPLITS = ("train", "dev", "test")
-LANGS = ("en", "fr")  # source, target
 RECORD = "ids.json"
 ID_DTYPE = np.dtype("<i4")
 OFFSET_DTYPE = np.dtype("<i8")

@@ -10,6 +10,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from s2s.layout import vocab_file
+from s2s.text_settings import SRC_LANG, TGT_LANG
 
 log = logging.getLogger("s2s.vocab")
 
@@ -54,6 +56,12 @@ class Vocab:
         if tuple(words[:4]) != SPECIALS:
             raise ValueError(f"{path}: the first four entries must be {', '.join(SPECIALS)}")
         return cls(tuple(words), hashlib.sha256(data).hexdigest())
+
+    @classmethod
+    def load_pair(cls, vocab_dir: Path) -> tuple["Vocab", "Vocab"]:
+        """The source (English) and target (French) vocabularies of a vocab stage's folder or an
+        export."""
+        return cls.load(vocab_file(vocab_dir, SRC_LANG)), cls.load(vocab_file(vocab_dir, TGT_LANG))
 
 
 def count_words(lines: list[str]) -> Counter:

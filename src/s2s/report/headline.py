@@ -22,12 +22,11 @@ from pathlib import Path
 
 from s2s.artifacts import ArtifactError, Summary, read_verdicts
 from s2s.config import Params, load
-from s2s.layout import BASELINE, ORACLE, VERDICTS_FILE
+from s2s.layout import BASELINE, ORACLE, SUMMARY_FILE, VERDICTS_FILE
 from s2s.io import atomic_write_text
 from s2s.paper import Ours, answer, baseline_ref, paper, perplexity_models
 
 START, END = "<!-- headline:start -->", "<!-- headline:end -->"
-SUMMARY_FILE = "metrics/summary.json"
 _CELLS = {"lstm": "LSTM", "peephole": "peephole LSTM", "gru": "GRU", "cho_gru": "GRU"}
 
 

@@ -25,7 +25,7 @@ from s2s.artifacts import (AttentionWeights, Bleu, Claims, CostTiming,
 from s2s.claims.inputs import read_bleu, read_timing, read_train
 from s2s.config import Params
 from s2s.layout import (CURVE_COLUMNS, CURVES_DIR, DROP_COLUMNS, DROP_NUMBERS, GROUP_COLUMNS,
-                        GROUP_NUMBERS, hypothesis_files, translation)
+                        GROUP_NUMBERS, LANGS, hypothesis_files, prepared_file, translation)
 
 log = logging.getLogger("s2s.report")
 
@@ -110,7 +110,7 @@ def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
     (its widest beam, detokenised). None without the raw test files."""
     from s2s.evaluate.bleu import read_lines
 
-    src_p, ref_p = prepared_dir / "test.raw.en", prepared_dir / "test.raw.fr"
+    src_p, ref_p = (prepared_file(prepared_dir, "test", lang, form="raw") for lang in LANGS)
     if not (src_p.is_file() and ref_p.is_file()):
         log.warning("absent: %s or %s (no example translations)", src_p, ref_p)
         return None

@@ -24,6 +24,7 @@ from s2s import arch
 from s2s import artifacts as A
 from s2s.config import AnalysisConfig, Params
 from s2s.dag import Arg, Stage, command
+from s2s.layout import prepared_names
 
 log = logging.getLogger("s2s.analysis")
 
@@ -47,7 +48,7 @@ def stages(params: Params) -> list[Stage]:
     both = tuple(dict.fromkeys((*models, *memory_models(params))))
     return [command(
         "analyze", "analyze", ARGS, include=("--snapshots",),
-        parts={"--prepared": ("test.tok.en", "test.tok.fr"), "--models": both,
+        parts={"--prepared": prepared_names("test"), "--models": both,
                "--snapshots": tuple(models)},
         params=("analysis.models", "analysis.phrases", "analysis.sentences",
                 "analysis.max_position",
@@ -95,8 +96,7 @@ def main(*, models: Sequence[str] | Mapping[str, Path], prepared_dir: Path, voca
     cfg = run.Settings(**settings)
     if threads:
         torch.set_num_threads(threads)
-    src_vocab = Vocab.load(Path(vocab_dir) / "en.tsv")
-    tgt_vocab = Vocab.load(Path(vocab_dir) / "fr.tsv")
+    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
     test = load_parallel(Path(prepared_dir) / "test.tok", src_vocab, tgt_vocab)
     expect = expect or {}
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import ConfigError, Params
 from s2s.dag import Arg, Stage, command
+from s2s.layout import prepared_name
 
 log = logging.getLogger("s2s.attention")
 
@@ -37,7 +38,7 @@ def stages(params: Params) -> list[Stage]:
     members = [m for s in drawn for m in params.systems[s].members]
     return [command(
         "attention", "attention", ARGS,
-        parts={"--prepared": ("test.tok.en",), "--models": tuple(members),
+        parts={"--prepared": (prepared_name("test", "en"),), "--models": tuple(members),
                "--translate": tuple(drawn)},
         params=("analysis.attention_system", "analysis.cross_attention_system",
                 "analysis.attention_examples", *(f"systems.{s}" for s in drawn), "model",
@@ -60,15 +61,15 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     from s2s import checkpoint
     from s2s.analysis.alignments import MAX_WORDS, MIN_WORDS, pick_examples, weights_for
     from s2s.data.vocab import Vocab
-    from s2s.layout import hypothesis_files, translation
+    from s2s.layout import hypothesis_files, prepared_file, translation
     from s2s.io import atomic_write_json, read_lines
 
     t0 = time.perf_counter()
     cfg = params.analysis
-    src_vocab = Vocab.load(vocab_dir / "en.tsv")
-    tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
-    sources = [s.split() for s in read_lines(prepared_dir / "test.tok.en")]
-    read = [str(prepared_dir / "test.tok.en")]
+    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
+    source_file = prepared_file(prepared_dir, "test", "en")
+    sources = [s.split() for s in read_lines(source_file)]
+    read = [str(source_file)]
 
     def system_of(name: str):
         """Its (one) model and its widest beam's tokenised translations."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import CLAIMS_OUT, COST_FILE, VERDICTS_FILE
+from s2s.layout import BLEU_FILE, CLAIMS_OUT, COST_FILE, TRAIN_DIR, VERDICTS_FILE, prepared_name
 
 log = logging.getLogger("s2s.claims")
 
@@ -52,7 +52,7 @@ def stages(params: Params) -> list[Stage]:
         "claims", "claims", ARGS,
         include=("--analysis", *(("--cost",) if cost else ()),
                  *(("--rescore",) if params.rescore.baseline is not None else ())),
-        parts={"--metrics": ("bleu.json", "train"), "--prepared": ("test.tok.fr",)},
+        parts={"--metrics": (BLEU_FILE, TRAIN_DIR), "--prepared": (prepared_name("test", "fr"),)},
         deps=("src/s2s/paper.yaml",),  # the claims and the rows they rest on
         params=("model", "models", "systems", "rescore", "report.table1", "report.table2",
                 *(("timing",) if cost else ())),

@@ -70,7 +70,8 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepa
     from s2s.evaluate import buckets
     from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok,
                                    sentence_stats_tok, tok_signature)
-    from s2s.layout import (GROUP_COLUMNS, RESCORE_FIXED, hypothesis_files, rescore_output,
+    from s2s.layout import (GROUP_COLUMNS, RESCORE_FIXED, hypothesis_files, prepared_file,
+                            rescore_output, vocab_file,
                             rescore_system, translation)
     from s2s.io import atomic_write_text, read_lines
 
@@ -80,10 +81,10 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepa
     prepared_dir, vocab_dir = Path(prepared_dir), Path(vocab_dir)
     cfg = params.evaluate
 
-    ref_tok_path = prepared_dir / "test.tok.fr"
-    ref_raw_path = prepared_dir / "test.raw.fr"
-    src_path = prepared_dir / "test.tok.en"
-    vocab_path = vocab_dir / "en.tsv"
+    ref_tok_path = prepared_file(prepared_dir, "test", "fr")
+    ref_raw_path = prepared_file(prepared_dir, "test", "fr", form="raw")
+    src_path = prepared_file(prepared_dir, "test", "en")
+    vocab_path = vocab_file(vocab_dir, "en")
     refs_tok, refs_raw, src = (read_lines(p) for p in (ref_tok_path, ref_raw_path, src_path))
     n = len(refs_tok)
     for path, lines in ((ref_raw_path, refs_raw), (src_path, src)):

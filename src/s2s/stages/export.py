@@ -13,6 +13,7 @@ from __future__ import annotations
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
+from s2s.layout import prepared_names
 
 HELP = ("write every system as a self-contained folder (checkpoints, vocabularies, text and "
         "decoding settings, fingerprints)")
@@ -22,7 +23,7 @@ ARGS = (Arg("--models", "models"), Arg("--vocab", "data/vocab"), Arg("--prepared
 
 def stages(params: Params) -> list[Stage]:
     return [command(
-        "export", "export", ARGS, parts={"--prepared": ("train.tok.en", "train.tok.fr")},
+        "export", "export", ARGS, parts={"--prepared": prepared_names("train")},
         params=("profile", "data", "prepare", "vocab", "model", "models", "train", "translate",
                 "systems"),
         code=arch.modules(params, {m: None for s in params.systems.values() for m in s.members},

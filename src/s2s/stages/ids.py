@@ -24,6 +24,7 @@ from pathlib import Path
 
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
+from s2s.layout import prepared_file, vocab_file
 
 log = logging.getLogger("s2s.ids")
 
@@ -55,7 +56,7 @@ def main(*, prepared_dir: Path, vocab_dir: Path, out_dir: Path, workers: int = 1
 
     t0 = time.perf_counter()
     prepared_dir, vocab_dir, out_dir = Path(prepared_dir), Path(vocab_dir), Path(out_dir)
-    vocabs = {lang: Vocab.load(vocab_dir / f"{lang}.tsv") for lang in LANGS}
+    vocabs = {lang: Vocab.load(vocab_file(vocab_dir, lang)) for lang in LANGS}
     remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
     lines: dict[str, int] = {}
     files: dict[str, dict] = {}
@@ -64,16 +65,17 @@ def main(*, prepared_dir: Path, vocab_dir: Path, out_dir: Path, workers: int = 1
         for split in SPLITS:
             counted = {}
             for lang in LANGS:
-                text = prepared_dir / f"{split}.tok.{lang}"
+                text = prepared_file(prepared_dir, split, lang)
                 chunks = ordered_map(_encode_block, iter_lines(text), workers=workers,
-                                     initializer=_use_vocab, initargs=(vocab_dir / f"{lang}.tsv",))
+                                     initializer=_use_vocab,
+                                     initargs=(vocab_file(vocab_dir, lang),))
                 files |= write_side(tmp, split, lang, chunks)
                 counted[lang] = files[offsets_file(split, lang)]["shape"][0] - 1
                 tokens += files[ids_file(split, lang)]["shape"][0]
             if counted["en"] != counted["fr"]:
-                raise IdsError(f"{prepared_dir}/{split}.tok.en has {counted['en']:,} lines but "
-                               f"{split}.tok.fr has {counted['fr']:,}: run the prepare stage "
-                               f"again")
+                en, fr = (prepared_file(prepared_dir, split, lang) for lang in LANGS)
+                raise IdsError(f"{en} has {counted['en']:,} lines but {fr.name} has "
+                               f"{counted['fr']:,}: run the prepare stage again")
             lines[split] = counted["en"]
         record = IdsRecord(vocab={lang: v.fingerprint for lang, v in vocabs.items()},
                            lines=lines, files=files)

@@ -44,6 +44,7 @@ from s2s.data.prepare import (MAX_EVAL_WORDS, SeenPairs, filter_train, iter_raw_
 from s2s.data.stream import workers_for
 from s2s.data.text import CorpusError
 from s2s.io import atomic_write_lines
+from s2s.layout import prepared_file
 
 log = logging.getLogger("s2s.prepare")
 
@@ -72,9 +73,10 @@ def main(data: DataConfig, cfg: PrepareConfig, *, raw_dir: Path, out_dir: Path,
     out_dir = Path(out_dir)
     report: dict[str, dict] = {"train": {}, "dev": {}, "test": {}}
     remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
+    utf8_lines = {"encoding": "utf-8", "newline": "\n"}
     with corpus_dir(out_dir.parent, out_dir.name) as tmp, \
-            open(tmp / "train.tok.en", "w", encoding="utf-8", newline="\n") as out_en, \
-            open(tmp / "train.tok.fr", "w", encoding="utf-8", newline="\n") as out_fr:
+            open(prepared_file(tmp, "train", "en"), "w", **utf8_lines) as out_en, \
+            open(prepared_file(tmp, "train", "fr"), "w", **utf8_lines) as out_fr:
         def write(en: list[str], fr: list[str]) -> None:
             out_en.writelines(f"{line}\n" for line in en)
             out_fr.writelines(f"{line}\n" for line in fr)
@@ -109,9 +111,9 @@ def main(data: DataConfig, cfg: PrepareConfig, *, raw_dir: Path, out_dir: Path,
                 raw_en, raw_fr = [s.lower() for s in raw_en], [s.lower() for s in raw_fr]
             tok_en = tokenize_parallel(raw_en, "en", workers=workers)
             tok_fr = tokenize_parallel(raw_fr, "fr", workers=workers)
-            for name, lines in (("raw.en", raw_en), ("raw.fr", raw_fr),
-                                ("tok.en", tok_en), ("tok.fr", tok_fr)):
-                atomic_write_lines(tmp / f"{split}.{name}", lines)
+            for (form, lang), lines in ((("raw", "en"), raw_en), (("raw", "fr"), raw_fr),
+                                        (("tok", "en"), tok_en), (("tok", "fr"), tok_fr)):
+                atomic_write_lines(prepared_file(tmp, split, lang, form), lines)
             log.info("%s: %d pairs from %s (unfiltered)", split, len(raw_en),
                      ", ".join(r.corpus for r in refs))
 

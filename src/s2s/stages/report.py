@@ -29,7 +29,8 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import CLAIMS_OUT, COST_FILE, CURVES_DIR
+from s2s.layout import (BLEU_FILE, CLAIMS_OUT, COST_FILE, CURVES_DIR, TRAIN_DIR, prepared_name,
+                        prepared_names)
 
 log = logging.getLogger("s2s.report")
 
@@ -59,8 +60,9 @@ def stages(params: Params) -> list[Stage]:
         "report", "report", ARGS,
         include=("--analysis", "--prepared",
                  *(("--attention",) if attention else ()), *(("--cost",) if cost else ())),
-        parts={"--metrics": ("bleu.json", "train", CURVES_DIR, "prepare.json", "vocab.json"),
-               "--prepared": ("test.raw.en", "test.raw.fr", "test.tok.fr"),  # the examples
+        parts={"--metrics": (BLEU_FILE, TRAIN_DIR, CURVES_DIR, "prepare.json", "vocab.json"),
+               # the examples
+               "--prepared": (*prepared_names("test", "raw"), prepared_name("test", "fr")),
                "--out": ("report.md", "report.html", "tables", "figures")},
         deps=("outputs/evaluate/length_drop.csv", *DATA_FILES),  # beside --groups; the words
         params=("profile", "data", "vocab", "model", "models", "systems", "rescore",

@@ -20,6 +20,7 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Item, Stage, command
+from s2s.layout import prepared_names
 
 log = logging.getLogger("s2s.rescore")
 
@@ -39,7 +40,7 @@ def stages(params: Params) -> list[Stage]:
     nbest = {"--translate": (baseline,)}
     out = [command(
         "rescore-oracle", "rescore", ARGS, item="oracle",
-        parts={**nbest, "--prepared": ("test.tok.en", "test.tok.fr"), "--vocab": (),
+        parts={**nbest, "--prepared": prepared_names("test"), "--vocab": (),
                "--models": ()},
         deps=("metrics/params.json",), params=("data.nbest", "rescore.baseline",
                                                         f"systems.{baseline}"),
@@ -49,7 +50,8 @@ def stages(params: Params) -> list[Stage]:
     for name, members in params.rescore.rescorers.items():
         out.append(command(
             f"rescore-{name}", "rescore", ARGS, item=name,
-            parts={**nbest, "--prepared": ("test.tok.en",), "--models": tuple(members)},
+            parts={**nbest, "--prepared": prepared_names("test")[:1],
+                   "--models": tuple(members)},
             deps=("metrics/params.json",),
             params=("data.nbest", "rescore.baseline", f"systems.{baseline}", "rescore.weight",
                     "rescore.batch_size", f"rescore.rescorers.{name}", "translate.combine",
@@ -72,19 +74,19 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
     from s2s.decode.translate import load_members
     from s2s import precision
     from s2s.device import for_stage
-    from s2s.layout import BASELINE, ORACLE, ORACLE_STAGE, hypothesis_files
+    from s2s.layout import BASELINE, ORACLE, ORACLE_STAGE, hypothesis_files, prepared_file
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()
     nbest = nbest_path(params, translate_dir=translate_dir, raw_dir=raw_dir)
-    sources_tok = read_lines(prepared_dir / "test.tok.en")
+    sources_tok = read_lines(prepared_file(prepared_dir, "test", "en"))
     lists = read_nbest(nbest, sentences=len(sources_tok))
     n_cands = sum(len(c) for c in lists)
 
     if rescorer == ORACLE_STAGE:
         from s2s.evaluate.bleu import sentence_bleu_tok
 
-        refs = read_lines(prepared_dir / "test.tok.fr")
+        refs = read_lines(prepared_file(prepared_dir, "test", "fr"))
         picks = {BASELINE: [c[0].text for c in lists],
                  ORACLE: [max(c, key=lambda x: sentence_bleu_tok(x.text, refs[i])).text
                           for i, c in enumerate(lists)]}
@@ -95,8 +97,7 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
                            f"(known: {', '.join(cfg.rescorers)}, or 'oracle')")
         device = for_stage(params, "rescore", name=params.translate.device,
                            key="translate.device")
-        src_vocab = Vocab.load(vocab_dir / "en.tsv")
-        tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
+        src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
         model = load_members(cfg.rescorers[rescorer], params=params, models_dir=models_dir,
                              src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
                              combine=params.translate.combine)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
+from s2s.layout import BLEU_FILE, SUMMARY_FILE, TRAIN_DIR
 
 log = logging.getLogger("s2s.summary")
 
@@ -26,14 +27,14 @@ HELP = ("the compact numeric metrics/summary.json that git tracks (dvc metrics s
         "show) and the DVC plot data")
 ARGS = (Arg("--metrics", "metrics"), Arg("--translate", "outputs/translate"),
         Arg("--groups", "outputs/evaluate/figure3.csv"),
-        Arg("--out", "metrics/summary.json", writes=True, cache=False, metric=True,
+        Arg("--out", SUMMARY_FILE, writes=True, cache=False, metric=True,
             help="summary.json to write"),
         Arg("--plots", "metrics/plots", writes=True))
 
 
 def stages(params: Params) -> list[Stage]:
     return [command(
-        "summary", "summary", ARGS, parts={"--metrics": ("bleu.json", "train")},
+        "summary", "summary", ARGS, parts={"--metrics": (BLEU_FILE, TRAIN_DIR)},
         params=("systems", "models", "rescore.baseline", "rescore.rescorers",
                 "report.figure3_system", "report.figure3_beam"),
         doc="The run in a few numbers: the only file under metrics/ that git tracks (cache: "
@@ -50,19 +51,19 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
     import pandas as pd
 
     from s2s.artifacts import Bleu, Summary, Timing, TrainMetrics
-    from s2s.layout import timing_file
+    from s2s.layout import bleu_file, timing_file, train_metrics_file
     from s2s.evaluate.summary import figure3_plots, summarize
     from s2s.io import atomic_write_text
 
     t0 = time.perf_counter()
     read: list[str] = []
-    bleu_path = Path(metrics_dir) / "bleu.json"
+    bleu_path = bleu_file(metrics_dir)
     if not bleu_path.is_file():
         raise FileNotFoundError(f"{bleu_path}: no BLEU metrics; run the evaluate stage first")
     bleu = Bleu.read(bleu_path)
     read.append(str(bleu_path))
     train = {m: t for m in params.models if (t := TrainMetrics.read_if_present(
-        Path(metrics_dir) / "train" / f"{m}.json", read)) is not None}
+        train_metrics_file(metrics_dir, m), read)) is not None}
     timing = {s: t for s in params.systems if (t := Timing.read_if_present(
         timing_file(translate_dir, s), read)) is not None}
     summary = summarize(params, bleu, train, timing)

@@ -25,7 +25,7 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import COST_FILE
+from s2s.layout import COST_FILE, prepared_file, prepared_name
 from s2s.paper import cost_systems
 
 WARMUP = 50  # sentences each system decodes, untimed, before the first repetition
@@ -44,7 +44,7 @@ def stages(params: Params) -> list[Stage]:
     members = list(dict.fromkeys(m for s, _ in timed for m in params.systems[s].members))
     return [command(
         "timing", "timing", ARGS,
-        parts={"--prepared": ("test.tok.en",), "--models": tuple(members)},
+        parts={"--prepared": (prepared_name("test", "en"),), "--models": tuple(members)},
         deps=("src/s2s/paper.yaml",),  # the claim's rows
         params=("timing", "translate", "report.table1", "model",
                 *(f"systems.{s}" for s in dict.fromkeys(s for s, _ in timed)),
@@ -79,9 +79,8 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     torch.set_num_threads(1)  # the claim is about one thread
     cfg = params.translate
     device = for_stage(params, "timing", name=cfg.device, key="translate.device")
-    src_vocab = Vocab.load(Path(vocab_dir) / "en.tsv")
-    tgt_vocab = Vocab.load(Path(vocab_dir) / "fr.tsv")
-    lines = read_lines(Path(prepared_dir) / "test.tok.en")
+    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
+    lines = read_lines(prepared_file(prepared_dir, "test", "en"))
     if params.timing.sentences:
         lines = lines[: params.timing.sentences]
     sources = [src_vocab.encode(s) for s in lines]

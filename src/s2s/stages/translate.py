@@ -20,6 +20,7 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Item, Stage, command
+from s2s.layout import prepared_name
 
 log = logging.getLogger("s2s.translate")
 
@@ -34,7 +35,7 @@ ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("-
 def stages(params: Params) -> list[Stage]:
     return [command(
         f"translate-{system}", "translate", ARGS, item=system,
-        parts={"--prepared": ("test.tok.en",), "--models": cfg.members},
+        parts={"--prepared": (prepared_name("test", "en"),), "--models": cfg.members},
         params=(f"systems.{system}", "translate", "model",
                 *(f"models.{m}" for m in cfg.members)),
         code=arch.modules(params, cfg.members),
@@ -57,7 +58,8 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     from s2s.data.vocab import Vocab
     from s2s.decode.translate import check_lengths, check_search_size, load_members, translate
     from s2s.device import for_stage
-    from s2s.layout import TIMING_FILE, beam_stem, hypothesis_files, nbest_file, nbest_line
+    from s2s.layout import (TIMING_FILE, beam_stem, hypothesis_files, nbest_file, nbest_line,
+                            prepared_file)
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()
@@ -68,13 +70,13 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = for_stage(params, "translate", name=cfg.device, key="translate.device")
-    src_vocab = Vocab.load(vocab_dir / "en.tsv")
-    tgt_vocab = Vocab.load(vocab_dir / "fr.tsv")
+    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
     model = load_members(sys_cfg.members, params=params, models_dir=models_dir, src_vocab=src_vocab,
                          tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
-    sources = [src_vocab.encode(s) for s in read_lines(prepared_dir / "test.tok.en")]
+    source_file = prepared_file(prepared_dir, "test", "en")
+    sources = [src_vocab.encode(s) for s in read_lines(source_file)]
     check_lengths(sources, configs=[params.model_config(m) for m in sys_cfg.members], cfg=cfg,
-                  where=str(prepared_dir / "test.tok.en"))
+                  where=str(source_file))
     chosen = precision.choose(cfg.amp, device)
     mm_dtype = chosen.dtype
     log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,

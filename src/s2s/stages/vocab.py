@@ -24,6 +24,7 @@ from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
 from s2s.artifacts import VocabMetrics
 from s2s.data.stream import ordered_map, workers_for
 from s2s.io import atomic_write_lines, iter_lines, read_lines
+from s2s.layout import prepared_file, vocab_file
 
 log = logging.getLogger("s2s.vocab")
 
@@ -50,18 +51,18 @@ def main(cfg: VocabConfig, *, prepared_dir: Path, out_dir: Path, metrics_out: Pa
     t0 = time.perf_counter()
     metrics: dict = {}
     for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
-        train = prepared_dir / f"train.tok.{lang}"
+        train = prepared_file(prepared_dir, "train", lang)
         counts: Counter = Counter()
         for part in ordered_map(count_words, iter_lines(train), workers=workers):
             counts.update(part)
         entries = build(counts, size=size, min_count=cfg.min_count)
-        path = out_dir / f"{lang}.tsv"
+        path = vocab_file(out_dir, lang)
         atomic_write_lines(path, [f"{w}\t0" for w in SPECIALS] + [f"{w}\t{c}" for w, c in entries])
         known = {w for w, _ in entries}
         tokens = sum(counts.values())
         unknown = tokens - sum(counts[w] for w in known)  # the training set's, from its counts
         rates = {"train": round(unknown / tokens if tokens else 0.0, 6)}
-        rates |= {split: round(unk_rate(read_lines(prepared_dir / f"{split}.tok.{lang}"),
+        rates |= {split: round(unk_rate(read_lines(prepared_file(prepared_dir, split, lang)),
                                         known), 6) for split in ("dev", "test")}
         metrics[lang] = {"size": len(entries) + len(SPECIALS), "words": len(entries),
                          "train_types": len(counts), "unk_rate": rates}
