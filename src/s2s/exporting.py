@@ -27,7 +27,7 @@ from typing import Any
 from s2s.arch import config_record
 from s2s.artifacts import Record
 from s2s.config import Params, TranslateConfig, train_record
-from s2s.layout import prepared_file, prepared_name, vocab_file
+from s2s.layout import prepared_file, prepared_name, vocab_file, vocab_name
 from s2s.schema import Rules, decode
 # How `prepare` turns raw text into model input, written into every export and checkpoint.
 from s2s.text_settings import SRC_LANG, TEXT_PIPELINE, TGT_LANG, text_record  # noqa: F401
@@ -134,7 +134,7 @@ def check_record(meta: object, path: Path) -> ExportRecord:
                               f"sha256 is not the one in 'record_sha256'): the record was "
                               f"edited; export the system again instead")
     record = decode(ExportRecord, meta, path, "", RULES)  # its types: an older or newer version
-    want = ({f"{lang}.tsv" for lang in (SRC_LANG, TGT_LANG)}
+    want = ({vocab_name(lang) for lang in (SRC_LANG, TGT_LANG)}
             | {f"models/{m}.pt" for m in record.members})
     if set(record.files) != want or set(record.models) != set(record.members):
         raise ExportError(f"{path}: 'files' and 'models' must list exactly the vocabularies and "

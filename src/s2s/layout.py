@@ -89,9 +89,15 @@ def prepared_file(prepared_dir: Path, split: str, lang: str, form: str = "tok") 
     return Path(prepared_dir) / prepared_name(split, lang, form)
 
 
+def vocab_name(lang: str) -> str:
+    """The vocabulary of language `lang` (``word<TAB>count`` lines), in the vocab stage's folder
+    and in an export."""
+    return f"{lang}.tsv"
+
+
 def vocab_file(vocab_dir: Path, lang: str) -> Path:
-    """The vocabulary of language `lang`: ``<vocab_dir>/<lang>.tsv`` (``word<TAB>count`` lines)."""
-    return Path(vocab_dir) / f"{lang}.tsv"
+    """:func:`vocab_name` in `vocab_dir`."""
+    return Path(vocab_dir) / vocab_name(lang)
 
 
 def bleu_file(metrics_dir: Path) -> Path:

@@ -719,8 +719,7 @@ def setup(params: Params, name: str, paths: RunPaths, *, world: distributed.Worl
         torch.set_num_threads(cfg.threads)
     device = distributed.init(world, for_stage(params, "train", name=cfg.device,
                                                key="train.device"))
-    src_vocab = Vocab.load(paths.vocab / "en.tsv")
-    tgt_vocab = Vocab.load(paths.vocab / "fr.tsv")
+    src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
     # mapped, not read: checked against the ids stage's record (s2s.data.ids)
     t0 = time.perf_counter()
     train = open_split(paths.ids, "train", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
