@@ -120,7 +120,7 @@ def test_exps_marks_a_summary_of_the_wrong_shape_naming_the_key():
 
     def rev(sha, summary):
         return {"rev": sha, "data": {"params": {"params.yaml": {"data": {}}},
-                                     "metrics": {experiments.SUMMARY: {"data": summary}}}}
+                                     "metrics": {experiments.SUMMARY_FILE: {"data": summary}}}}
 
     exps = experiments.experiments([rev("workspace", {"ppl": {"forward": "12.3"}}),
                                     rev("a" * 40, {"ppl": {"forward": 11.0}})])

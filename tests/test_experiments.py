@@ -102,9 +102,9 @@ def _rev(sha: str, params: dict, summary: dict | None = None, claims: dict | Non
          name: str | None = None, exps: list | None = None) -> dict:
     metrics = {}
     if summary is not None:
-        metrics[experiments.SUMMARY] = {"data": summary}
+        metrics[experiments.SUMMARY_FILE] = {"data": summary}
     if claims is not None:
-        metrics[experiments.CLAIMS] = {"data": claims}
+        metrics[experiments.VERDICTS_FILE] = {"data": claims}
     return {"rev": sha, "name": name, "data": {"params": {"params.yaml": {"data": params}},
                                                 "metrics": metrics, "deps": {"x": {"hash": "md5"}}},
             "experiments": exps}

@@ -30,7 +30,6 @@ from typing import Any
 
 from s2s.layout import SUMMARY_FILE, VERDICTS_FILE
 
-SUMMARY, CLAIMS = SUMMARY_FILE, VERDICTS_FILE  # the two files of each experiment compared
 PARAMS = "params.yaml"
 # Verdicts in a few characters (s2s.claims): a column stays narrow.
 SHORT = {"holds": "holds", "does not hold": "fails", "no significant difference": "n.s.",
@@ -120,8 +119,8 @@ def _experiment(rev: Mapping, name: str) -> Experiment:
 
     params = file("params", PARAMS, lambda v: None if isinstance(v, dict) else "not a mapping")
     return Experiment(name=name, params=dict(_flatten(params)),
-                      summary=file("metrics", SUMMARY, _summary_problem),
-                      claims=file("metrics", CLAIMS, _claims_problem), damaged=damaged)
+                      summary=file("metrics", SUMMARY_FILE, _summary_problem),
+                      claims=file("metrics", VERDICTS_FILE, _claims_problem), damaged=damaged)
 
 
 def _is_number(value: Any) -> bool:
@@ -182,13 +181,13 @@ def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:
         those its params name: its cells are marked even when no other experiment has them."""
         return list(dict.fromkeys(
             [k for e in exps for k in (e.summary.get(section) or {})]
-            + [k.split(".")[1] for e in exps if SUMMARY in e.damaged
+            + [k.split(".")[1] for e in exps if SUMMARY_FILE in e.damaged
                for k in e.params if k.startswith(f"{params_section}.")]))
 
     models = named("ppl", "models")
     if models:
         out.append(("test perplexity", []))
-        out += [(f"  {m}", [e.cell(SUMMARY, _num(e.summary.get("ppl", {}).get(m)))
+        out += [(f"  {m}", [e.cell(SUMMARY_FILE, _num(e.summary.get("ppl", {}).get(m)))
                             for e in exps]) for m in models]
     systems = named("bleu", "systems")
     if systems:
@@ -198,17 +197,17 @@ def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:
             for e in exps:
                 beams = e.summary.get("bleu", {}).get(s) or {}
                 widest = max(beams, key=lambda b: int(b.lstrip("b")), default=None)
-                cells.append(e.cell(SUMMARY, _num(beams.get(widest)) if widest else "-"))
+                cells.append(e.cell(SUMMARY_FILE, _num(beams.get(widest)) if widest else "-"))
             out.append((f"  {s}", cells))
     rescored = list(dict.fromkeys(r for e in exps for r in (e.summary.get("rescore") or {})))
     if rescored:
         out.append(("BLEU (tokenised), rescoring", []))
-        out += [(f"  {r}", [e.cell(SUMMARY, _num(e.summary.get("rescore", {}).get(r)))
+        out += [(f"  {r}", [e.cell(SUMMARY_FILE, _num(e.summary.get("rescore", {}).get(r)))
                             for e in exps]) for r in rescored]
     claims = list(dict.fromkeys(c for e in exps for c in e.claims))
     if claims:
         out.append(("claims", []))
-        out += [(f"  {c}", [e.cell(CLAIMS, SHORT.get(e.claims.get(c),
+        out += [(f"  {c}", [e.cell(VERDICTS_FILE, SHORT.get(e.claims.get(c),
                                                      str(e.claims.get(c) or "-")))
                             for e in exps]) for c in claims]
     return out

@@ -20,7 +20,7 @@ from pathlib import Path
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Item, Stage, command
-from s2s.layout import prepared_names
+from s2s.layout import prepared_name, prepared_names
 
 log = logging.getLogger("s2s.rescore")
 
@@ -50,7 +50,7 @@ def stages(params: Params) -> list[Stage]:
     for name, members in params.rescore.rescorers.items():
         out.append(command(
             f"rescore-{name}", "rescore", ARGS, item=name,
-            parts={**nbest, "--prepared": prepared_names("test")[:1],
+            parts={**nbest, "--prepared": (prepared_name("test", "en"),),
                    "--models": tuple(members)},
             deps=("metrics/params.json",),
             params=("data.nbest", "rescore.baseline", f"systems.{baseline}", "rescore.weight",
