@@ -23,12 +23,11 @@ import pandas as pd
 import pytest
 
 from conftest import chromium
-from s2s.artifacts import Bleu, Timing, TrainMetrics
+from s2s.artifacts import Bleu, Scored, Timing, TrainMetrics
 from s2s.claims import paper_claims as claims_
 from s2s.claims import verdicts
 from s2s.config import load
 from s2s import paper
-from s2s.report import tables
 from s2s.report import render as render_
 from s2s.report.sections import bleu as bleu_tables
 from s2s.report.sections import summary
@@ -209,8 +208,8 @@ def _check_bleu_table(report, name: str, paper_rows) -> pd.DataFrame:
             assert rec["status"].startswith("not run: ") and rec["ours_bleu_tok"] == ""
             continue
         ours = row.ours if row.ours.kind != "baseline" else paper.baseline_ref(params)
-        entry = tables.bleu_entry(bleu, ours.kind, ours.system, ours.beam)
-        if tables.scored(entry):
+        entry = bleu.entry(ours.kind, ours.system, ours.beam)
+        if isinstance(entry, Scored):
             assert rec["status"] == "ours"
             assert float(rec["ours_bleu_tok"]) == entry.bleu_tok
             assert float(rec["ours_bleu_sacre"]) == entry.bleu_sacre
@@ -730,7 +729,7 @@ def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
 
 
 def test_matplotlib_is_imported_only_by_the_report_figures():
-    code = ("import sys; import s2s.cli, s2s.stages.evaluate, s2s.report.tables, "
+    code = ("import sys; import s2s.cli, s2s.stages.evaluate, "
             "s2s.claims.paper_claims, s2s.claims.check, s2s.stages.claims, s2s.report.render, "
             "s2s.report.inputs, s2s.artifacts, s2s.analysis.outputs; "
             "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")

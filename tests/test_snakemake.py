@@ -105,7 +105,7 @@ def test_dag_inputs_map_dependencies_to_the_outputs_that_make_them():
     report = dag.inputs(stages["report"], everything)
     assert "metrics/train/reversed_3.json" in report and "metrics/train" not in report
     assert "outputs/translate/ensemble5" in report and "data/raw" in report
-    assert "src/s2s/report/tables.py" in report
+    assert "src/s2s/report/render.py" in report
     # the resume point is no output of either executor: DVC never hashes or deletes it
     assert all(not o.path.startswith("checkpoints/") for s in stages.values() for o in s.outs)
 

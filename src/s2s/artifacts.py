@@ -178,6 +178,11 @@ class Bleu(Record):
         """The entry of rescoring output `name`; None if the file has none."""
         return self.rescore.get(name)
 
+    def entry(self, kind: str, system: str, beam: int | None = None) -> BleuEntry | None:
+        """The entry of a translation (`kind` "translate": `system` at `beam`) or of a rescoring
+        output (any other kind: `system` names it); None if the file has none."""
+        return self.translation(system, beam) if kind == "translate" else self.rescoring(system)
+
 
 # --- outputs/translate/<system>/timing.json ------------------------------------------------------
 

@@ -238,8 +238,7 @@ def perplexity_models(params: Params) -> dict[str, str | None]:
 def tokenized_bleu(bleu: Bleu, ours: Ours) -> float | None:
     """The tokenized BLEU of `ours` (a translation or a rescoring output) in metrics/bleu.json;
     None where it was not scored."""
-    e = bleu.translation(ours.system, ours.beam) if ours.kind == "translate" else \
-        bleu.rescoring(ours.system)
+    e = bleu.entry(ours.kind, ours.system, ours.beam)
     return e.bleu_tok if isinstance(e, Scored) else None
 
 

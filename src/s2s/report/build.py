@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-
 from s2s.config import Params
 from s2s.report.inputs import Artifacts
-from s2s.report.render import Document, Table
+from s2s.report.render import Document
 from s2s.report.sections import (Context, about, attention, bleu, cost, data, examples, figure3,
                                  forget_bias, learning_curves, models, paper_claims, perplexity,
                                  provenance, summary)
@@ -27,13 +25,12 @@ SECTIONS = (summary, about, bleu, paper_claims, examples, perplexity, models, co
             reach_training, memory, forget_bias, data, provenance)
 
 
-def build(params: Params, art: Artifacts, fig_dir: Path) -> tuple[Document, dict[str, Table],
-                                                                      dict[str, pd.DataFrame]]:
-    """The report document, its tables for ``tables/*.md`` and their raw frames for ``*.csv``."""
+def build(params: Params, art: Artifacts, fig_dir: Path) -> Document:
+    """The report document (its tables for ``tables/``: :meth:`Document.tables`)."""
     ctx = Context(params, art, Path(fig_dir))
     doc = Document(params.report.title)
     for section in SECTIONS:
         doc.sections.extend(section.sections(ctx))
         if section is summary:  # the answer at a glance comes before the contents
             doc.lead = len(doc.sections)
-    return doc, ctx.tables, ctx.frames
+    return doc

@@ -1,7 +1,8 @@
 """One document model, two renderings: Markdown (figures linked) and self-contained HTML.
 
 The HTML has inline CSS, figures as base64 PNG data URIs, no scripts, no external fonts or links,
-so it opens the same offline, from an artifact store or an e-mail attachment.
+so it opens the same offline, from an artifact store or an e-mail attachment. The sections format
+their tables' numbers with :func:`fmt` (missing: "-"; an output not produced: :data:`NOT_RUN`).
 """
 
 from __future__ import annotations
@@ -10,20 +11,51 @@ import base64
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 import pandas as pd
 
 
+# What a cell says for an output or a number we did not produce (with the reason, where known).
+NOT_RUN = "not run"
+
+
+def fmt(x: Any, nd: int = 2) -> str:
+    """A number for a rendered table; '-' for a missing one."""
+    if x is None or (isinstance(x, float) and x != x):
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return str(x)
+
+
+def fmt_frame(df: pd.DataFrame, nd: dict[str, int]) -> pd.DataFrame:
+    """`df` for a rendered table: each number by :func:`fmt`, with `nd` digits for its column
+    (default 2); strings as they are."""
+    out = df.copy().astype(object)
+    for col in out.columns:
+        out[col] = [fmt(v, nd.get(col, 2)) if not isinstance(v, str) else v for v in df[col]]
+    return out
+
+
 @dataclass(frozen=True)
 class Table:
-    """A table to show; ``frame`` holds display strings (or numbers shown as they are)."""
+    """A table to show; ``frame`` holds display strings (or numbers shown as they are). One with a
+    ``key`` is also written as ``tables/<key>.md`` and ``tables/<key>.csv`` (its ``numbers``,
+    else its frame) and has the HTML id ``table-<key>``."""
 
     title: str
     frame: pd.DataFrame
     notes: tuple[str, ...] = ()
-    anchor: str = ""
+    key: str = ""
     lead: str = ""  # stated once above the table (e.g. the conditions every row shares)
+    numbers: pd.DataFrame | None = None  # the CSV's raw numbers, where the frame formats them
+
+    @property
+    def csv_frame(self) -> pd.DataFrame:
+        return self.frame if self.numbers is None else self.numbers
 
 
 @dataclass(frozen=True)
@@ -84,6 +116,7 @@ Block = Union[str, Table, Image, Bullets]
 class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
+    unshown: list[Table] = field(default_factory=list)  # written to tables/, not shown
 
     @property
     def anchor(self) -> str:
@@ -105,6 +138,11 @@ class Document:
     title: str
     sections: list[Section] = field(default_factory=list)
     lead: int = 0
+
+    def tables(self) -> dict[str, Table]:
+        """The tables written to ``tables/`` by their key, in the document's order."""
+        return {t.key: t for sec in self.sections for t in [*sec.blocks, *sec.unshown]
+                if isinstance(t, Table) and t.key}
 
 
 def _cell(v: object) -> str:
@@ -201,7 +239,7 @@ def _is_num(v: object) -> bool:
 def html_table(t: Table) -> str:
     e = html.escape
     # "table-": a table and a section may share a name (the data table, the Data section)
-    anchor = f' id="table-{e(t.anchor)}"' if t.anchor else ""
+    anchor = f' id="table-{e(t.key)}"' if t.key else ""
     # the title, then what every row shares (stated once), then the rows
     lead = f'<br><span class="lead">{e(t.lead)}</span>' if t.lead else ""
     parts = [f"<table{anchor}>", f"<caption>{e(t.title)}{lead}</caption>", "<thead><tr>"]

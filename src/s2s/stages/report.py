@@ -95,13 +95,13 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: 
                attention=attention, analysis=analysis, prepared_dir=prepared_dir, cost=cost)
     log.info("read %d files: %s", len(art.read), ", ".join(art.read))
     fig_dir = out_dir / "figures"
-    doc, shown, raw = build(params, art, fig_dir)
+    doc = build(params, art, fig_dir)
     # the figures the sections drew, by name (their file's stem)
     written = {Path(b.rel).stem: b.path for sec in doc.sections for b in sec.blocks
                if isinstance(b, Image)}
-    for name, table in shown.items():
+    for name, table in doc.tables().items():
         csv_path, md_path = out_dir / "tables" / f"{name}.csv", out_dir / "tables" / f"{name}.md"
-        atomic_write_text(csv_path, raw[name].to_csv(index=False))
+        atomic_write_text(csv_path, table.csv_frame.to_csv(index=False))
         notes = "".join(f"\n{n}\n" for n in table.notes)
         atomic_write_text(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
         written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path

@@ -1,12 +1,12 @@
 """The report's sections, one module each (in order: :data:`s2s.report.build.SECTIONS`).
 
 A section module owns everything of its part of the report: its tables (built from the inputs'
-records; :mod:`s2s.report.tables` has what several share), its figure (drawn by
+records, their numbers formatted by :func:`s2s.report.render.fmt`), its figure (drawn by
 :mod:`s2s.report.figures`), and its prose, the macros of its own template
 ``templates/<module>.j2``. Each has one function, ``sections(ctx) -> list[Section]``: none where
 its inputs are absent (an optional stage not in the profile); the analyze stage's five are the
 modules of :mod:`s2s.report.sections.analysis`. A table that is also written to
-``reports/tables/`` is registered with :meth:`Context.add`. Every number a section shows was
+``reports/tables/`` has a key (:class:`s2s.report.render.Table`). Every number a section shows was
 computed by an earlier stage (the claims and their intervals by the claims stage, the analyses'
 statistics by the analyze stage); a section only selects, formats and words them.
 
@@ -18,38 +18,25 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from s2s.config import Params
     from s2s.report.inputs import Artifacts
-    from s2s.report.render import Table
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Context:
     """What every section reads: the params, the inputs (read once, :mod:`s2s.report.inputs`;
-    the claims stage's record among them, ``art.claims``), where figures go; and the tables the
-    sections registered, for ``reports/tables/<key>.{md,csv}``."""
+    the claims stage's record among them, ``art.claims``), and where figures go."""
 
     params: Params
     art: Artifacts
     fig_dir: Path
-    tables: dict[str, Table] = field(default_factory=dict)
-    frames: dict[str, pd.DataFrame] = field(default_factory=dict)  # their raw numbers (CSV)
-
-    def add(self, key: str, table: Table, frame: pd.DataFrame | None = None) -> Table:
-        """Register `table` to be written as ``tables/<key>.md`` and its numbers (`frame`, else
-        the shown frame) as ``tables/<key>.csv``."""
-        self.tables[key] = table
-        self.frames[key] = table.frame if frame is None else frame
-        return table
 
 
 def fixed(v: float | None, digits: int = 3) -> str:

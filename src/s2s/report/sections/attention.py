@@ -3,7 +3,8 @@ Transformer's cross-attention on the same sentences (the attention stage's weigh
 
 from __future__ import annotations
 
-from s2s.report import figures, tables
+from s2s.artifacts import Scored
+from s2s.report import figures
 from s2s.report.render import Image, Section
 from s2s.report.sections import Context, prose
 
@@ -15,13 +16,13 @@ def sections(ctx: Context) -> list[Section]:
         return []
     P, params, art, fig_dir = prose("attention"), ctx.params, ctx.art, ctx.fig_dir
     att = art.attention
-    e = tables.bleu_entry(art.bleu, "translate", att.system, att.beam)
-    score = f" (tokenized BLEU {e.bleu_tok:.2f})" if tables.scored(e) else ""
+    e = art.bleu.entry("translate", att.system, att.beam)
+    score = f" (tokenized BLEU {e.bleu_tok:.2f})" if isinstance(e, Scored) else ""
     fig = figures.attention_weights(att.examples, fig_dir / "attention.png",
                                     title=P.attention_title(att.model, att.beam))
     cfg = params.model_config(att.model)
     ranking = sorted(((e.bleu_tok, name) for name, beams in art.bleu.translate.items()
-                      for b, e in beams.items() if b == att.beam and tables.scored(e)),
+                      for b, e in beams.items() if b == att.beam and isinstance(e, Scored)),
                      reverse=True)
     names = [name for _, name in ranking]
     rank = names.index(att.system) + 1 if att.system in names else None
@@ -37,7 +38,7 @@ def sections(ctx: Context) -> list[Section]:
     ]
     cross = att.cross_attention
     if cross is not None:  # a Transformer's cross-attention on the same sentences
-        e = tables.bleu_entry(art.bleu, "translate", cross.system, cross.beam)
+        e = art.bleu.entry("translate", cross.system, cross.beam)
         fig = figures.attention_weights(cross.examples, fig_dir / "cross_attention.png",
                                         title=P.cross_attention_title(cross.model,
                                                                       cross.beam))
@@ -45,7 +46,7 @@ def sections(ctx: Context) -> list[Section]:
             P.cross_attention_text(
                 system=cross.system, model=cross.model, layer=cross.layer,
                 architecture=params.model_config(cross.model).describe(),
-                score=f" (tokenized BLEU {e.bleu_tok:.2f})" if tables.scored(e) else ""),
+                score=f" (tokenized BLEU {e.bleu_tok:.2f})" if isinstance(e, Scored) else ""),
             Image("Cross-attention weights", fig, "figures/cross_attention.png",
                   P.attention_caption(examples=len(cross.examples),
                                       shortest=att.source_words[0],

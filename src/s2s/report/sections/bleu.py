@@ -23,10 +23,9 @@ from s2s.artifacts import Absent, Bleu, BleuEntry, Scored, TrainMetrics, VocabMe
 from s2s.config import Params
 from s2s.layout import BASELINE, ORACLE, RESCORE_FIXED, rescore_system
 from s2s.paper import Ours, answer, baseline_ref, paper
-from s2s.report.render import Section, Table
+from s2s.report.render import NOT_RUN, Section, Table, fmt
 from s2s.report.sections import Context, prose
 from s2s.report.sections.paper_claims import here
-from s2s.report.tables import NOT_RUN, bleu_entry, fmt
 
 TABLE1 = "Table 1: direct translation"
 TABLE2 = "Table 2: rescoring"
@@ -42,16 +41,19 @@ def sections(ctx: Context) -> list[Section]:
     other = other_systems(params, art.bleu, art.train, art.vocab)
     lead, shown = split_conditions(display_bleu_table(t1))
     lead_o, shown_o = split_conditions(display_bleu_table(other))
-    main = ctx.add("table1", Table(P.table1_title(), shown, notes, "table1", lead), t1)
-    rest = ctx.add("table1_other", Table(P.table1_other_title(), shown_o,
-                                         (P.table1_other_note(),), "table1_other", lead_o), other)
-    out = [Section(TABLE1, [main] + ([rest] if len(other) else []))]
+    main = Table(P.table1_title(), shown, notes, "table1", lead, numbers=t1)
+    rest = Table(P.table1_other_title(), shown_o, (P.table1_other_note(),), "table1_other", lead_o,
+                 numbers=other)
+    # table1_other is written (with its header) where no system of ours is outside Table 1's
+    # rows, so that tables/ holds the same files in every run; shown only where it has rows
+    out = [Section(TABLE1, [main, rest]) if len(other) else
+           Section(TABLE1, [main], unshown=[rest])]
     if params.rescore.baseline is None:
         return out
     t2 = table2(params, art.bleu, art.train, art.vocab)
     lead, shown = split_conditions(display_bleu_table(t2))
-    table = ctx.add("table2", Table(P.table2_title(), shown, notes + (P.oracle_note(),),
-                                    "table2", lead), t2)
+    table = Table(P.table2_title(), shown, notes + (P.oracle_note(),), "table2", lead,
+                  numbers=t2)
     setting = art.claims.setting
     return out + [Section(TABLE2, [
         P.table2_setting(setting, here(setting.status), baseline_text(params)), table])]
@@ -203,7 +205,7 @@ def _bleu_table(params: Params, rows: tuple[Row, ...], bleu: Bleu,
             out.append(rec)
             continue
         ours = _resolve(params, row.ours)
-        entry = bleu_entry(bleu, ours.kind, ours.system, ours.beam)
+        entry = bleu.entry(ours.kind, ours.system, ours.beam)
         rec["ours_system"] = _describe(params, ours, is_baseline=row.ours.kind == "baseline")
         rec["conditions"] = _conditions(params, ours, bleu, train, vocab_sizes)
         if isinstance(entry, Scored):
@@ -282,7 +284,7 @@ def signatures(params: Params, bleu: Bleu) -> list[str]:
             if row.ours is None:
                 continue
             ours = _resolve(params, row.ours)
-            e = bleu_entry(bleu, ours.kind, ours.system, ours.beam)
+            e = bleu.entry(ours.kind, ours.system, ours.beam)
             if isinstance(e, Scored) and e.sacre_signature and e.sacre_signature not in sigs:
                 sigs.append(e.sacre_signature)
     return sigs

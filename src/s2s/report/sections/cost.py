@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
+from s2s.artifacts import Timing
 from s2s.claims.verdicts import UNKNOWN
-from s2s.report import tables
-from s2s.report.render import Section, Table
+from s2s.config import Params
+from s2s.report.render import NOT_RUN, Section, Table, fmt_frame
 from s2s.report.sections import Context, prose
 
 TITLE = "Decoding cost"
@@ -12,10 +15,31 @@ TITLE = "Decoding cost"
 
 def sections(ctx: Context) -> list[Section]:
     P = prose("cost")
-    cost = tables.cost_table(ctx.params, ctx.art.timing)
+    cost = cost_table(ctx.params, ctx.art.timing)
     claim = next(c for c in ctx.art.claims.claims if c.key == "cost")
-    table = ctx.add("cost", Table(
-        P.cost_title(),
-        tables.fmt_frame(cost, {"seconds": 1, "sents_per_sec": 2, "ms_per_sentence": 1}),
-        (P.cost_note(claim, claim.status != UNKNOWN),), "cost"), cost)
+    table = Table(P.cost_title(),
+                  fmt_frame(cost, {"seconds": 1, "sents_per_sec": 2, "ms_per_sentence": 1}),
+                  (P.cost_note(claim, claim.status != UNKNOWN),), "cost", numbers=cost)
     return [Section(TITLE, [table])]
+
+
+def cost_table(params: Params, timing: dict[str, Timing]) -> pd.DataFrame:
+    """Decoding time per system and beam (from each system's timing.json)."""
+    rows = []
+    for system, scfg in params.systems.items():
+        t = timing.get(system)
+        for beam in scfg.beams:
+            b = t.beams.get(beam) if t else None
+            rec = {"system": system, "models": len(scfg.members), "beam": beam,
+                   "sentences": None, "seconds": None, "sents_per_sec": None,
+                   "ms_per_sentence": None, "device": t.device if t else "-",
+                   "threads": t.threads if t else None,
+                   "precision": t.precision if t else None,
+                   "status": (f"{NOT_RUN}: no timing.json for '{system}'" if not t
+                              else f"{NOT_RUN}: no beam {beam} in its timing.json")}
+            if b:
+                rec.update(sentences=b.sentences, seconds=b.seconds,
+                           sents_per_sec=b.sents_per_sec, status="measured",
+                           ms_per_sentence=b.ms_per_sentence)
+            rows.append(rec)
+    return pd.DataFrame(rows)

@@ -5,20 +5,19 @@ from __future__ import annotations
 import pandas as pd
 
 from s2s.artifacts import PrepareMetrics, TrainCounts, VocabMetrics
-from s2s.report.render import Section, Table
+from s2s.report.render import Section, Table, fmt
 from s2s.report.sections import Context, prose
-from s2s.report.tables import fmt
 
 
 def sections(ctx: Context) -> list[Section]:
     P, art = prose("data"), ctx.art
     blocks: list = []
     if art.prepare:
-        blocks.append(ctx.add("data", Table(P.data_title(), prepare_table(art.prepare),
-                                            (P.data_note(),), "data")))
+        blocks.append(Table(P.data_title(), prepare_table(art.prepare), (P.data_note(),),
+                            "data"))
     if art.vocab:
-        blocks.append(ctx.add("vocab", Table(P.vocab_title(), vocab_table(art.vocab),
-                                             (P.vocab_note(),), "vocab")))
+        blocks.append(Table(P.vocab_title(), vocab_table(art.vocab), (P.vocab_note(),),
+                            "vocab"))
     return [Section("Data", blocks or ["no data metrics found"])]
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from s2s.artifacts import Scored
 from s2s.config import Params
 from s2s.layout import BASELINE, rescore_system
-from s2s.report import figures, tables
+from s2s.report import figures
 from s2s.report.inputs import Artifacts
 from s2s.paper import baseline_ref
 from s2s.report.render import Image, Section, Table
@@ -22,8 +23,7 @@ def sections(ctx: Context) -> list[Section]:
                          P.figure3_caption(params.evaluate.min_group))]
     drop = length_drop_table(params, ctx.art)
     if drop is not None and params.report.figure3_compare:
-        parts.append(ctx.add("length", Table(P.length_drop_title(), drop,
-                                             (P.length_drop_note(),), "length")))
+        parts.append(Table(P.length_drop_title(), drop, (P.length_drop_note(),), "length"))
     return [Section("Figure 3: BLEU by sentence length and word rarity", parts)]
 
 
@@ -31,27 +31,27 @@ def _figure3_curves(params: Params, art: Artifacts) -> list[tuple[str, str, str]
     """Figure 3's curves, (legend label, system, beam) of the groups table: our "LSTM" system
     (params report.figure3_*), and the baseline's rescoring 1-best, else its own translation."""
     sys_, beam = params.report.figure3_system, params.report.figure3_beam
-    e = tables.bleu_entry(art.bleu, "translate", sys_, beam)
-    lstm = f"LSTM: {sys_} beam {beam}" + (f" ({e.bleu_tok:.1f})" if tables.scored(e) else "")
+    e = art.bleu.entry("translate", sys_, beam)
+    lstm = f"LSTM: {sys_} beam {beam}" + (f" ({e.bleu_tok:.1f})" if isinstance(e, Scored) else "")
     curves = [(lstm, sys_, str(beam))]
-    b = tables.bleu_entry(art.bleu, "rescore", BASELINE)
+    b = art.bleu.entry("rescore", BASELINE)
     have_rescore = (art.groups["system"] == rescore_system(BASELINE)).any() if len(
         art.groups) else False
     if have_rescore:
         curves.append(("baseline: rescore 1-best" + (f" ({b.bleu_tok:.1f})"
-                                                     if tables.scored(b) else ""),
+                                                     if isinstance(b, Scored) else ""),
                        rescore_system(BASELINE), ""))
     elif params.rescore.baseline is not None:  # else a profile without a baseline: no curve
         ref = baseline_ref(params)
-        e = tables.bleu_entry(art.bleu, ref.kind, ref.system, ref.beam)
+        e = art.bleu.entry(ref.kind, ref.system, ref.beam)
         curves.append((f"baseline: {ref.system} beam {ref.beam}"
-                       + (f" ({e.bleu_tok:.1f})" if tables.scored(e) else ""),
+                       + (f" ({e.bleu_tok:.1f})" if isinstance(e, Scored) else ""),
                        ref.system if ref.kind == "translate" else rescore_system(ref.system),
                        str(ref.beam) if ref.kind == "translate" else ""))
     for name in params.report.figure3_compare:  # the models that look back at the source
         b = compare_beam(params, name)
-        e = tables.bleu_entry(art.bleu, "translate", name, b)
-        curves.append((f"{name} beam {b}" + (f" ({e.bleu_tok:.1f})" if tables.scored(e) else ""),
+        e = art.bleu.entry("translate", name, b)
+        curves.append((f"{name} beam {b}" + (f" ({e.bleu_tok:.1f})" if isinstance(e, Scored) else ""),
                        name, str(b)))
     return curves
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from s2s.artifacts import Scored
 from s2s.claims.forget_bias import pairs, system_of
-from s2s.report import figures, tables
+from s2s.report import figures
 from s2s.report.render import Image, Section, Table
 from s2s.report.sections import Context
 from s2s.report.sections import prose as _prose
@@ -33,19 +34,18 @@ def sections(ctx: Context) -> list[Section]:
         for model in (plain, opened):
             m = art.train.get(model)
             sys_beam = system_of(params, model)
-            e = (tables.bleu_entry(art.bleu, "translate", *sys_beam) if sys_beam else None)
+            e = (art.bleu.entry("translate", *sys_beam) if sys_beam else None)
             f = (stacks[(stacks["model"] == model) & (stacks["stack"] == "encoder")]
                  if stacks is not None else None)
             rows.append({
                 "model": model, "forget bias": params.model_config(model).forget_bias,
                 "dev ppl": m.dev_ppl if m else None, "test ppl": m.test_ppl if m else None,
-                "BLEU (tokenized, beam 12)": e.bleu_tok if e is not None and tables.scored(e)
+                "BLEU (tokenized, beam 12)": e.bleu_tok if e is not None and isinstance(e, Scored)
                 else None,
                 "encoder mean forget gate": (round(float(f["mean_f"].iloc[0]), 3)
                                              if f is not None and len(f) else None)})
     if rows:
-        parts.append(ctx.add("forget_bias", Table(prose.forget_bias_title(), pd.DataFrame(rows),
-                                                  (), "forget_bias")))
+        parts.append(Table(prose.forget_bias_title(), pd.DataFrame(rows), (), "forget_bias"))
     text = prose.forget_bias_text(rows=", ".join(f"{p} (bias 0) and {o}" for p, o in found)
                                   or "no model with a forget bias in this profile",
                                   verdict=" ".join(judged))

@@ -6,17 +6,16 @@ import pandas as pd
 
 from s2s.artifacts import TrainMetrics
 from s2s.config import Params
-from s2s.report.render import Section, Table
+from s2s.report.render import NOT_RUN, Section, Table, fmt_frame
 from s2s.report.sections import Context, prose
-from s2s.report.tables import NOT_RUN, fmt_frame
 
 
 def sections(ctx: Context) -> list[Section]:
     P = prose("models")
     trained = models_table(ctx.params, ctx.art.train)
-    table = ctx.add("models", Table(
+    table = Table(
         P.models_title(), fmt_frame(trained, {"epochs": 2, "target words/s": 0, "minutes": 1}),
-        (P.models_note(),), "models"), trained)
+        (P.models_note(),), "models", numbers=trained)
     return [Section("The models", [table])]
 
 

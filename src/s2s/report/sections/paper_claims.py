@@ -34,8 +34,7 @@ def sections(ctx: Context) -> list[Section]:
     P, found = prose("paper_claims"), ctx.art.claims
     run = tuple(c for c in found.claims if c.status != NOT_RUN)
     not_run = [c for c in found.claims if c.status == NOT_RUN]
-    table = ctx.add("claims", Table(P.claims_title(), claims_table(run),
-                                    ((P.bootstrap_note(),) if found.intervals else ())
-                                    + ((not_run_note(ctx, not_run),) if not_run else ()),
-                                    "claims"))
+    table = Table(P.claims_title(), claims_table(run),
+                  ((P.bootstrap_note(),) if found.intervals else ())
+                  + ((not_run_note(ctx, not_run),) if not_run else ()), "claims")
     return [Section(TITLE, [P.claims_intro(), table])]

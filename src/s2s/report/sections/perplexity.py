@@ -8,9 +8,8 @@ import pandas as pd
 from s2s.artifacts import TrainMetrics
 from s2s.config import Params
 from s2s.paper import paper, perplexity_models
-from s2s.report.render import Section, Table
+from s2s.report.render import NOT_RUN, Section, Table, fmt_frame
 from s2s.report.sections import Context, prose
-from s2s.report.tables import NOT_RUN, fmt_frame
 
 TITLE = "Source reversal and perplexity"
 
@@ -18,8 +17,8 @@ TITLE = "Source reversal and perplexity"
 def sections(ctx: Context) -> list[Section]:
     P = prose("perplexity")
     ppl = perplexity_table(ctx.params, ctx.art.train)
-    table = ctx.add("perplexity", Table(P.perplexity_title(), fmt_frame(ppl, {"epochs": 2}),
-                                        (P.perplexity_note(),), "perplexity"), ppl)
+    table = Table(P.perplexity_title(), fmt_frame(ppl, {"epochs": 2}), (P.perplexity_note(),),
+                  "perplexity", numbers=ppl)
     return [Section(TITLE, [table])]
 
 

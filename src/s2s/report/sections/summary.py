@@ -92,6 +92,6 @@ def sections(ctx: Context) -> list[Section]:
     notes = ((P.summary_scale(),) + ((P.summary_intervals(),) if found.intervals else ())
              + (P.summary_evidence(),)
              + ((paper_claims.not_run_note(ctx, not_run),) if not_run else ()))
-    table = ctx.add("summary", Table(P.summary_title(), pd.DataFrame(shown), notes, "summary"),
-                    pd.DataFrame(raw, columns=CSV_COLUMNS))
+    table = Table(P.summary_title(), pd.DataFrame(shown), notes, "summary",
+                  numbers=pd.DataFrame(raw, columns=CSV_COLUMNS))
     return [Section(TITLE, [table])]
