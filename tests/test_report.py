@@ -369,6 +369,25 @@ def _no_remote_resources(html_text: str) -> _Collect:
     return p
 
 
+def test_the_written_tables_are_the_documents_keyed_tables_shown_or_not():
+    """tables/ gets every table with a key, in the document's order, those a section writes
+    without showing (an empty table1_other) included; its CSV holds the raw numbers."""
+    shown = pd.DataFrame({"bleu": ["30.12"]})
+    raw = pd.DataFrame({"bleu": [30.1234]})
+    doc = render_.Document("t", [
+        render_.Section("A", ["words", render_.Table("a", shown, (), "first", numbers=raw),
+                                  render_.Table("not written", shown)],
+                        unshown=[render_.Table("written only", shown.iloc[:0], (), "empty")]),
+        render_.Section("B", [render_.Table("c", shown, (), "second")])])
+    tables = doc.tables()
+    assert list(tables) == ["first", "empty", "second"]
+    assert tables["first"].csv_frame is raw and tables["second"].csv_frame is shown
+    html = render_.to_html(doc)
+    assert 'id="table-first"' in html and 'id="table-second"' in html
+    assert 'id="table-empty"' not in html and "written only" not in html
+    assert "**a**" in render_.to_markdown(doc) and "written only" not in render_.to_markdown(doc)
+
+
 def test_html_is_self_contained(report):
     html_text = (report["out"] / "report.html").read_text()
     p = _no_remote_resources(html_text)
