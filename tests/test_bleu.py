@@ -13,6 +13,7 @@ scripts/generic/multi-bleu.perl; needs perl) the script is also run live on the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -34,6 +35,7 @@ from s2s.evaluate import buckets
 from s2s.evaluate.bleu import (LineCountError, bleu_from_stats, corpus_bleu_sacre,
                                corpus_bleu_tok, read_lines, score_files_sacre, score_files_tok,
                                sentence_bleu_tok, sentence_stats_tok)
+from s2s.layout import EvaluatePaths
 from s2s.stages.evaluate import main as evaluate_main
 
 MIRROR = Path(os.environ.get("S2S_MIRROR", "/work/shared/data"))
@@ -517,9 +519,9 @@ def test_evaluate_stage_writes_bleu_json_and_groups(corpus, tmp_path):
     # ensemble2 was never decoded and there is no rescore directory: both reported absent
     out = tmp_path / "metrics" / "bleu.json"
     groups_out = tmp_path / "evaluate" / "figure3.csv"
-    kw = dict(translate_dir=translate, rescore_dir=tmp_path / "rescore", prepared_dir=prepared,
-              vocab_dir=vocab, metrics_out=out, groups_out=groups_out)
-    metrics = evaluate_main(params, **kw)
+    paths = EvaluatePaths(translate=translate, rescore=tmp_path / "rescore", prepared=prepared,
+                          vocab=vocab, metrics=out, groups=groups_out)
+    metrics = evaluate_main(params, paths)
     assert json.loads(out.read_text()) == metrics
     assert metrics["test_sentences"] == N
     for (system, beam), tok in hyps.items():
@@ -556,7 +558,7 @@ def test_evaluate_stage_writes_bleu_json_and_groups(corpus, tmp_path):
         write(rescore / folder / f"{name}.tok.fr", hyps["forward", 12])
         write(rescore / folder / f"{name}.detok.fr",
               read_lines(translate / "forward" / "beam12.detok.fr"))
-    metrics = evaluate_main(params, **{**kw, "rescore_dir": rescore})
+    metrics = evaluate_main(params, dataclasses.replace(paths, rescore=rescore))
     for name in ("forward", "baseline", "oracle"):
         assert metrics["rescore"][name]["bleu_tok"] == metrics["translate"]["forward"]["12"][
             "bleu_tok"]
@@ -567,7 +569,7 @@ def test_evaluate_stage_writes_bleu_json_and_groups(corpus, tmp_path):
     # a truncated output is an error naming the file, never a score
     write(translate / "forward" / "beam1.tok.fr", hyps["forward", 1][:-1])
     with pytest.raises(LineCountError, match=r"forward/beam1\.tok\.fr has 299 lines"):
-        evaluate_main(params, **kw)
+        evaluate_main(params, paths)
 
 
 def test_length_drop_is_short_minus_long_group_bleu_with_a_paired_interval():

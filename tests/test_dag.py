@@ -261,6 +261,48 @@ def test_the_command_lines_defaults_come_from_the_declaration_not_dvc_yaml(tmp_p
         cli.stage_of(a, params)
 
 
+@pytest.mark.parametrize("profile", [ROOT / "profiles/default.yaml", ROOT / "profiles/paper.yaml"],
+                         ids=lambda p: p.stem)
+def test_a_stages_path_record_is_its_declared_flags_as_parsed_from_its_command(profile):
+    # A stage taking its paths as one value (PATHS): a field per flag of ARGS, in their order,
+    # filled from the very command dvc.yaml runs, and an optional flag it left out is None.
+    import dataclasses
+    import shlex
+
+    from s2s import cli
+
+    records = {name: stages.module(name).PATHS for name in stages.STAGES
+               if hasattr(stages.module(name), "PATHS")}
+    assert set(records) == {"translate", "rescore", "evaluate"}
+    for name, record in records.items():
+        assert [f.name for f in dataclasses.fields(record)] == \
+            [a.dest for a in stages.module(name).ARGS], name
+    params = load(profile)
+    seen = set()
+    for stage in pipeline.generate(params):
+        if stage.command not in records:
+            continue
+        a = cli.build_parser().parse_args(shlex.split(stage.cmd)[1:])
+        paths = records[stage.command].from_args(a)
+        flags = dict(stage.paths)
+        for arg in stages.module(stage.command).ARGS:
+            want = Path(flags[arg.flag]) if arg.flag in flags else None
+            assert getattr(paths, arg.dest) == want, (stage.name, arg.flag)
+        seen.add(stage.command)
+    assert seen == set(records)
+    # and the files inside the folders are the layout's, where the later stages look for them
+    ev = records["evaluate"].from_args(cli.build_parser().parse_args(
+        shlex.split(dag_of(profile)["evaluate"].cmd)[1:]))
+    assert ev.length_drop == Path("outputs/evaluate/length_drop.csv")
+    assert ev.translation("ensemble5", 12) == Path("outputs/translate/ensemble5/beam12")
+    assert ev.references == Path("data/prepared/test.tok.fr")
+    assert ev.references_raw == Path("data/prepared/test.raw.fr")
+    assert ev.source_vocab == Path("data/vocab/en.tsv")
+    if ev.rescore is not None:
+        assert ev.rescoring("oracle") == Path("outputs/rescore/oracle/oracle")
+        assert ev.rescoring("baseline") == Path("outputs/rescore/oracle/baseline")
+
+
 def test_a_stage_declaration_refuses_a_flag_its_command_lacks():
     from s2s import dag
 

@@ -52,6 +52,7 @@ from s2s.config import CorpusRef, DataConfig, PrepareConfig
 from s2s.data import download
 from s2s.data.sources import CORPORA, NetworkSource, Remote
 from s2s.data.vocab import Vocab
+from s2s.layout import EvaluatePaths, TranslatePaths
 from s2s.stages import download as download_stage
 from s2s.stages import evaluate as evaluate_stage
 from s2s.stages import prepare as prepare_stage
@@ -100,8 +101,8 @@ class Work:
         return run_dir
 
     def translate(self, models: Path, out: Path, system: str = "forward") -> Path:
-        translate_stage.main(self.params, system, prepared_dir=self.prepared, vocab_dir=self.vocab,
-                       models_dir=models, out_dir=out)
+        translate_stage.main(self.params, system, TranslatePaths(
+            prepared=self.prepared, vocab=self.vocab, models=models, out=out))
         return out
 
     def s2s(self, *args: str, params: Path | None = None, check: bool = False,
@@ -915,10 +916,10 @@ def test_same_params_and_seeds_give_bit_identical_checkpoints_hypotheses_and_ble
     assert without_timing(visible_files(other)) == without_timing(visible_files(decoded))
     bleu = {}
     for name, translated in (("a", decoded.parent), ("b", other.parent)):
-        evaluate_stage.main(work.params, translate_dir=translated, rescore_dir=tmp_path / "none",
-                      prepared_dir=work.prepared, vocab_dir=work.vocab,
-                      metrics_out=tmp_path / name / "bleu.json",
-                      groups_out=tmp_path / name / "figure3.csv")
+        evaluate_stage.main(work.params, EvaluatePaths(
+            translate=translated, rescore=tmp_path / "none", prepared=work.prepared,
+            vocab=work.vocab, metrics=tmp_path / name / "bleu.json",
+            groups=tmp_path / name / "figure3.csv"))
         scores = json.loads((tmp_path / name / "bleu.json").read_text())["translate"]["forward"]
         bleu[name] = scores, (tmp_path / name / "figure3.csv").read_bytes()
     assert bleu["a"] == bleu["b"]  # other systems are absent, with their own paths as reason

@@ -245,12 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(fn=fn)
         STAGE_PATHS[name], STAGE_OPTIONAL[name] = {}, {}
         for arg in args:
-            dest = arg.flag[2:].replace("-", "_")
-            sp.add_argument(arg.flag, type=Path, default=None, dest=dest, metavar="PATH",
+            sp.add_argument(arg.flag, type=Path, default=None, dest=arg.dest, metavar="PATH",
                             help=f"{arg.meaning}"
                                  f"{', optional' if arg.optional else ''}; "
                                  f"{_path_default_help(arg)}")
-            (STAGE_OPTIONAL if arg.optional else STAGE_PATHS)[name][arg.flag] = dest
+            (STAGE_OPTIONAL if arg.optional else STAGE_PATHS)[name][arg.flag] = arg.dest
         return sp
 
     for name in stages.STAGES:

@@ -89,6 +89,12 @@ class Arg:
         return self.path.format(item=item) if "{item}" in self.path else self.path
 
     @property
+    def dest(self) -> str:
+        """The flag's attribute on the parsed command line (``--model-dir``: ``model_dir``), and
+        its field in the stage's path record (:class:`s2s.layout.StagePaths`)."""
+        return self.flag[2:].replace("-", "_")
+
+    @property
     def meaning(self) -> str:
         """What the flag names: its own help, else what the flag means in every stage."""
         return self.help or FLAG_HELP.get(self.flag, "path")

@@ -15,6 +15,11 @@ Translations and rescorings:
 
 An output is named by its *stem*, the path without ``.tok.fr`` / ``.detok.fr``
 (:func:`hypothesis_files`).
+
+The stages that read and write these (translate, rescore, evaluate) each take their paths as one
+frozen record (:class:`TranslatePaths`, :class:`RescorePaths`, :class:`EvaluatePaths`): a field
+per path flag of the stage's ``ARGS``, built from its command line by :meth:`StagePaths.from_args`,
+the files inside those folders its methods. The train stage's is :class:`s2s.train.RunPaths`.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ CURVES_DIR = "curves"  # metrics/curves/<model>.csv (CurveRow), beside metrics/t
 SUMMARY_FILE = "metrics/summary.json"  # the summary stage's (s2s.artifacts.Summary)
 VERDICTS_FILE = "metrics/claims.json"  # claim id -> verdict: what experiments compare (s2s exps)
 
+LENGTH_DROP_FILE = "length_drop.csv"  # the evaluate stage's, beside its Figure 3 groups
 TIMING_FILE = "timing.json"  # in each system's folder of translations (s2s.artifacts.Timing)
 COST_FILE = "outputs/timing/cost.json"  # the timing stage's (s2s.artifacts.CostTiming)
 CLAIMS_OUT = "outputs/claims/claims.json"  # the claims stage's findings, which the report renders
@@ -164,3 +170,107 @@ def rescore_system(name: str) -> str:
     """The ``system`` of rescoring output `name` in the evaluate stage's groups table
     (figure3.csv), where translations have their system's name."""
     return f"rescore/{name}"
+
+
+@dataclass(frozen=True)
+class StagePaths:
+    """A stage's paths as one value: a field per path flag of its ``ARGS`` (``--model-dir`` is
+    ``model_dir``), None for an optional flag the command left out."""
+
+    @classmethod
+    def from_args(cls, args) -> StagePaths:
+        """The record of a parsed command line (:mod:`s2s.cli`), a Path per flag."""
+        return cls(**{f.name: None if getattr(args, f.name) is None else Path(getattr(args, f.name))
+                      for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class TranslatePaths(StagePaths):
+    """The translate stage's paths (s2s.stages.translate)."""
+
+    prepared: Path
+    vocab: Path
+    models: Path  # <models>/<member>/model.pt
+    out: Path  # the system's folder
+
+    @property
+    def source(self) -> Path:
+        """The test set's tokenised source, which the stage translates."""
+        return prepared_file(self.prepared, "test", SRC_LANG)
+
+    def output(self, beam: int) -> Path:
+        """The stem of the translation at beam `beam`."""
+        return beam_stem(self.out, beam)
+
+    @property
+    def timing(self) -> Path:
+        return self.out / TIMING_FILE
+
+
+@dataclass(frozen=True)
+class RescorePaths(StagePaths):
+    """A rescore stage's paths (s2s.stages.rescore)."""
+
+    translate: Path  # the baseline system's n-best lists, where the profile makes them
+    raw: Path  # data.nbest's, where the profile names a baseline's lists
+    prepared: Path
+    vocab: Path
+    models: Path
+    out: Path  # the rescore stage's folder
+
+    @property
+    def source(self) -> Path:
+        return prepared_file(self.prepared, "test", SRC_LANG)
+
+    @property
+    def references(self) -> Path:
+        """The tokenised references, which the oracle picks against."""
+        return prepared_file(self.prepared, "test", TGT_LANG)
+
+    def output(self, name: str) -> Path:
+        """The stem of output `name` (the rescorer, or ``baseline`` / ``oracle``)."""
+        return self.out / name
+
+
+@dataclass(frozen=True)
+class EvaluatePaths(StagePaths):
+    """The evaluate stage's paths (s2s.stages.evaluate). `rescore` None: the profile rescores
+    nothing."""
+
+    translate: Path
+    rescore: Path | None
+    prepared: Path
+    vocab: Path
+    metrics: Path  # metrics/bleu.json
+    groups: Path  # Figure 3's groups CSV
+
+    @property
+    def references(self) -> Path:
+        """The tokenised references (the paper's BLEU)."""
+        return prepared_file(self.prepared, "test", TGT_LANG)
+
+    @property
+    def references_raw(self) -> Path:
+        """The references as the corpus has them, normalised (sacreBLEU's)."""
+        return prepared_file(self.prepared, "test", TGT_LANG, form="raw")
+
+    @property
+    def source(self) -> Path:
+        """The tokenised source, whose lengths and word ranks make Figure 3's groups."""
+        return prepared_file(self.prepared, "test", SRC_LANG)
+
+    @property
+    def source_vocab(self) -> Path:
+        """The source vocabulary, whose counts rank the words (Figure 3's rarity)."""
+        return vocab_file(self.vocab, SRC_LANG)
+
+    @property
+    def length_drop(self) -> Path:
+        return self.groups.with_name(LENGTH_DROP_FILE)
+
+    def translation(self, system: str, beam: int) -> Path:
+        return translation(self.translate, system, beam)
+
+    def rescoring(self, name: str) -> Path:
+        """The stem of rescoring output `name` (under `rescore`, which must be set)."""
+        return rescore_output(self.rescore, name)

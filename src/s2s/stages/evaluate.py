@@ -1,17 +1,17 @@
 """Evaluate stage: BLEU of every translation and rescoring output, and the Figure 3 groups.
 
 Reads
-  ``<prepared_dir>/test.tok.fr`` (tokenized references), ``test.raw.fr`` (untokenized references,
-  for sacreBLEU), ``test.tok.en`` (tokenized source, for the groups), ``<vocab_dir>/en.tsv``;
-  ``<translate_dir>/<system>/beam<K>.{tok,detok}.fr`` for every system and beam of params
-  ``systems``; ``<rescore_dir>/<name>/<name>.{tok,detok}.fr`` for each rescorer of params
-  ``rescore.rescorers`` and ``<rescore_dir>/oracle/{baseline,oracle}.{tok,detok}.fr``
-  (:mod:`s2s.layout` names these paths).
+  ``<prepared>/test.tok.fr`` (tokenized references), ``test.raw.fr`` (untokenized references,
+  for sacreBLEU), ``test.tok.en`` (tokenized source, for the groups), ``<vocab>/en.tsv``;
+  ``<translate>/<system>/beam<K>.{tok,detok}.fr`` for every system and beam of params
+  ``systems``; ``<rescore>/<name>/<name>.{tok,detok}.fr`` for each rescorer of params
+  ``rescore.rescorers`` and ``<rescore>/oracle/{baseline,oracle}.{tok,detok}.fr``
+  (:class:`s2s.layout.EvaluatePaths` names these paths).
 Writes
-  ``metrics_out`` (``metrics/bleu.json``, :class:`s2s.artifacts.Bleu`): both BLEU scores of every
+  ``<metrics>`` (``metrics/bleu.json``, :class:`s2s.artifacts.Bleu`): both BLEU scores of every
   translation (system, beam) and rescoring output, or why it is absent.
 
-  ``groups_out`` (``outputs/evaluate/figure3.csv``): columns system, beam, axis (length|rarity),
+  ``<groups>`` (``outputs/evaluate/figure3.csv``): columns system, beam, axis (length|rarity),
   label, lo, hi, sentences, mean, bleu (tokenized), one row per group for every translation
   (system, beam) and every rescoring output (system ``rescore/<name>``, beam empty).
   ``length_drop.csv`` beside it: for every translation, tokenised BLEU of the shortest and of the
@@ -31,6 +31,7 @@ from pathlib import Path
 
 from s2s.config import Params
 from s2s.dag import Arg, Out, Stage, command
+from s2s.layout import LENGTH_DROP_FILE, EvaluatePaths
 
 log = logging.getLogger("s2s.evaluate.stage")
 
@@ -42,27 +43,25 @@ ARGS = (Arg("--translate", "outputs/translate"),
         Arg("--metrics", "metrics/bleu.json", writes=True, help="bleu.json to write"),
         Arg("--groups", "outputs/evaluate/figure3.csv", writes=True,
             help="Figure 3's groups CSV to write (length_drop.csv beside it)"))
+PATHS = EvaluatePaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
     rescores = params.rescore.baseline is not None
     return [command(
         "evaluate", "evaluate", ARGS, include=("--rescore",) if rescores else (),
-        outs=(Out("outputs/evaluate/length_drop.csv"),),
+        outs=(Out(f"outputs/evaluate/{LENGTH_DROP_FILE}"),),
         params=("systems", "evaluate", "rescore.rescorers", "report.figure3_system",
                 "report.figure3_beam"))]
 
 
 def cli(args, params) -> None:
-    main(params, translate_dir=args.translate, rescore_dir=args.rescore,
-         prepared_dir=args.prepared, vocab_dir=args.vocab, metrics_out=args.metrics,
-         groups_out=args.groups)
+    main(params, EvaluatePaths.from_args(args))
 
 
-def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepared_dir: Path,
-         vocab_dir: Path, metrics_out: Path, groups_out: Path) -> dict:
-    """Score every output; write ``metrics_out`` and ``groups_out``; return the metrics as
-    written (the JSON object of :class:`s2s.artifacts.Bleu`). `rescore_dir` None: the profile
+def main(params: Params, paths: EvaluatePaths) -> dict:
+    """Score every output; write ``paths.metrics`` and ``paths.groups``; return the metrics as
+    written (the JSON object of :class:`s2s.artifacts.Bleu`). ``paths.rescore`` None: the profile
     rescores nothing (``rescore.baseline`` null), and bleu.json has no rescoring entries."""
     import pandas as pd
 
@@ -70,30 +69,21 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepa
     from s2s.evaluate import buckets
     from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok,
                                    sentence_stats_tok, tok_signature)
-    from s2s.layout import (GROUP_COLUMNS, RESCORE_FIXED, hypothesis_files, prepared_file,
-                            rescore_output, vocab_file,
-                            rescore_system, translation)
+    from s2s.layout import GROUP_COLUMNS, RESCORE_FIXED, hypothesis_files, rescore_system
     from s2s.io import atomic_write_text, read_lines
 
     t0 = time.perf_counter()
-    translate_dir = Path(translate_dir)
-    rescore_dir = None if rescore_dir is None else Path(rescore_dir)
-    prepared_dir, vocab_dir = Path(prepared_dir), Path(vocab_dir)
     cfg = params.evaluate
-
-    ref_tok_path = prepared_file(prepared_dir, "test", "fr")
-    ref_raw_path = prepared_file(prepared_dir, "test", "fr", form="raw")
-    src_path = prepared_file(prepared_dir, "test", "en")
-    vocab_path = vocab_file(vocab_dir, "en")
+    ref_tok_path, ref_raw_path, src_path = paths.references, paths.references_raw, paths.source
     refs_tok, refs_raw, src = (read_lines(p) for p in (ref_tok_path, ref_raw_path, src_path))
     n = len(refs_tok)
     for path, lines in ((ref_raw_path, refs_raw), (src_path, src)):
         if len(lines) != n:
             raise ValueError(f"test set is not parallel: {ref_tok_path} has {n} lines, "
                              f"{path} has {len(lines)}")
-    ranks = buckets.load_ranks(vocab_path)
+    ranks = buckets.load_ranks(paths.source_vocab)
     log.info("read %d test sentences (%s, %s, %s) and %d source words ranked (%s)",
-             n, ref_tok_path, ref_raw_path, src_path, len(ranks), vocab_path)
+             n, ref_tok_path, ref_raw_path, src_path, len(ranks), paths.source_vocab)
     groupings = buckets.figure3_groupings(src, ranks, edges=cfg.length_edges,
                                           rarity=cfg.rarity_groups, min_group=cfg.min_group)
 
@@ -122,7 +112,7 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepa
     for system, scfg in params.systems.items():
         translate[system] = {}
         for beam in scfg.beams:
-            entry, groups, stats = score(translation(translate_dir, system, beam))
+            entry, groups, stats = score(paths.translation(system, beam))
             translate[system][beam] = entry
             if groups is not None:
                 frames.append(groups.assign(system=system, beam=str(beam)))
@@ -130,14 +120,14 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepa
 
     rescore: dict[str, BleuEntry] = {}
     # the command passes --rescore where the profile rescores (rescore.baseline: its stages)
-    rescored = [] if rescore_dir is None else [*params.rescore.rescorers, *RESCORE_FIXED]
-    if rescored and not rescore_dir.is_dir():
-        log.warning("absent: rescore directory %s", rescore_dir)
+    rescored = [] if paths.rescore is None else [*params.rescore.rescorers, *RESCORE_FIXED]
+    if rescored and not paths.rescore.is_dir():
+        log.warning("absent: rescore directory %s", paths.rescore)
     for name in rescored:
-        if not rescore_dir.is_dir():
-            rescore[name] = Absent.because(f"no rescore directory {rescore_dir}")
+        if not paths.rescore.is_dir():
+            rescore[name] = Absent.because(f"no rescore directory {paths.rescore}")
             continue
-        entry, groups, _ = score(rescore_output(rescore_dir, name))
+        entry, groups, _ = score(paths.rescoring(name))
         rescore[name] = entry
         if groups is not None:
             frames.append(groups.assign(system=rescore_system(name), beam=""))
@@ -149,11 +139,10 @@ def main(params: Params, *, translate_dir: Path, rescore_dir: Path | None, prepa
              else pd.DataFrame(columns=group_columns))[group_columns]
     reference = (params.report.figure3_system, str(params.report.figure3_beam))
     drop = buckets.length_drop(groupings[0], system_stats, reference)
-    drop_out = Path(groups_out).with_name("length_drop.csv")
-    metrics.write(metrics_out)
-    atomic_write_text(Path(groups_out), table.to_csv(index=False))
-    atomic_write_text(drop_out, drop.to_csv(index=False))
-    log.info("wrote %s, %s (%d group rows) and %s in %.1f s", metrics_out, groups_out, len(table),
-             drop_out, time.perf_counter() - t0)
+    metrics.write(paths.metrics)
+    atomic_write_text(paths.groups, table.to_csv(index=False))
+    atomic_write_text(paths.length_drop, drop.to_csv(index=False))
+    log.info("wrote %s, %s (%d group rows) and %s in %.1f s", paths.metrics, paths.groups,
+             len(table), paths.length_drop, time.perf_counter() - t0)
     return metrics.to_json()
 

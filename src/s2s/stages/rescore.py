@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Item, Stage, command
-from s2s.layout import prepared_name, prepared_names
+from s2s.layout import RescorePaths, prepared_name, prepared_names
 
 log = logging.getLogger("s2s.rescore")
 
@@ -30,6 +29,7 @@ ITEM = Item("rescorer", "rescorer", "rescore.rescorers",
 ARGS = (Arg("--translate", "outputs/translate"), Arg("--raw", "data/raw"),
         Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
         Arg("--out", "outputs/rescore/{item}", writes=True, help="the rescorer's output folder"))
+PATHS = RescorePaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -61,32 +61,29 @@ def stages(params: Params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    main(params, args.rescorer, translate_dir=args.translate, raw_dir=args.raw,
-         prepared_dir=args.prepared, vocab_dir=args.vocab, models_dir=args.models,
-         out_dir=args.out)
+    main(params, args.rescorer, RescorePaths.from_args(args))
 
 
-def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
-         prepared_dir: Path, vocab_dir: Path, models_dir: Path, out_dir: Path) -> dict:
+def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
     from s2s.data.text import detokenize
     from s2s.data.vocab import Vocab
     from s2s.decode.rescore import lstm_scores, nbest_path, read_nbest
     from s2s.decode.translate import load_members
     from s2s import precision
     from s2s.device import for_stage
-    from s2s.layout import BASELINE, ORACLE, ORACLE_STAGE, hypothesis_files, prepared_file
+    from s2s.layout import BASELINE, ORACLE, ORACLE_STAGE, hypothesis_files
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()
-    nbest = nbest_path(params, translate_dir=translate_dir, raw_dir=raw_dir)
-    sources_tok = read_lines(prepared_file(prepared_dir, "test", "en"))
+    nbest = nbest_path(params, translate_dir=paths.translate, raw_dir=paths.raw)
+    sources_tok = read_lines(paths.source)
     lists = read_nbest(nbest, sentences=len(sources_tok))
     n_cands = sum(len(c) for c in lists)
 
     if rescorer == ORACLE_STAGE:
         from s2s.evaluate.bleu import sentence_bleu_tok
 
-        refs = read_lines(prepared_file(prepared_dir, "test", "fr"))
+        refs = read_lines(paths.references)
         picks = {BASELINE: [c[0].text for c in lists],
                  ORACLE: [max(c, key=lambda x: sentence_bleu_tok(x.text, refs[i])).text
                           for i, c in enumerate(lists)]}
@@ -97,8 +94,8 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
                            f"(known: {', '.join(cfg.rescorers)}, or 'oracle')")
         device = for_stage(params, "rescore", name=params.translate.device,
                            key="translate.device")
-        src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
-        model = load_members(cfg.rescorers[rescorer], params=params, models_dir=models_dir,
+        src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
+        model = load_members(cfg.rescorers[rescorer], params=params, models_dir=paths.models,
                              src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
                              combine=params.translate.combine)
         sources = [src_vocab.encode(s) for s in sources_tok]
@@ -115,10 +112,10 @@ def main(params: Params, rescorer: str, *, translate_dir: Path, raw_dir: Path,
         picks = {rescorer: [best[i][1] for i in range(len(lists))]}
 
     for name, lines in picks.items():
-        tok, detok = hypothesis_files(out_dir / name)
+        tok, detok = hypothesis_files(paths.output(name))
         atomic_write_lines(tok, lines)
         atomic_write_lines(detok, [detokenize(s, "fr") for s in lines])
     log.info("%s: %d sentences, %d candidates from %s; wrote %s in %.1fs", rescorer, len(lists),
-             n_cands, nbest, ", ".join(f"{out_dir}/{n}.*" for n in picks),
+             n_cands, nbest, ", ".join(f"{paths.output(n)}.*" for n in picks),
              time.perf_counter() - t_start)
     return {"sentences": len(lists), "candidates": n_cands}

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Item, Stage, command
-from s2s.layout import prepared_name
+from s2s.layout import TranslatePaths, prepared_name
 
 log = logging.getLogger("s2s.translate")
 
@@ -30,6 +29,7 @@ ITEM = Item("system", "system", "systems", "a system of params `systems` (e.g. e
 ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
         Arg("--out", "outputs/translate/{item}", writes=True,
             help="the system's output folder (hypotheses, n-best lists, timing)"))
+PATHS = TranslatePaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -44,12 +44,10 @@ def stages(params: Params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    main(params, args.system, prepared_dir=args.prepared, vocab_dir=args.vocab,
-         models_dir=args.models, out_dir=args.out)
+    main(params, args.system, TranslatePaths.from_args(args))
 
 
-def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, models_dir: Path,
-         out_dir: Path) -> dict:
+def main(params: Params, system: str, paths: TranslatePaths) -> dict:
     import torch
 
     from s2s import precision
@@ -58,8 +56,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     from s2s.data.vocab import Vocab
     from s2s.decode.translate import check_lengths, check_search_size, load_members, translate
     from s2s.device import for_stage
-    from s2s.layout import (TIMING_FILE, beam_stem, hypothesis_files, nbest_file, nbest_line,
-                            prepared_file)
+    from s2s.layout import hypothesis_files, nbest_file, nbest_line
     from s2s.io import atomic_write_lines, read_lines
 
     t_start = time.perf_counter()
@@ -70,13 +67,13 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = for_stage(params, "translate", name=cfg.device, key="translate.device")
-    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
-    model = load_members(sys_cfg.members, params=params, models_dir=models_dir, src_vocab=src_vocab,
-                         tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
-    source_file = prepared_file(prepared_dir, "test", "en")
-    sources = [src_vocab.encode(s) for s in read_lines(source_file)]
+    src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
+    model = load_members(sys_cfg.members, params=params, models_dir=paths.models,
+                         src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
+                         combine=cfg.combine)
+    sources = [src_vocab.encode(s) for s in read_lines(paths.source)]
     check_lengths(sources, configs=[params.model_config(m) for m in sys_cfg.members], cfg=cfg,
-                  where=str(source_file))
+                  where=str(paths.source))
     chosen = precision.choose(cfg.amp, device)
     mm_dtype = chosen.dtype
     log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,
@@ -98,7 +95,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
             raise RuntimeError(f"{system} beam {beam}: {len(hyps)} hypotheses for "
                                f"{len(sources)} sources")
         best = [tgt_vocab.decode(h[0].tokens) for h in hyps]
-        stem = beam_stem(out_dir, beam)
+        stem = paths.output(beam)
         tok, detok = hypothesis_files(stem)
         atomic_write_lines(tok, best)
         atomic_write_lines(detok, [detokenize(s, "fr") for s in best])
@@ -112,7 +109,7 @@ def main(params: Params, system: str, *, prepared_dir: Path, vocab_dir: Path, mo
     timing = Timing(system=system, members=sys_cfg.members, device=str(device),
                     threads=torch.get_num_threads(), precision=precision.name(mm_dtype),
                     beams=beams)
-    timing.write(out_dir / TIMING_FILE)
-    log.info("read %s, %s; wrote %s in %.1fs", models_dir, prepared_dir, out_dir,
+    timing.write(paths.timing)
+    log.info("read %s, %s; wrote %s in %.1fs", paths.models, paths.source, paths.out,
              time.perf_counter() - t_start)
     return timing.to_json()
