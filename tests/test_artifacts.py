@@ -180,15 +180,14 @@ def test_the_report_and_summary_stages_name_a_bad_artifact(tmp_path):
                           "bleu"]).to_csv(groups, index=False)
     with pytest.raises(ArtifactError, match=re.escape(
             f"{metrics / 'train' / 'forward.json'}: missing key 'test_ppl'")):
-        summary_stage.main(params, metrics_dir=metrics, translate_dir=translate,
-                           groups_csv=groups, out=tmp_path / "summary.json",
-                           plots_dir=tmp_path / "plots")
+        summary_stage.main(params, outputs.SummaryPaths(
+            metrics=metrics, translate=translate, groups=groups, out=tmp_path / "summary.json",
+            plots=tmp_path / "plots"))
     with pytest.raises(ArtifactError, match=re.escape(
             f"{metrics / 'train' / 'forward.json'}: missing key 'test_ppl'")):
-        report_stage.main(params, metrics_dir=metrics, translate_dir=translate,
-                          groups_csv=groups, manifest=tmp_path / "none.json",
-                          claims=tmp_path / "claims.json",
-                          out_dir=tmp_path / "reports")
+        report_stage.main(params, outputs.ReportPaths(
+            metrics=metrics, translate=translate, groups=groups, manifest=tmp_path / "none.json",
+            claims=tmp_path / "claims.json", out=tmp_path / "reports"))
 
 
 # --- the writers' keys ---------------------------------------------------------------------------

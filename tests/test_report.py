@@ -31,6 +31,7 @@ from s2s import paper
 from s2s.report import render as render_
 from s2s.report.sections import bleu as bleu_tables
 from s2s.report.sections import summary
+from s2s.layout import ClaimsPaths, ReportPaths
 from s2s.stages.claims import main as claims_main
 from s2s.stages.report import main as report_main
 
@@ -174,12 +175,16 @@ def render(tree: dict) -> dict:
     """The claims stage, then the report on its claims: the report's inputs as the DAG gives
     them (no hypothesis files here: the claims carry no bootstrap intervals)."""
     claims = tree["out"].parent / "claims.json"
-    claims_main(tree["params"], metrics_dir=tree["metrics"], translate_dir=tree["translate"],
-                out=claims)
-    return report_main(tree["params"], metrics_dir=tree["metrics"],
-                       translate_dir=tree["translate"], groups_csv=tree["groups"],
-                       manifest=tree["manifest"], claims=claims, out_dir=tree["out"],
-                       attention=tree["attention"])
+    claims_main(tree["params"], ClaimsPaths(metrics=tree["metrics"], translate=tree["translate"],
+                                            out=claims))
+    return report_main(tree["params"], report_paths(tree, claims=claims, out=tree["out"]))
+
+
+def report_paths(tree: dict, *, claims: Path, out: Path, **more) -> ReportPaths:
+    """The report stage's paths in the tree, its claims and output folder as given."""
+    return ReportPaths(**{"metrics": tree["metrics"], "translate": tree["translate"],
+                          "groups": tree["groups"], "manifest": tree["manifest"],
+                          "attention": tree["attention"], "claims": claims, "out": out, **more})
 
 
 def test_outputs_exist(report):
@@ -473,8 +478,8 @@ def _claims_with_intervals(report, tmp_path: Path) -> Path:
     (the longest summary: an interval per difference)."""
     from s2s.claims import check, inputs
 
-    found = inputs.load(report["params"], metrics_dir=report["metrics"],
-                        translate_dir=report["translate"])
+    found = inputs.load(report["params"], ClaimsPaths(
+        metrics=report["metrics"], translate=report["translate"], out=tmp_path / "unused.json"))
     found = dataclasses.replace(found, diff=_interval(0.21, 1.87))
     out = tmp_path / "claims.json"
     check.check_all(report["params"], found).write(out)
@@ -487,9 +492,7 @@ def test_the_summary_table_fits_the_first_screen_in_headlesschromium(report, tmp
     browser lays it out, ends inside the window. The screenshot is kept as summary.png."""
     claims = _claims_with_intervals(report, tmp_path)
     out = tmp_path / "reports"
-    report_main(report["params"], metrics_dir=report["metrics"], translate_dir=report["translate"],
-                groups_csv=report["groups"], manifest=report["manifest"], claims=claims,
-                out_dir=out, attention=report["attention"])
+    report_main(report["params"], report_paths(report, claims=claims, out=out))
     html_text = (out / "report.html").read_text()
     assert '<span class="badge badge-' in html_text and "[+0.21, +1.87]" in html_text
     # a copy that writes the table's box into the DOM; the report itself has no script
@@ -910,12 +913,9 @@ def test_the_report_renders_the_claims_stage_verdicts_and_recomputes_none(report
     edited = tmp_path / "claims.json"
     edited.write_text(json.dumps(found))
     out = tmp_path / "reports"
-    report_main(report["params"], metrics_dir=report["metrics"], translate_dir=report["translate"],
-                groups_csv=report["groups"], manifest=report["manifest"], claims=edited,
-                out_dir=out, attention=report["attention"])
+    report_main(report["params"], report_paths(report, claims=edited, out=out))
     assert "EDITED NUMBERS" in (out / "report.md").read_text()
     assert "EDITED NUMBERS" not in (report["out"] / "report.md").read_text()
     with pytest.raises(FileNotFoundError, match="run the claims stage first"):
-        report_main(report["params"], metrics_dir=report["metrics"],
-                    translate_dir=report["translate"], groups_csv=report["groups"],
-                    manifest=report["manifest"], claims=tmp_path / "none.json", out_dir=out)
+        report_main(report["params"], report_paths(report, claims=tmp_path / "none.json",
+                                                   out=out, attention=None))

@@ -16,10 +16,10 @@ Translations and rescorings:
 An output is named by its *stem*, the path without ``.tok.fr`` / ``.detok.fr``
 (:func:`hypothesis_files`).
 
-The stages that read and write these (translate, rescore, evaluate) each take their paths as one
-frozen record (:class:`TranslatePaths`, :class:`RescorePaths`, :class:`EvaluatePaths`): a field
-per path flag of the stage's ``ARGS``, built from its command line by :meth:`StagePaths.from_args`,
-the files inside those folders its methods. The train stage's is :class:`s2s.train.RunPaths`.
+The stages that read and write these (translate, rescore, evaluate, summary, claims, report) each
+take their paths as one frozen record (:class:`TranslatePaths`, ...): a field per path flag of the
+stage's ``ARGS``, built from its command line by :meth:`StagePaths.from_args`, the files inside
+those folders its methods. The train stage's is :class:`s2s.train.RunPaths`.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ SPLITS = ("train", "dev", "test")  # the prepare stage's splits, and the ids sta
 # The metrics folder (``metrics/``, DVC's metrics): the evaluate stage's BLEU, each training
 # stage's metrics and learning curve, the summary and the verdicts that experiments compare.
 BLEU_FILE = "bleu.json"  # metrics/bleu.json (s2s.artifacts.Bleu)
+PREPARE_METRICS = "prepare.json"  # metrics/prepare.json (s2s.artifacts.PrepareMetrics)
+VOCAB_METRICS = "vocab.json"  # metrics/vocab.json (s2s.artifacts.VocabMetrics)
 TRAIN_DIR = "train"  # metrics/train/<model>.json (s2s.artifacts.TrainMetrics)
 CURVES_DIR = "curves"  # metrics/curves/<model>.csv (CurveRow), beside metrics/train/
 SUMMARY_FILE = "metrics/summary.json"  # the summary stage's (s2s.artifacts.Summary)
@@ -172,7 +174,7 @@ def rescore_system(name: str) -> str:
     return f"rescore/{name}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StagePaths:
     """A stage's paths as one value: a field per path flag of its ``ARGS`` (``--model-dir`` is
     ``model_dir``), None for an optional flag the command left out."""
@@ -184,7 +186,7 @@ class StagePaths:
                       for f in fields(cls)})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TranslatePaths(StagePaths):
     """The translate stage's paths (s2s.stages.translate)."""
 
@@ -207,7 +209,7 @@ class TranslatePaths(StagePaths):
         return self.out / TIMING_FILE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RescorePaths(StagePaths):
     """A rescore stage's paths (s2s.stages.rescore)."""
 
@@ -232,22 +234,38 @@ class RescorePaths(StagePaths):
         return self.out / name
 
 
-@dataclass(frozen=True)
-class EvaluatePaths(StagePaths):
-    """The evaluate stage's paths (s2s.stages.evaluate). `rescore` None: the profile rescores
-    nothing."""
+class _ScoresOutputs:
+    """The outputs a stage scores against the test references (evaluate, claims): the
+    translations under `translate`, the rescorings under `rescore`."""
 
     translate: Path
     rescore: Path | None
-    prepared: Path
-    vocab: Path
-    metrics: Path  # metrics/bleu.json
-    groups: Path  # Figure 3's groups CSV
+    prepared: Path | None
 
     @property
     def references(self) -> Path:
         """The tokenised references (the paper's BLEU)."""
         return prepared_file(self.prepared, "test", TGT_LANG)
+
+    def translation(self, system: str, beam: int) -> Path:
+        return translation(self.translate, system, beam)
+
+    def rescoring(self, name: str) -> Path:
+        """The stem of rescoring output `name` (under `rescore`, which must be set)."""
+        return rescore_output(self.rescore, name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluatePaths(_ScoresOutputs, StagePaths):
+    """The evaluate stage's paths (s2s.stages.evaluate). `rescore` None: the profile rescores
+    nothing."""
+
+    translate: Path
+    rescore: Path | None = None
+    prepared: Path
+    vocab: Path
+    metrics: Path  # metrics/bleu.json
+    groups: Path  # Figure 3's groups CSV
 
     @property
     def references_raw(self) -> Path:
@@ -268,9 +286,89 @@ class EvaluatePaths(StagePaths):
     def length_drop(self) -> Path:
         return self.groups.with_name(LENGTH_DROP_FILE)
 
-    def translation(self, system: str, beam: int) -> Path:
-        return translation(self.translate, system, beam)
 
-    def rescoring(self, name: str) -> Path:
-        """The stem of rescoring output `name` (under `rescore`, which must be set)."""
-        return rescore_output(self.rescore, name)
+@dataclass(frozen=True, kw_only=True)
+class SummaryPaths(StagePaths):
+    """The summary stage's paths (s2s.stages.summary)."""
+
+    metrics: Path  # the metrics folder it reads
+    translate: Path  # each system's timing.json
+    groups: Path  # Figure 3's groups CSV
+    out: Path  # metrics/summary.json
+    plots: Path  # DVC's plot data folder
+
+    @property
+    def bleu(self) -> Path:
+        return bleu_file(self.metrics)
+
+    def train_metrics(self, model: str) -> Path:
+        return train_metrics_file(self.metrics, model)
+
+    def timing(self, system: str) -> Path:
+        return timing_file(self.translate, system)
+
+    def figure3_plot(self, axis: str) -> Path:
+        """Figure 3's curves on axis `axis` (``length``, ``rarity``) as DVC plot data."""
+        return self.plots / f"figure3_{axis}.csv"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimsPaths(_ScoresOutputs, StagePaths):
+    """The claims stage's paths (s2s.stages.claims). `prepared` None: no paired bootstraps over
+    the test sentences (the verdicts that need one say so)."""
+
+    metrics: Path  # bleu.json and train/
+    translate: Path  # each system's outputs and timing.json
+    rescore: Path | None = None  # where the profile rescores
+    prepared: Path | None = None  # test.tok.fr, the bootstraps' references
+    analysis: Path | None = None
+    cost: Path | None = None
+    out: Path  # the findings, which the report renders
+    verdicts: Path | None = None  # claim id -> verdict, which experiments compare
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportPaths(StagePaths):
+    """The report stage's paths (s2s.stages.report); the optional ones' sections are left out
+    without them."""
+
+    metrics: Path  # bleu.json, train/, curves/, prepare.json, vocab.json
+    translate: Path  # each system's timing.json and, for the examples, its outputs
+    groups: Path  # Figure 3's groups CSV (length_drop.csv beside it)
+    manifest: Path  # the download stage's
+    attention: Path | None = None
+    analysis: Path | None = None
+    prepared: Path | None = None  # the raw test set, for the example translations
+    cost: Path | None = None
+    claims: Path  # the claims stage's findings
+    out: Path  # reports/
+
+    @property
+    def length_drop(self) -> Path:
+        return self.groups.with_name(LENGTH_DROP_FILE)
+
+    @property
+    def curves(self) -> Path:
+        """The learning curves' folder (metrics/curves/<model>.csv)."""
+        return self.metrics / CURVES_DIR
+
+    @property
+    def prepare_metrics(self) -> Path:
+        return self.metrics / PREPARE_METRICS
+
+    @property
+    def vocab_metrics(self) -> Path:
+        return self.metrics / VOCAB_METRICS
+
+    @property
+    def figures(self) -> Path:
+        return self.out / "figures"
+
+    def table(self, key: str) -> tuple[Path, Path]:
+        """The CSV (raw numbers) and Markdown files of the report's table `key`."""
+        return self.out / "tables" / f"{key}.csv", self.out / "tables" / f"{key}.md"
+
+    @property
+    def documents(self) -> tuple[Path, Path]:
+        """report.md and report.html."""
+        return self.out / "report.md", self.out / "report.html"

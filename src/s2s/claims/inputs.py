@@ -18,8 +18,7 @@ from s2s.analysis.outputs import Analyses
 from s2s.artifacts import Bleu, CostTiming, Timing, TrainMetrics
 from s2s.claims.verdicts import DiffFn
 from s2s.config import Params
-from s2s.layout import (bleu_file, hypothesis_files, prepared_file, rescore_output, timing_file,
-                        train_metrics_files, translation)
+from s2s.layout import ClaimsPaths, bleu_file, hypothesis_files, timing_file, train_metrics_files
 from s2s.paper import Ours
 
 log = logging.getLogger("s2s.claims")
@@ -38,20 +37,15 @@ class ClaimInputs:
     read: list[str]  # every file read, for the log
 
 
-def load(params: Params, *, metrics_dir: Path, translate_dir: Path,
-         prepared_dir: Path | None = None, rescore_dir: Path | None = None,
-         analysis: Path | None = None, cost: Path | None = None) -> ClaimInputs:
-    """The claims stage's inputs; with `prepared_dir`, the paired bootstraps over its
+def load(params: Params, paths: ClaimsPaths) -> ClaimInputs:
+    """The claims stage's inputs; with ``paths.prepared``, the paired bootstraps over its
     ``test.tok.fr`` (the hypothesis files are read when a claim asks for one)."""
     read: list[str] = []
-    diff = None
-    if prepared_dir is not None:
-        diff = BootstrapDiffs(Path(prepared_dir), Path(translate_dir),
-                              None if rescore_dir is None else Path(rescore_dir), read)
-    return ClaimInputs(bleu=read_bleu(metrics_dir, read), train=read_train(metrics_dir, read),
-                       timing=read_timing(params, translate_dir, read),
-                       analysis=analysis_outputs.read_if_present(analysis, read),
-                       cost=CostTiming.read_if_present(cost, read) if cost else None,
+    diff = None if paths.prepared is None else BootstrapDiffs(paths, read)
+    return ClaimInputs(bleu=read_bleu(paths.metrics, read), train=read_train(paths.metrics, read),
+                       timing=read_timing(params, paths.translate, read),
+                       analysis=analysis_outputs.read_if_present(paths.analysis, read),
+                       cost=CostTiming.read_if_present(paths.cost, read) if paths.cost else None,
                        diff=diff, read=read)
 
 
@@ -83,18 +77,17 @@ class BootstrapDiffs:
     two outputs, read from the translate and rescore folders against ``test.tok.fr``; None when
     one is missing. Each pair is computed once."""
 
-    def __init__(self, prepared_dir: Path, translate_dir: Path, rescore_dir: Path | None,
-                 read: list[str]):
-        self.refs_path = prepared_file(prepared_dir, "test", "fr")
-        self.translate_dir, self.rescore_dir, self.read = translate_dir, rescore_dir, read
+    def __init__(self, paths: ClaimsPaths, read: list[str]):
+        self.refs_path = paths.references
+        self.paths, self.read = paths, read
         self._refs: list[str] | None = None
         self._cache: dict = {}
 
     def _path(self, o: Ours) -> Path | None:
         if o.kind == "translate":
-            stem = translation(self.translate_dir, o.system, o.beam)
-        elif self.rescore_dir is not None:
-            stem = rescore_output(self.rescore_dir, o.system)
+            stem = self.paths.translation(o.system, o.beam)
+        elif self.paths.rescore is not None:
+            stem = self.paths.rescoring(o.system)
         else:
             return None
         tok, _ = hypothesis_files(stem)

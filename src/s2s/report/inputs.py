@@ -24,8 +24,8 @@ from s2s.artifacts import (AttentionWeights, Bleu, Claims, CostTiming,
                            read_table)
 from s2s.claims.inputs import read_bleu, read_timing, read_train
 from s2s.config import Params
-from s2s.layout import (CURVE_COLUMNS, CURVES_DIR, DROP_COLUMNS, DROP_NUMBERS, GROUP_COLUMNS,
-                        GROUP_NUMBERS, LANGS, hypothesis_files, prepared_file, translation)
+from s2s.layout import (CURVE_COLUMNS, DROP_COLUMNS, DROP_NUMBERS, GROUP_COLUMNS, GROUP_NUMBERS,
+                        LANGS, ReportPaths, hypothesis_files, prepared_file, translation)
 
 log = logging.getLogger("s2s.report")
 
@@ -55,49 +55,45 @@ class Artifacts:
     cost: CostTiming | None = None  # the timing stage's cost.json
 
 
-def load(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
-         manifest: Path, claims: Path, attention: Path | None = None,
-         analysis: Path | None = None, prepared_dir: Path | None = None,
-         cost: Path | None = None) -> Artifacts:
-    """What the report renders: every input once, the claims stage's findings (`claims`)
-    among them."""
+def load(params: Params, paths: ReportPaths) -> Artifacts:
+    """What the report renders: every input once, the claims stage's findings
+    (``paths.claims``) among them."""
     read: list[str] = []
-    bleu, train = read_bleu(metrics_dir, read), read_train(metrics_dir, read)
-    if not Path(claims).is_file():
-        raise FileNotFoundError(f"{claims}: no claims checked; run the claims stage first")
-    found = Claims.read(claims)
-    read.append(str(claims))
+    bleu, train = read_bleu(paths.metrics, read), read_train(paths.metrics, read)
+    if not paths.claims.is_file():
+        raise FileNotFoundError(f"{paths.claims}: no claims checked; run the claims stage first")
+    found = Claims.read(paths.claims)
+    read.append(str(paths.claims))
     curves = {}
-    for p in sorted((metrics_dir / CURVES_DIR).glob("*.csv")):
+    for p in sorted(paths.curves.glob("*.csv")):
         read.append(str(p))
         curves[p.stem] = read_table(p, columns=CURVE_COLUMNS, numbers=CURVE_COLUMNS)
-    if groups_csv.is_file():
-        read.append(str(groups_csv))
-        groups = read_table(groups_csv, columns=GROUP_COLUMNS, numbers=GROUP_NUMBERS,
+    if paths.groups.is_file():
+        read.append(str(paths.groups))
+        groups = read_table(paths.groups, columns=GROUP_COLUMNS, numbers=GROUP_NUMBERS,
                             dtype={"system": str, "beam": str, "label": str},
                             keep_default_na=False)
     else:
-        log.warning("absent: %s", groups_csv)
+        log.warning("absent: %s", paths.groups)
         groups = pd.DataFrame(columns=list(GROUP_COLUMNS))
-    drop_csv = groups_csv.with_name("length_drop.csv")
     length_drop = None
-    if drop_csv.is_file():
-        read.append(str(drop_csv))
-        length_drop = read_table(drop_csv, columns=DROP_COLUMNS, numbers=DROP_NUMBERS,
+    if paths.length_drop.is_file():
+        read.append(str(paths.length_drop))
+        length_drop = read_table(paths.length_drop, columns=DROP_COLUMNS, numbers=DROP_NUMBERS,
                                  dtype={"system": str, "beam": str}, keep_default_na=False)
     examples = None
-    if prepared_dir is not None:
-        examples = load_examples(params, Path(prepared_dir), Path(translate_dir), read)
+    if paths.prepared is not None:
+        examples = load_examples(params, paths.prepared, paths.translate, read)
     return Artifacts(bleu=bleu, train=train, curves=curves,
-                     timing=read_timing(params, translate_dir, read), groups=groups,
-                     prepare=PrepareMetrics.read_if_present(metrics_dir / "prepare.json", read),
-                     vocab=VocabMetrics.read_if_present(metrics_dir / "vocab.json", read),
-                     manifest=Manifest.read_if_present(manifest, read),
-                     attention=AttentionWeights.read_if_present(attention, read)
-                     if attention else None,
-                     analysis=analysis_outputs.read_if_present(analysis, read), claims=found, read=read,
-                     examples=examples, length_drop=length_drop,
-                     cost=CostTiming.read_if_present(cost, read) if cost else None)
+                     timing=read_timing(params, paths.translate, read), groups=groups,
+                     prepare=PrepareMetrics.read_if_present(paths.prepare_metrics, read),
+                     vocab=VocabMetrics.read_if_present(paths.vocab_metrics, read),
+                     manifest=Manifest.read_if_present(paths.manifest, read),
+                     attention=AttentionWeights.read_if_present(paths.attention, read)
+                     if paths.attention else None,
+                     analysis=analysis_outputs.read_if_present(paths.analysis, read),
+                     claims=found, read=read, examples=examples, length_drop=length_drop,
+                     cost=CostTiming.read_if_present(paths.cost, read) if paths.cost else None)
 
 
 # Example sentences: at these quantiles of the source length, shortest first.

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import BLEU_FILE, CLAIMS_OUT, COST_FILE, TRAIN_DIR, VERDICTS_FILE, prepared_name
+from s2s.layout import (BLEU_FILE, CLAIMS_OUT, COST_FILE, TRAIN_DIR, VERDICTS_FILE, ClaimsPaths,
+                        prepared_name)
 
 log = logging.getLogger("s2s.claims")
 
@@ -42,6 +42,7 @@ ARGS = (Arg("--metrics", "metrics", help="the metrics folder it reads"),
         # cached but for the verdicts, which git tracks so that every experiment's can be compared
         Arg("--verdicts", VERDICTS_FILE, writes=True, cache=False, metric=True,
             help="claim id -> verdict (JSON), the metric experiments compare"))
+PATHS = ClaimsPaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -63,16 +64,11 @@ def stages(params: Params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    main(params, metrics_dir=args.metrics, translate_dir=args.translate,
-         rescore_dir=args.rescore, prepared_dir=args.prepared, analysis=args.analysis,
-         cost=args.cost, out=args.out, verdicts_out=args.verdicts)
+    main(params, ClaimsPaths.from_args(args))
 
 
-def main(params: Params, *, metrics_dir: Path, translate_dir: Path, out: Path,
-         verdicts_out: Path | None = None, rescore_dir: Path | None = None,
-         prepared_dir: Path | None = None, analysis: Path | None = None,
-         cost: Path | None = None):
-    """Check every claim; write `out` (and the verdicts); return the Claims record."""
+def main(params: Params, paths: ClaimsPaths):
+    """Check every claim; write ``paths.out`` (and the verdicts); return the Claims record."""
     from s2s.claims import inputs
     from s2s.claims.check import check_all
     from s2s.io import atomic_write_json
@@ -80,15 +76,13 @@ def main(params: Params, *, metrics_dir: Path, translate_dir: Path, out: Path,
 
     t0 = time.perf_counter()
     check_answers(params)  # params name rows of the paper's tables, before anything is read
-    art = inputs.load(params, metrics_dir=Path(metrics_dir), translate_dir=Path(translate_dir),
-                      prepared_dir=prepared_dir, rescore_dir=rescore_dir, analysis=analysis,
-                      cost=cost)
+    art = inputs.load(params, paths)
     found = check_all(params, art)
-    found.write(out)
-    written = [str(out)]
-    if verdicts_out is not None:
-        atomic_write_json(Path(verdicts_out), found.verdicts())
-        written.append(str(verdicts_out))
+    found.write(paths.out)
+    written = [str(paths.out)]
+    if paths.verdicts is not None:
+        atomic_write_json(paths.verdicts, found.verdicts())
+        written.append(str(paths.verdicts))
     for c in (*found.claims, found.setting):
         log.info("%s: %s", c.key, c.status)
     log.info("read %d files: %s; wrote %s in %.1f s", len(art.read), ", ".join(art.read),

@@ -1,13 +1,13 @@
 """Stage `summary`: the run in a few numbers, for DVC's comparison tools.
 
 Reads
-  ``<metrics_dir>/bleu.json`` (the evaluate stage), ``<metrics_dir>/train/<model>.json``,
-  ``<translate_dir>/<system>/timing.json``, ``groups_csv`` (``outputs/evaluate/figure3.csv``).
+  ``<metrics>/bleu.json`` (the evaluate stage), ``<metrics>/train/<model>.json``,
+  ``<translate>/<system>/timing.json``, ``<groups>`` (``outputs/evaluate/figure3.csv``).
 Writes
-  ``out`` (``metrics/summary.json``, :class:`s2s.artifacts.Summary`, tracked by git): numbers
+  ``<out>`` (``metrics/summary.json``, :class:`s2s.artifacts.Summary`, tracked by git): numbers
   only (tokenised BLEU, test perplexity, minutes), so that ``dvc metrics show/diff`` and
   ``dvc exp show`` print them in a readable width; the text fields stay in ``bleu.json``.
-  ``<plots_dir>/figure3_{length,rarity}.csv``: Figure 3's curves as DVC plot data (columns
+  ``<plots>/figure3_{length,rarity}.csv``: Figure 3's curves as DVC plot data (columns
   ``mean``, ``label``, ``lstm``, ``baseline``: the report's two curves).
 """
 
@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import BLEU_FILE, SUMMARY_FILE, TRAIN_DIR
+from s2s.layout import BLEU_FILE, SUMMARY_FILE, TRAIN_DIR, SummaryPaths
 
 log = logging.getLogger("s2s.summary")
 
@@ -30,6 +29,7 @@ ARGS = (Arg("--metrics", "metrics"), Arg("--translate", "outputs/translate"),
         Arg("--out", SUMMARY_FILE, writes=True, cache=False, metric=True,
             help="summary.json to write"),
         Arg("--plots", "metrics/plots", writes=True))
+PATHS = SummaryPaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -42,38 +42,35 @@ def stages(params: Params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    main(params, metrics_dir=args.metrics, translate_dir=args.translate, groups_csv=args.groups,
-         out=args.out, plots_dir=args.plots)
+    main(params, SummaryPaths.from_args(args))
 
 
-def main(params: Params, *, metrics_dir: Path, translate_dir: Path, groups_csv: Path,
-         out: Path, plots_dir: Path) -> dict:
+def main(params: Params, paths: SummaryPaths) -> dict:
     import pandas as pd
 
     from s2s.artifacts import Bleu, Summary, Timing, TrainMetrics
-    from s2s.layout import bleu_file, timing_file, train_metrics_file
     from s2s.evaluate.summary import figure3_plots, summarize
     from s2s.io import atomic_write_text
 
     t0 = time.perf_counter()
     read: list[str] = []
-    bleu_path = bleu_file(metrics_dir)
+    bleu_path = paths.bleu
     if not bleu_path.is_file():
         raise FileNotFoundError(f"{bleu_path}: no BLEU metrics; run the evaluate stage first")
     bleu = Bleu.read(bleu_path)
     read.append(str(bleu_path))
     train = {m: t for m in params.models if (t := TrainMetrics.read_if_present(
-        train_metrics_file(metrics_dir, m), read)) is not None}
+        paths.train_metrics(m), read)) is not None}
     timing = {s: t for s in params.systems if (t := Timing.read_if_present(
-        timing_file(translate_dir, s), read)) is not None}
+        paths.timing(s), read)) is not None}
     summary = summarize(params, bleu, train, timing)
-    Summary.from_json(summary, source=out).write(out)  # checked as `s2s exps` reads it
-    written = [str(out)]
-    groups = pd.read_csv(groups_csv, dtype={"system": str, "beam": str, "label": str},
+    Summary.from_json(summary, source=paths.out).write(paths.out)  # checked as `s2s exps` reads it
+    written = [str(paths.out)]
+    groups = pd.read_csv(paths.groups, dtype={"system": str, "beam": str, "label": str},
                          keep_default_na=False)
-    read.append(str(groups_csv))
+    read.append(str(paths.groups))
     for axis, frame in figure3_plots(params, groups).items():
-        path = Path(plots_dir) / f"figure3_{axis}.csv"
+        path = paths.figure3_plot(axis)
         atomic_write_text(path, frame.to_csv(index=False))
         written.append(str(path))
     log.info("read %s; wrote %s in %.1fs", ", ".join(read), ", ".join(written),
