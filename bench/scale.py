@@ -150,7 +150,7 @@ def first_step_here(work: Path, params_path: Path) -> None:
     """Run in the child: the trainer's setup and one step, each part timed, as JSON."""
     import torch
 
-    from s2s import distributed, train
+    from s2s import distributed, layout, train
     from s2s.config import load
 
     t_import = _started()  # the interpreter's start and the imports
@@ -167,9 +167,9 @@ def first_step_here(work: Path, params_path: Path) -> None:
 
     train.build_model = timed_build
     t = time.perf_counter()
-    paths = train.RunPaths(ids=work / "ids", vocab=work / "vocab", model_dir=work / "run" / "model",
-                           ckpt_dir=work / "run" / "ckpt", metrics=work / "run" / "m.json",
-                           curves=work / "run" / "c.csv")
+    paths = layout.TrainPaths(ids=work / "ids", vocab=work / "vocab",
+                              model_dir=work / "run" / "model", ckpt_dir=work / "run" / "ckpt",
+                              metrics=work / "run" / "m.json", curves=work / "run" / "c.csv")
     r = train.setup(params, "forward", paths, world=distributed.World())
     t_setup = time.perf_counter() - t
     t = time.perf_counter()

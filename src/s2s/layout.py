@@ -19,7 +19,7 @@ An output is named by its *stem*, the path without ``.tok.fr`` / ``.detok.fr``
 The stages that read and write these (translate, rescore, evaluate, summary, claims, report) each
 take their paths as one frozen record (:class:`TranslatePaths`, ...): a field per path flag of the
 stage's ``ARGS``, built from its command line by :meth:`StagePaths.from_args`, the files inside
-those folders its methods. The train stage's is :class:`s2s.train.RunPaths`.
+those folders its methods; the train stage's (:class:`TrainPaths`) goes down to :mod:`s2s.train`.
 """
 
 from __future__ import annotations
@@ -184,6 +184,24 @@ class StagePaths:
         """The record of a parsed command line (:mod:`s2s.cli`), a Path per flag."""
         return cls(**{f.name: None if getattr(args, f.name) is None else Path(getattr(args, f.name))
                       for f in fields(cls)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainPaths(StagePaths):
+    """Where one training run reads and writes (s2s.stages.train, s2s.train). `snapshots`: the
+    snapshot folder of an analysed model, else None."""
+
+    ids: Path  # the ids stage's folder, memory-mapped
+    vocab: Path  # en.tsv, fr.tsv
+    model_dir: Path  # model.pt, best.pt
+    ckpt_dir: Path  # last.pt, the resume point (no DVC output), and the snapshots' work folder
+    metrics: Path  # metrics/train/<name>.json
+    curves: Path  # metrics/curves/<name>.csv
+    snapshots: Path | None = None
+
+    @property
+    def last(self) -> Path:
+        return self.ckpt_dir / "last.pt"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,7 +39,7 @@ from s2s.data.ids import IdCorpus, IdsRecord, ids_file, offsets_file, open_split
 from s2s.data.vocab import Vocab
 from s2s.device import for_stage
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
-from s2s.layout import CURVE_COLUMNS, CurveRow
+from s2s.layout import CURVE_COLUMNS, CurveRow, TrainPaths
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy, summed_nll
 from s2s.model import build_model, config_record
 from s2s.model.base import Model, host_lengths
@@ -439,24 +439,6 @@ class _ResumeRecord:
     window_tok: int
 
 
-@dataclass(frozen=True)
-class RunPaths:
-    """Where one training run reads and writes: the train stage's path flags (s2s.stages.train
-    ARGS), as one value. `snapshots`: the snapshot folder of an analysed model, else None."""
-
-    ids: Path  # the ids stage's folder, memory-mapped
-    vocab: Path  # en.tsv, fr.tsv
-    model_dir: Path  # model.pt, best.pt
-    ckpt_dir: Path  # last.pt, the resume point (no DVC output), and the snapshots' work folder
-    metrics: Path  # metrics/train/<name>.json
-    curves: Path  # metrics/curves/<name>.csv
-    snapshots: Path | None = None
-
-    @property
-    def last(self) -> Path:
-        return self.ckpt_dir / "last.pt"
-
-
 @dataclass
 class Run:
     """What one training run holds fixed: its params, data, model, optimizer, batch plan and
@@ -478,7 +460,7 @@ class Run:
     total_steps: int
     eval_steps: int
     fingerprint: str
-    paths: RunPaths
+    paths: TrainPaths
     text: dict  # the text settings the data was prepared with (s2s.text_settings), in every file
     snaps: Snapshots | None = None
     stop_vote: distributed.StopVote = field(default_factory=distributed.StopVote)  # this step's
@@ -710,7 +692,7 @@ class Run:
         return metrics
 
 
-def setup(params: Params, name: str, paths: RunPaths, *, world: distributed.World,
+def setup(params: Params, name: str, paths: TrainPaths, *, world: distributed.World,
           snapshot_epochs: tuple[float, ...] = ()) -> Run:
     """Read the data, build and initialise the model on its device, plan the batches."""
     cfg = params.train_config(name)  # `train`, with the model's recipe
@@ -761,7 +743,7 @@ def setup(params: Params, name: str, paths: RunPaths, *, world: distributed.Worl
                paths=paths, text=text, snaps=snaps)
 
 
-def run(params: Params, name: str, paths: RunPaths, *, stop_after: int | None,
+def run(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None,
         world: distributed.World, stop: runguard.StopSignals | None,
         snapshot_epochs: tuple[float, ...] = ()) -> dict:
     """Train model `name` of params to its last step, resuming from ``paths.last`` where it can,

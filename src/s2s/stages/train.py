@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 
 from s2s import arch
-from s2s.layout import CURVES_DIR
+from s2s.layout import CURVES_DIR, TrainPaths
 from s2s.config import AnalysisConfig, Params
 from s2s.dag import Arg, Item, Stage, command
 
@@ -42,6 +42,7 @@ ARGS = (Arg("--ids", "data/ids"), Arg("--vocab", "data/vocab"),
         Arg("--snapshots", "snapshots/{item}", writes=True, optional=True,
             help="the weights at the epochs of analysis.snapshots (the models of "
                  "analysis.models only)"))
+PATHS = TrainPaths  # ARGS as one value, which cli builds and the trainer takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -71,24 +72,22 @@ def cli(args, params) -> None:
                                            and args.name in params.analysis.models):
         raise ValueError(f"--snapshots: model '{args.name}' is not among analysis.models: "
                          f"only their train stages keep snapshots")
-    main(params, args.name, ids_dir=args.ids, vocab_dir=args.vocab,
-         model_dir=args.model_dir, ckpt_dir=args.ckpt_dir, metrics_out=args.metrics,
-         curves_out=args.curves, stop_after=args.stop_after, snapshot_dir=args.snapshots)
+    run_paths(params, args.name, TrainPaths.from_args(args), stop_after=args.stop_after)
 
 
 def main(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir: Path,
          ckpt_dir: Path, metrics_out: Path, curves_out: Path,
          stop_after: int | None = None, snapshot_dir: Path | None = None) -> dict:
-    from s2s.train import RunPaths
-
-    paths = RunPaths(ids=Path(ids_dir), vocab=Path(vocab_dir), model_dir=Path(model_dir),
-                     ckpt_dir=Path(ckpt_dir), metrics=Path(metrics_out), curves=Path(curves_out),
-                     snapshots=None if snapshot_dir is None else Path(snapshot_dir))
+    """:func:`run_paths` with the paths as keywords (the tests' and benches' in-process run)."""
+    paths = TrainPaths(ids=Path(ids_dir), vocab=Path(vocab_dir), model_dir=Path(model_dir),
+                       ckpt_dir=Path(ckpt_dir), metrics=Path(metrics_out),
+                       curves=Path(curves_out),
+                       snapshots=None if snapshot_dir is None else Path(snapshot_dir))
     return run_paths(params, name, paths, stop_after=stop_after)
 
 
 def run_paths(params: Params, name: str, paths, *, stop_after: int | None = None) -> dict:
-    """The stage, its paths as one value (s2s.train.RunPaths): one process, or one per GPU."""
+    """The stage, its paths as one value (s2s.layout.TrainPaths): one process, or one per GPU."""
     from s2s import distributed, runguard, train
     from s2s.device import claim_job_gpus
 
