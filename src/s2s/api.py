@@ -32,7 +32,7 @@ from s2s.config import PARAMS_FILE, Params, TranslateConfig
 from s2s.config import load as load_params
 from s2s.exporting import (EXPORT_FILE, SRC_LANG, TEXT_PIPELINE, TGT_LANG, ExportError,
                            file_sha256, package_version, read_record)
-from s2s.layout import vocab_file
+from s2s.layout import model_file, vocab_file
 from s2s.text_settings import TEXT_KEYS, Expected, for_params
 
 log = logging.getLogger("s2s.api")
@@ -174,7 +174,7 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
     sys_cfg, cfg = params.systems[str(system)], params.translate
     vocab_dir, models_dir = Path(vocab_dir), Path(models_dir)
     missing = [p for p in (*(vocab_file(vocab_dir, lang) for lang in (SRC_LANG, TGT_LANG)),
-                           *(models_dir / m / "model.pt" for m in sys_cfg.members))
+                           *(model_file(models_dir, m) for m in sys_cfg.members))
                if not p.is_file()]
     if missing:
         raise NotTrained(f"system '{system}' is not trained here ({missing[0]} is missing): run "

@@ -27,7 +27,8 @@ from typing import Any
 from s2s.arch import config_record
 from s2s.artifacts import Record
 from s2s.config import Params, TranslateConfig, train_record
-from s2s.layout import prepared_file, prepared_name, vocab_file, vocab_name
+from s2s.layout import (ExportPaths, model_file, prepared_file, prepared_name, vocab_file,
+                        vocab_name)
 from s2s.schema import Rules, decode
 # How `prepare` turns raw text into model input, written into every export and checkpoint.
 from s2s.text_settings import SRC_LANG, TEXT_PIPELINE, TGT_LANG, text_record  # noqa: F401
@@ -186,7 +187,7 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
         shutil.copyfile(vocab_file(vocab_dir, lang), copy)
         files[copy.name] = file_sha256(copy)
     for m in sys_cfg.members:
-        shutil.copyfile(Path(models_dir) / m / "model.pt", tmp / "models" / f"{m}.pt")
+        shutil.copyfile(model_file(models_dir, m), tmp / "models" / f"{m}.pt")
         files[f"models/{m}.pt"] = file_sha256(tmp / "models" / f"{m}.pt")
     data = {prepared_name("train", lang): file_sha256(prepared_file(prepared_dir, "train", lang))
             for lang in (SRC_LANG, TGT_LANG)}
@@ -211,13 +212,12 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
     return record
 
 
-def export_all(params: Params, *, models_dir: Path, vocab_dir: Path, prepared_dir: Path,
-               out_dir: Path) -> dict[str, ExportRecord]:
-    """Stage `export`: every system of ``params.systems`` as ``<out_dir>/<system>/``."""
+def export_all(params: Params, paths: ExportPaths) -> dict[str, ExportRecord]:
+    """Stage `export`: every system of ``params.systems`` as ``<out>/<system>/``."""
     t0 = time.perf_counter()
-    out = {s: export(params, s, models_dir=models_dir, vocab_dir=vocab_dir,
-                     prepared_dir=prepared_dir, out_dir=Path(out_dir) / s)
+    out = {s: export(params, s, models_dir=paths.models, vocab_dir=paths.vocab,
+                     prepared_dir=paths.prepared, out_dir=paths.out / s)
            for s in params.systems}
-    log.info("read %s, %s, %s; wrote %d exports under %s in %.1fs", models_dir, vocab_dir,
-             prepared_dir, len(out), out_dir, time.perf_counter() - t0)
+    log.info("read %s, %s, %s; wrote %d exports under %s in %.1fs", paths.models, paths.vocab,
+             paths.prepared, len(out), paths.out, time.perf_counter() - t0)
     return out

@@ -16,10 +16,10 @@ Translations and rescorings:
 An output is named by its *stem*, the path without ``.tok.fr`` / ``.detok.fr``
 (:func:`hypothesis_files`).
 
-The stages that read and write these (translate, rescore, evaluate, summary, claims, report) each
-take their paths as one frozen record (:class:`TranslatePaths`, ...): a field per path flag of the
-stage's ``ARGS``, built from its command line by :meth:`StagePaths.from_args`, the files inside
-those folders its methods; the train stage's (:class:`TrainPaths`) goes down to :mod:`s2s.train`.
+The stages from train to report each take their paths as one frozen record (:class:`TrainPaths`,
+:class:`TranslatePaths`, ...): a field per path flag of the stage's ``ARGS``, built from its
+command line by :meth:`StagePaths.from_args`, the files inside those folders its methods. The
+data stages and analyze take theirs as keywords: one or two folders and a metrics file each.
 """
 
 from __future__ import annotations
@@ -106,6 +106,14 @@ def vocab_name(lang: str) -> str:
 def vocab_file(vocab_dir: Path, lang: str) -> Path:
     """:func:`vocab_name` in `vocab_dir`."""
     return Path(vocab_dir) / vocab_name(lang)
+
+
+MODEL_FILE, BEST_FILE = "model.pt", "best.pt"  # a train stage's weights: at the end, best on dev
+
+
+def model_file(models_dir: Path, model: str) -> Path:
+    """Model `model`'s final weights in the models folder (what translation loads)."""
+    return Path(models_dir) / model / MODEL_FILE
 
 
 def bleu_file(metrics_dir: Path) -> Path:
@@ -390,3 +398,45 @@ class ReportPaths(StagePaths):
     def documents(self) -> tuple[Path, Path]:
         """report.md and report.html."""
         return self.out / "report.md", self.out / "report.html"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportPaths(StagePaths):
+    """The export stage's paths (s2s.stages.export)."""
+
+    models: Path
+    vocab: Path
+    prepared: Path  # the training text, whose fingerprint an export records
+    out: Path  # one folder per system
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionPaths(StagePaths):
+    """The attention stage's paths (s2s.stages.attention)."""
+
+    prepared: Path
+    vocab: Path
+    models: Path
+    translate: Path  # the drawn systems' own translations
+    out: Path  # weights.json
+
+    @property
+    def source(self) -> Path:
+        return prepared_file(self.prepared, "test", SRC_LANG)
+
+    def translation(self, system: str, beam: int) -> Path:
+        return translation(self.translate, system, beam)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingPaths(StagePaths):
+    """The timing stage's paths (s2s.stages.timing)."""
+
+    prepared: Path
+    vocab: Path
+    models: Path
+    out: Path  # cost.json
+
+    @property
+    def source(self) -> Path:
+        return prepared_file(self.prepared, "test", SRC_LANG)

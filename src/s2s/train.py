@@ -39,7 +39,7 @@ from s2s.data.ids import IdCorpus, IdsRecord, ids_file, offsets_file, open_split
 from s2s.data.vocab import Vocab
 from s2s.device import for_stage
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
-from s2s.layout import CURVE_COLUMNS, CurveRow, TrainPaths
+from s2s.layout import BEST_FILE, CURVE_COLUMNS, MODEL_FILE, CurveRow, TrainPaths
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy, summed_nll
 from s2s.model import build_model, config_record
 from s2s.model.base import Model, host_lengths
@@ -660,10 +660,10 @@ class Run:
         save = functools.partial(checkpoint.save, src_vocab=self.src_vocab,
                                  tgt_vocab=self.tgt_vocab, name=self.name, text=self.text)
         if self.world.is_main:
-            save(self.paths.model_dir / "model.pt", self.model, step=state.step, dev_ppl=dev_ppl,
+            save(self.paths.model_dir / MODEL_FILE, self.model, step=state.step, dev_ppl=dev_ppl,
                  test_ppl=test_ppl)
             if state.best_state is not None:  # None only if no dev perplexity was finite
-                save(self.paths.model_dir / "best.pt", self.model, state=state.best_state,
+                save(self.paths.model_dir / BEST_FILE, self.model, state=state.best_state,
                      step=state.best_step, dev_ppl=state.best_dev_ppl)
             if self.snaps is not None:
                 self.snaps.publish()

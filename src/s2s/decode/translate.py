@@ -16,6 +16,7 @@ from s2s.data.batching import collate
 from s2s.data.vocab import Vocab
 from s2s.decode.beam import Hypothesis, beam_search, score_sequences
 from s2s.decode.ensemble import Ensemble
+from s2s.layout import model_file
 from s2s.progress import progress
 
 log = logging.getLogger("s2s.translate")
@@ -92,7 +93,7 @@ def load_members(members, *, params: Params, models_dir: Path, src_vocab: Vocab,
     (s2s.text_settings.for_params), checked against each checkpoint's record. The stages pass
     none: their input is the prepare stage's, and a change of ``prepare.lowercase`` retrains
     every model (the train stages declare it) before DVC runs them."""
-    models = [checkpoint.load_model(models_dir / m / "model.pt", src_vocab=src_vocab,
+    models = [checkpoint.load_model(model_file(models_dir, m), src_vocab=src_vocab,
                                     tgt_vocab=tgt_vocab, device=device,
                                     expect=params.model_config(m), name=m,
                                     text=None if text is None else text(m)) for m in members]

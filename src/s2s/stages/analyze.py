@@ -24,7 +24,7 @@ from s2s import arch
 from s2s import artifacts as A
 from s2s.config import AnalysisConfig, Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import prepared_names
+from s2s.layout import model_file, prepared_names
 
 log = logging.getLogger("s2s.analysis")
 
@@ -124,4 +124,4 @@ def _resolve(models: Sequence[str] | Mapping[str, Path], models_dir: Path | None
         return {name: Path(p) for name, p in models.items()}
     if models and models_dir is None:
         raise ValueError("models given by name need models_dir")
-    return {name: Path(models_dir) / name / "model.pt" for name in models}
+    return {name: model_file(models_dir, name) for name in models}

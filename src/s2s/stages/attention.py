@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from s2s import arch
 from s2s.config import ConfigError, Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import prepared_name
+from s2s.layout import AttentionPaths, prepared_name
 
 log = logging.getLogger("s2s.attention")
 
@@ -28,6 +27,7 @@ HELP = "attention weights of an attention system's output"
 ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
         Arg("--translate", "outputs/translate"),
         Arg("--out", "outputs/attention/weights.json", writes=True, help="weights.json to write"))
+PATHS = AttentionPaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -52,39 +52,36 @@ def cli(args, params) -> None:
     if params.analysis.attention_system is None:
         raise ConfigError(f"{params.source}: 'analysis.attention_system' is null: no attention "
                           f"system to draw")
-    main(params, prepared_dir=args.prepared, vocab_dir=args.vocab, models_dir=args.models,
-         translate_dir=args.translate, out=args.out)
+    main(params, AttentionPaths.from_args(args))
 
 
-def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Path,
-         translate_dir: Path, out: Path) -> list[dict]:
+def main(params: Params, paths: AttentionPaths) -> list[dict]:
     from s2s import checkpoint
     from s2s.analysis.alignments import MAX_WORDS, MIN_WORDS, pick_examples, weights_for
     from s2s.data.vocab import Vocab
-    from s2s.layout import hypothesis_files, prepared_file, translation
+    from s2s.layout import hypothesis_files, model_file
     from s2s.io import atomic_write_json, read_lines
 
     t0 = time.perf_counter()
     cfg = params.analysis
-    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
-    source_file = prepared_file(prepared_dir, "test", "en")
-    sources = [s.split() for s in read_lines(source_file)]
-    read = [str(source_file)]
+    src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
+    sources = [s.split() for s in read_lines(paths.source)]
+    read = [str(paths.source)]
 
     def system_of(name: str):
         """Its (one) model and its widest beam's tokenised translations."""
         system = params.systems[name]
         (member,) = system.members  # the config allows one model here
         beam = system.widest_beam
-        model = checkpoint.load_model(models_dir / member / "model.pt", src_vocab=src_vocab,
+        model = checkpoint.load_model(model_file(paths.models, member), src_vocab=src_vocab,
                                       tgt_vocab=tgt_vocab, expect=params.model_config(member),
                                       name=member)
-        hyp_path, _ = hypothesis_files(translation(translate_dir, name, beam))
+        hyp_path, _ = hypothesis_files(paths.translation(name, beam))
         hypotheses = [h.split() for h in read_lines(hyp_path)]
         if len(hypotheses) != len(sources):
             raise ValueError(f"{hyp_path}: {len(hypotheses)} lines for {len(sources)} test "
                              f"sources")
-        read.extend([str(models_dir / member), str(hyp_path)])
+        read.extend([str(model_file(paths.models, member)), str(hyp_path)])
         return member, beam, model, hypotheses
 
     def record(i: int, model, hypotheses) -> dict:
@@ -103,7 +100,7 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
             "system": cfg.cross_attention_system, "model": member, "beam": beam,
             "layer": "last decoder layer, mean over heads",
             "examples": [record(i, model, hypotheses) for i in picked if hypotheses[i]]}
-    atomic_write_json(out, result)
-    log.info("read %s; wrote %s (%d examples) in %.1fs", ", ".join(read), out,
+    atomic_write_json(paths.out, result)
+    log.info("read %s; wrote %s (%d examples) in %.1fs", ", ".join(read), paths.out,
              len(result["examples"]), time.perf_counter() - t0)
     return result["examples"]

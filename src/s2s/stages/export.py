@@ -13,12 +13,13 @@ from __future__ import annotations
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import prepared_names
+from s2s.layout import ExportPaths, prepared_names
 
 HELP = ("write every system as a self-contained folder (checkpoints, vocabularies, text and "
         "decoding settings, fingerprints)")
 ARGS = (Arg("--models", "models"), Arg("--vocab", "data/vocab"), Arg("--prepared", "data/prepared"),
         Arg("--out", "exports", writes=True, help="folder of the exports, one per system"))
+PATHS = ExportPaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -33,12 +34,10 @@ def stages(params: Params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    main(params, models_dir=args.models, vocab_dir=args.vocab, prepared_dir=args.prepared,
-         out_dir=args.out)
+    main(params, ExportPaths.from_args(args))
 
 
-def main(params: Params, *, models_dir, vocab_dir, prepared_dir, out_dir) -> dict:
+def main(params: Params, paths: ExportPaths) -> dict:
     from s2s import exporting
 
-    return exporting.export_all(params, models_dir=models_dir, vocab_dir=vocab_dir,
-                          prepared_dir=prepared_dir, out_dir=out_dir)
+    return exporting.export_all(params, paths)

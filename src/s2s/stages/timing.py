@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import COST_FILE, prepared_file, prepared_name
+from s2s.layout import COST_FILE, TimingPaths, prepared_name
 from s2s.paper import cost_systems
 
 WARMUP = 50  # sentences each system decodes, untimed, before the first repetition
@@ -35,6 +34,7 @@ log = logging.getLogger("s2s.timing")
 HELP = "time the systems of the paper's cost claim in turns, on one thread (the claim's input)"
 ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("--models", "models"),
         Arg("--out", COST_FILE, writes=True, help="cost.json to write"))
+PATHS = TimingPaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -56,12 +56,10 @@ def stages(params: Params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    main(params, prepared_dir=args.prepared, vocab_dir=args.vocab, models_dir=args.models,
-         out=args.out)
+    main(params, TimingPaths.from_args(args))
 
 
-def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Path,
-         out: Path) -> dict:
+def main(params: Params, paths: TimingPaths) -> dict:
     import torch
 
     from s2s import precision
@@ -79,12 +77,12 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
     torch.set_num_threads(1)  # the claim is about one thread
     cfg = params.translate
     device = for_stage(params, "timing", name=cfg.device, key="translate.device")
-    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
-    lines = read_lines(prepared_file(prepared_dir, "test", "en"))
+    src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
+    lines = read_lines(paths.source)
     if params.timing.sentences:
         lines = lines[: params.timing.sentences]
     sources = [src_vocab.encode(s) for s in lines]
-    models = {s: load_members(params.systems[s].members, params=params, models_dir=models_dir,
+    models = {s: load_members(params.systems[s].members, params=params, models_dir=paths.models,
                               src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
                               combine=cfg.combine) for s in dict.fromkeys(s for s, _ in timed)}
     for system, beam in timed:
@@ -114,8 +112,9 @@ def main(params: Params, *, prepared_dir: Path, vocab_dir: Path, models_dir: Pat
                         systems=tuple(TimedSystem(system=s, beam=b, ms_per_sentence=tuple(v))
                                       for (s, b), v in ms.items()),
                         device=describe(device) if device.type != "cpu" else None)
-    record.write(Path(out))
-    log.info("read %s, %s, %s; wrote %s in %.1fs", models_dir, prepared_dir, vocab_dir, out,
+    record.write(paths.out)
+    log.info("read %s, %s, %s; wrote %s in %.1fs", paths.models, paths.source, paths.vocab,
+             paths.out,
              time.perf_counter() - t0)
     return record.to_json()
 
