@@ -302,6 +302,12 @@ def test_a_stages_path_record_is_its_declared_flags_as_parsed_from_its_command(p
     if ev.rescore is not None:
         assert ev.rescoring("oracle") == Path("outputs/rescore/oracle/oracle")
         assert ev.rescoring("baseline") == Path("outputs/rescore/oracle/baseline")
+    # a record built in process from strings holds Paths, and nothing for what it was not given
+    built = records["evaluate"](translate="t", prepared="p", vocab="v", metrics="m.json",
+                                groups="e/g.csv")
+    assert built.length_drop == Path("e/length_drop.csv") and built.rescore is None
+    assert all(isinstance(getattr(built, f.name), Path) for f in dataclasses.fields(built)
+               if f.name != "rescore")
 
 
 def test_a_stage_declaration_refuses_a_flag_its_command_lacks():

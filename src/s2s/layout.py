@@ -1,8 +1,8 @@
 """The pipeline's file layout: where each stage writes what later stages read, and the columns of
 the tables they share, named here once for the stages that write them and those that read them
-(prepare, vocab, ids, train, translate, rescore, evaluate, summary, claims, report, verify,
-experiments). Torch-free and pandas-free,
-importing nothing of the package: the ground floor every stage stands on. What a file holds is
+(prepare, vocab, ids, train, translate, rescore, evaluate, summary, export, analyze, attention,
+timing, claims, report, verify, experiments). Torch-free and pandas-free, importing nothing of the
+package: the ground floor every stage stands on. What a file holds is
 its typed record in :mod:`s2s.artifacts`; the analyze stage's folder is
 :mod:`s2s.analysis.outputs`'s one table.
 
@@ -19,7 +19,8 @@ An output is named by its *stem*, the path without ``.tok.fr`` / ``.detok.fr``
 The stages from train to report each take their paths as one frozen record (:class:`TrainPaths`,
 :class:`TranslatePaths`, ...): a field per path flag of the stage's ``ARGS``, built from its
 command line by :meth:`StagePaths.from_args`, the files inside those folders its methods. The
-data stages and analyze take theirs as keywords: one or two folders and a metrics file each.
+data stages (each hands its few paths to one library call) and analyze (whose ``main`` also takes
+model files by name) take theirs as keywords.
 """
 
 from __future__ import annotations
@@ -185,13 +186,19 @@ def rescore_system(name: str) -> str:
 @dataclass(frozen=True, kw_only=True)
 class StagePaths:
     """A stage's paths as one value: a field per path flag of its ``ARGS`` (``--model-dir`` is
-    ``model_dir``), None for an optional flag the command left out."""
+    ``model_dir``), each a Path (a string given is made one), None for an optional flag the
+    command left out."""
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and not isinstance(value, Path):
+                object.__setattr__(self, f.name, Path(value))
 
     @classmethod
     def from_args(cls, args) -> StagePaths:
-        """The record of a parsed command line (:mod:`s2s.cli`), a Path per flag."""
-        return cls(**{f.name: None if getattr(args, f.name) is None else Path(getattr(args, f.name))
-                      for f in fields(cls)})
+        """The record of a parsed command line (:mod:`s2s.cli`)."""
+        return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -340,8 +347,10 @@ class SummaryPaths(StagePaths):
 
 @dataclass(frozen=True, kw_only=True)
 class ClaimsPaths(_ScoresOutputs, StagePaths):
-    """The claims stage's paths (s2s.stages.claims). `prepared` None: no paired bootstraps over
-    the test sentences (the verdicts that need one say so)."""
+    """The claims stage's paths (s2s.stages.claims). Its command passes every flag but the
+    optional ones; a record built in process (a test's) may leave out `prepared`: no paired
+    bootstraps over the test sentences (the verdicts that need one say so), and `verdicts`: no
+    metrics/claims.json."""
 
     metrics: Path  # bleu.json and train/
     translate: Path  # each system's outputs and timing.json

@@ -78,7 +78,7 @@ def cli(args, params) -> None:
 def main(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir: Path,
          ckpt_dir: Path, metrics_out: Path, curves_out: Path,
          stop_after: int | None = None, snapshot_dir: Path | None = None) -> dict:
-    """:func:`run_paths` with the paths as keywords (the tests' and benches' in-process run)."""
+    """:func:`run_paths` with the paths as keywords (the tests' in-process run)."""
     paths = TrainPaths(ids=Path(ids_dir), vocab=Path(vocab_dir), model_dir=Path(model_dir),
                        ckpt_dir=Path(ckpt_dir), metrics=Path(metrics_out),
                        curves=Path(curves_out),
