@@ -279,17 +279,18 @@ def make_project(dest: Path, profile: str = "smoke") -> Path:
 def run_data_stages(params, tmp: Path, mirror: Path) -> None:
     """download, prepare, vocab and ids of `params` into tmp/{raw,prepared,vocab,ids} (+ metrics
     json)."""
+    from s2s.layout import IdsPaths, PreparePaths, VocabPaths
     from s2s.stages import download as download_stage
     from s2s.stages import ids as ids_stage
     from s2s.stages import prepare as prepare_stage
     from s2s.stages import vocab as vocab_stage
 
     download_stage.main(params.data, out_dir=tmp / "raw", mirror=mirror)
-    prepare_stage.main(params.data, params.prepare, raw_dir=tmp / "raw", out_dir=tmp / "prepared",
-                 metrics_out=tmp / "prepare.json")
-    vocab_stage.main(params.vocab, prepared_dir=tmp / "prepared", out_dir=tmp / "vocab",
-               metrics_out=tmp / "vocab.json")
-    ids_stage.main(prepared_dir=tmp / "prepared", vocab_dir=tmp / "vocab", out_dir=tmp / "ids")
+    prepare_stage.main(params.data, params.prepare, PreparePaths(
+        raw=tmp / "raw", out=tmp / "prepared", metrics=tmp / "prepare.json"))
+    vocab_stage.main(params.vocab, VocabPaths(
+        prepared=tmp / "prepared", out=tmp / "vocab", metrics=tmp / "vocab.json"))
+    ids_stage.main(IdsPaths(prepared=tmp / "prepared", vocab=tmp / "vocab", out=tmp / "ids"))
 
 
 @pytest.fixture(scope="session")

@@ -238,10 +238,11 @@ def one_line_error(proc: subprocess.CompletedProcess, *needles: str, status: int
 
 def ids_of(prepared: Path, vocab: Path, where: Path) -> Path:
     """The ids stage's folder of `prepared` and `vocab`, made anew in `where`/ids."""
+    from s2s.layout import IdsPaths
     from s2s.stages import ids as ids_stage
 
     out = Path(where) / "ids"
-    ids_stage.main(prepared_dir=prepared, vocab_dir=vocab, out_dir=out)
+    ids_stage.main(IdsPaths(prepared=prepared, vocab=vocab, out=out))
     return out
 
 

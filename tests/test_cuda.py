@@ -21,14 +21,14 @@ pytestmark = [pytest.mark.cuda,
 
 
 def _train(params, tmp, out, device: str, amp) -> dict:
+    from s2s.layout import TrainPaths
     from s2s.stages import train as train_stage
 
     params = dataclasses.replace(params, train=dataclasses.replace(
         params.train, device=device, amp=amp, epochs=0.25, threads=4))
-    return train_stage.main(params, "reversed_1", ids_dir=tmp / "ids",
-                            vocab_dir=tmp / "vocab", model_dir=tmp / out / "model",
-                            ckpt_dir=tmp / out / "ckpt", metrics_out=tmp / out / "m.json",
-                            curves_out=tmp / out / "c.csv")
+    return train_stage.main(params, "reversed_1", TrainPaths(
+        ids=tmp / "ids", vocab=tmp / "vocab", model_dir=tmp / out / "model",
+        ckpt_dir=tmp / out / "ckpt", metrics=tmp / out / "m.json", curves=tmp / out / "c.csv"))
 
 
 @pytest.mark.parametrize("amp", [False, True], ids=["fp32", "bf16"])

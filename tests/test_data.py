@@ -16,6 +16,7 @@ from s2s.data import prepare, vocab
 from s2s.data.batching import epoch_batches
 from s2s.data.text import CorpusError, normalize, read_corpus
 from s2s.io import read_lines
+from s2s.layout import PreparePaths, VocabPaths
 from s2s.stages import download as download_stage
 from s2s.stages import prepare as prepare_stage
 from s2s.stages import vocab as vocab_stage
@@ -31,8 +32,8 @@ def newstest(tmp_path_factory, mirror):
                       dev=(CorpusRef("wmt.newstest2013", 100),),
                       test=CorpusRef("wmt14.newstest2014"))
     download_stage.main(data, out_dir=tmp / "raw", mirror=mirror)
-    metrics = prepare_stage.main(data, PrepareConfig(max_len=50, max_ratio=1.5), raw_dir=tmp / "raw",
-                           out_dir=tmp / "prepared", metrics_out=tmp / "prepare.json")
+    metrics = prepare_stage.main(data, PrepareConfig(max_len=50, max_ratio=1.5), PreparePaths(
+        raw=tmp / "raw", out=tmp / "prepared", metrics=tmp / "prepare.json"))
     return tmp, metrics
 
 
@@ -130,8 +131,8 @@ def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):
     for split in ("train", "dev", "test"):
         (d / f"{split}.tok.en").write_text("b a b c\nb a\n")
         (d / f"{split}.tok.fr").write_text("x y\nz\n")
-    m = vocab_stage.main(VocabConfig(src_size=2, tgt_size=10, min_count=1), prepared_dir=d,
-                   out_dir=tmp_path / "vocab", metrics_out=tmp_path / "vocab.json")
+    m = vocab_stage.main(VocabConfig(src_size=2, tgt_size=10, min_count=1), VocabPaths(
+        prepared=d, out=tmp_path / "vocab", metrics=tmp_path / "vocab.json"))
     lines = (tmp_path / "vocab" / "en.tsv").read_text().splitlines()
     assert lines == ["<pad>\t0", "<unk>\t0", "<bos>\t0", "<eos>\t0", "b\t3", "a\t2"]
     assert m["en"]["unk_rate"]["train"] == pytest.approx(1 / 6, abs=1e-6)  # stored rounded

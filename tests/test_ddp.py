@@ -14,6 +14,7 @@ import torch
 
 from s2s import distributed
 from s2s.data.vocab import Vocab
+from s2s.layout import TrainPaths
 from s2s.model.seq2seq import Seq2Seq
 
 from helpers import shard_nll
@@ -97,16 +98,16 @@ def data(smoke_data):
     return tmp, params
 
 
-def train_kwargs(tmp: Path, out: str) -> dict:
-    return dict(ids_dir=tmp / "ids", vocab_dir=tmp / "vocab",
-                model_dir=tmp / out / "model", ckpt_dir=tmp / out / "ckpt",
-                metrics_out=tmp / out / "metrics.json", curves_out=tmp / out / "curves.csv")
+def train_paths(tmp: Path, out: str) -> TrainPaths:
+    return TrainPaths(ids=tmp / "ids", vocab=tmp / "vocab", model_dir=tmp / out / "model",
+                      ckpt_dir=tmp / out / "ckpt", metrics=tmp / out / "metrics.json",
+                      curves=tmp / out / "curves.csv")
 
 
 def test_two_process_training_ends_with_the_one_process_weights(data):
     tmp, params = data
-    one = train_stage.main(params, "reversed_1", **train_kwargs(tmp, "one"))
-    distributed.spawn(train_stage.main, 2, params, "reversed_1", **train_kwargs(tmp, "two"))
+    one = train_stage.main(params, "reversed_1", train_paths(tmp, "one"))
+    distributed.spawn(train_stage.main, 2, params, "reversed_1", train_paths(tmp, "two"))
     two = json.loads((tmp / "two" / "metrics.json").read_text())
     assert two["processes"] == 2 and "processes" not in one
     assert two["steps"] == one["steps"] == 12
@@ -129,7 +130,7 @@ def test_two_process_training_ends_with_the_one_process_weights(data):
 FAULT_STEP = 6  # a checkpoint every 4 steps: the last before it is step 4
 
 
-def _faulty_worker(params, kwargs: dict, fault_rank: int, fault_step: int, sig: int | None,
+def _faulty_worker(params, paths: TrainPaths, fault_rank: int, fault_step: int, sig: int | None,
                    unreadable_rank: int | None = None) -> None:
     """train_stage.main on this rank, with rank `fault_rank` sending itself `sig` as its step
     `fault_step` starts, and rank `unreadable_rank` unable to read any checkpoint."""
@@ -153,7 +154,7 @@ def _faulty_worker(params, kwargs: dict, fault_rank: int, fault_step: int, sig: 
             raise checkpoint.CheckpointError(f"{path}: unreadable on rank {world.rank}")
 
         checkpoint.load_payload = load_payload
-    train_stage.main(params, "reversed_1", **kwargs)
+    train_stage.main(params, "reversed_1", paths)
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +163,7 @@ def two_process_reference(data):
     tmp, params = data
     params = dataclasses.replace(params, train=dataclasses.replace(params.train,
                                                                    checkpoint_every=4))
-    distributed.spawn(train_stage.main, 2, params, "reversed_1", **train_kwargs(tmp, "ref2"))
+    distributed.spawn(train_stage.main, 2, params, "reversed_1", train_paths(tmp, "ref2"))
     return params, torch.load(tmp / "ref2" / "model" / "model.pt", weights_only=True)["model"]
 
 
@@ -180,16 +181,16 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step_and_the_rerun
 
     tmp, _ = data
     params, want = two_process_reference
-    kwargs = train_kwargs(tmp, "sigterm")
+    paths = train_paths(tmp, "sigterm")
     with pytest.raises(runguard.Stopped) as stopped:
-        distributed.spawn(_faulty_worker, 2, params, kwargs, 1, FAULT_STEP, signal.SIGTERM)
+        distributed.spawn(_faulty_worker, 2, params, paths, 1, FAULT_STEP, signal.SIGTERM)
     assert stopped.value.exit_status == 128 + signal.SIGTERM
     assert "SIGTERM" in str(stopped.value)
     # rank 0 was not signalled, yet wrote the resume point at the step where rank 1 stopped
     last = torch.load(tmp / "sigterm" / "ckpt" / "last.pt", weights_only=True)
     assert last["step"] == FAULT_STEP
     assert not (tmp / "sigterm" / "model" / "model.pt").exists()
-    distributed.spawn(train_stage.main, 2, params, "reversed_1", **kwargs)
+    distributed.spawn(train_stage.main, 2, params, "reversed_1", paths)
     got = torch.load(tmp / "sigterm" / "model" / "model.pt", weights_only=True)
     assert got["step"] == 12
     assert_same_weights(got["model"], want)
@@ -204,14 +205,14 @@ def test_a_killed_rank_ends_the_run_in_bounded_time_and_the_rerun_resumes(
 
     tmp, _ = data
     params, want = two_process_reference
-    kwargs = train_kwargs(tmp, "sigkill")
+    paths = train_paths(tmp, "sigkill")
     t0 = time.monotonic()
     with pytest.raises(ProcessException):  # rank 1's death or rank 0's failed collective
-        distributed.spawn(_faulty_worker, 2, params, kwargs, 1, FAULT_STEP, signal.SIGKILL)
+        distributed.spawn(_faulty_worker, 2, params, paths, 1, FAULT_STEP, signal.SIGKILL)
     # rank 0's collective fails as its peer's socket closes; nothing waits for the timeout
     assert time.monotonic() - t0 < 60 + distributed.GRACE_SECONDS
     assert torch.load(tmp / "sigkill" / "ckpt" / "last.pt", weights_only=True)["step"] == 4
-    distributed.spawn(train_stage.main, 2, params, "reversed_1", **kwargs)
+    distributed.spawn(train_stage.main, 2, params, "reversed_1", paths)
     assert_same_weights(torch.load(tmp / "sigkill" / "model" / "model.pt",
                                    weights_only=True)["model"], want)
 
@@ -225,10 +226,10 @@ def test_only_rank_0_reads_the_resume_point(data, two_process_reference):
 
     tmp, _ = data
     params, want = two_process_reference
-    kwargs = train_kwargs(tmp, "unreadable")
+    paths = train_paths(tmp, "unreadable")
     with pytest.raises(runguard.Stopped):
-        distributed.spawn(_faulty_worker, 2, params, kwargs, 0, FAULT_STEP, signal.SIGTERM)
-    distributed.spawn(_faulty_worker, 2, params, kwargs, 0, 0, None, 1)
+        distributed.spawn(_faulty_worker, 2, params, paths, 0, FAULT_STEP, signal.SIGTERM)
+    distributed.spawn(_faulty_worker, 2, params, paths, 0, 0, None, 1)
     got = torch.load(tmp / "unreadable" / "model" / "model.pt", weights_only=True)
     assert_same_weights(got["model"], want)
 

@@ -52,7 +52,7 @@ from s2s.config import CorpusRef, DataConfig, PrepareConfig
 from s2s.data import download
 from s2s.data.sources import CORPORA, NetworkSource, Remote
 from s2s.data.vocab import Vocab
-from s2s.layout import EvaluatePaths, TranslatePaths
+from s2s.layout import EvaluatePaths, PreparePaths, TrainPaths, TranslatePaths
 from s2s.stages import download as download_stage
 from s2s.stages import evaluate as evaluate_stage
 from s2s.stages import prepare as prepare_stage
@@ -94,10 +94,11 @@ class Work:
 
     def train(self, run_dir: Path, name: str = "forward") -> Path:
         """train@name in-process, laid out as dvc.yaml lays it out under `run_dir`."""
-        train_stage.main(self.params, name, ids_dir=self.ids, vocab_dir=self.vocab,
-                   model_dir=run_dir / "models" / name, ckpt_dir=run_dir / "checkpoints" / name,
-                   metrics_out=run_dir / "metrics" / "train" / f"{name}.json",
-                   curves_out=run_dir / "metrics" / "curves" / f"{name}.csv")
+        train_stage.main(self.params, name, TrainPaths(
+            ids=self.ids, vocab=self.vocab, model_dir=run_dir / "models" / name,
+            ckpt_dir=run_dir / "checkpoints" / name,
+            metrics=run_dir / "metrics" / "train" / f"{name}.json",
+            curves=run_dir / "metrics" / "curves" / f"{name}.csv"))
         return run_dir
 
     def translate(self, models: Path, out: Path, system: str = "forward") -> Path:
@@ -689,8 +690,8 @@ def small(work, tmp_path) -> tuple[Path, Path, DataConfig]:
 
 
 def prepare_small(raw: Path, data: DataConfig, out: Path) -> dict:
-    return prepare_stage.main(data, PrepareConfig(max_len=40), raw_dir=raw, out_dir=out,
-                        metrics_out=out / "prepare.json")
+    return prepare_stage.main(data, PrepareConfig(max_len=40), PreparePaths(
+        raw=raw, out=out, metrics=out / "prepare.json"))
 
 
 @pytest.mark.parametrize("cid, name", [("wmt14.giga_fren", "fr.txt"),

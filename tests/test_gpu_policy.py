@@ -38,6 +38,7 @@ def test_strict_fp32_turns_tf32_off_for_its_block_on_a_gpu_only(tf32_flags):
 
 def test_a_training_run_whose_recurrence_runs_in_fp16_stops_before_writing(
         smoke_data, monkeypatch, tmp_path):
+    from s2s.layout import TrainPaths
     from s2s.stages import train as train_stage
 
     tmp, params = smoke_data
@@ -51,10 +52,9 @@ def test_a_training_run_whose_recurrence_runs_in_fp16_stops_before_writing(
 
     monkeypatch.setattr(lstm_module.StandardLSTM, "forward", half)
     with pytest.raises(precision.PrecisionMismatch) as e:
-        train_stage.main(params, "reversed_1", ids_dir=tmp / "ids",
-                         vocab_dir=tmp / "vocab", model_dir=tmp_path / "model",
-                         ckpt_dir=tmp_path / "ckpt", metrics_out=tmp_path / "m.json",
-                         curves_out=tmp_path / "c.csv")
+        train_stage.main(params, "reversed_1", TrainPaths(
+            ids=tmp / "ids", vocab=tmp / "vocab", model_dir=tmp_path / "model",
+            ckpt_dir=tmp_path / "ckpt", metrics=tmp_path / "m.json", curves=tmp_path / "c.csv"))
     msg = str(e.value)
     assert "\n" not in msg and "encoder (StandardLSTM) returned its h in float16" in msg
     assert not (tmp_path / "m.json").exists() and not (tmp_path / "model" / "model.pt").exists()

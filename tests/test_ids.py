@@ -25,6 +25,7 @@ from s2s.data.files import TMP_PREFIX
 from s2s.data.ids import IdCorpus, IdsError, open_split
 from s2s.data.vocab import Vocab
 from s2s.io import iter_lines, read_text
+from s2s.layout import IdsPaths, PreparePaths
 from s2s.stages import ids as ids_stage
 from s2s.stages import prepare as prepare_stage
 
@@ -181,9 +182,8 @@ def run_prepare(raw: Path, out: Path, *, workers: int, chunk: int, monkeypatch) 
     data = DataConfig(train=(CorpusRef("multi30k.train"), CorpusRef("multi30k.val", 500)),
                       dev=(CorpusRef("multi30k.test_2017_flickr"),),
                       test=CorpusRef("multi30k.test_2016_flickr"))
-    return prepare_stage.main(data, PrepareConfig(max_len=50), raw_dir=raw,
-                              out_dir=out / "prepared", metrics_out=out / "prepare.json",
-                              workers=workers)
+    return prepare_stage.main(data, PrepareConfig(max_len=50), PreparePaths(
+        raw=raw, out=out / "prepared", metrics=out / "prepare.json"), workers=workers)
 
 
 def test_the_streamed_prepare_does_not_depend_on_workers_or_chunks(raw, tmp_path, monkeypatch):
@@ -216,8 +216,8 @@ def test_a_misaligned_training_corpus_is_refused_and_nothing_is_written(raw, tmp
                       test=CorpusRef("multi30k.test_2016_flickr"))
     with pytest.raises(CorpusError, match=r"misaligned corpus 'multi30k\.train': .*en\.txt has "
                                           r"1302 lines, .*fr\.txt has 1303"):
-        prepare_stage.main(data, PrepareConfig(), raw_dir=bad, out_dir=tmp_path / "prepared",
-                           metrics_out=tmp_path / "prepare.json", workers=2)
+        prepare_stage.main(data, PrepareConfig(), PreparePaths(
+            raw=bad, out=tmp_path / "prepared", metrics=tmp_path / "prepare.json"), workers=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw"]  # no folder, no leftover
 
 
@@ -241,10 +241,10 @@ def test_the_ids_are_the_vocabularys_encoding_of_every_split(smoke_data):
 
 def test_the_ids_do_not_depend_on_the_workers(smoke_data, tmp_path):
     data, _ = smoke_data
-    one = ids_stage.main(prepared_dir=data / "prepared", vocab_dir=data / "vocab",
-                         out_dir=tmp_path / "one", workers=1)
-    two = ids_stage.main(prepared_dir=data / "prepared", vocab_dir=data / "vocab",
-                         out_dir=tmp_path / "two", workers=2)
+    one = ids_stage.main(IdsPaths(
+        prepared=data / "prepared", vocab=data / "vocab", out=tmp_path / "one"), workers=1)
+    two = ids_stage.main(IdsPaths(
+        prepared=data / "prepared", vocab=data / "vocab", out=tmp_path / "two"), workers=2)
     assert one == two == json.loads((data / "ids" / "ids.json").read_text())
     for f in (tmp_path / "one").iterdir():
         assert f.read_bytes() == (tmp_path / "two" / f.name).read_bytes(), f.name
@@ -341,7 +341,7 @@ def test_a_killed_ids_stage_leaves_nothing_a_reader_would_take(smoke_data, tmp_p
 
     monkeypatch.setattr(ids_lib, "write_side", dies_on_the_third)
     with pytest.raises(KeyboardInterrupt):
-        ids_stage.main(prepared_dir=data / "prepared", vocab_dir=data / "vocab", out_dir=out)
+        ids_stage.main(IdsPaths(prepared=data / "prepared", vocab=data / "vocab", out=out))
     assert not out.exists() and not list(tmp_path.iterdir())
     # a kill -9 leaves its temporary folder: the next run removes it (its owner is gone)
     from s2s.data.files import owner_tag
@@ -351,7 +351,7 @@ def test_a_killed_ids_stage_leaves_nothing_a_reader_would_take(smoke_data, tmp_p
     dead = tmp_path / f"{TMP_PREFIX}ids-{owner_tag(gone.pid)}-deadbeef"
     dead.mkdir()
     monkeypatch.setattr(ids_lib, "write_side", real)
-    ids_stage.main(prepared_dir=data / "prepared", vocab_dir=data / "vocab", out_dir=out)
+    ids_stage.main(IdsPaths(prepared=data / "prepared", vocab=data / "vocab", out=out))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ids"]
 
 

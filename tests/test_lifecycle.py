@@ -18,6 +18,7 @@ import yaml
 
 from conftest import BIN, make_project, run
 from s2s import checkpoint, config, runguard
+from s2s.layout import TrainPaths
 from s2s.stages import train as train_stage
 from helpers import start, tiny_params_dict, write_params
 
@@ -72,9 +73,9 @@ def test_a_lock_left_by_a_dead_trainer_is_taken_over_with_a_log_line(smoke_data,
     ckpt.mkdir(parents=True)
     (ckpt / runguard.LOCK_NAME).write_text(f"{dead.pid}\n")
     with caplog.at_level(logging.INFO, logger="s2s.train"):
-        train_stage.main(params, "forward", ids_dir=tmp / "ids", vocab_dir=tmp / "vocab",
-                   model_dir=tmp_path / "models" / "forward", ckpt_dir=ckpt,
-                   metrics_out=tmp_path / "m.json", curves_out=tmp_path / "c.csv")
+        train_stage.main(params, "forward", TrainPaths(
+            ids=tmp / "ids", vocab=tmp / "vocab", model_dir=tmp_path / "models" / "forward",
+            ckpt_dir=ckpt, metrics=tmp_path / "m.json", curves=tmp_path / "c.csv"))
     assert f"took over the lock left by PID {dead.pid}" in caplog.text
     assert (tmp_path / "models" / "forward" / "model.pt").exists()
     with runguard.FolderLock(ckpt):  # released at the end of the run

@@ -22,6 +22,7 @@ import yaml
 
 from s2s import checkpoint, config, train
 from s2s.config import TrainConfig
+from s2s.layout import TrainPaths
 from s2s.stages import train as train_stage
 from s2s.model.seq2seq import RNNConfig
 from helpers import ids_of, profile_dict
@@ -55,9 +56,10 @@ def load(raw: dict, tmp: Path, tag: str) -> config.Params:
 def run(params, run_dir: Path, *, prepared: Path, vocab: Path, **kw) -> None:
     """train-forward on the ids of `prepared` and `vocab` (made here, as DVC's ids stage would
     make them from those files before the train stage)."""
-    train_stage.main(params, "forward", ids_dir=ids_of(prepared, vocab, run_dir), vocab_dir=vocab,
-               model_dir=run_dir / "models" / "forward", ckpt_dir=run_dir / "checkpoints" / "forward",
-               metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv", **kw)
+    train_stage.main(params, "forward", TrainPaths(
+        ids=ids_of(prepared, vocab, run_dir), vocab=vocab,
+        model_dir=run_dir / "models" / "forward", ckpt_dir=run_dir / "checkpoints" / "forward",
+        metrics=run_dir / "metrics.json", curves=run_dir / "curves.csv"), **kw)
 
 
 def as_dvc_rerun(run_dir: Path) -> None:

@@ -21,6 +21,7 @@ import torch
 import yaml
 
 from s2s import checkpoint, config, train
+from s2s.layout import TrainPaths
 from s2s.stages import train as train_stage
 from helpers import profile_dict
 
@@ -40,11 +41,10 @@ def load(raw: dict, path: Path) -> config.Params:
 
 
 def train_into(params, run_dir: Path, data: Path, **kw) -> dict:
-    return train_stage.main(params, "forward", ids_dir=data / "ids",
-                            vocab_dir=data / "vocab", model_dir=run_dir / "models" / "forward",
-                            ckpt_dir=run_dir / "checkpoints" / "forward",
-                            metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv",
-                            **kw)
+    return train_stage.main(params, "forward", TrainPaths(
+        ids=data / "ids", vocab=data / "vocab", model_dir=run_dir / "models" / "forward",
+        ckpt_dir=run_dir / "checkpoints" / "forward", metrics=run_dir / "metrics.json",
+        curves=run_dir / "curves.csv"), **kw)
 
 
 def rewrite(path: Path, change) -> None:

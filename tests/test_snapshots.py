@@ -16,6 +16,7 @@ import yaml
 
 from s2s import checkpoint, config, snapshots, train
 from s2s.model import build_model
+from s2s.layout import TrainPaths
 from s2s.stages import train as train_stage
 from helpers import profile_dict, profile_text
 
@@ -41,10 +42,10 @@ def setup(smoke_data, tmp_path_factory):
 
 
 def run(params, run_dir: Path, data: Path, **kw) -> None:
-    train_stage.main(params, "forward", ids_dir=data / "ids", vocab_dir=data / "vocab",
-                     model_dir=run_dir / "models", ckpt_dir=run_dir / "checkpoints",
-                     metrics_out=run_dir / "metrics.json", curves_out=run_dir / "curves.csv",
-                     snapshot_dir=run_dir / "snapshots", **kw)
+    train_stage.main(params, "forward", TrainPaths(
+        ids=data / "ids", vocab=data / "vocab", model_dir=run_dir / "models",
+        ckpt_dir=run_dir / "checkpoints", metrics=run_dir / "metrics.json",
+        curves=run_dir / "curves.csv", snapshots=run_dir / "snapshots"), **kw)
 
 
 def digests(folder: Path) -> dict[str, str]:

@@ -14,6 +14,7 @@ from s2s import checkpoint, train
 from s2s.config import TrainConfig
 from s2s.data import vocab
 from s2s.model.seq2seq import Seq2Seq
+from s2s.layout import TrainPaths
 from s2s.stages import train as train_stage
 from helpers import profile_dict
 
@@ -27,10 +28,10 @@ def data(smoke_data):
 
 
 def run_train(tmp: Path, params, name: str, out: str, **kw) -> dict:
-    return train_stage.main(params, name, ids_dir=tmp / "ids", vocab_dir=tmp / "vocab",
-                      model_dir=tmp / out / "model", ckpt_dir=tmp / out / "ckpt",
-                      metrics_out=tmp / out / "metrics.json", curves_out=tmp / out / "curves.csv",
-                      **kw)
+    return train_stage.main(params, name, TrainPaths(
+        ids=tmp / "ids", vocab=tmp / "vocab", model_dir=tmp / out / "model",
+        ckpt_dir=tmp / out / "ckpt", metrics=tmp / out / "metrics.json",
+        curves=tmp / out / "curves.csv"), **kw)
 
 
 def with_train(params, **changes):

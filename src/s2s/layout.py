@@ -16,10 +16,10 @@ Translations and rescorings:
 An output is named by its *stem*, the path without ``.tok.fr`` / ``.detok.fr``
 (:func:`hypothesis_files`).
 
-The stages from train to report each take their paths as one frozen record (:class:`TrainPaths`,
-:class:`TranslatePaths`, ...): a field per path flag of the stage's ``ARGS``, built from its
-command line by :meth:`StagePaths.from_args`, the files inside those folders its methods. The
-data stages (each hands its few paths to one library call) and analyze (whose ``main`` also takes
+The stages from prepare to report each take their paths as one frozen record
+(:class:`PreparePaths`, ..., :class:`ReportPaths`): a field per path flag of the stage's ``ARGS``,
+built from its command line by :meth:`StagePaths.from_args`, the files inside those folders its
+methods. The check and download stages (one path each) and analyze (whose ``main`` also takes
 model files by name) take theirs as keywords.
 """
 
@@ -199,6 +199,33 @@ class StagePaths:
     def from_args(cls, args) -> StagePaths:
         """The record of a parsed command line (:mod:`s2s.cli`)."""
         return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparePaths(StagePaths):
+    """The prepare stage's paths (s2s.stages.prepare)."""
+
+    raw: Path  # the download stage's folder
+    out: Path  # the prepared text (prepared_file)
+    metrics: Path  # metrics/prepare.json
+
+
+@dataclass(frozen=True, kw_only=True)
+class VocabPaths(StagePaths):
+    """The vocab stage's paths (s2s.stages.vocab)."""
+
+    prepared: Path
+    out: Path  # en.tsv, fr.tsv (vocab_file)
+    metrics: Path  # metrics/vocab.json
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdsPaths(StagePaths):
+    """The ids stage's paths (s2s.stages.ids)."""
+
+    prepared: Path
+    vocab: Path
+    out: Path  # the arrays and their record (s2s.data.ids)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ A stage module holds only stage glue; the work is library code (``s2s.data``, ``
   positional argument; ``add_arguments(parser)`` for any other argument.
 - ``PATHS``, where the stage takes its paths as one value: its record's class
   (:class:`s2s.layout.StagePaths`, a field per flag of ``ARGS``), which ``cli`` builds from the
-  command line and hands to ``main`` (the train stage's to ``run_paths``).
+  command line and hands to ``main``.
 - ``stages(params) -> list[s2s.dag.Stage]``: its dvc.yaml entries, built by
   :func:`s2s.dag.command` from ``ARGS`` (the command, the dependencies and outputs the flags
   give, anything else it reads or writes, the params keys it reads), one per model, system or

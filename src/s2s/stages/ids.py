@@ -24,7 +24,7 @@ from pathlib import Path
 
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import prepared_file, vocab_file
+from s2s.layout import IdsPaths, prepared_file, vocab_file
 
 log = logging.getLogger("s2s.ids")
 
@@ -32,6 +32,7 @@ HELP = "the prepared corpora as token ids, made once (memory-mapped by training)
 ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"),
         Arg("--out", "data/ids", writes=True,
             help="folder of the id arrays and their record (ids.json)"))
+PATHS = IdsPaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -41,12 +42,11 @@ def stages(params: Params) -> list[Stage]:
 def cli(args, params) -> None:
     from s2s.data.stream import workers_for
 
-    main(prepared_dir=args.prepared, vocab_dir=args.vocab, out_dir=args.out,
-         workers=workers_for(params, "ids"))
+    main(IdsPaths.from_args(args), workers=workers_for(params, "ids"))
 
 
-def main(*, prepared_dir: Path, vocab_dir: Path, out_dir: Path, workers: int = 1) -> dict:
-    """Encode every split's two sides into `out_dir`; returns the record (s2s.data.ids)."""
+def main(paths: IdsPaths, *, workers: int = 1) -> dict:
+    """Encode every split's two sides into ``paths.out``; returns the record (s2s.data.ids)."""
     from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
     from s2s.data.ids import (LANGS, RECORD, SPLITS, IdsError, IdsRecord, ids_file,
                               offsets_file, write_side)
@@ -55,7 +55,7 @@ def main(*, prepared_dir: Path, vocab_dir: Path, out_dir: Path, workers: int = 1
     from s2s.io import atomic_write_json, iter_lines
 
     t0 = time.perf_counter()
-    prepared_dir, vocab_dir, out_dir = Path(prepared_dir), Path(vocab_dir), Path(out_dir)
+    prepared_dir, vocab_dir, out_dir = paths.prepared, paths.vocab, paths.out
     vocabs = {lang: Vocab.load(vocab_file(vocab_dir, lang)) for lang in LANGS}
     remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
     lines: dict[str, int] = {}

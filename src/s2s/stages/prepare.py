@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from pathlib import Path
 
 from s2s.artifacts import PrepareMetrics
 from s2s.config import DataConfig, PrepareConfig
@@ -44,7 +43,7 @@ from s2s.data.prepare import (MAX_EVAL_WORDS, SeenPairs, filter_train, iter_raw_
 from s2s.data.stream import workers_for
 from s2s.data.text import CorpusError
 from s2s.io import atomic_write_lines
-from s2s.layout import prepared_file
+from s2s.layout import PreparePaths, prepared_file
 
 log = logging.getLogger("s2s.prepare")
 
@@ -53,6 +52,7 @@ ARGS = (Arg("--raw", "data/raw"),
         Arg("--out", "data/prepared", writes=True, help="folder of the prepared corpora"),
         Arg("--metrics", "metrics/prepare.json", writes=True,
             help="what each filter removed (JSON)"))
+PATHS = PreparePaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params) -> list[Stage]:
@@ -60,17 +60,16 @@ def stages(params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    main(params.data, params.prepare, raw_dir=args.raw, out_dir=args.out,
-         metrics_out=args.metrics, workers=workers_for(params, "prepare"))
+    main(params.data, params.prepare, PreparePaths.from_args(args),
+         workers=workers_for(params, "prepare"))
 
 
-def main(data: DataConfig, cfg: PrepareConfig, *, raw_dir: Path, out_dir: Path,
-         metrics_out: Path, workers: int = 1) -> dict:
-    """Prepare the corpora of `data` into `out_dir` with `workers` processes (the output is the
-    same for any number). The folder is written under a temporary name and renamed when
+def main(data: DataConfig, cfg: PrepareConfig, paths: PreparePaths, *, workers: int = 1) -> dict:
+    """Prepare the corpora of `data` into ``paths.out`` with `workers` processes (the output is
+    the same for any number). The folder is written under a temporary name and renamed when
     complete: a killed run leaves nothing a later stage would read."""
     t0 = time.perf_counter()
-    out_dir = Path(out_dir)
+    raw_dir, out_dir, metrics_out = paths.raw, paths.out, paths.metrics
     report: dict[str, dict] = {"train": {}, "dev": {}, "test": {}}
     remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
     utf8_lines = {"encoding": "utf-8", "newline": "\n"}

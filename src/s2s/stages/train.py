@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-from pathlib import Path
 
 from s2s import arch
 from s2s.layout import CURVES_DIR, TrainPaths
@@ -42,7 +41,7 @@ ARGS = (Arg("--ids", "data/ids"), Arg("--vocab", "data/vocab"),
         Arg("--snapshots", "snapshots/{item}", writes=True, optional=True,
             help="the weights at the epochs of analysis.snapshots (the models of "
                  "analysis.models only)"))
-PATHS = TrainPaths  # ARGS as one value, which cli builds and the trainer takes
+PATHS = TrainPaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params: Params) -> list[Stage]:
@@ -72,22 +71,12 @@ def cli(args, params) -> None:
                                            and args.name in params.analysis.models):
         raise ValueError(f"--snapshots: model '{args.name}' is not among analysis.models: "
                          f"only their train stages keep snapshots")
-    run_paths(params, args.name, TrainPaths.from_args(args), stop_after=args.stop_after)
+    main(params, args.name, TrainPaths.from_args(args), stop_after=args.stop_after)
 
 
-def main(params: Params, name: str, *, ids_dir: Path, vocab_dir: Path, model_dir: Path,
-         ckpt_dir: Path, metrics_out: Path, curves_out: Path,
-         stop_after: int | None = None, snapshot_dir: Path | None = None) -> dict:
-    """:func:`run_paths` with the paths as keywords (the tests' in-process run)."""
-    paths = TrainPaths(ids=Path(ids_dir), vocab=Path(vocab_dir), model_dir=Path(model_dir),
-                       ckpt_dir=Path(ckpt_dir), metrics=Path(metrics_out),
-                       curves=Path(curves_out),
-                       snapshots=None if snapshot_dir is None else Path(snapshot_dir))
-    return run_paths(params, name, paths, stop_after=stop_after)
-
-
-def run_paths(params: Params, name: str, paths, *, stop_after: int | None = None) -> dict:
-    """The stage, its paths as one value (s2s.layout.TrainPaths): one process, or one per GPU."""
+def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None = None) -> dict:
+    """Train model `name` into `paths`: one process, or one per GPU (each running this function
+    under torch.distributed); return its metrics as written."""
     from s2s import distributed, runguard, train
     from s2s.device import claim_job_gpus
 
@@ -100,7 +89,7 @@ def run_paths(params: Params, name: str, paths, *, stop_after: int | None = None
         nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
         if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
             runguard.tie_to_pipeline()  # a signal here is passed on to every rank
-            distributed.spawn(run_paths, nprocs, params, name, paths, stop_after=stop_after)
+            distributed.spawn(main, nprocs, params, name, paths, stop_after=stop_after)
             return json.loads(paths.metrics.read_text(encoding="utf-8"))
     # One writer per checkpoint folder; every rank stopped by a signal (or by its pipeline dying)
     # after the same step, with a final resumable checkpoint (s2s.runguard, s2s.train).

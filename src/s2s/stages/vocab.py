@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from pathlib import Path
 
 from s2s.config import VocabConfig
 from s2s.dag import Arg, Stage, command
@@ -24,7 +23,7 @@ from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
 from s2s.artifacts import VocabMetrics
 from s2s.data.stream import ordered_map, workers_for
 from s2s.io import atomic_write_lines, iter_lines, read_lines
-from s2s.layout import prepared_file, vocab_file
+from s2s.layout import VocabPaths, prepared_file, vocab_file
 
 log = logging.getLogger("s2s.vocab")
 
@@ -33,6 +32,7 @@ ARGS = (Arg("--prepared", "data/prepared"),
         Arg("--out", "data/vocab", writes=True, help="folder of the vocabularies (en.tsv, fr.tsv)"),
         Arg("--metrics", "metrics/vocab.json", writes=True,
             help="vocabulary sizes and UNK rates (JSON)"))
+PATHS = VocabPaths  # ARGS as one value, which cli builds and main takes
 
 
 def stages(params) -> list[Stage]:
@@ -40,15 +40,14 @@ def stages(params) -> list[Stage]:
 
 
 def cli(args, params) -> None:
-    main(params.vocab, prepared_dir=args.prepared, out_dir=args.out, metrics_out=args.metrics,
-         workers=workers_for(params, "vocab"))
+    main(params.vocab, VocabPaths.from_args(args), workers=workers_for(params, "vocab"))
 
 
-def main(cfg: VocabConfig, *, prepared_dir: Path, out_dir: Path, metrics_out: Path,
-         workers: int = 1) -> dict:
+def main(cfg: VocabConfig, paths: VocabPaths, *, workers: int = 1) -> dict:
     """Count each side's training words in blocks over `workers` processes (the counts merged:
     the same files for any number), write the vocabularies and the metrics."""
     t0 = time.perf_counter()
+    prepared_dir, out_dir, metrics_out = paths.prepared, paths.out, paths.metrics
     metrics: dict = {}
     for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
         train = prepared_file(prepared_dir, "train", lang)
