@@ -16,6 +16,7 @@ from s2s.artifacts import AnalysisMeta
 from s2s.analysis import outputs, probes, run
 from s2s.analysis.outputs import read as read_analysis
 from s2s.claims import analyses as checks
+from s2s.layout import AnalyzePaths
 from s2s.stages import analyze as stage
 from s2s.data.vocab import Vocab
 from s2s.model import build_model
@@ -236,11 +237,11 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
         name: RNNConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=reverse)
         for name, reverse in (("fwd", False), ("rev", True))})
     out = tmp_path / "analysis"
-    meta = stage.main(models=["fwd", "rev"],
+    meta = stage.main(AnalyzePaths(prepared=prepared, vocab=vocab_dir, models=models_dir, out=out),
+                      models=["fwd", "rev"],
                       phrases=[("A man is watching a woman.", "A woman is watched by a man."),
                                ("A woman is watching a man.",)],
-                      sentences=3, max_position=8, prepared_dir=prepared, vocab_dir=vocab_dir,
-                      models_dir=models_dir, out_dir=out, min_length=3, batch_size=2, bins=10)
+                      sentences=3, max_position=8, min_length=3, batch_size=2, bins=10)
     assert meta.to_json()["test"] == {"pairs": 4, "gate_sentences": 3, "reach_sentences": 3,
                             "reach_min_length": 3, "sentences_cap": 3}
     assert meta.figure2.phrases[1].unk == ("watched", "by")
@@ -319,10 +320,10 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
         "att": RNNConfig(arch="attention", num_layers=1, hidden_size=8, embed_size=6,
                            reverse_source=True)})
     out = tmp_path / "analysis"
-    meta = stage.main(models={"gru": models_dir / "gru" / "model.pt",
+    meta = stage.main(AnalyzePaths(prepared=prepared, vocab=vocab_dir, out=out),
+                      models={"gru": models_dir / "gru" / "model.pt",
                               "att": models_dir / "att" / "model.pt"},
-                      phrases=(), sentences=4, max_position=3, prepared_dir=prepared, vocab_dir=vocab_dir,
-                      out_dir=out, min_length=3)
+                      phrases=(), sentences=4, max_position=3, min_length=3)
     assert not meta.models["gru"].forget_gates and not meta.models["att"].forget_gates
     assert meta.figure2.groups == len(probes.MULTI30K_PHRASES)  # no phrases: the default
     assert pd.read_csv(out / "forget_summary.csv").empty
@@ -359,9 +360,10 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
             "snapshots": [{"epoch": 0.0, "step": 0, "file": "epoch0.pt"},
                           {"epoch": 0.5, "step": 3, "file": "epoch0.5.pt"}]}))
     out = tmp_path / "analysis"
-    meta = stage.main(models=["fwd", "rev"], phrases=(), sentences=6, max_position=8,
-                      prepared_dir=prepared, vocab_dir=vocab_dir, models_dir=models_dir,
-                      out_dir=out, min_length=3, batch_size=2, bins=10, snapshots_dir=snaps,
+    meta = stage.main(AnalyzePaths(prepared=prepared, vocab=vocab_dir, models=models_dir,
+                                   snapshots=snaps, out=out),
+                      models=["fwd", "rev"], phrases=(), sentences=6, max_position=8,
+                      min_length=3, batch_size=2, bins=10,
                       memory_models=["fwd", "rev", "gru"], memory_steps=5, memory_candidates=5,
                       bootstrap=200)
     assert meta.gradient_reach_training.epochs == {"fwd": (0.0, 0.5, 2.0),

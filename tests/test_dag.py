@@ -273,8 +273,8 @@ def test_a_stages_path_record_is_its_declared_flags_as_parsed_from_its_command(p
 
     records = {name: stages.module(name).PATHS for name in stages.STAGES
                if hasattr(stages.module(name), "PATHS")}
-    assert set(records) == {"prepare", "vocab", "ids", "train", "translate", "rescore", "evaluate",
-                            "summary", "export", "attention", "timing", "claims", "report"}
+    # all but check-params and download, which would depend on layout.py in dvc.yaml
+    assert set(records) == set(stages.STAGES) - {"check", "download"}
     for name, record in records.items():
         assert [f.name for f in dataclasses.fields(record)] == \
             [a.dest for a in stages.module(name).ARGS], name

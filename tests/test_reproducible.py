@@ -7,6 +7,7 @@ import os
 import stat
 
 from conftest import MIRROR, need_mirror
+from s2s.layout import AnalyzePaths
 from s2s.stages import analyze as stage
 from s2s.config import CorpusRef, DataConfig
 from s2s.stages import download as download_stage
@@ -21,9 +22,9 @@ def test_the_analysis_stage_writes_the_same_bytes_twice(tmp_path):
     runs = []
     for i in range(2):
         out = tmp_path / f"analysis{i}"
-        stage.main(models=["fwd", "rev"], phrases=[("A man is watching a woman.",)],
-                   sentences=3, max_position=8, prepared_dir=prepared, vocab_dir=vocab_dir,
-                   models_dir=models_dir, out_dir=out, min_length=3, batch_size=2, bins=10)
+        stage.main(AnalyzePaths(prepared=prepared, vocab=vocab_dir, models=models_dir, out=out),
+                   models=["fwd", "rev"], phrases=[("A man is watching a woman.",)],
+                   sentences=3, max_position=8, min_length=3, batch_size=2, bins=10)
         runs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
     assert "analysis.json" in runs[0] and b"seconds" not in runs[0]["analysis.json"]
     assert runs[0] == runs[1]

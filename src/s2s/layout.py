@@ -16,11 +16,11 @@ Translations and rescorings:
 An output is named by its *stem*, the path without ``.tok.fr`` / ``.detok.fr``
 (:func:`hypothesis_files`).
 
-The stages from prepare to report each take their paths as one frozen record
-(:class:`PreparePaths`, ..., :class:`ReportPaths`): a field per path flag of the stage's ``ARGS``,
-built from its command line by :meth:`StagePaths.from_args`, the files inside those folders its
-methods. The check and download stages (one path each) and analyze (whose ``main`` also takes
-model files by name) take theirs as keywords.
+Every stage from prepare to report takes its paths as one frozen record (:class:`PreparePaths`,
+..., :class:`ReportPaths`): a field per path flag of the stage's ``ARGS``, built from its command
+line by :meth:`StagePaths.from_args`, the files inside those folders its methods. check-params and
+download take their one path as it is: importing this module would make them depend on it in
+dvc.yaml, and rerun (a download's checksums) whenever the layout changes.
 """
 
 from __future__ import annotations
@@ -444,6 +444,18 @@ class ExportPaths(StagePaths):
     vocab: Path
     prepared: Path  # the training text, whose fingerprint an export records
     out: Path  # one folder per system
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalyzePaths(StagePaths):
+    """The analyze stage's paths (s2s.stages.analyze). `models` None: the models are given as
+    files by name (a test's); `snapshots` None: no gradient reach over training."""
+
+    prepared: Path
+    vocab: Path
+    models: Path | None = None
+    snapshots: Path | None = None  # the train stages' snapshot folders
+    out: Path  # the analyses' folder (s2s.analysis.outputs)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,9 +8,10 @@ A stage module holds only stage glue; the work is library code (``s2s.data``, ``
   command passes, whether the stage reads or writes it, and its help; ``ITEM``
   (:class:`s2s.dag.Item`) where the stage runs once per model, system or rescorer: its
   positional argument; ``add_arguments(parser)`` for any other argument.
-- ``PATHS``, where the stage takes its paths as one value: its record's class
-  (:class:`s2s.layout.StagePaths`, a field per flag of ``ARGS``), which ``cli`` builds from the
-  command line and hands to ``main``.
+- ``PATHS``: its paths as one value, its record's class (:class:`s2s.layout.StagePaths`, a field
+  per flag of ``ARGS``), which ``cli`` builds from the command line and hands to ``main``; all
+  but check and download, whose one path is passed as it is (a record would make them depend on
+  s2s.layout in dvc.yaml).
 - ``stages(params) -> list[s2s.dag.Stage]``: its dvc.yaml entries, built by
   :func:`s2s.dag.command` from ``ARGS`` (the command, the dependencies and outputs the flags
   give, anything else it reads or writes, the params keys it reads), one per model, system or

@@ -24,7 +24,7 @@ from s2s import arch
 from s2s import artifacts as A
 from s2s.config import AnalysisConfig, Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import model_file, prepared_names
+from s2s.layout import AnalyzePaths, model_file, prepared_names
 
 log = logging.getLogger("s2s.analysis")
 
@@ -33,6 +33,7 @@ ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("-
         # without it (or its folders), no gradient reach over training
         Arg("--snapshots", "snapshots", optional=True),
         Arg("--out", "outputs/analysis", writes=True, help="folder of the analyses"))
+PATHS = AnalyzePaths  # ARGS as one value, which cli builds and main takes
 
 
 MEMORY_KEYS = ("memory_models", "memory_steps", "memory_candidates")  # each with a default
@@ -65,24 +66,22 @@ def stages(params: Params) -> list[Stage]:
 def cli(args, params) -> None:
     cfg = params.analysis
     mem = memory_models(params)
-    main(models=cfg.models, phrases=cfg.phrases, sentences=cfg.sentences,
-         max_position=cfg.max_position, prepared_dir=args.prepared, vocab_dir=args.vocab,
-         models_dir=args.models, out_dir=args.out, lowercase=params.prepare.lowercase,
-         snapshots_dir=args.snapshots, memory_models=mem,
+    main(AnalyzePaths.from_args(args), models=cfg.models, phrases=cfg.phrases,
+         sentences=cfg.sentences, max_position=cfg.max_position,
+         lowercase=params.prepare.lowercase, memory_models=mem,
          memory_steps=AnalysisConfig.read(params, "memory_steps"),
          memory_candidates=AnalysisConfig.read(params, "memory_candidates"),
          expect={m: params.model_config(m) for m in dict.fromkeys((*cfg.models, *mem))})
 
 
-def main(*, models: Sequence[str] | Mapping[str, Path], prepared_dir: Path, vocab_dir: Path,
-         out_dir: Path, models_dir: Path | None = None, snapshots_dir: Path | None = None,
+def main(paths: AnalyzePaths, *, models: Sequence[str] | Mapping[str, Path],
          memory_models: Sequence[str] | Mapping[str, Path] = (),
          expect: Mapping[str, object] | None = None, threads: int = 1,
          **settings) -> A.AnalysisMeta:
-    """Run the analyses (:func:`s2s.analysis.run.run_all`) and write their folder `out_dir`;
-    return its record. `models`, `memory_models`: names under `models_dir` or name -> model.pt
-    mappings; `snapshots_dir`: the train stages' snapshot folders (None: no reach over
-    training); `expect`: name -> the config params give that model (``params.model_config``),
+    """Run the analyses (:func:`s2s.analysis.run.run_all`) and write their folder ``paths.out``;
+    return its record. `models`, `memory_models`: names under ``paths.models`` or name ->
+    model.pt mappings; ``paths.snapshots``: the train stages' snapshot folders (None: no reach
+    over training); `expect`: name -> the config params give that model (``params.model_config``),
     so that a checkpoint of another model is refused; `settings`: the fields of
     :class:`s2s.analysis.run.Settings` (phrases, sentences, max_position, lowercase, ...)."""
     import torch
@@ -96,8 +95,8 @@ def main(*, models: Sequence[str] | Mapping[str, Path], prepared_dir: Path, voca
     cfg = run.Settings(**settings)
     if threads:
         torch.set_num_threads(threads)
-    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
-    test = load_parallel(Path(prepared_dir) / "test.tok", src_vocab, tgt_vocab)
+    src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
+    test = load_parallel(paths.prepared / "test.tok", src_vocab, tgt_vocab)
     expect = expect or {}
 
     def load(name: str, path: Path):
@@ -105,14 +104,14 @@ def main(*, models: Sequence[str] | Mapping[str, Path], prepared_dir: Path, voca
                                      expect=expect.get(name),
                                      name=name if name in expect else None)
 
-    paths = _resolve(models, models_dir)
-    found = run.run_all(models=paths, memory_models=_resolve(memory_models, models_dir),
+    files = _resolve(models, paths.models)
+    found = run.run_all(models=files, memory_models=_resolve(memory_models, paths.models),
                         load=load, test=test, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-                        settings=cfg, snapshots_dir=snapshots_dir,
+                        settings=cfg, snapshots_dir=paths.snapshots,
                         threads=torch.get_num_threads())
-    written = outputs.write(Path(out_dir), found)
-    log.info("read %s, %s, %s; wrote %s in %.1fs", ", ".join(str(p) for p in paths.values()),
-             vocab_dir, Path(prepared_dir) / "test.tok.{en,fr}", ", ".join(map(str, written)),
+    written = outputs.write(paths.out, found)
+    log.info("read %s, %s, %s; wrote %s in %.1fs", ", ".join(str(p) for p in files.values()),
+             paths.vocab, paths.prepared / "test.tok.{en,fr}", ", ".join(map(str, written)),
              time.perf_counter() - t_start)
     return found.meta
 
