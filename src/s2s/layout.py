@@ -201,6 +201,42 @@ class StagePaths:
         return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})
 
 
+class _TestSet:
+    """The test set in the prepare stage's folder `prepared`, for the records that read it."""
+
+    prepared: Path | None
+
+    @property
+    def source(self) -> Path:
+        """The tokenised source (what the models translate)."""
+        return prepared_file(self.prepared, "test", SRC_LANG)
+
+    @property
+    def references(self) -> Path:
+        """The tokenised references (the paper's BLEU)."""
+        return prepared_file(self.prepared, "test", TGT_LANG)
+
+
+class _Translations(_TestSet):
+    """The translate stages' outputs under `translate`."""
+
+    translate: Path
+
+    def translation(self, system: str, beam: int) -> Path:
+        return translation(self.translate, system, beam)
+
+
+class _ScoresOutputs(_Translations):
+    """The outputs a stage scores against the references (evaluate, claims): the translations,
+    and the rescorings under `rescore`."""
+
+    rescore: Path | None
+
+    def rescoring(self, name: str) -> Path:
+        """The stem of rescoring output `name` (under `rescore`, which must be set)."""
+        return rescore_output(self.rescore, name)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PreparePaths(StagePaths):
     """The prepare stage's paths (s2s.stages.prepare)."""
@@ -247,18 +283,13 @@ class TrainPaths(StagePaths):
 
 
 @dataclass(frozen=True, kw_only=True)
-class TranslatePaths(StagePaths):
+class TranslatePaths(_TestSet, StagePaths):
     """The translate stage's paths (s2s.stages.translate)."""
 
     prepared: Path
     vocab: Path
     models: Path  # <models>/<member>/model.pt
     out: Path  # the system's folder
-
-    @property
-    def source(self) -> Path:
-        """The test set's tokenised source, which the stage translates."""
-        return prepared_file(self.prepared, "test", SRC_LANG)
 
     def output(self, beam: int) -> Path:
         """The stem of the translation at beam `beam`."""
@@ -270,7 +301,7 @@ class TranslatePaths(StagePaths):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RescorePaths(StagePaths):
+class RescorePaths(_TestSet, StagePaths):
     """A rescore stage's paths (s2s.stages.rescore)."""
 
     translate: Path  # the baseline system's n-best lists, where the profile makes them
@@ -280,39 +311,9 @@ class RescorePaths(StagePaths):
     models: Path
     out: Path  # the rescore stage's folder
 
-    @property
-    def source(self) -> Path:
-        return prepared_file(self.prepared, "test", SRC_LANG)
-
-    @property
-    def references(self) -> Path:
-        """The tokenised references, which the oracle picks against."""
-        return prepared_file(self.prepared, "test", TGT_LANG)
-
     def output(self, name: str) -> Path:
         """The stem of output `name` (the rescorer, or ``baseline`` / ``oracle``)."""
         return self.out / name
-
-
-class _ScoresOutputs:
-    """The outputs a stage scores against the test references (evaluate, claims): the
-    translations under `translate`, the rescorings under `rescore`."""
-
-    translate: Path
-    rescore: Path | None
-    prepared: Path | None
-
-    @property
-    def references(self) -> Path:
-        """The tokenised references (the paper's BLEU)."""
-        return prepared_file(self.prepared, "test", TGT_LANG)
-
-    def translation(self, system: str, beam: int) -> Path:
-        return translation(self.translate, system, beam)
-
-    def rescoring(self, name: str) -> Path:
-        """The stem of rescoring output `name` (under `rescore`, which must be set)."""
-        return rescore_output(self.rescore, name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,11 +332,6 @@ class EvaluatePaths(_ScoresOutputs, StagePaths):
     def references_raw(self) -> Path:
         """The references as the corpus has them, normalised (sacreBLEU's)."""
         return prepared_file(self.prepared, "test", TGT_LANG, form="raw")
-
-    @property
-    def source(self) -> Path:
-        """The tokenised source, whose lengths and word ranks make Figure 3's groups."""
-        return prepared_file(self.prepared, "test", SRC_LANG)
 
     @property
     def source_vocab(self) -> Path:
@@ -459,7 +455,7 @@ class AnalyzePaths(StagePaths):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AttentionPaths(StagePaths):
+class AttentionPaths(_Translations, StagePaths):
     """The attention stage's paths (s2s.stages.attention)."""
 
     prepared: Path
@@ -468,23 +464,12 @@ class AttentionPaths(StagePaths):
     translate: Path  # the drawn systems' own translations
     out: Path  # weights.json
 
-    @property
-    def source(self) -> Path:
-        return prepared_file(self.prepared, "test", SRC_LANG)
-
-    def translation(self, system: str, beam: int) -> Path:
-        return translation(self.translate, system, beam)
-
 
 @dataclass(frozen=True, kw_only=True)
-class TimingPaths(StagePaths):
+class TimingPaths(_TestSet, StagePaths):
     """The timing stage's paths (s2s.stages.timing)."""
 
     prepared: Path
     vocab: Path
     models: Path
     out: Path  # cost.json
-
-    @property
-    def source(self) -> Path:
-        return prepared_file(self.prepared, "test", SRC_LANG)
