@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 _ATTEMPTS = 100  # names tried before giving up (tempfile's TMP_MAX)
-_CREATE = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
-    | getattr(os, "O_CLOEXEC", 0)
+_CREATE = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+           | getattr(os, "O_CLOEXEC", 0))
 
 
 def temp_dir(parent: Path, prefix: str) -> Path:
@@ -218,8 +218,8 @@ def _lines(path: Path, block: bytes, before: int, pos: int, rstrip: bool, strip_
         text = block.decode("utf-8")
     except UnicodeDecodeError as e:
         line = before + block[: e.start].count(b"\n") + 1
-        raise error(f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {pos + e.start})") \
-            from None
+        raise error(
+            f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {pos + e.start})") from None
     lines = text.split("\n")
     if counts is not None:
         counts["crlf_lines"] += sum(ln.endswith("\r") for ln in lines)

@@ -222,8 +222,8 @@ def _fold(text: str, width: int) -> list[str]:
     its value."""
     words, units = text.split(), []
     for word in words:
-        if units and units[-1].startswith("--") and " " not in units[-1] \
-                and not word.startswith("--"):
+        if (units and units[-1].startswith("--") and " " not in units[-1]
+                and not word.startswith("--")):
             units[-1] += " " + word
         else:
             units.append(word)

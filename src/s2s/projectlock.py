@@ -99,8 +99,8 @@ def describe(pid: int) -> str:
         return ""
     words = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
     # An interpreter running a script shows as the script (python .../bin/dvc repro -> dvc repro)
-    if len(words) > 1 and Path(words[0]).name.startswith("python") \
-            and not words[1].startswith("-"):
+    if (len(words) > 1 and Path(words[0]).name.startswith("python")
+            and not words[1].startswith("-")):
         words = words[1:]
     if words:
         words[0] = Path(words[0]).name

@@ -364,8 +364,8 @@ def _check_schedule(s: dict, source: Path, total_steps: int | None) -> None:
             raise ResumeError(f"{source}: best dev perplexity {best} but no best step")
         return
     row = next((r for r in rows if r["step"] == best_step), None)
-    if not (math.isfinite(best) and best > 0) or row is None or row["dev_ppl"] != round(best, 4) \
-            or any(r["dev_ppl"] < row["dev_ppl"] for r in rows):
+    if (not (math.isfinite(best) and best > 0) or row is None or row["dev_ppl"] != round(best, 4)
+            or any(r["dev_ppl"] < row["dev_ppl"] for r in rows)):
         raise ResumeError(f"{source}: best step {best_step} with dev perplexity {best}, which is "
                           f"not the lowest dev perplexity of its history: the best weights "
                           f"would be written without their own")
@@ -376,8 +376,8 @@ def _check_tensors(state: dict, model: nn.Module, source: Path, entry: str) -> N
     want = model.state_dict()
     if set(state) != set(want):
         odd = sorted(set(state) ^ set(want))[0]
-        what = "has the weight '{}', which the model has not" if odd in state else \
-            "lacks the model's weight '{}'"
+        what = ("has the weight '{}', which the model has not" if odd in state
+                else "lacks the model's weight '{}'")
         raise ResumeError(f"{source}: '{entry}' {what.format(odd)}")
     for key, t in state.items():
         if not isinstance(t, torch.Tensor) or tuple(t.shape) != tuple(want[key].shape):
@@ -398,9 +398,9 @@ def _check_optimizer(saved, opt: torch.optim.Optimizer, model: nn.Module | None,
         return
     params = [p for g in opt.param_groups for p in g["params"]]
     groups = saved.get("param_groups") if isinstance(saved, dict) else None
-    if not isinstance(groups, list) or not isinstance(saved.get("state"), dict) or \
-            [len(g.get("params", ())) for g in groups] != [len(g["params"])
-                                                            for g in opt.param_groups]:
+    if (not isinstance(groups, list) or not isinstance(saved.get("state"), dict)
+            or [len(g.get("params", ())) for g in groups] != [len(g["params"])
+                                                               for g in opt.param_groups]):
         raise ResumeError(f"{source}: 'optimizer' is not the state of this run's optimizer "
                           f"({len(params)} parameters in {len(opt.param_groups)} group(s))")
     names = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
@@ -576,8 +576,8 @@ class Run:
                 f"{self.name}: non-finite loss ({batch_nll / len(idx)}) at step {state.step + 1} "
                 f"(epoch {state.step / self.steps_per_epoch:.2f}, lr {lr:g}); {self._kept()}")
         step = state.step + 1
-        if step % self.cfg.log_every == 0 or step % self.eval_steps == 0 \
-                or step in (self.total_steps, stop_after):
+        if (step % self.cfg.log_every == 0 or step % self.eval_steps == 0
+                or step in (self.total_steps, stop_after)):
             self.sync()  # a GPU may still run the update: its time belongs to this step
         state.train_seconds += time.perf_counter() - t0
         state.train_tokens += int(batch_tok)

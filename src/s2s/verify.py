@@ -157,8 +157,8 @@ def _borrow(per_group: dict[tuple[str, ...], list[float]], value: float | None
     finite = {g: _finite(v) for g, v in per_group.items()}
     group = max((g for g, v in finite.items() if len(v) > 1), key=lambda g: len(finite[g]),
                 default=None)
-    if group is None or value is None or not math.isfinite(value) \
-            or not statistics.fmean(finite[group]):
+    if (group is None or value is None or not math.isfinite(value)
+            or not statistics.fmean(finite[group])):
         return None, ""
     values = finite[group]
     rel = statistics.stdev(values) / abs(statistics.fmean(values))

@@ -177,8 +177,8 @@ def phrase_distances(vectors: np.ndarray, phrases: Sequence[Phrase]) -> dict[str
     out = {"mean_pair_distance": mean_all}
     for kind in ("paraphrase", "swap"):
         sel = [d[a, b] for (a, b), k in kinds.items() if k == kind]
-        out[f"{kind}_distance"] = float(np.mean(sel)) / mean_all if sel and mean_all > 0 \
-            else float("nan")
+        out[f"{kind}_distance"] = (float(np.mean(sel)) / mean_all if sel and mean_all > 0
+                                   else float("nan"))
         out[f"{kind}_pairs"] = len(sel)
     groups = [p.group for p in phrases]
     eligible = [a for a in range(len(phrases)) if groups.count(groups[a]) > 1]

@@ -127,8 +127,8 @@ def forget_stacks(summary: pd.DataFrame) -> pd.DataFrame:
     for (model, stack), df in summary.groupby(["model", "stack"], sort=False):
         b, i = df["boundary_mean_f"], df["inside_mean_f"]
         compared = [math.isfinite(x) and math.isfinite(y) for x, y in zip(b, i)]
-        top = df.loc[df["max_half_life"].idxmax()] if df["max_half_life"].notna().any() \
-            else df.iloc[0]
+        top = (df.loc[df["max_half_life"].idxmax()] if df["max_half_life"].notna().any()
+               else df.iloc[0])
         rows.append({
             "model": model, "stack": stack, "layers": len(df), "units": int(df["units"].sum()),
             "mean_f": float(df["mean_f"].mean()),

@@ -119,8 +119,8 @@ class SeedStats:
         def side(values):
             if len(values) == 1:
                 return f"{values[0]:.2f} (1 seed)"
-            return f"{statistics.fmean(values):.2f} +- {statistics.stdev(values):.2f} " \
-                   f"({len(values)} seeds)"
+            return (f"{statistics.fmean(values):.2f} +- {statistics.stdev(values):.2f} "
+                    f"({len(values)} seeds)")
 
         iv = self.interval
         inter = (f"95% interval over {self.pairs} seed pairs {iv[0]:+.2f} to {iv[1]:+.2f}"

@@ -105,8 +105,8 @@ def _extract_tar(archive: Path, dest: Path, wanted: set[str] | None) -> dict[str
 
 def _zip_target(archive: Path, dest: Path, name: str) -> Path:
     """`dest / name`, refusing a name that is absolute or resolves outside `dest`."""
-    if name.startswith(("/", "\\")) or PurePosixPath(name).is_absolute() \
-            or PureWindowsPath(name).drive:
+    if (name.startswith(("/", "\\")) or PurePosixPath(name).is_absolute()
+            or PureWindowsPath(name).drive):
         raise UnsafeArchiveError(f"{archive}: member '{name}' has an absolute path; refused")
     target = (dest / name).resolve()
     if not target.is_relative_to(dest.resolve()):

@@ -45,8 +45,8 @@ def requested_corpora(data: DataConfig) -> dict[str, int | None]:
     for ref in refs:
         if ref.corpus in wanted:
             old = wanted[ref.corpus]
-            wanted[ref.corpus] = None if old is None or ref.max_lines is None \
-                else max(old, ref.max_lines)
+            wanted[ref.corpus] = (None if old is None or ref.max_lines is None
+                                  else max(old, ref.max_lines))
         else:
             wanted[ref.corpus] = ref.max_lines
     return wanted
@@ -139,13 +139,13 @@ def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> di
             return None
         expected = {side: f.get("sha256") for side, f in old.get("files", {}).items()}
     files = old.get("files", {})
-    if set(files) != {"en", "fr"} or set(raw_names(cid)) != \
-            {Path(files[s]["path"]).name for s in ("en", "fr")}:
+    if set(files) != {"en", "fr"} or set(raw_names(cid)) != {
+            Path(files[s]["path"]).name for s in ("en", "fr")}:
         return None
     for side in ("en", "fr"):
         path = out_dir / files[side]["path"]
-        if not path.is_file() or file_stats(path)["sha256"] != expected[side] \
-                or files[side].get("sha256") != expected[side]:
+        if (not path.is_file() or file_stats(path)["sha256"] != expected[side]
+                or files[side].get("sha256") != expected[side]):
             return None
     record = dict(old)
     record["files"] = {s: {**files[s]} for s in ("en", "fr")}

@@ -83,8 +83,8 @@ def network_available(urls: Iterable[str], timeout: float = 3.0) -> bool:
     for t in threads:
         t.start()
     deadline = time.monotonic() + timeout
-    while not reachable.is_set() and time.monotonic() < deadline \
-            and any(t.is_alive() for t in threads):
+    while (not reachable.is_set() and time.monotonic() < deadline
+           and any(t.is_alive() for t in threads)):
         reachable.wait(0.05)
     return reachable.is_set()
 

@@ -129,8 +129,8 @@ def read_values(path: Path, offset: int, dtype: np.dtype) -> Values:
                 continue
             lo, hi = int(v.min()), int(v.max())
             low, high = (lo, hi) if low is None else (min(low, lo), max(high, hi))
-            increasing = increasing and (last is None or last <= v[0]) and \
-                bool(np.all(v[1:] >= v[:-1]))
+            increasing = (increasing and (last is None or last <= v[0])
+                          and bool(np.all(v[1:] >= v[:-1])))
             last = v[-1]
     return Values(h.hexdigest(), low, high, increasing)
 

@@ -49,8 +49,8 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
         for side, parts in (("en", entry.network.en), ("fr", entry.network.fr)):
             with atomic_open(tmp / names[side], "wb") as out:
                 for part in parts:
-                    src = extracted[(part.remote.url, part.member)] if part.member \
-                        else archives[part.remote.url]
+                    src = (extracted[(part.remote.url, part.member)] if part.member
+                           else archives[part.remote.url])
                     _append_part(src, out, part)
             files[side] = {**recorded(file_stats(tmp / names[side])),
                            "path": f"{entry.id}/{names[side]}",
@@ -104,8 +104,8 @@ def _verify_product(entry: Corpus, tmp: Path, names: dict[str, str],
     if m is not None and m.relation in ("identical", "head"):
         for side, ref in (("en", m.en), ("fr", m.fr)):
             path = tmp / names[side]
-            actual = files[side]["sha256"] if m.relation == "identical" \
-                else _head_sha256(path, ref.lines)
+            actual = (files[side]["sha256"] if m.relation == "identical"
+                      else _head_sha256(path, ref.lines))
             if actual != ref.sha256:
                 what = "file" if m.relation == "identical" else f"first {ref.lines:,} lines"
                 raise DownloadError(f"{entry.id}: downloaded {side} {what} sha256 {actual} != "

@@ -403,8 +403,8 @@ def _topk_stable(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     values, order = values.sort(dim=1, descending=True, stable=True)
     index = index.gather(1, order)
     # exact where every entry equal to the k-th is inside the window
-    short = values[:, w - 1] == values[:, k - 1] if width > w else \
-        x.new_zeros(n_rows, dtype=torch.bool)
+    short = (values[:, w - 1] == values[:, k - 1] if width > w
+             else x.new_zeros(n_rows, dtype=torch.bool))
     values, index = values[:, :k].contiguous(), index[:, :k].contiguous()  # (n, k)
     if bool(short.any()):
         rows = short.nonzero().squeeze(1)

@@ -74,8 +74,8 @@ def available_bytes(device: torch.device) -> int | None:
 def check_search_size(*, beam: int, batch_size: int, vocab_size: int,
                       device: torch.device) -> None:
     """Refuse, before anything is allocated, a search whose steps would not fit in memory."""
-    need, free = search_bytes(beam=beam, batch_size=batch_size, vocab_size=vocab_size), \
-        available_bytes(device)
+    need = search_bytes(beam=beam, batch_size=batch_size, vocab_size=vocab_size)
+    free = available_bytes(device)
     if free is not None and need > free:
         largest = max(1, free // (vocab_size * 4 * STEP_COPIES))
         raise SearchTooLarge(

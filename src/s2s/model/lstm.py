@@ -306,8 +306,8 @@ class PeepholeLSTM(nn.Module):
         if step is not None:
             # fresh tensors, never views at an offset: the compiled step's guards would otherwise
             # specialise on storage offsets and recompile for the first steps
-            keeps = [x.new_ones(N, 1, dtype=torch.bool)] * T if mask is None else \
-                [m.clone() for m in mask.unbind(1)]  # T x (N, 1)
+            keeps = ([x.new_ones(N, 1, dtype=torch.bool)] * T if mask is None
+                     else [m.clone() for m in mask.unbind(1)])  # T x (N, 1)
         hs, cs = [], []
         layer_in = x
         for k, cell in enumerate(self.cells):
@@ -372,8 +372,8 @@ def run_padded(rnn: nn.RNNBase, x: Tensor, state=None, lengths: Tensor | None = 
     with torch.autocast(x.device.type, enabled=False):
         x = x.to(dtype)
         if state is not None:
-            state = tuple(s.to(dtype) for s in state) if isinstance(state, tuple) \
-                else state.to(dtype)
+            state = (tuple(s.to(dtype) for s in state) if isinstance(state, tuple)
+                     else state.to(dtype))
         if all(p.dtype == dtype for p in rnn.parameters()):
             return _run(rnn, x, state, lengths)
         weights = {n: p.to(dtype) for n, p in rnn.named_parameters()}

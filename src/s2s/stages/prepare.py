@@ -73,9 +73,9 @@ def main(data: DataConfig, cfg: PrepareConfig, paths: PreparePaths, *, workers: 
     report: dict[str, dict] = {"train": {}, "dev": {}, "test": {}}
     remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
     utf8_lines = {"encoding": "utf-8", "newline": "\n"}
-    with corpus_dir(out_dir.parent, out_dir.name) as tmp, \
-            open(prepared_file(tmp, "train", "en"), "w", **utf8_lines) as out_en, \
-            open(prepared_file(tmp, "train", "fr"), "w", **utf8_lines) as out_fr:
+    with (corpus_dir(out_dir.parent, out_dir.name) as tmp,
+          open(prepared_file(tmp, "train", "en"), "w", **utf8_lines) as out_en,
+          open(prepared_file(tmp, "train", "fr"), "w", **utf8_lines) as out_fr):
         def write(en: list[str], fr: list[str]) -> None:
             out_en.writelines(f"{line}\n" for line in en)
             out_fr.writelines(f"{line}\n" for line in fr)

@@ -93,8 +93,8 @@ def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None
             return json.loads(paths.metrics.read_text(encoding="utf-8"))
     # One writer per checkpoint folder; every rank stopped by a signal (or by its pipeline dying)
     # after the same step, with a final resumable checkpoint (s2s.runguard, s2s.train).
-    with (runguard.FolderLock(paths.ckpt_dir) if world.is_main else contextlib.nullcontext()), \
-            runguard.StopSignals() as stop:
+    with (runguard.FolderLock(paths.ckpt_dir) if world.is_main else contextlib.nullcontext(),
+          runguard.StopSignals() as stop):
         runguard.tie_to_pipeline()
         return train.run(params, name, paths, stop_after=stop_after, world=world, stop=stop,
                          snapshot_epochs=epochs)

@@ -61,8 +61,8 @@ def details(ctx: Context, key: str) -> Link:
     """A link to the section that shows claim `key`'s numbers."""
     if key == "gradient_reach":
         a = ctx.art.analysis
-        title = reach_training.TITLE if a is not None and len(a.training) else \
-            gradient_reach.TITLE
+        title = (reach_training.TITLE if a is not None and len(a.training)
+                 else gradient_reach.TITLE)
         return Link("Gradient reach", slug(title))
     title, words = DETAILS.get(key, OTHERWISE)
     return Link(words, slug(title))
