@@ -291,9 +291,11 @@ class TranslatePaths(_TestSet, StagePaths):
     models: Path  # <models>/<member>/model.pt
     out: Path  # the system's folder
 
-    def output(self, beam: int) -> Path:
-        """The stem of the translation at beam `beam`."""
-        return beam_stem(self.out, beam)
+    def outputs(self, beam: int) -> tuple[Path, Path, Path]:
+        """The translation at beam `beam`: its tokenised and detokenised best hypotheses
+        (:func:`hypothesis_files`) and its n-best list (:func:`nbest_file`)."""
+        stem = beam_stem(self.out, beam)
+        return (*hypothesis_files(stem), nbest_file(stem))
 
     @property
     def timing(self) -> Path:

@@ -48,6 +48,8 @@ def cli(args, params) -> None:
 
 
 def main(params: Params, system: str, paths: TranslatePaths) -> dict:
+    """Decode the test set at each of the system's beams and write its outputs; return its
+    timing as written. The test set and every beam are checked before the first model loads."""
     import torch
 
     from s2s import precision
@@ -56,58 +58,56 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
     from s2s.data.vocab import Vocab
     from s2s.decode.translate import check_lengths, check_search_size, load_members, translate
     from s2s.device import for_stage
-    from s2s.layout import hypothesis_files, nbest_file, nbest_line
     from s2s.io import atomic_write_lines, read_lines
+    from s2s.layout import nbest_line
 
     t_start = time.perf_counter()
     if system not in params.systems:
         raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
                        f"(known: {', '.join(params.systems)})")
     sys_cfg, cfg = params.systems[system], params.translate
+    configs = [params.model_config(m) for m in sys_cfg.members]
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = for_stage(params, "translate", name=cfg.device, key="translate.device")
+    chosen = precision.choose(cfg.amp, device)
     src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
+    sources = [src_vocab.encode(s) for s in read_lines(paths.source)]
+    check_lengths(sources, configs=configs, cfg=cfg, where=str(paths.source))
+    for beam in sys_cfg.beams:
+        check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
+                          device=device)
     model = load_members(sys_cfg.members, params=params, models_dir=paths.models,
                          src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
                          combine=cfg.combine)
-    sources = [src_vocab.encode(s) for s in read_lines(paths.source)]
-    check_lengths(sources, configs=[params.model_config(m) for m in sys_cfg.members], cfg=cfg,
-                  where=str(paths.source))
-    chosen = precision.choose(cfg.amp, device)
-    mm_dtype = chosen.dtype
     log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,
              len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
              chosen)
 
-    for beam in sys_cfg.beams:  # every beam checked before the first is decoded
-        check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
-                          device=device)
-    feature = arch.feature_name(params.model_config(m) for m in sys_cfg.members)
+    feature = arch.feature_name(configs)
     beams: dict[int, BeamTiming] = {}
     for beam in sys_cfg.beams:
         t0 = time.perf_counter()
-        nbest = min(sys_cfg.nbest, beam)
-        hyps = translate(model, sources, cfg=cfg, beam=beam, nbest=nbest, vocab=tgt_vocab,
-                         device=device, desc=f"{system} beam {beam}", mm_dtype=mm_dtype)
+        hyps = translate(model, sources, cfg=cfg, beam=beam, nbest=min(sys_cfg.nbest, beam),
+                         vocab=tgt_vocab, device=device, desc=f"{system} beam {beam}",
+                         mm_dtype=chosen.dtype)
         seconds = time.perf_counter() - t0
         if len(hyps) != len(sources):  # never score a truncated output
             raise RuntimeError(f"{system} beam {beam}: {len(hyps)} hypotheses for "
                                f"{len(sources)} sources")
         best = [tgt_vocab.decode(h[0].tokens) for h in hyps]
-        stem = paths.output(beam)
-        tok, detok = hypothesis_files(stem)
-        atomic_write_lines(tok, best)
-        atomic_write_lines(detok, [detokenize(s, "fr") for s in best])
-        atomic_write_lines(nbest_file(stem), [
-            nbest_line(i, tgt_vocab.decode(h.tokens), feature, h.score)
-            for i, hs in enumerate(hyps) for h in hs])
+        nbest = [nbest_line(i, tgt_vocab.decode(h.tokens), feature, h.score)
+                 for i, hs in enumerate(hyps) for h in hs]
+        tok_file, detok_file, nbest_file = paths.outputs(beam)
+        atomic_write_lines(tok_file, best)
+        atomic_write_lines(detok_file, [detokenize(s, "fr") for s in best])
+        atomic_write_lines(nbest_file, nbest)
         beams[beam] = BeamTiming(sentences=len(sources), seconds=round(seconds, 3),
                                  sents_per_sec=round(len(sources) / seconds, 3))
         log.info("%s beam %d: %d sentences in %.1fs (%.1f sentences/s)", system, beam,
                  len(sources), seconds, len(sources) / seconds)
     timing = Timing(system=system, members=sys_cfg.members, device=str(device),
-                    threads=torch.get_num_threads(), precision=precision.name(mm_dtype),
+                    threads=torch.get_num_threads(), precision=precision.name(chosen.dtype),
                     beams=beams)
     timing.write(paths.timing)
     log.info("read %s, %s; wrote %s in %.1fs", paths.models, paths.source, paths.out,
