@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from s2s import checkpoint
+from s2s import checkpoint, layout
 from s2s.artifacts import AnalysisMeta
 from s2s.analysis import outputs, probes, run
 from s2s.analysis.outputs import read as read_analysis
@@ -327,7 +327,7 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
     assert not meta.models["gru"].forget_gates and not meta.models["att"].forget_gates
     assert meta.figure2.groups == len(probes.MULTI30K_PHRASES)  # no phrases: the default
     assert pd.read_csv(out / "forget_summary.csv").empty
-    assert list(pd.read_csv(out / "forget_hist.csv").columns) == outputs.HIST_COLUMNS
+    assert tuple(pd.read_csv(out / "forget_hist.csv").columns) == layout.HIST_COLUMNS
     assert len(pd.read_csv(out / "gradient_reach.csv")) == 6
     md = analysis_markdown(out, tmp_path / "figures")
     assert "No forget gates" in md and "forward (gru)" in md and "reversed (att)" in md
@@ -369,14 +369,14 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     assert meta.gradient_reach_training.epochs == {"fwd": (0.0, 0.5, 2.0),
                                                    "rev": (0.0, 0.5, 2.0)}
     training = pd.read_csv(out / "gradient_reach_training.csv")
-    assert list(training.columns) == outputs.TRAINING_COLUMNS
+    assert tuple(training.columns) == layout.TRAINING_COLUMNS
     assert len(training) == 2 * 3 * 8
     # the end is the final model's own gradient_reach rows
     reach = pd.read_csv(out / "gradient_reach.csv")
     end = training[training["epoch"] == 2.0].drop(columns=["epoch", "step"])
     pd.testing.assert_frame_equal(end.reset_index(drop=True), reach)
     diff = pd.read_csv(out / "gradient_reach_training_diff.csv")
-    assert list(diff.columns) == outputs.TRAINING_DIFF_COLUMNS
+    assert tuple(diff.columns) == layout.TRAINING_DIFF_COLUMNS
     assert diff["epoch"].tolist() == [0.0, 0.0, 0.5, 0.5, 2.0, 2.0]
     share = diff[diff["statistic"] == "first_share"].set_index("epoch")
     first = run.first_over_training(training)
@@ -391,7 +391,7 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
             share.loc[e, "reversed_mean"] - share.loc[e, "forward_mean"], abs=1e-5)
 
     decay = pd.read_csv(out / "memory_decay.csv")
-    assert list(decay.columns) == outputs.DECAY_COLUMNS
+    assert tuple(decay.columns) == layout.DECAY_COLUMNS
     assert sorted(set(zip(decay["model"], decay["layer"]))) == [
         ("fwd", 1), ("fwd", 2), ("gru", 1), ("rev", 1), ("rev", 2)]
     g = decay[decay["model"] == "gru"]
@@ -402,7 +402,7 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
             == lstm[lstm["steps_after"] == 0]["mean_abs_dc"]).all()  # the same start
     assert meta.memory.substituted > 0
     half = pd.read_csv(out / "memory_half_life.csv")
-    assert list(half.columns) == outputs.HALF_LIFE_COLUMNS and len(half) == 5
+    assert tuple(half.columns) == layout.HALF_LIFE_COLUMNS and len(half) == 5
     shares = pd.read_csv(out / "memory_gate_share.csv")
     assert list(zip(shares["model"], shares["layer"])) == list(zip(half["model"], half["layer"]))
     assert shares["gate_share"].tolist() == [run.gate_share(decay, m, k)

@@ -18,7 +18,7 @@ import yaml
 
 from s2s import checkpoint
 from s2s.analysis.init_reach import init_reach, input_gradient_norms, make_cell
-from s2s.analysis.outputs import INIT_REACH_COLUMNS as COLUMNS
+from s2s.layout import INIT_REACH_COLUMNS as COLUMNS
 from s2s.config import ConfigError, load
 from s2s.data.vocab import Vocab
 from s2s.model import build_model, config_from_dict, config_record

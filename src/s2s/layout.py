@@ -2,9 +2,9 @@
 the tables they share, named here once for the stages that write them and those that read them
 (prepare, vocab, ids, train, translate, rescore, evaluate, summary, export, analyze, attention,
 timing, claims, report, verify, experiments). Torch-free and pandas-free, importing nothing of the
-package: the ground floor every stage stands on. What a file holds is
-its typed record in :mod:`s2s.artifacts`; the analyze stage's folder is
-:mod:`s2s.analysis.outputs`'s one table.
+package: the ground floor every stage stands on. What a file holds is its typed record in
+:mod:`s2s.artifacts`; the analyze stage's tables (:data:`ANALYSIS_TABLES`) are written and read by
+:mod:`s2s.analysis.outputs`.
 
 Translations and rescorings:
 
@@ -73,6 +73,92 @@ DROP_COLUMNS = ("system", "beam", "short_label", "long_label", "short_bleu", "lo
 DROP_NUMBERS = tuple(c for c in DROP_COLUMNS if c not in ("system", "beam", "short_label",
                                                          "long_label", "reference"))
 
+
+# The analyze stage's folder (``outputs/analysis/``): its record and its tables, each with its
+# columns in order, which of them hold numbers (an empty cell, NaN or inf is a number too) and how
+# its floats are written. s2s.analysis.outputs writes and reads them (:class:`Analyses` there).
+ANALYSIS_META = "analysis.json"  # s2s.artifacts.AnalysisMeta: what was measured, on what
+MEASURED_FORMAT = "%.6g"  # the numbers of a measured table: six significant digits
+
+
+@dataclass(frozen=True)
+class AnalysisTable:
+    """One table of the analyze stage's folder: its file name, its columns in order, which of them
+    hold numbers, and how its floats are written (None: every digit, a float's shortest exact
+    form, for the tables derived from the measured ones)."""
+
+    name: str
+    columns: tuple[str, ...]
+    numbers: tuple[str, ...] = ()
+    float_format: str | None = MEASURED_FORMAT
+
+
+POINTS_COLUMNS = ("model", "reverse_source", "group", "phrase", "tokens", "unk", "x", "y")
+FIGURE2_COLUMNS = ("model", "reverse_source", "representation", "dim", "explained_pc1",
+                   "explained_pc2", "mean_pair_distance", "paraphrase_distance",
+                   "paraphrase_pairs", "swap_distance", "swap_pairs", "nn_same_meaning")
+HIST_COLUMNS = ("model", "stack", "layer", "bin_lo", "bin_hi", "count", "density")
+UNIT_COLUMNS = ("model", "stack", "layer", "unit", "mean_f", "half_life", "geo_mean_f",
+                "half_life_geo")
+SUMMARY_COLUMNS = ("model", "stack", "layer", "steps", "units", "mean_f", "boundary_mean_f",
+                   "inside_mean_f", "boundary_steps", "inside_steps", "median_half_life",
+                   "max_half_life", "units_f_above_0.9", "units_half_life_above_10")
+STACK_COLUMNS = ("model", "stack", "layers", "units", "mean_f", "units_half_life_above_10",
+                 "max_half_life", "max_half_life_layer", "layers_compared",
+                 "layers_boundary_lower")
+REACH_COLUMNS = ("model", "reverse_source", "position", "sentences", "mean_norm", "mean_share")
+REACH_FIRST_COLUMNS = ("model", "reverse_source", "positions", "mean_norm", "mean_share")
+TRAINING_COLUMNS = ("model", "reverse_source", "epoch", "step", "position", "sentences",
+                    "mean_norm", "mean_share")
+TRAINING_FIRST_COLUMNS = ("model", "reverse_source", "epoch", "norm", "share")
+TRAINING_DIFF_COLUMNS = ("epoch", "forward", "reversed", "statistic", "sentences",
+                         "forward_mean", "reversed_mean", "diff", "lo", "hi")
+INIT_REACH_COLUMNS = ("cell", "forget_bias", "step", "steps_back", "mean_norm", "std_norm",
+                      "relative")
+DECAY_COLUMNS = ("model", "stack", "layer", "steps_after", "sentences", "mean_abs_dc",
+                 "mean_abs_dh", "forget_only_dc", "update_only_dh")
+HALF_LIFE_COLUMNS = ("model", "layer", "half_life_c", "half_life_forget_only", "half_life_h",
+                     "half_life_update_only")
+GATE_SHARE_COLUMNS = ("model", "layer", "gate_share")
+
+
+def _table(name: str, columns: tuple[str, ...], *, text: tuple[str, ...],
+           derived: bool = False) -> AnalysisTable:
+    return AnalysisTable(name, columns, tuple(c for c in columns if c not in text),
+                         None if derived else MEASURED_FORMAT)
+
+
+# key (a field of s2s.analysis.outputs.Analyses) -> its table. Measured first, then derived.
+ANALYSIS_TABLES: dict[str, AnalysisTable] = {
+    # Figure 2: each phrase's PCA coordinates, and per model the variance and distances
+    "points": _table("figure2.csv", POINTS_COLUMNS,
+                     text=("model", "reverse_source", "phrase", "tokens", "unk")),
+    "figure2": _table("figure2_summary.csv", FIGURE2_COLUMNS,
+                      text=("model", "reverse_source", "representation")),
+    # forget gates: their histogram, each unit's mean and half-life, per layer
+    "hist": _table("forget_hist.csv", HIST_COLUMNS, text=("model", "stack")),
+    "units": _table("forget_units.csv", UNIT_COLUMNS, text=("model", "stack")),
+    "forget": _table("forget_summary.csv", SUMMARY_COLUMNS, text=("model", "stack")),
+    # gradient reach at the end of training, at each snapshot, and forward vs reversed
+    "reach": _table("gradient_reach.csv", REACH_COLUMNS, text=("model", "reverse_source")),
+    "training": _table("gradient_reach_training.csv", TRAINING_COLUMNS,
+                       text=("model", "reverse_source")),
+    "training_diff": _table("gradient_reach_training_diff.csv", TRAINING_DIFF_COLUMNS,
+                            text=("forward", "reversed", "statistic")),
+    # at initialisation, no trained model (s2s.analysis.init_reach)
+    "init_reach": _table("init_reach.csv", INIT_REACH_COLUMNS, text=("cell",)),
+    # memory of a one-word change
+    "decay": _table("memory_decay.csv", DECAY_COLUMNS, text=("model", "stack")),
+    "half_life": _table("memory_half_life.csv", HALF_LIFE_COLUMNS, text=("model",)),
+    # derived (s2s.analysis.run): what the report and the claims quote
+    "reach_first": _table("gradient_reach_first.csv", REACH_FIRST_COLUMNS,
+                          text=("model", "reverse_source"), derived=True),
+    "training_first": _table("gradient_reach_training_first.csv", TRAINING_FIRST_COLUMNS,
+                             text=("model", "reverse_source"), derived=True),
+    "stacks": _table("forget_stacks.csv", STACK_COLUMNS, text=("model", "stack"), derived=True),
+    "gate_share": _table("memory_gate_share.csv", GATE_SHARE_COLUMNS, text=("model",),
+                         derived=True),
+}
 
 BASELINE, ORACLE = "baseline", "oracle"
 # Rescoring outputs the rescore stage `oracle` writes besides the rescorers' own.

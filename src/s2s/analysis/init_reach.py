@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from s2s.analysis.outputs import INIT_REACH_COLUMNS
+from s2s.layout import INIT_REACH_COLUMNS
 from s2s.model.lstm import set_forget_bias
 
 
@@ -61,8 +61,8 @@ def init_reach(*, hidden: int = 256, input_size: int = 256, steps: int = 60, see
                first_seed: int = 0) -> pd.DataFrame:
     """The gradient reaching each of `steps` inputs from the last output at initialisation,
     averaged over `seeds` seeds, for the vanilla RNN and an LSTM per forget bias: one row per
-    cell and step with the columns of init_reach.csv (s2s.analysis.outputs; forget_bias NaN for
-    the RNN; steps_back = steps - step; relative = mean_norm / mean_norm at the last step)."""
+    cell and step with the columns of init_reach.csv (s2s.layout.ANALYSIS_TABLES; forget_bias NaN
+    for the RNN; steps_back = steps - step; relative = mean_norm / mean_norm at the last step)."""
     cells = [("rnn", float("nan"))] + [("lstm", float(b)) for b in forget_biases]
     norms = np.empty((len(cells), seeds, steps))
     for s in range(seeds):
@@ -83,4 +83,4 @@ def init_reach(*, hidden: int = 256, input_size: int = 256, steps: int = 60, see
         frames.append(pd.DataFrame({
             "cell": cell, "forget_bias": bias, "step": step, "steps_back": steps - step,
             "mean_norm": mean, "std_norm": norms[c].std(0), "relative": mean / mean[-1]}))
-    return pd.concat(frames, ignore_index=True)[INIT_REACH_COLUMNS]
+    return pd.concat(frames, ignore_index=True)[list(INIT_REACH_COLUMNS)]

@@ -1,7 +1,7 @@
 """One model's analyses as tables: its Figure 2 points, its forget-gate statistics, its gradient
 reach (per sentence too, for the paired bootstrap of forward vs reversed) and the memory of a
 one-word change in its encoder, each frame with the columns of its file
-(:data:`s2s.analysis.outputs.FILES`). The tensors come from :mod:`s2s.analysis.probes` and
+(:data:`s2s.layout.ANALYSIS_TABLES`). The tensors come from :mod:`s2s.analysis.probes` and
 :mod:`s2s.analysis.memory`; :mod:`s2s.analysis.run` runs these over every model.
 """
 
@@ -14,8 +14,8 @@ import pandas as pd
 import torch
 
 from s2s.analysis import memory, probes
-from s2s.analysis.outputs import (DECAY_COLUMNS, FIRST, FIRST_STATISTICS, HALF_LIFE_COLUMNS,
-                                  TRAINING_DIFF_COLUMNS)
+from s2s.analysis.outputs import FIRST, FIRST_STATISTICS
+from s2s.layout import DECAY_COLUMNS, HALF_LIFE_COLUMNS, TRAINING_DIFF_COLUMNS
 from s2s.data.batching import collate, eval_batches, pair_lengths
 from s2s.data.text import normalize, tokenize
 from s2s.data.vocab import Vocab
@@ -158,7 +158,7 @@ def training_diff(per: dict[tuple[str, float], dict[str, np.ndarray]], *, forwar
                          "forward_mean": float(np.nanmean(x)) if len(x) else math.nan,
                          "reversed_mean": float(np.nanmean(y)) if len(y) else math.nan,
                          "diff": diff, "lo": lo, "hi": hi})
-    return pd.DataFrame(rows, columns=TRAINING_DIFF_COLUMNS)
+    return pd.DataFrame(rows, columns=list(TRAINING_DIFF_COLUMNS))
 
 
 def memory_frames(name: str, sums: memory.DecaySums, *, lstm: bool
@@ -182,8 +182,8 @@ def memory_frames(name: str, sums: memory.DecaySums, *, lstm: bool
                      "half_life_forget_only": memory.half_life(gate) if lstm else math.nan,
                      "half_life_h": memory.half_life(dh),
                      "half_life_update_only": math.nan if lstm else memory.half_life(gate)})
-    return (pd.concat(decay)[DECAY_COLUMNS],
-            pd.DataFrame(half, columns=HALF_LIFE_COLUMNS))
+    return (pd.concat(decay)[list(DECAY_COLUMNS)],
+            pd.DataFrame(half, columns=list(HALF_LIFE_COLUMNS)))
 
 
 def forget_frames(name: str, stats: dict[tuple[str, int], probes.ForgetStats], bins: int

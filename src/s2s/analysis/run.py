@@ -21,11 +21,13 @@ import pandas as pd
 
 from s2s import arch, snapshots
 from s2s import artifacts as A
-from s2s.analysis import measures, memory, outputs, probes
+from s2s.analysis import measures, memory, probes
 from s2s.analysis.init_reach import init_reach
 from s2s.analysis.outputs import FIRST, FIRST_STATISTICS, Analyses, as_written, empty
 from s2s.config import AnalysisConfig
 from s2s.data.vocab import Vocab
+from s2s.layout import (GATE_SHARE_COLUMNS, REACH_FIRST_COLUMNS, STACK_COLUMNS, TRAINING_COLUMNS,
+                        TRAINING_FIRST_COLUMNS)
 from s2s.model.encdec import EncoderDecoder
 
 log = logging.getLogger("s2s.analysis")
@@ -138,7 +140,7 @@ def forget_stacks(summary: pd.DataFrame) -> pd.DataFrame:
             "max_half_life_layer": int(top["layer"]),
             "layers_compared": sum(compared),
             "layers_boundary_lower": sum(c and x < y for c, x, y in zip(compared, b, i))})
-    return pd.DataFrame(rows, columns=outputs.STACK_COLUMNS)
+    return pd.DataFrame(rows, columns=list(STACK_COLUMNS))
 
 
 # --- gradient reach ------------------------------------------------------------------------------
@@ -201,7 +203,7 @@ def run_gradient_reach(models: Mapping[str, Path], load: Load, pairs: Pairs, *, 
                                    samples=bootstrap)
             if compared else empty("training_diff"))
     return Reach(reach=pd.concat(ends),
-                 training=(pd.concat(training)[outputs.TRAINING_COLUMNS] if training
+                 training=(pd.concat(training)[list(TRAINING_COLUMNS)] if training
                            else empty("training")),
                  training_diff=diff, epochs=epochs, compared=compared)
 
@@ -227,7 +229,7 @@ def reach_first(reach: pd.DataFrame) -> pd.DataFrame:
                      "reverse_source": bool(reach[reach["model"] == model]["reverse_source"]
                                             .iloc[0]),
                      "positions": FIRST, "mean_norm": norm, "mean_share": share})
-    return pd.DataFrame(rows, columns=outputs.REACH_FIRST_COLUMNS)
+    return pd.DataFrame(rows, columns=list(REACH_FIRST_COLUMNS))
 
 
 def first_over_training(training: pd.DataFrame, upto: int = FIRST) -> pd.DataFrame:
@@ -243,7 +245,7 @@ def first_over_training(training: pd.DataFrame, upto: int = FIRST) -> pd.DataFra
         share = float((sel["mean_share"] * sel["sentences"]).sum() / n) if n else math.nan
         rows.append({"model": model, "reverse_source": bool(df["reverse_source"].iloc[0]),
                      "epoch": float(epoch), "norm": norm, "share": share})
-    return pd.DataFrame(rows, columns=outputs.TRAINING_FIRST_COLUMNS
+    return pd.DataFrame(rows, columns=list(TRAINING_FIRST_COLUMNS)
                         ).sort_values(["model", "epoch"], kind="stable")
 
 
@@ -303,7 +305,7 @@ def gate_shares(decay: pd.DataFrame, half_life: pd.DataFrame) -> pd.DataFrame:
     rows = [{"model": r["model"], "layer": int(r["layer"]),
              "gate_share": gate_share(decay, r["model"], int(r["layer"]))}
             for _, r in half_life.iterrows()]
-    return pd.DataFrame(rows, columns=outputs.GATE_SHARE_COLUMNS)
+    return pd.DataFrame(rows, columns=list(GATE_SHARE_COLUMNS))
 
 
 # --- at initialisation ---------------------------------------------------------------------------

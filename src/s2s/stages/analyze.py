@@ -8,7 +8,7 @@ Reads:  ``<models>/<name>/model.pt`` for each name in `models` and `memory_model
         ``snapshots.json``, ``s2s.snapshots``) for each name in `models`, ``<vocab>/{en,fr}.tsv``,
         ``<prepared>/test.tok.{en,fr}``; the phrases of Figure 2 are given raw and tokenised here
         the way the prepare stage tokenises the source side.
-Writes: ``<out>/``: the tables of :data:`s2s.analysis.outputs.FILES` (each file's columns are
+Writes: ``<out>/``: the tables of :data:`s2s.layout.ANALYSIS_TABLES` (each file's columns are
         listed there) and ``analysis.json`` (:class:`s2s.artifacts.AnalysisMeta`: what was
         measured and on what; no timings, so a rerun writes the same bytes).
 """
