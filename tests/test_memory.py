@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from s2s import layout
 from s2s.analysis import measures, memory, probes
 from s2s.model import build_model
 from s2s.model.lstm import run_padded
@@ -121,7 +122,7 @@ def test_decay_by_hand_on_one_unit():
     np.testing.assert_allclose(s.dh[0].numpy(), [0.2, 0.15, 0.05, 0, 0], atol=1e-7)
     assert s.count.tolist() == [1, 1, 1, 0, 0]
     decay, half = measures.memory_frames("m", s, lstm=True)
-    assert list(decay.columns) == measures.DECAY_COLUMNS
+    assert tuple(decay.columns) == layout.DECAY_COLUMNS
     assert np.isnan(decay["forget_only_dc"].iloc[-1]) and np.isnan(decay["update_only_dh"]).all()
     # 0.4 -> 0.3 -> 0.1: under 0.2 between k = 1 and 2, at 1 + 0.1 / 0.2
     assert half["half_life_c"].iloc[0] == pytest.approx(1.5)
