@@ -324,6 +324,34 @@ def test_provenance(report):
     assert "| en | " in md and "3.10%" in md  # the vocabulary table: UNK rate of test
 
 
+def test_a_metrics_file_of_a_model_the_profile_no_longer_names_is_read_by_no_stage(tmp_path):
+    """An older run's metrics/train/<model>.json of a model since taken out of params, and a
+    model of params whose file is missing: the summary, claims and report stages read the same
+    measurements (the profile's models that have one), and nothing of the stale file shows."""
+    from s2s.layout import SummaryPaths
+    from s2s.stages.summary import main as summary_main
+
+    tree = build_tree(tmp_path)
+    params, train = tree["params"], tree["metrics"] / "train"
+    first = next(iter(params.models))
+    stale = json.loads((train / f"{first}.json").read_text())
+    _dump(train / "dropped.json", {**stale, "model": "dropped", "device": "stale-device",
+                                   "wall_seconds": 6000.0})
+    (train / f"{first}.json").unlink()
+    summary = summary_main(params, SummaryPaths(
+        metrics=tree["metrics"], translate=tree["translate"], groups=tree["groups"],
+        out=tmp_path / "summary.json", plots=tmp_path / "plots"))
+    # every model's wall_seconds is 55 s in the tree
+    assert summary["minutes"]["train"] == round(55.0 * (len(params.models) - 1) / 60, 2)
+    assert set(summary["ppl"]) == set(params.models) - {first}
+    render(tree)
+    md = (tree["out"] / "report.md").read_text()
+    assert "training device(s): cpu;" in md and "stale-device" not in md
+    assert "dropped" not in md
+    perplexity = pd.read_csv(tree["out"] / "tables" / "perplexity.csv")
+    assert f"no metrics/train/{first}.json" in " ".join(perplexity["status"].astype(str))
+
+
 def _png(path: Path) -> np.ndarray:
     import matplotlib.image
 

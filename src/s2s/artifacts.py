@@ -271,6 +271,46 @@ class TrainMetrics(Record):
     engine: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
 
 
+# --- what the summary, claims and report stages read of the others' measurements ---------------
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The BLEU of every output, and where they were made, each model's training metrics and
+    each system's decoding timing."""
+
+    bleu: Bleu
+    train: dict[str, TrainMetrics]  # by model
+    timing: dict[str, Timing]  # by system
+
+
+class MeasuredFiles(typing.Protocol):
+    """Where they are (:class:`s2s.layout.SummaryPaths`, ``ClaimsPaths``, ``ReportPaths``)."""
+
+    @property
+    def bleu(self) -> Path: ...
+
+    def train_metrics(self, model: str) -> Path: ...
+
+    def timing(self, system: str) -> Path: ...
+
+
+def read_measured(paths: MeasuredFiles, models: typing.Iterable[str],
+                  systems: typing.Iterable[str], read: list[str]) -> Measured:
+    """`metrics/bleu.json` (required: FileNotFoundError naming it), and the training metrics of
+    `models` and the timings of `systems` where they are there (each absent one logged); every
+    file read is appended to `read`."""
+    if not paths.bleu.is_file():
+        raise FileNotFoundError(f"{paths.bleu}: no BLEU metrics; run the evaluate stage first")
+    read.append(str(paths.bleu))
+    bleu = Bleu.read(paths.bleu)
+    train = {m: t for m in models
+             if (t := TrainMetrics.read_if_present(paths.train_metrics(m), read)) is not None}
+    timing = {s: t for s in systems
+              if (t := Timing.read_if_present(paths.timing(s), read)) is not None}
+    return Measured(bleu=bleu, train=train, timing=timing)
+
+
 # --- data/raw/manifest.json ----------------------------------------------------------------------
 
 

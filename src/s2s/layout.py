@@ -302,6 +302,16 @@ class _TestSet:
         """The tokenised references (the paper's BLEU)."""
         return prepared_file(self.prepared, "test", TGT_LANG)
 
+    @property
+    def source_raw(self) -> Path:
+        """The source as the corpus has it, normalised (the report's examples)."""
+        return prepared_file(self.prepared, "test", SRC_LANG, form="raw")
+
+    @property
+    def references_raw(self) -> Path:
+        """The references as the corpus has them, normalised (sacreBLEU's)."""
+        return prepared_file(self.prepared, "test", TGT_LANG, form="raw")
+
 
 class _Translations(_TestSet):
     """The translate stages' outputs under `translate`."""
@@ -310,6 +320,25 @@ class _Translations(_TestSet):
 
     def translation(self, system: str, beam: int) -> Path:
         return translation(self.translate, system, beam)
+
+
+class _Measured:
+    """What the other stages measured, as the summary, claims and report stages read it
+    (:func:`s2s.artifacts.read_measured`): the evaluate and train stages' files under `metrics`,
+    the translate stages' timings under `translate`."""
+
+    metrics: Path
+    translate: Path
+
+    @property
+    def bleu(self) -> Path:
+        return bleu_file(self.metrics)
+
+    def train_metrics(self, model: str) -> Path:
+        return train_metrics_file(self.metrics, model)
+
+    def timing(self, system: str) -> Path:
+        return timing_file(self.translate, system)
 
 
 class _ScoresOutputs(_Translations):
@@ -417,11 +446,6 @@ class EvaluatePaths(_ScoresOutputs, StagePaths):
     groups: Path  # Figure 3's groups CSV
 
     @property
-    def references_raw(self) -> Path:
-        """The references as the corpus has them, normalised (sacreBLEU's)."""
-        return prepared_file(self.prepared, "test", TGT_LANG, form="raw")
-
-    @property
     def source_vocab(self) -> Path:
         """The source vocabulary, whose counts rank the words (Figure 3's rarity)."""
         return vocab_file(self.vocab, SRC_LANG)
@@ -432,7 +456,7 @@ class EvaluatePaths(_ScoresOutputs, StagePaths):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SummaryPaths(StagePaths):
+class SummaryPaths(_Measured, StagePaths):
     """The summary stage's paths (s2s.stages.summary)."""
 
     metrics: Path  # the metrics folder it reads
@@ -441,23 +465,13 @@ class SummaryPaths(StagePaths):
     out: Path  # metrics/summary.json
     plots: Path  # DVC's plot data folder
 
-    @property
-    def bleu(self) -> Path:
-        return bleu_file(self.metrics)
-
-    def train_metrics(self, model: str) -> Path:
-        return train_metrics_file(self.metrics, model)
-
-    def timing(self, system: str) -> Path:
-        return timing_file(self.translate, system)
-
     def figure3_plot(self, axis: str) -> Path:
         """Figure 3's curves on axis `axis` (``length``, ``rarity``) as DVC plot data."""
         return self.plots / f"figure3_{axis}.csv"
 
 
 @dataclass(frozen=True, kw_only=True)
-class ClaimsPaths(_ScoresOutputs, StagePaths):
+class ClaimsPaths(_Measured, _ScoresOutputs, StagePaths):
     """The claims stage's paths (s2s.stages.claims). Its command passes every flag but the
     optional ones; a record built in process (a test's) may leave out `prepared`: no paired
     bootstraps over the test sentences (the verdicts that need one say so), and `verdicts`: no
@@ -474,7 +488,7 @@ class ClaimsPaths(_ScoresOutputs, StagePaths):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReportPaths(StagePaths):
+class ReportPaths(_Measured, _Translations, StagePaths):
     """The report stage's paths (s2s.stages.report); the optional ones' sections are left out
     without them."""
 

@@ -1,7 +1,7 @@
 """What the claims are checked against, read once (:func:`load`): BLEU, training metrics,
-decoding timings, the cost claim's timing, the analyses, and the hypothesis files behind the
-paired bootstraps (:class:`BootstrapDiffs`). The report reads the same metrics through
-:func:`read_bleu`, :func:`read_train` and :func:`read_timing`.
+decoding timings (read as the summary and report stages read them,
+:func:`s2s.artifacts.read_measured`), the cost claim's timing, the analyses, and the hypothesis
+files behind the paired bootstraps (:class:`BootstrapDiffs`).
 
 A required input that is missing (``metrics/bleu.json``) is an error; an optional one is logged as
 absent. A file that is there but does not match its record is an error naming the file and the key.
@@ -15,10 +15,10 @@ from pathlib import Path
 
 from s2s.analysis import outputs as analysis_outputs
 from s2s.analysis.outputs import Analyses
-from s2s.artifacts import Bleu, CostTiming, Timing, TrainMetrics
+from s2s.artifacts import Bleu, CostTiming, Timing, TrainMetrics, read_measured
 from s2s.claims.verdicts import DiffFn
 from s2s.config import Params
-from s2s.layout import ClaimsPaths, bleu_file, hypothesis_files, timing_file, train_metrics_files
+from s2s.layout import ClaimsPaths, hypothesis_files
 from s2s.paper import Ours
 
 log = logging.getLogger("s2s.claims")
@@ -42,34 +42,11 @@ def load(params: Params, paths: ClaimsPaths) -> ClaimInputs:
     ``test.tok.fr`` (the hypothesis files are read when a claim asks for one)."""
     read: list[str] = []
     diff = None if paths.prepared is None else BootstrapDiffs(paths, read)
-    return ClaimInputs(bleu=read_bleu(paths.metrics, read), train=read_train(paths.metrics, read),
-                       timing=read_timing(params, paths.translate, read),
+    found = read_measured(paths, params.models, params.systems, read)
+    return ClaimInputs(bleu=found.bleu, train=found.train, timing=found.timing,
                        analysis=analysis_outputs.read_if_present(paths.analysis, read),
                        cost=CostTiming.read_if_present(paths.cost, read) if paths.cost else None,
                        diff=diff, read=read)
-
-
-def read_bleu(metrics_dir: Path, read: list[str]) -> Bleu:
-    """``<metrics_dir>/bleu.json``: required."""
-    path = bleu_file(metrics_dir)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no BLEU metrics; run the evaluate stage first")
-    read.append(str(path))
-    return Bleu.read(path)
-
-
-def read_train(metrics_dir: Path, read: list[str]) -> dict[str, TrainMetrics]:
-    """``<metrics_dir>/train/*.json`` by model."""
-    found = (TrainMetrics.read_if_present(p, read)
-             for p in train_metrics_files(metrics_dir))
-    return {m.model: m for m in found}
-
-
-def read_timing(params: Params, translate_dir: Path, read: list[str]) -> dict[str, Timing]:
-    """Each system's ``timing.json`` under `translate_dir`, where there is one."""
-    found = {s: Timing.read_if_present(timing_file(translate_dir, s), read)
-             for s in params.systems}
-    return {s: t for s, t in found.items() if t is not None}
 
 
 class BootstrapDiffs:

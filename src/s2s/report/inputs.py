@@ -1,6 +1,6 @@
 """Everything the report reads, loaded once (:func:`load`), as the records of :mod:`s2s.artifacts`
-where the pipeline has one: the metrics (read as the claims stage reads them,
-:mod:`s2s.claims.inputs`), the claims stage's record, the analyze stage's folder
+where the pipeline has one: the metrics (read as the summary and claims stages read them,
+:func:`s2s.artifacts.read_measured`), the claims stage's record, the analyze stage's folder
 (:mod:`s2s.analysis.outputs`), and the report's own inputs (learning curves, Figure 3's groups,
 example sentences).
 
@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from s2s.analysis import outputs as analysis_outputs
 from s2s.analysis.outputs import Analyses
-from s2s.artifacts import (AttentionWeights, Bleu, Claims, CostTiming,
-                           Manifest, PrepareMetrics, Timing, TrainMetrics, VocabMetrics,
-                           read_table)
-from s2s.claims.inputs import read_bleu, read_timing, read_train
+from s2s.artifacts import (AttentionWeights, Bleu, Claims, CostTiming, Manifest, PrepareMetrics,
+                           Timing, TrainMetrics, VocabMetrics, read_measured, read_table)
 from s2s.config import Params
 from s2s.layout import (CURVE_COLUMNS, DROP_COLUMNS, DROP_NUMBERS, GROUP_COLUMNS, GROUP_NUMBERS,
-                        LANGS, ReportPaths, hypothesis_files, prepared_file, translation)
+                        ReportPaths, hypothesis_files)
 
 log = logging.getLogger("s2s.report")
 
@@ -59,10 +56,10 @@ def load(params: Params, paths: ReportPaths) -> Artifacts:
     """What the report renders: every input once, the claims stage's findings
     (``paths.claims``) among them."""
     read: list[str] = []
-    bleu, train = read_bleu(paths.metrics, read), read_train(paths.metrics, read)
+    found = read_measured(paths, params.models, params.systems, read)
     if not paths.claims.is_file():
         raise FileNotFoundError(f"{paths.claims}: no claims checked; run the claims stage first")
-    found = Claims.read(paths.claims)
+    claims = Claims.read(paths.claims)
     read.append(str(paths.claims))
     curves = {}
     for p in sorted(paths.curves.glob("*.csv")):
@@ -83,16 +80,16 @@ def load(params: Params, paths: ReportPaths) -> Artifacts:
                                  dtype={"system": str, "beam": str}, keep_default_na=False)
     examples = None
     if paths.prepared is not None:
-        examples = load_examples(params, paths.prepared, paths.translate, read)
-    return Artifacts(bleu=bleu, train=train, curves=curves,
-                     timing=read_timing(params, paths.translate, read), groups=groups,
+        examples = load_examples(params, paths, read)
+    return Artifacts(bleu=found.bleu, train=found.train, curves=curves, timing=found.timing,
+                     groups=groups,
                      prepare=PrepareMetrics.read_if_present(paths.prepare_metrics, read),
                      vocab=VocabMetrics.read_if_present(paths.vocab_metrics, read),
                      manifest=Manifest.read_if_present(paths.manifest, read),
                      attention=AttentionWeights.read_if_present(paths.attention, read)
                      if paths.attention else None,
                      analysis=analysis_outputs.read_if_present(paths.analysis, read),
-                     claims=found, read=read, examples=examples, length_drop=length_drop,
+                     claims=claims, read=read, examples=examples, length_drop=length_drop,
                      cost=CostTiming.read_if_present(paths.cost, read) if paths.cost else None)
 
 
@@ -100,13 +97,12 @@ def load(params: Params, paths: ReportPaths) -> Artifacts:
 EXAMPLE_QUANTILES = (0.1, 0.4, 0.7, 0.95)
 
 
-def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
-                  read: list[str]) -> list[dict] | None:
+def load_examples(params: Params, paths: ReportPaths, read: list[str]) -> list[dict] | None:
     """A few test sentences of different lengths: source, reference and every system's output
     (its widest beam, detokenised). None without the raw test files."""
     from s2s.evaluate.bleu import read_lines
 
-    src_p, ref_p = (prepared_file(prepared_dir, "test", lang, form="raw") for lang in LANGS)
+    src_p, ref_p = paths.source_raw, paths.references_raw
     if not (src_p.is_file() and ref_p.is_file()):
         log.warning("absent: %s or %s (no example translations)", src_p, ref_p)
         return None
@@ -115,7 +111,7 @@ def load_examples(params: Params, prepared_dir: Path, translate_dir: Path,
     outputs = {}
     for system, cfg in params.systems.items():
         beam = cfg.widest_beam
-        _, p = hypothesis_files(translation(translate_dir, system, beam))
+        _, p = hypothesis_files(paths.translation(system, beam))
         if p.is_file():
             lines = read_lines(p)
             if len(lines) == len(src):

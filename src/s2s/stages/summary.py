@@ -48,22 +48,14 @@ def cli(args, params) -> None:
 def main(params: Params, paths: SummaryPaths) -> dict:
     import pandas as pd
 
-    from s2s.artifacts import Bleu, Summary, Timing, TrainMetrics
+    from s2s.artifacts import Summary, read_measured
     from s2s.evaluate.summary import figure3_plots, summarize
     from s2s.io import atomic_write_text
 
     t0 = time.perf_counter()
     read: list[str] = []
-    bleu_path = paths.bleu
-    if not bleu_path.is_file():
-        raise FileNotFoundError(f"{bleu_path}: no BLEU metrics; run the evaluate stage first")
-    bleu = Bleu.read(bleu_path)
-    read.append(str(bleu_path))
-    train = {m: t for m in params.models if (t := TrainMetrics.read_if_present(
-        paths.train_metrics(m), read)) is not None}
-    timing = {s: t for s in params.systems if (t := Timing.read_if_present(
-        paths.timing(s), read)) is not None}
-    summary = summarize(params, bleu, train, timing)
+    found = read_measured(paths, params.models, params.systems, read)
+    summary = summarize(params, found.bleu, found.train, found.timing)
     Summary.from_json(summary, source=paths.out).write(paths.out)  # checked as `s2s exps` reads it
     written = [str(paths.out)]
     groups = pd.read_csv(paths.groups, dtype={"system": str, "beam": str, "label": str},
