@@ -352,6 +352,33 @@ def test_a_metrics_file_of_a_model_the_profile_no_longer_names_is_read_by_no_sta
     assert f"no metrics/train/{first}.json" in " ".join(perplexity["status"].astype(str))
 
 
+def test_the_summary_reads_figure3s_groups_checked_before_it_writes_anything(tmp_path):
+    """Figure 3's groups cut mid-row, or with a value that is not a number: an error naming the
+    file (and the line), and no summary.json beside a plot that was never drawn."""
+    from s2s.artifacts import ArtifactError
+    from s2s.layout import SummaryPaths
+    from s2s.stages.summary import main as summary_main
+
+    tree = build_tree(tmp_path)
+    paths = SummaryPaths(metrics=tree["metrics"], translate=tree["translate"],
+                         groups=tree["groups"], out=tmp_path / "summary.json",
+                         plots=tmp_path / "plots")
+    text = tree["groups"].read_text()
+    tree["groups"].write_text(text[:-9])
+    with pytest.raises(ArtifactError, match="figure3.csv: cut short"):
+        summary_main(tree["params"], paths)
+    lines = text.splitlines(keepends=True)
+    fields = lines[2].split(",")
+    fields[-1] = "high\n"
+    tree["groups"].write_text("".join([*lines[:2], ",".join(fields), *lines[3:]]))
+    with pytest.raises(ArtifactError, match="figure3.csv:3: column 'bleu' must be a number"):
+        summary_main(tree["params"], paths)
+    assert not paths.out.exists() and not paths.plots.exists()
+    tree["groups"].write_text(text)
+    summary_main(tree["params"], paths)
+    assert paths.out.is_file() and paths.figure3_plot("length").is_file()
+
+
 def _png(path: Path) -> np.ndarray:
     import matplotlib.image
 

@@ -18,7 +18,8 @@ import time
 
 from s2s.config import Params
 from s2s.dag import Arg, Stage, command
-from s2s.layout import BLEU_FILE, SUMMARY_FILE, TRAIN_DIR, SummaryPaths
+from s2s.layout import (BLEU_FILE, GROUP_COLUMNS, GROUP_NUMBERS, SUMMARY_FILE, TRAIN_DIR,
+                        SummaryPaths)
 
 log = logging.getLogger("s2s.summary")
 
@@ -46,21 +47,19 @@ def cli(args, params) -> None:
 
 
 def main(params: Params, paths: SummaryPaths) -> dict:
-    import pandas as pd
-
-    from s2s.artifacts import Summary, read_measured
+    from s2s.artifacts import Summary, read_measured, read_table
     from s2s.evaluate.summary import figure3_plots, summarize
     from s2s.io import atomic_write_text
 
     t0 = time.perf_counter()
     read: list[str] = []
     found = read_measured(paths, params.models, params.systems, read)
+    groups = read_table(paths.groups, columns=GROUP_COLUMNS, numbers=GROUP_NUMBERS,
+                        dtype={"system": str, "beam": str, "label": str}, keep_default_na=False)
+    read.append(str(paths.groups))
     summary = summarize(params, found.bleu, found.train, found.timing)
     Summary.from_json(summary, source=paths.out).write(paths.out)  # checked as `s2s exps` reads it
     written = [str(paths.out)]
-    groups = pd.read_csv(paths.groups, dtype={"system": str, "beam": str, "label": str},
-                         keep_default_na=False)
-    read.append(str(paths.groups))
     for axis, frame in figure3_plots(params, groups).items():
         path = paths.figure3_plot(axis)
         atomic_write_text(path, frame.to_csv(index=False))
