@@ -33,7 +33,7 @@ from s2s import distributed  # noqa: E402
 from s2s.config import load  # noqa: E402
 from s2s.data.batching import collate_ids  # noqa: E402
 from s2s.layout import TrainPaths  # noqa: E402
-from s2s.train import lr_at, setup, train_step  # noqa: E402
+from s2s.train import TrainJob, lr_at, setup, train_step  # noqa: E402
 
 
 def train(project: Path, model: str, steps: int, device: str, out: Path) -> None:
@@ -44,7 +44,7 @@ def train(project: Path, model: str, steps: int, device: str, out: Path) -> None
                        ckpt_dir=out.parent / f"{out.stem}-ckpt",
                        metrics=out.parent / f"{out.stem}.json",
                        curves=out.parent / f"{out.stem}-curves.csv")
-    r = setup(params, model, paths, world=distributed.World())
+    r = setup(TrainJob.of(params, model), paths, world=distributed.World())
     print(f"{model} on {r.device}: {r.chosen}", flush=True)
     rows, step, t0 = [], 0, time.perf_counter()
     while step < steps:

@@ -170,7 +170,7 @@ def first_step_here(work: Path, params_path: Path) -> None:
     paths = layout.TrainPaths(ids=work / "ids", vocab=work / "vocab",
                               model_dir=work / "run" / "model", ckpt_dir=work / "run" / "ckpt",
                               metrics=work / "run" / "m.json", curves=work / "run" / "c.csv")
-    r = train.setup(params, "forward", paths, world=distributed.World())
+    r = train.setup(train.TrainJob.of(params, "forward"), paths, world=distributed.World())
     t_setup = time.perf_counter() - t
     t = time.perf_counter()
     order = r.batches_of(0)

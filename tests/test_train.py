@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from s2s import checkpoint, train
+from s2s import checkpoint, distributed, train
 from s2s.config import TrainConfig
 from s2s.data import vocab
 from s2s.model.seq2seq import Seq2Seq
@@ -144,6 +144,39 @@ def test_a_models_recipe_is_train_then_its_architectures_then_its_own(tmp_path):
     cfg = params.model_config("tf")  # the Transformer's own config: `model`'s RNN keys unused
     assert type(cfg).__name__ == "TransformerConfig" and (cfg.heads, cfg.kv_heads) == (2, 1)
     assert not hasattr(cfg, "cell") and cfg.reverse_source is False
+
+
+def test_a_train_job_resolves_params_once_and_the_trainer_follows_the_job(data, tmp_path):
+    """TrainJob.of reads the model's own recipe and architecture, the train resources, the text
+    settings and (asked for) the snapshot epochs; an unknown model is refused naming the key. The
+    trainer reads nothing else: a job changed by hand trains as the job says."""
+    import yaml
+
+    from s2s.config import ConfigError, load
+
+    tmp, params = data
+    raw = profile_dict("smoke")
+    raw["models"]["forward"]["train"] = {"device": "cpu", "epochs": 0.25}
+    raw["analysis"]["snapshots"] = [0, 0.5]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    own = load(path)
+    job = train.TrainJob.of(own, "forward", snapshots=True)
+    assert (job.cfg.device, job.cfg.epochs, params.train.device) == ("cpu", 0.25, "auto")
+    assert job.snapshot_epochs == (0.0, 0.5)
+    assert train.TrainJob.of(own, "forward").snapshot_epochs == ()
+    assert job.gpus == own.resources_for("train").gpus and job.model_cfg.init_seed == 11
+    with pytest.raises(ConfigError, match="nosuch"):
+        train.TrainJob.of(own, "nosuch")
+
+    by_hand = dataclasses.replace(train.TrainJob.of(params, "forward"),
+                                  cfg=dataclasses.replace(params.train, epochs=0.5))
+    m = train.run(by_hand, TrainPaths(
+        ids=tmp / "ids", vocab=tmp / "vocab", model_dir=tmp_path / "model",
+        ckpt_dir=tmp_path / "ckpt", metrics=tmp_path / "metrics.json",
+        curves=tmp_path / "curves.csv"), stop_after=None, world=distributed.World(),
+        stop=None)
+    assert (m["steps"], m["epochs"]) == (48, 0.5)  # 96 steps an epoch (test_loss_falls...)
 
 
 def test_a_step_out_of_memory_names_the_batch_and_the_keys_and_keeps_the_last_checkpoint(

@@ -71,9 +71,13 @@ def pick_device(name: str, *, key: str, gpus: int | None = None,
 def for_stage(params, kind: str, *, name: str, key: str) -> torch.device:
     """The device of a stage of `kind` (train, translate, rescore, timing): its GPUs claimed
     first where a Snakemake job asks for them (:func:`claim_job_gpus`), then :func:`pick_device`
-    with the stage's resources."""
+    with the stage's resources (:func:`for_resources`)."""
+    return for_resources(params.resources_for(kind).gpus, kind, name=name, key=key)
+
+
+def for_resources(gpus: int, kind: str, *, name: str, key: str) -> torch.device:
+    """:func:`for_stage` with `resources.<kind>.gpus` already read: `gpus`."""
     claim_job_gpus()
-    gpus = params.resources_for(kind).gpus
     return pick_device(name, key=key, gpus=gpus, gpus_key=f"resources.{kind}.gpus")
 
 

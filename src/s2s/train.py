@@ -32,12 +32,12 @@ from torch import nn
 
 from s2s import checkpoint, distributed, precision, runguard
 from s2s.artifacts import SnapshotEntry, SnapshotIndex, TrainMetrics
-from s2s.config import Params, TrainConfig, train_record
+from s2s.config import AnalysisConfig, Params, TrainConfig, train_record
 from s2s.data.batching import (Batch, collate, collate_ids, epoch_batches, eval_batches,
                                 prefetch_batches, steps_per_epoch)
 from s2s.data.ids import IdCorpus, IdsRecord, ids_file, offsets_file, open_split
 from s2s.data.vocab import Vocab
-from s2s.device import for_stage
+from s2s.device import for_resources
 from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
 from s2s.layout import BEST_FILE, CURVE_COLUMNS, MODEL_FILE, CurveRow, TrainPaths
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy, summed_nll
@@ -692,15 +692,38 @@ class Run:
         return metrics
 
 
-def setup(params: Params, name: str, paths: TrainPaths, *, world: distributed.World,
-          snapshot_epochs: tuple[float, ...] = ()) -> Run:
+@dataclass(frozen=True)
+class TrainJob:
+    """One model's training as params ask for it, resolved once (:meth:`of`, by the train stage):
+    its name, its recipe (`train` with its architecture's and its own,
+    :meth:`s2s.config.Params.train_config`), its architecture's config, the GPUs its resources
+    ask for, the text settings its data was prepared with (s2s.text_settings), and the epochs to
+    snapshot (none: no snapshots). The trainer reads nothing else of params."""
+
+    name: str
+    cfg: TrainConfig
+    model_cfg: object
+    gpus: int  # resources.train.gpus
+    text: dict
+    snapshot_epochs: tuple[float, ...] = ()
+
+    @classmethod
+    def of(cls, params: Params, name: str, *, snapshots: bool = False) -> TrainJob:
+        """Model `name` of params (ConfigError naming the key of an unknown or bad one), with
+        params' `analysis.snapshots` where `snapshots`."""
+        return cls(name=name, cfg=params.train_config(name), model_cfg=params.model_config(name),
+                   gpus=params.resources_for("train").gpus, text=text_record(params.prepare),
+                   snapshot_epochs=(tuple(AnalysisConfig.read(params, "snapshots"))
+                                    if snapshots else ()))
+
+
+def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
     """Read the data, build and initialise the model on its device, plan the batches."""
-    cfg = params.train_config(name)  # `train`, with the model's recipe
-    model_cfg = params.model_config(name)
+    name, cfg, model_cfg = job.name, job.cfg, job.model_cfg
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = distributed.init(world, for_stage(params, "train", name=cfg.device,
-                                               key="train.device"))
+    device = distributed.init(world, for_resources(job.gpus, "train", name=cfg.device,
+                                                   key="train.device"))
     src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
     # mapped, not read: checked against the ids stage's record (s2s.data.ids)
     t0 = time.perf_counter()
@@ -730,26 +753,25 @@ def setup(params: Params, name: str, paths: TrainPaths, *, world: distributed.Wo
                 log.info("%s: removed %s, left by a killed run", name, tmp)
     per_epoch = steps_per_epoch(len(train), cfg.batch_size)
     total_steps = max(1, round(cfg.epochs * per_epoch))
-    text = text_record(params.prepare)
     snaps = None if paths.snapshots is None else Snapshots(
-        snapshot_epochs, steps_per_epoch=per_epoch, total_steps=total_steps,
+        job.snapshot_epochs, steps_per_epoch=per_epoch, total_steps=total_steps,
         ckpt_dir=paths.ckpt_dir, out_dir=paths.snapshots, fingerprint=fp, writer=world.is_main,
         save=functools.partial(checkpoint.save, model=model, src_vocab=src_vocab,
-                               tgt_vocab=tgt_vocab, name=name, text=text))
+                               tgt_vocab=tgt_vocab, name=name, text=job.text))
     return Run(name=name, cfg=cfg, model_cfg=model_cfg, world=world, device=device, chosen=chosen,
                src_vocab=src_vocab, tgt_vocab=tgt_vocab, train=train, dev=dev, model=model,
                opt=opt, steps_per_epoch=per_epoch, total_steps=total_steps,
                eval_steps=max(1, round(cfg.eval_every * per_epoch)), fingerprint=fp,
-               paths=paths, text=text, snaps=snaps)
+               paths=paths, text=job.text, snaps=snaps)
 
 
-def run(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None,
-        world: distributed.World, stop: runguard.StopSignals | None,
-        snapshot_epochs: tuple[float, ...] = ()) -> dict:
-    """Train model `name` of params to its last step, resuming from ``paths.last`` where it can,
-    and write its outputs (s2s.stages.train says which). Returns its metrics."""
+def run(job: TrainJob, paths: TrainPaths, *, stop_after: int | None, world: distributed.World,
+        stop: runguard.StopSignals | None) -> dict:
+    """Train `job` to its last step, resuming from ``paths.last`` where it can, and write its
+    outputs (s2s.stages.train says which). Returns its metrics."""
     t_start = time.perf_counter()
-    r = setup(params, name, paths, world=world, snapshot_epochs=snapshot_epochs)
+    name = job.name
+    r = setup(job, paths, world=world)
     state = r.resume()
     if world.is_main:
         paths.model_dir.mkdir(parents=True, exist_ok=True)

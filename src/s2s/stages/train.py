@@ -80,13 +80,12 @@ def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None
     from s2s import distributed, runguard, train
     from s2s.device import claim_job_gpus
 
-    cfg = params.train
-    params.model_config(name)  # an unknown model fails before any work
-    epochs = tuple(AnalysisConfig.read(params, "snapshots")) if paths.snapshots is not None else ()
+    # an unknown or bad model fails here, before any work
+    job = train.TrainJob.of(params, name, snapshots=paths.snapshots is not None)
     world = distributed.World.from_env()
     if world.size == 1:
         claim_job_gpus()  # before CUDA starts: this job's GPUs, where Snakemake ran it locally
-        nprocs = distributed.processes_for(params.resources_for("train").gpus, cfg.device)
+        nprocs = distributed.processes_for(job.gpus, job.cfg.device)
         if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
             runguard.tie_to_pipeline()  # a signal here is passed on to every rank
             distributed.spawn(main, nprocs, params, name, paths, stop_after=stop_after)
@@ -96,5 +95,4 @@ def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None
     with (runguard.FolderLock(paths.ckpt_dir) if world.is_main else contextlib.nullcontext(),
           runguard.StopSignals() as stop):
         runguard.tie_to_pipeline()
-        return train.run(params, name, paths, stop_after=stop_after, world=world, stop=stop,
-                         snapshot_epochs=epochs)
+        return train.run(job, paths, stop_after=stop_after, world=world, stop=stop)
