@@ -186,16 +186,15 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
     src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
     # Each member checked to be the model params describe (config, name, vocabularies) and to
     # have been trained on text prepared as params' `prepare` will prepare this input.
-    model = load_members(sys_cfg.members, params=params, models_dir=models_dir,
-                         src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=dev,
-                         combine=cfg.combine,
+    configs = {m: params.model_config(m) for m in sys_cfg.members}
+    model = load_members(configs, models_dir=models_dir, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
+                         device=dev, combine=cfg.combine,
                          text=lambda m: for_params(params, m, checkpoint.CheckpointError))
     log.info("loaded system '%s' (%s) from %s and %s on %s", system, ", ".join(sys_cfg.members),
              models_dir, vocab_dir, dev)
     return Translator(str(system), model, src_vocab, tgt_vocab, params.prepare.lowercase, cfg,
                       tuple(sys_cfg.beams), dev, _mm_dtype(cfg, dev),
-                      feature_name(params.model_config(m) for m in sys_cfg.members),
-                      tuple(params.model_config(m) for m in sys_cfg.members))
+                      feature_name(configs.values()), tuple(configs.values()))
 
 
 def load_export(folder: str | Path, *, device: str | None = None) -> Translator:

@@ -276,8 +276,9 @@ class TrainMetrics(Record):
 
 @dataclass(frozen=True)
 class Measured:
-    """The BLEU of every output, and where they were made, each model's training metrics and
-    each system's decoding timing."""
+    """What the evaluate, train and translate stages measured, as the summary, claims and report
+    stages read it (:func:`read_measured`): the BLEU of every output, each model's training
+    metrics and each system's decoding timing."""
 
     bleu: Bleu
     train: dict[str, TrainMetrics]  # by model

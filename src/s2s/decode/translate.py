@@ -5,13 +5,14 @@ lists' fp32 scores (the library of :mod:`s2s.stages.translate` and of `s2s trans
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from s2s import checkpoint, precision
-from s2s.config import Params, TranslateConfig
+from s2s.config import TranslateConfig
 from s2s.data.batching import collate
 from s2s.data.vocab import Vocab
 from s2s.decode.beam import Hypothesis, beam_search, score_sequences
@@ -85,18 +86,20 @@ def check_search_size(*, beam: int, batch_size: int, vocab_size: int,
             f"{device.type}; a beam of at most {largest:,} fits")
 
 
-def load_members(members, *, params: Params, models_dir: Path, src_vocab: Vocab,
+def load_members(configs: Mapping[str, object], *, models_dir: Path, src_vocab: Vocab,
                  tgt_vocab: Vocab, device: torch.device, combine: str, text=None):
-    """One model, or an Ensemble of several, from their final checkpoints, each checked to be
-    the model `params.models.<member>` describes (config, name, vocabularies). `text`: a
-    function of the member's name giving the text settings its input will be prepared with
-    (s2s.text_settings.for_params), checked against each checkpoint's record. The stages pass
-    none: their input is the prepare stage's, and a change of ``prepare.lowercase`` retrains
-    every model (the train stages declare it) before DVC runs them."""
+    """One model, or an Ensemble of several, from their final checkpoints: `configs` maps each
+    member's name, in the system's order, to the config params give it
+    (:meth:`s2s.config.Params.model_config`), and each checkpoint is checked to be that model
+    (config, name, vocabularies). `text`: a function of the member's name giving the text
+    settings its input will be prepared with (s2s.text_settings.for_params), checked against
+    each checkpoint's record. The stages pass none: their input is the prepare stage's, and a
+    change of ``prepare.lowercase`` retrains every model (the train stages declare it) before
+    DVC runs them."""
     models = [checkpoint.load_model(model_file(models_dir, m), src_vocab=src_vocab,
-                                    tgt_vocab=tgt_vocab, device=device,
-                                    expect=params.model_config(m), name=m,
-                                    text=None if text is None else text(m)) for m in members]
+                                    tgt_vocab=tgt_vocab, device=device, expect=cfg, name=m,
+                                    text=None if text is None else text(m))
+              for m, cfg in configs.items()]
     return models[0] if len(models) == 1 else Ensemble(models, combine=combine)
 
 

@@ -95,9 +95,9 @@ def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
         device = for_stage(params, "rescore", name=params.translate.device,
                            key="translate.device")
         src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
-        model = load_members(cfg.rescorers[rescorer], params=params, models_dir=paths.models,
-                             src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
-                             combine=params.translate.combine)
+        model = load_members({m: params.model_config(m) for m in cfg.rescorers[rescorer]},
+                             models_dir=paths.models, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
+                             device=device, combine=params.translate.combine)
         sources = [src_vocab.encode(s) for s in sources_tok]
         flat = [c for cands in lists for c in cands]
         with precision.strict_fp32(device):  # the models' own fp32 scores, TF32 off on a GPU

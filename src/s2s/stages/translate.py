@@ -66,25 +66,24 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
         raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
                        f"(known: {', '.join(params.systems)})")
     sys_cfg, cfg = params.systems[system], params.translate
-    configs = [params.model_config(m) for m in sys_cfg.members]
+    configs = {m: params.model_config(m) for m in sys_cfg.members}
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = for_stage(params, "translate", name=cfg.device, key="translate.device")
     chosen = precision.choose(cfg.amp, device)
     src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
     sources = [src_vocab.encode(s) for s in read_lines(paths.source)]
-    check_lengths(sources, configs=configs, cfg=cfg, where=str(paths.source))
+    check_lengths(sources, configs=configs.values(), cfg=cfg, where=str(paths.source))
     for beam in sys_cfg.beams:
         check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
                           device=device)
-    model = load_members(sys_cfg.members, params=params, models_dir=paths.models,
-                         src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
-                         combine=cfg.combine)
+    model = load_members(configs, models_dir=paths.models, src_vocab=src_vocab,
+                         tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
     log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,
              len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
              chosen)
 
-    feature = arch.feature_name(configs)
+    feature = arch.feature_name(configs.values())
     beams: dict[int, BeamTiming] = {}
     for beam in sys_cfg.beams:
         t0 = time.perf_counter()
