@@ -62,6 +62,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
+    members = a.members.split(",")
+    if len(set(members)) != len(members):  # as params refuse a system's repeated member
+        ap.error(f"--members names a model twice: {a.members}")
     threads = set_threads(a.threads)
     params = load_params(a.run / "params.yaml")
     src_vocab = Vocab.load(a.run / "data/vocab/en.tsv")
@@ -72,7 +75,6 @@ def main() -> None:
     lists = rescore.read_nbest(path, sentences=len(test))[: a.sentences]
     cands = [c for lst in lists for c in lst]
     sources = [src_vocab.encode(s) for s in test[: a.sentences]]
-    members = a.members.split(",")
     device = torch.device("cpu")
     model = load_members({m: params.model_config(m) for m in members},
                          models_dir=a.run / "models", src_vocab=src_vocab, tgt_vocab=tgt_vocab,

@@ -33,6 +33,7 @@ from s2s.report.sections import bleu as bleu_tables
 from s2s.report.sections import summary
 from s2s.layout import ClaimsPaths, ReportPaths
 from s2s.stages.claims import main as claims_main
+from s2s.report.inputs import load as inputs_load
 from s2s.stages.report import main as report_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -338,6 +339,8 @@ def test_a_metrics_file_of_a_model_the_profile_no_longer_names_is_read_by_no_sta
     _dump(train / "dropped.json", {**stale, "model": "dropped", "device": "stale-device",
                                    "wall_seconds": 6000.0})
     (train / f"{first}.json").unlink()
+    curves = tree["metrics"] / "curves"
+    (curves / "dropped.csv").write_text((curves / f"{first}.csv").read_text())
     summary = summary_main(params, SummaryPaths(
         metrics=tree["metrics"], translate=tree["translate"], groups=tree["groups"],
         out=tmp_path / "summary.json", plots=tmp_path / "plots"))
@@ -350,6 +353,21 @@ def test_a_metrics_file_of_a_model_the_profile_no_longer_names_is_read_by_no_sta
     assert "dropped" not in md
     perplexity = pd.read_csv(tree["out"] / "tables" / "perplexity.csv")
     assert f"no metrics/train/{first}.json" in " ".join(perplexity["status"].astype(str))
+    art = inputs_load(params, report_paths(tree, claims=tree["out"].parent / "claims.json",
+                                           out=tree["out"]))
+    assert set(art.curves) == set(params.models) and set(art.train) == set(params.models) - {first}
+    assert not [f for f in art.read if "dropped" in f]
+
+
+def test_a_training_metrics_file_of_another_model_than_its_name_is_refused(tmp_path):
+    from s2s.artifacts import ArtifactError
+
+    tree = build_tree(tmp_path)
+    params, train = tree["params"], tree["metrics"] / "train"
+    first, second = list(params.models)[:2]
+    (train / f"{first}.json").write_text((train / f"{second}.json").read_text())
+    with pytest.raises(ArtifactError, match=rf"train/{first}\.json: 'model' is '{second}', not"):
+        render(tree)
 
 
 def test_the_summary_reads_figure3s_groups_checked_before_it_writes_anything(tmp_path):

@@ -300,13 +300,18 @@ def read_measured(paths: MeasuredFiles, models: typing.Iterable[str],
                   systems: typing.Iterable[str], read: list[str]) -> Measured:
     """`metrics/bleu.json` (required: FileNotFoundError naming it), and the training metrics of
     `models` and the timings of `systems` where they are there (each absent one logged); every
-    file read is appended to `read`."""
+    file read is appended to `read`. A training metrics file of another model than its name
+    says is an ArtifactError naming the file."""
     if not paths.bleu.is_file():
         raise FileNotFoundError(f"{paths.bleu}: no BLEU metrics; run the evaluate stage first")
     read.append(str(paths.bleu))
     bleu = Bleu.read(paths.bleu)
     train = {m: t for m in models
              if (t := TrainMetrics.read_if_present(paths.train_metrics(m), read)) is not None}
+    for m, t in train.items():
+        if t.model != m:
+            raise ArtifactError(f"{paths.train_metrics(m)}: 'model' is {t.model!r}, not the "
+                                f"model its name says ({m!r}); rerun train-{m}")
     timing = {s: t for s in systems
               if (t := Timing.read_if_present(paths.timing(s), read)) is not None}
     return Measured(bleu=bleu, train=train, timing=timing)

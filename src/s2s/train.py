@@ -694,8 +694,8 @@ class Run:
 
 @dataclass(frozen=True)
 class TrainJob:
-    """One model's training as params ask for it, resolved once (:meth:`of`, by the train stage):
-    its name, its recipe (`train` with its architecture's and its own,
+    """One model's training as params ask for it, resolved once in each process (:meth:`of`, by
+    the train stage): its name, its recipe (`train` with its architecture's and its own,
     :meth:`s2s.config.Params.train_config`), its architecture's config, the GPUs its resources
     ask for, the text settings its data was prepared with (s2s.text_settings), and the epochs to
     snapshot (none: no snapshots). The trainer reads nothing else of params."""

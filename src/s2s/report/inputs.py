@@ -62,7 +62,8 @@ def load(params: Params, paths: ReportPaths) -> Artifacts:
     claims = Claims.read(paths.claims)
     read.append(str(paths.claims))
     curves = {}
-    for p in sorted(paths.curves.glob("*.csv")):
+    # the profile's models' curves (an older run's of a model since taken out stay unread)
+    for p in sorted(p for p in paths.curves.glob("*.csv") if p.stem in params.models):
         read.append(str(p))
         curves[p.stem] = read_table(p, columns=CURVE_COLUMNS, numbers=CURVE_COLUMNS)
     if paths.groups.is_file():
