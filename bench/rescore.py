@@ -76,9 +76,9 @@ def main() -> None:
     cands = [c for lst in lists for c in lst]
     sources = [src_vocab.encode(s) for s in test[: a.sentences]]
     device = torch.device("cpu")
-    model = load_members({m: params.model_config(m) for m in members},
-                         models_dir=a.run / "models", src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-                         device=device, combine=params.translate.combine)
+    model = load_members(params.model_configs(members), models_dir=a.run / "models",
+                         src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=device,
+                         combine=params.translate.combine)
     print(machine_line(threads))
     print(f"{path}: {len(cands):,} hypotheses of {len(lists)} sentences; rescorer "
           f"{', '.join(members)}; fp32, as the rescore stage scores")

@@ -193,6 +193,10 @@ def test_a_stage_reading_an_undeclared_key_fails():
         view.systems["forward"]  # noqa: B018
     with pytest.raises(UndeclaredParams, match=r"'models.forward'"):
         view.model_config("forward")
+    assert view.model_configs(["reversed_1"]) == {"reversed_1": params.model_config("reversed_1")}
+    with pytest.raises(UndeclaredParams, match=r"'models.forward'"):
+        view.model_configs(["reversed_1", "forward"])
+    assert list(params.model_configs(["reversed_2", "forward"])) == ["reversed_2", "forward"]
     partial = only(params, ("rescore.baseline",), stage="rescore-oracle")
     assert partial.rescore.baseline == params.rescore.baseline
     with pytest.raises(UndeclaredParams, match=r"'rescore.weight'"):

@@ -186,7 +186,7 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
     src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
     # Each member checked to be the model params describe (config, name, vocabularies) and to
     # have been trained on text prepared as params' `prepare` will prepare this input.
-    configs = {m: params.model_config(m) for m in sys_cfg.members}
+    configs = params.model_configs(sys_cfg.members)
     model = load_members(configs, models_dir=models_dir, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
                          device=dev, combine=cfg.combine,
                          text=lambda m: for_params(params, m, checkpoint.CheckpointError))

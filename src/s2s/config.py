@@ -301,6 +301,11 @@ class Params:
                                                             source=self.source, name=name))
         return built
 
+    def model_configs(self, names: typing.Iterable[str]) -> dict[str, Any]:
+        """The model_config of each of `names` (a system's members, a rescorer's), by name, in
+        their order."""
+        return {name: self.model_config(name) for name in names}
+
     def train_config(self, name: str) -> TrainConfig:
         """How `models.<name>` is trained: `train`, then its architecture's recipe, then its own
         `train` overrides (`models.<name>.train`). Built once, as model_config."""
@@ -433,6 +438,10 @@ class ParamsView:
             return self._params.model_config(name)  # the error naming the known models
         self.model, self.models[name]  # noqa: B018 -- both must be declared
         return self._params.model_config(name)
+
+    def model_configs(self, names: typing.Iterable[str]) -> dict[str, Any]:
+        """As Params.model_configs, each through the view."""
+        return {name: self.model_config(name) for name in names}
 
     def train_config(self, name: str) -> TrainConfig:
         """As Params.train_config, reading `train`, `model` and `models.<name>` through the

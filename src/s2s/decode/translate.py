@@ -90,7 +90,7 @@ def load_members(configs: Mapping[str, object], *, models_dir: Path, src_vocab: 
                  tgt_vocab: Vocab, device: torch.device, combine: str, text=None):
     """One model, or an Ensemble of several, from their final checkpoints: `configs` maps each
     member's name, in the system's order, to the config params give it
-    (:meth:`s2s.config.Params.model_config`), and each checkpoint is checked to be that model
+    (:meth:`s2s.config.Params.model_configs`), and each checkpoint is checked to be that model
     (config, name, vocabularies). `text`: a function of the member's name giving the text
     settings its input will be prepared with (s2s.text_settings.for_params), checked against
     each checkpoint's record. The stages pass none: their input is the prepare stage's, and a

@@ -71,7 +71,7 @@ def cli(args, params) -> None:
          lowercase=params.prepare.lowercase, memory_models=mem,
          memory_steps=AnalysisConfig.read(params, "memory_steps"),
          memory_candidates=AnalysisConfig.read(params, "memory_candidates"),
-         expect={m: params.model_config(m) for m in dict.fromkeys((*cfg.models, *mem))})
+         expect=params.model_configs(dict.fromkeys((*cfg.models, *mem))))
 
 
 def main(paths: AnalyzePaths, *, models: Sequence[str] | Mapping[str, Path],

@@ -95,7 +95,7 @@ def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
         device = for_stage(params, "rescore", name=params.translate.device,
                            key="translate.device")
         src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
-        model = load_members({m: params.model_config(m) for m in cfg.rescorers[rescorer]},
+        model = load_members(params.model_configs(cfg.rescorers[rescorer]),
                              models_dir=paths.models, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
                              device=device, combine=params.translate.combine)
         sources = [src_vocab.encode(s) for s in sources_tok]

@@ -82,7 +82,7 @@ def main(params: Params, paths: TimingPaths) -> dict:
     if params.timing.sentences:
         lines = lines[: params.timing.sentences]
     sources = [src_vocab.encode(s) for s in lines]
-    models = {s: load_members({m: params.model_config(m) for m in params.systems[s].members},
+    models = {s: load_members(params.model_configs(params.systems[s].members),
                               models_dir=paths.models, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
                               device=device, combine=cfg.combine)
               for s in dict.fromkeys(s for s, _ in timed)}

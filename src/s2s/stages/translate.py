@@ -66,7 +66,7 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
         raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
                        f"(known: {', '.join(params.systems)})")
     sys_cfg, cfg = params.systems[system], params.translate
-    configs = {m: params.model_config(m) for m in sys_cfg.members}
+    configs = params.model_configs(sys_cfg.members)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = for_stage(params, "translate", name=cfg.device, key="translate.device")

@@ -106,8 +106,8 @@ def baseline_text(params: Params) -> str:
         return f"the external n-best lists of data.nbest ({params.data.nbest.corpus})"
     name = params.rescore.baseline
     system = params.systems[name]
-    kinds = list(dict.fromkeys(f"{c.describe()}, {c.size()}" for c in
-                               (params.model_config(m) for m in system.members)))
+    kinds = list(dict.fromkeys(f"{c.describe()}, {c.size()}"
+                               for c in params.model_configs(system.members).values()))
     count = f"{len(system.members)} model{'s' if len(system.members) > 1 else ''}"
     return (f"'{name}' ({count}: {'; '.join(kinds)}), its {system.nbest}-best lists at beam "
             f"{system.widest_beam}")
