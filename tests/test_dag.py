@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from s2s import pipeline, stages
-from s2s.config import UndeclaredParams, load, only
+from s2s.config import ConfigError, UndeclaredParams, load, only
 
 from conftest import EXPECTED_READERS
 
@@ -197,6 +197,10 @@ def test_a_stage_reading_an_undeclared_key_fails():
     with pytest.raises(UndeclaredParams, match=r"'models.forward'"):
         view.model_configs(["reversed_1", "forward"])
     assert list(params.model_configs(["reversed_2", "forward"])) == ["reversed_2", "forward"]
+    with pytest.raises(ConfigError, match=r"forward named more than once"):  # not one member
+        params.model_configs(["forward", "reversed_2", "forward"])
+    with pytest.raises(ConfigError, match=r"reversed_1 named more than once"):
+        view.model_configs(["reversed_1", "reversed_1"])
     partial = only(params, ("rescore.baseline",), stage="rescore-oracle")
     assert partial.rescore.baseline == params.rescore.baseline
     with pytest.raises(UndeclaredParams, match=r"'rescore.weight'"):

@@ -370,6 +370,26 @@ def test_a_training_metrics_file_of_another_model_than_its_name_is_refused(tmp_p
         render(tree)
 
 
+def test_a_timing_of_another_system_than_its_folder_is_refused(tmp_path):
+    """A system's timing.json copied from another system's folder: the summary (and so the
+    claims and report, which read through the same function) names the file, not its cost."""
+    from s2s.artifacts import ArtifactError
+    from s2s.layout import SummaryPaths
+    from s2s.stages.summary import main as summary_main
+
+    tree = build_tree(tmp_path)
+    params, translate = tree["params"], tree["translate"]
+    first, second = [s for s in params.systems if (translate / s / "timing.json").is_file()][:2]
+    (translate / first / "timing.json").write_text((translate / second / "timing.json").read_text())
+    with pytest.raises(ArtifactError, match=rf"{first}/timing\.json: 'system' is '{second}', not"):
+        summary_main(params, SummaryPaths(
+            metrics=tree["metrics"], translate=translate, groups=tree["groups"],
+            out=tmp_path / "summary.json", plots=tmp_path / "plots"))
+    assert not (tmp_path / "summary.json").exists()
+    with pytest.raises(ArtifactError, match=rf"{first}/timing\.json: 'system' is '{second}'"):
+        render(tree)
+
+
 def test_the_summary_reads_figure3s_groups_checked_before_it_writes_anything(tmp_path):
     """Figure 3's groups cut mid-row, or with a value that is not a number: an error naming the
     file (and the line), and no summary.json beside a plot that was never drawn."""

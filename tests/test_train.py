@@ -153,6 +153,7 @@ def test_a_train_job_resolves_params_once_and_the_trainer_follows_the_job(data, 
     import yaml
 
     from s2s.config import ConfigError, load
+    from s2s.device import NoCudaError
 
     tmp, params = data
     raw = profile_dict("smoke")
@@ -168,6 +169,16 @@ def test_a_train_job_resolves_params_once_and_the_trainer_follows_the_job(data, 
     assert job.gpus == own.resources_for("train").gpus and job.model_cfg.init_seed == 11
     with pytest.raises(ConfigError, match="nosuch"):
         train.TrainJob.of(own, "nosuch")
+    # a device set by the model's own recipe is named by its key where it cannot be had
+    assert (job.device_key, train.TrainJob.of(params, "forward").device_key) \
+        == ("models.forward.train.device", "train.device")
+    if not torch.cuda.is_available():
+        on_cuda = dataclasses.replace(job, cfg=dataclasses.replace(job.cfg, device="cuda"))
+        with pytest.raises(NoCudaError, match=r"^models\.forward\.train\.device is 'cuda'"):
+            train.setup(on_cuda, TrainPaths(
+                ids=tmp / "ids", vocab=tmp / "vocab", model_dir=tmp_path / "m",
+                ckpt_dir=tmp_path / "c", metrics=tmp_path / "m.json", curves=tmp_path / "c.csv"),
+                world=distributed.World())
 
     by_hand = dataclasses.replace(train.TrainJob.of(params, "forward"),
                                   cfg=dataclasses.replace(params.train, epochs=0.5))

@@ -301,7 +301,7 @@ def read_measured(paths: MeasuredFiles, models: typing.Iterable[str],
     """`metrics/bleu.json` (required: FileNotFoundError naming it), and the training metrics of
     `models` and the timings of `systems` where they are there (each absent one logged); every
     file read is appended to `read`. A training metrics file of another model than its name
-    says is an ArtifactError naming the file."""
+    says, or a timing of another system, is an ArtifactError naming the file."""
     if not paths.bleu.is_file():
         raise FileNotFoundError(f"{paths.bleu}: no BLEU metrics; run the evaluate stage first")
     read.append(str(paths.bleu))
@@ -314,6 +314,10 @@ def read_measured(paths: MeasuredFiles, models: typing.Iterable[str],
                                 f"model its name says ({m!r}); rerun train-{m}")
     timing = {s: t for s in systems
               if (t := Timing.read_if_present(paths.timing(s), read)) is not None}
+    for s, t in timing.items():
+        if t.system != s:
+            raise ArtifactError(f"{paths.timing(s)}: 'system' is {t.system!r}, not the system "
+                                f"its folder says ({s!r}); rerun translate-{s}")
     return Measured(bleu=bleu, train=train, timing=timing)
 
 

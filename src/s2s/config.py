@@ -303,7 +303,11 @@ class Params:
 
     def model_configs(self, names: typing.Iterable[str]) -> dict[str, Any]:
         """The model_config of each of `names` (a system's members, a rescorer's), by name, in
-        their order."""
+        their order; a name given twice is a ConfigError (a dict would keep one member of two)."""
+        names = list(names)
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ConfigError(f"{self.source}: model(s) {', '.join(twice)} named more than once "
+                              f"in {names}; an ensemble's members are distinct models")
         return {name: self.model_config(name) for name in names}
 
     def train_config(self, name: str) -> TrainConfig:
@@ -440,8 +444,11 @@ class ParamsView:
         return self._params.model_config(name)
 
     def model_configs(self, names: typing.Iterable[str]) -> dict[str, Any]:
-        """As Params.model_configs, each through the view."""
-        return {name: self.model_config(name) for name in names}
+        """As Params.model_configs (a name given twice refused there), each through the view."""
+        names = list(names)
+        for name in names:
+            self.model_config(name)
+        return self._params.model_configs(names)
 
     def train_config(self, name: str) -> TrainConfig:
         """As Params.train_config, reading `train`, `model` and `models.<name>` through the

@@ -706,6 +706,7 @@ class TrainJob:
     gpus: int  # resources.train.gpus
     text: dict
     snapshot_epochs: tuple[float, ...] = ()
+    device_key: str = "train.device"  # the key cfg.device came from: what its errors name
 
     @classmethod
     def of(cls, params: Params, name: str, *, snapshots: bool = False) -> TrainJob:
@@ -714,7 +715,10 @@ class TrainJob:
         return cls(name=name, cfg=params.train_config(name), model_cfg=params.model_config(name),
                    gpus=params.resources_for("train").gpus, text=text_record(params.prepare),
                    snapshot_epochs=(tuple(AnalysisConfig.read(params, "snapshots"))
-                                    if snapshots else ()))
+                                    if snapshots else ()),
+                   device_key=(f"models.{name}.train.device"
+                               if "device" in (params.models[name].get("train") or {})
+                               else "train.device"))
 
 
 def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
@@ -723,7 +727,7 @@ def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = distributed.init(world, for_resources(job.gpus, "train", name=cfg.device,
-                                                   key="train.device"))
+                                                   key=job.device_key))
     src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
     # mapped, not read: checked against the ids stage's record (s2s.data.ids)
     t0 = time.perf_counter()
