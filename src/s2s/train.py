@@ -441,12 +441,11 @@ class _ResumeRecord:
 
 @dataclass
 class Run:
-    """What one training run holds fixed: its params, data, model, optimizer, batch plan and
-    files. :func:`run` is its loop; the methods are the loop's parts."""
+    """What one training run holds fixed: its job (:class:`TrainJob`), and what :func:`setup`
+    built for it: data, model, optimizer, batch plan and files. :func:`run` is its loop; the
+    methods are the loop's parts."""
 
-    name: str
-    cfg: TrainConfig
-    model_cfg: object
+    job: TrainJob
     world: distributed.World
     device: torch.device
     chosen: precision.Precision
@@ -461,14 +460,31 @@ class Run:
     eval_steps: int
     fingerprint: str
     paths: TrainPaths
-    text: dict  # the text settings the data was prepared with (s2s.text_settings), in every file
     snaps: Snapshots | None = None
-    stop_vote: distributed.StopVote = field(default_factory=distributed.StopVote)  # this step's
+    # this step's vote on stopping (stop_together)
+    stop_vote: distributed.StopVote = field(default_factory=distributed.StopVote)
 
     @property
     def autocast(self):
         """The forward pass's precision context (s2s.precision.Precision.autocast)."""
         return self.chosen.autocast()
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def cfg(self) -> TrainConfig:
+        return self.job.cfg
+
+    @property
+    def model_cfg(self):
+        return self.job.model_cfg
+
+    @property
+    def text(self) -> dict:
+        """The text settings the data was prepared with (s2s.text_settings), in every file."""
+        return self.job.text
 
     def sync(self) -> None:
         """Wait for the device to finish what this process queued (a GPU runs behind)."""
@@ -762,11 +778,11 @@ def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
         ckpt_dir=paths.ckpt_dir, out_dir=paths.snapshots, fingerprint=fp, writer=world.is_main,
         save=functools.partial(checkpoint.save, model=model, src_vocab=src_vocab,
                                tgt_vocab=tgt_vocab, name=name, text=job.text))
-    return Run(name=name, cfg=cfg, model_cfg=model_cfg, world=world, device=device, chosen=chosen,
-               src_vocab=src_vocab, tgt_vocab=tgt_vocab, train=train, dev=dev, model=model,
-               opt=opt, steps_per_epoch=per_epoch, total_steps=total_steps,
+    return Run(job=job, world=world, device=device, chosen=chosen, src_vocab=src_vocab,
+               tgt_vocab=tgt_vocab, train=train, dev=dev, model=model, opt=opt,
+               steps_per_epoch=per_epoch, total_steps=total_steps,
                eval_steps=max(1, round(cfg.eval_every * per_epoch)), fingerprint=fp,
-               paths=paths, text=job.text, snaps=snaps)
+               paths=paths, snaps=snaps)
 
 
 def run(job: TrainJob, paths: TrainPaths, *, stop_after: int | None, world: distributed.World,
