@@ -713,8 +713,9 @@ class TrainJob:
     """One model's training as params ask for it, resolved once in each process (:meth:`of`, by
     the train stage): its name, its recipe (`train` with its architecture's and its own,
     :meth:`s2s.config.Params.train_config`), its architecture's config, the GPUs its resources
-    ask for, the text settings its data was prepared with (s2s.text_settings), and the epochs to
-    snapshot (none: no snapshots). The trainer reads nothing else of params."""
+    ask for, the text settings its data was prepared with (s2s.text_settings), the epochs to
+    snapshot (none: no snapshots), and the key its device was set by (what a device that cannot
+    be had is named by). The trainer reads nothing else of params."""
 
     name: str
     cfg: TrainConfig
@@ -722,7 +723,7 @@ class TrainJob:
     gpus: int  # resources.train.gpus
     text: dict
     snapshot_epochs: tuple[float, ...] = ()
-    device_key: str = "train.device"  # the key cfg.device came from: what its errors name
+    device_key: str = "train.device"  # or models.<name>.train.device
 
     @classmethod
     def of(cls, params: Params, name: str, *, snapshots: bool = False) -> TrainJob:
