@@ -306,19 +306,21 @@ def read_measured(paths: MeasuredFiles, models: typing.Iterable[str],
         raise FileNotFoundError(f"{paths.bleu}: no BLEU metrics; run the evaluate stage first")
     read.append(str(paths.bleu))
     bleu = Bleu.read(paths.bleu)
-    train = {m: t for m in models
-             if (t := TrainMetrics.read_if_present(paths.train_metrics(m), read)) is not None}
-    for m, t in train.items():
-        if t.model != m:
-            raise ArtifactError(f"{paths.train_metrics(m)}: 'model' is {t.model!r}, not the "
-                                f"model its name says ({m!r}); rerun train-{m}")
-    timing = {s: t for s in systems
-              if (t := Timing.read_if_present(paths.timing(s), read)) is not None}
-    for s, t in timing.items():
-        if t.system != s:
-            raise ArtifactError(f"{paths.timing(s)}: 'system' is {t.system!r}, not the system "
-                                f"its folder says ({s!r}); rerun translate-{s}")
+    train = _read_each(TrainMetrics, models, paths.train_metrics, "model", "train", read)
+    timing = _read_each(Timing, systems, paths.timing, "system", "translate", read)
     return Measured(bleu=bleu, train=train, timing=timing)
+
+
+def _read_each(record, names: typing.Iterable[str], path_of, field: str, stage: str,
+               read: list[str]) -> dict:
+    """The `record` at ``path_of(name)`` of each of `names` that has one, by name; one whose
+    `field` is another name than its path's is an ArtifactError naming the file."""
+    got = {n: r for n in names if (r := record.read_if_present(path_of(n), read)) is not None}
+    for n, r in got.items():
+        if getattr(r, field) != n:
+            raise ArtifactError(f"{path_of(n)}: {field!r} is {getattr(r, field)!r}, not the "
+                                f"{field} its path names ({n!r}); rerun {stage}-{n}")
+    return got
 
 
 # --- data/raw/manifest.json ----------------------------------------------------------------------
