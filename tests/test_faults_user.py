@@ -160,6 +160,9 @@ def test_scoring_empty_files_or_too_few_resamples_is_one_line(tmp_path):
                              tmp_path), "--samples must be at least 40", f"got {samples}")
     assert _s2s(["score", "h.fr", "h.fr", "-r", "r.fr", "--samples", "40"],
                 tmp_path).returncode == 0
+    # sacreBLEU reads a seed of 0 as none: the p-value would come from other resamples
+    _one_line_error(_s2s(["score", "h.fr", "h.fr", "-r", "r.fr", "--seed", "0"], tmp_path),
+                    "--seed must be at least 1", "got 0")
 
 
 # --- params that `s2s check` refuses never become experiments --------------------------------

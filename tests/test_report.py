@@ -791,6 +791,102 @@ def test_claims_use_the_bootstrap_intervals():
     assert got["A wider beam helps"].status == verdicts.FAILS
 
 
+def test_an_interval_that_holds_0_is_never_dropped_because_another_is_missing(tmp_path):
+    from s2s.evaluate.significance import Difference
+
+    def ci(lo, hi):
+        return Difference(0, 0, (lo + hi) / 2, lo, hi, 0.5, 0, 0, 0, 0, 1000, 1)
+
+    # one interval holds 0, the other difference has none (a hypothesis file missing)
+    assert verdicts.verdict_of([ci(-0.5, 0.9), None], [0.2, 0.3]) == verdicts.NO_DIFFERENCE
+    assert verdicts.verdict_of([ci(0.2, 0.9), None], [0.5, -0.1]) == verdicts.FAILS
+    assert verdicts.verdict_of([ci(0.2, 0.9), None], [0.5, 0.3]) == verdicts.HOLDS
+    # some gains significant, the rest not, none significantly negative: no significant difference
+    assert verdicts.verdict_of([ci(0.2, 0.9), ci(-0.5, 0.9)], [0.5, 0.2]) == \
+        verdicts.NO_DIFFERENCE
+    assert verdicts.verdict_of([None, None], [0.2, 0.0]) == verdicts.NO_DIFFERENCE
+    assert verdicts.verdict_of([None], [-0.1]) == verdicts.FAILS
+
+    # no bootstrap for reversal, but three seed pairs whose interval holds 0 (+2.5, -3.5, +3.2):
+    # the point difference at the primary pair (+2.50) does not decide it
+    params = _seeded(tmp_path)
+    fwd, rev = (11.0, 11.4, 10.7), (13.5, 7.9, 13.9)
+    translate = {s: {"12": _entry(x)} for s, x in zip(("forward", "forward_2", "forward_3"), fwd)}
+    translate |= {s: {"12": _entry(x)} for s, x in zip(("reversed", "reversed_2", "reversed_3"),
+                                                        rev)}
+    got = _by_text(claims_.claims(params, _bleu({"translate": translate, "rescore": {}}), {}, {},
+                                  diff=lambda a, b: None))
+    rev_claim = got["Reversing the source raises BLEU"]
+    assert rev_claim.status == verdicts.NO_DIFFERENCE and "3 seed pairs" in rev_claim.evidence
+    translate["reversed_2"] = {"12": _entry(13.2)}  # every seed pair gains: holds on the seeds
+    got = _by_text(claims_.claims(params, _bleu({"translate": translate, "rescore": {}}), {}, {},
+                                  diff=lambda a, b: None))
+    assert got["Reversing the source raises BLEU"].status == verdicts.HOLDS
+
+
+def test_a_second_system_of_one_model_is_not_another_seed(tmp_path):
+    import yaml
+
+    from s2s.claims import seeds
+
+    params = _seeded(tmp_path)
+    raw = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    raw["systems"]["forward_b2"] = {"members": ["forward"], "beams": [2]}  # forward again
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load(tmp_path / "params.yaml")
+    assert seeds.replicas(params, "forward") == ["forward", "forward_2", "forward_3"]
+    assert seeds.replicas(params, "forward_b2") == ["forward_b2", "forward_2", "forward_3"]
+    value = {"forward": 11.0, "forward_b2": 11.0, "forward_2": 11.4, "forward_3": 10.7,
+             "reversed": 13.5, "reversed_2": 13.2, "reversed_3": 13.9}
+    stats = seeds.paired(params, "forward", "reversed", value.get)
+    assert stats.pairs == 3 and stats.diffs == pytest.approx((2.5, 1.8, 3.2))
+
+
+def test_the_reversal_argument_holds_only_where_every_early_snapshot_agrees():
+    from s2s.claims.analyses import reach_claim
+
+    def diff(*intervals):  # (epoch, lo, hi) of gradient_reach_training_diff.csv's first_share
+        return pd.DataFrame([{"epoch": e, "forward": "forward", "reversed": "reversed_1",
+                              "statistic": "first_share", "sentences": 100,
+                              "forward_mean": 0.1, "reversed_mean": 0.1 + (lo + hi) / 2,
+                              "diff": (lo + hi) / 2, "lo": lo, "hi": hi}
+                             for e, lo, hi in intervals])
+
+    first = pd.DataFrame()
+    assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, 0.1, 0.3))).status == verdicts.HOLDS
+    # one early snapshot's interval holds 0: no significant difference, not holds
+    got = reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, -0.1, 0.3), (1, 0.2, 0.4)))
+    assert got.status == verdicts.NO_DIFFERENCE
+    assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, -0.3, -0.1))).status == verdicts.FAILS
+    # epoch 0 (the initialisation) and later epochs never decide
+    assert reach_claim(first, diff((0, -0.3, -0.1), (0.5, 0.1, 0.3), (2, -0.3, -0.1))).status \
+        == verdicts.HOLDS
+
+
+def test_the_claims_say_intervals_only_where_every_bootstrap_was_made(tmp_path):
+    from s2s.claims.check import check_all
+    from s2s.claims.inputs import BootstrapDiffs, ClaimInputs
+    from s2s.paper import Ours
+
+    params = load(FIXTURE)
+    (tmp_path / "prepared").mkdir()
+    (tmp_path / "prepared" / "test.tok.fr").write_text("un chat\nle chien\n")
+    for system in ("forward", "reversed"):
+        (tmp_path / "translate" / system).mkdir(parents=True)
+        (tmp_path / "translate" / system / "beam12.tok.fr").write_text("un chat\nle chien\n")
+    paths = ClaimsPaths(metrics=tmp_path / "metrics", translate=tmp_path / "translate",
+                        prepared=tmp_path / "prepared", out=tmp_path / "claims.json")
+    diff = BootstrapDiffs(paths, [])
+    assert diff(Ours("translate", "forward", 12), Ours("translate", "reversed", 12)) is not None
+    assert diff(Ours("translate", "forward", 1), Ours("translate", "forward", 12)) is None
+    assert diff.missing == [str(tmp_path / "translate" / "forward" / "beam1.tok.fr")]
+    bleu = _bleu({"translate": {"forward": {"1": _entry(10.0), "12": _entry(11.0)},
+                                "reversed": {"12": _entry(13.5)}}, "rescore": {}})
+    found = check_all(params, ClaimInputs(bleu=bleu, train={}, timing={}, analysis=None,
+                                          cost=None, diff=BootstrapDiffs(paths, []), read=[]))
+    assert found.intervals is False  # the wider beam's forward beam 1 has no hypotheses here
+
+
 def test_conditions_every_row_shares_are_stated_once():
     df = pd.DataFrame({"method": ["a", "b", "c"],
                        "our conditions": ["3 pairs; 1 model; vocab 5/6; beam 12",

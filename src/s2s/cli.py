@@ -85,6 +85,8 @@ def _cmd_score(a, params_path: Path):
     if a.samples < significance.MIN_SAMPLES:
         raise ValueError(f"--samples must be at least {significance.MIN_SAMPLES} (the 95% "
                          f"interval cuts 2.5% of the resamples off each end), got {a.samples}")
+    if a.seed < 1:
+        raise ValueError(f"--seed must be at least 1 (sacreBLEU reads 0 as no seed), got {a.seed}")
     for path in (a.hyp, a.system, a.ref):
         if path is not None and not path.exists():
             raise FileNotFoundError(_not_made(path, params_path))
@@ -310,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--samples", type=int, default=1000,
                    help="bootstrap resamples (at least 40: the 95%% interval cuts 2.5%% of them "
                         "off each end)")
-    s.add_argument("--seed", type=int, default=12345, help="bootstrap seed (sacreBLEU's)")
+    s.add_argument("--seed", type=int, default=12345,
+                   help="bootstrap seed, at least 1 (sacreBLEU's, which reads 0 as none)")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     s = sub.add_parser(

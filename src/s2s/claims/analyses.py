@@ -35,9 +35,9 @@ def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
     share = diff[diff["statistic"] == "first_share"] if len(diff) else diff
     early = share[(share["epoch"] > 0) & (share["epoch"] <= EARLY)] if len(share) else share
     if len(early):
-        above = int((early["lo"] > 0).sum())
-        below = int((early["hi"] < 0).sum())
-        status = (HOLDS if above and not below else FAILS if below else NO_DIFFERENCE)
+        # holds when every early snapshot's interval is above 0, as verdict_of judges a claim
+        status = (HOLDS if (early["lo"] > 0).all() else FAILS if (early["hi"] < 0).any()
+                  else NO_DIFFERENCE)
         init = share[share["epoch"] == 0]
         late = share[share["epoch"] > EARLY]
         r = early.iloc[0]

@@ -19,7 +19,9 @@ def check_all(params: Params, found: ClaimInputs) -> Claims:
                     timed=found.cost)
     if found.analysis is not None:
         checks += analysis_claims(found.analysis)
-    return Claims(intervals=found.diff is not None, claims=tuple(checks),
-                  setting=baseline_strength(params, found.bleu, diff=found.diff),
-                  forget_bias=tuple(forget_bias_verdicts(params, train=found.train,
-                                                         bleu=found.bleu, diff=found.diff)))
+    setting = baseline_strength(params, found.bleu, diff=found.diff)
+    forget_bias = tuple(forget_bias_verdicts(params, train=found.train, bleu=found.bleu,
+                                             diff=found.diff))
+    # after every claim has asked for its bootstraps: were all the hypothesis files there?
+    return Claims(intervals=found.diff is not None and not found.diff.missing,
+                  claims=tuple(checks), setting=setting, forget_bias=forget_bias)

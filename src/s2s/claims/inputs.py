@@ -52,23 +52,26 @@ def load(params: Params, paths: ClaimsPaths) -> ClaimInputs:
 class BootstrapDiffs:
     """:data:`s2s.claims.verdicts.DiffFn`: the paired bootstrap (sacreBLEU's, tokenised BLEU) of
     two outputs, read from the translate and rescore folders against ``test.tok.fr``; None when
-    one is missing. Each pair is computed once."""
+    one is missing (logged, and listed in ``missing``: the claims record then does not say that
+    every BLEU difference carries an interval). Each pair is computed once."""
 
     def __init__(self, paths: ClaimsPaths, read: list[str]):
         self.refs_path = paths.references
         self.paths, self.read = paths, read
+        self.missing: list[str] = []  # the outputs whose hypotheses were asked for and not found
         self._refs: list[str] | None = None
         self._cache: dict = {}
 
     def _path(self, o: Ours) -> Path | None:
+        """`o`'s tokenised hypotheses, where they would be; None for a rescoring output where no
+        rescore folder was given."""
         if o.kind == "translate":
             stem = self.paths.translation(o.system, o.beam)
         elif self.paths.rescore is not None:
             stem = self.paths.rescoring(o.system)
         else:
             return None
-        tok, _ = hypothesis_files(stem)
-        return tok if tok.is_file() else None
+        return hypothesis_files(stem)[0]
 
     def __call__(self, baseline: Ours, system: Ours):
         from s2s.evaluate.bleu import read_lines
@@ -77,7 +80,14 @@ class BootstrapDiffs:
         key = (baseline, system)
         if key not in self._cache:
             a, b = self._path(baseline), self._path(system)
-            if a is None or b is None or not self.refs_path.is_file():
+            gone = [str(p) if p is not None else f"rescore/{o.system} (no rescore folder given)"
+                    for o, p in ((baseline, a), (system, b), (None, self.refs_path))
+                    if p is None or not p.is_file()]
+            if gone:
+                self.missing += [g for g in gone if g not in self.missing]
+                log.warning("no paired bootstrap of %s against %s (not found: %s): its verdict "
+                            "rests on its other intervals, or on the point difference",
+                            _name(system), _name(baseline), ", ".join(gone))
                 self._cache[key] = None
             else:
                 if self._refs is None:
@@ -88,3 +98,7 @@ class BootstrapDiffs:
                     system_name=str(b), ref_name=str(self.refs_path))
                 log.info("paired bootstrap %s vs %s: %s", b, a, self._cache[key].describe())
         return self._cache[key]
+
+
+def _name(o: Ours) -> str:
+    return f"{o.system} beam {o.beam}" if o.kind == "translate" else f"rescore/{o.system}"

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from s2s.arch import LSTM_CELLS
 from s2s.artifacts import Bleu, Claim, ClaimDifference, CostTiming, Timing, TrainMetrics
 from s2s.claims import seeds
-from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN, SIGN, UNKNOWN,
-                                 DiffFn, claim, difference, verdict, verdict_of)
+from s2s.claims.verdicts import (BOOTSTRAP, NO_DIFFERENCE, NOT_RUN, SIGN, UNKNOWN,
+                                 DiffFn, claim, difference, sign_of, verdict_of)
 from s2s.config import Params
 from s2s.layout import BASELINE
 from s2s.paper import (Ours, answer, baseline_ref, paper, perplexity_models,
@@ -163,12 +163,8 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
                  differences=(_bleu_difference(f"{_name(base)} - {_name(weaker)}", b - lo, ds[0]),
                               _bleu_difference(f"{_name(stronger)} - {_name(base)}", hi - b,
                                                ds[1])))
-    if any(d is None for d in ds):  # no intervals (no diff, or a hypothesis file missing)
-        return claim(key, verdict(lo < b < hi), ev, **found)
     # both gaps must be above 0: base - weaker, stronger - base
-    if any(d.significant and d.delta < 0 for d in ds):
-        return claim(key, FAILS, ev, **found)
-    return claim(key, HOLDS if all(d.significant for d in ds) else NO_DIFFERENCE, ev, **found)
+    return claim(key, verdict_of(ds, [b - lo, hi - b]), ev, **found)
 
 
 def cost_claim(params: Params, timing: Mapping[str, Timing],
@@ -277,10 +273,11 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
         ev += f"; {seeds.design(params, worse, better)}"
     found = dict(ours=f"{worse} {lo:.2f} -> {better} {hi:.2f} at beam {beam}",
                  differences=tuple(diffs))
-    if d is None:
+    if d is None and (stats is None or stats.interval is None):  # no interval at all
         return claim(key, verdict_of([d], [hi - lo]), ev, **found)
-    sign = (1 if d.delta > 0 else -1) if d.significant else 0
-    return claim(key, SIGN[seeds.verdict(sign, stats)], ev, **found)
+    # the bootstrap's sign (None: no hypothesis files), and the interval over seeds
+    return claim(key, SIGN[seeds.verdict(None if d is None else sign_of(d, d.delta), stats)], ev,
+                 **found)
 
 
 def _bleu_difference(label: str, value: float, d) -> ClaimDifference:

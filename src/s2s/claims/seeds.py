@@ -55,13 +55,20 @@ def seeds_of(params: Params, model: str) -> tuple[int, int]:
 
 def replicas(params: Params, system: str) -> list[str]:
     """The one-model systems whose member is a seed replica of `system`'s one member, `system`
-    first; [] if `system` is not a one-model system."""
+    first, one system per model: a second system of a model already taken (the same model at
+    other beams) is the same seed again, not a replica; [] if `system` is not a one-model
+    system."""
     if system not in params.systems or len(params.systems[system].members) != 1:
         return []
     key = replica_key(params, params.systems[system].members[0])
-    same = [s for s, cfg in params.systems.items()
-            if len(cfg.members) == 1 and replica_key(params, cfg.members[0]) == key]
-    return [system] + [s for s in same if s != system]
+    found, models = [], set()
+    for s in [system, *params.systems]:
+        members = params.systems[s].members
+        if len(members) == 1 and members[0] not in models and (
+                replica_key(params, members[0]) == key):
+            found.append(s)
+            models.add(members[0])
+    return found
 
 
 def differences(params: Params, a: str, b: str) -> list[str]:

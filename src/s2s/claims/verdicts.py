@@ -46,19 +46,22 @@ def difference(label: str, unit: str, value: float, interval: tuple[float, float
                            over=over if interval is not None else "")
 
 
-def verdict(ok: bool) -> str:
-    return HOLDS if ok else FAILS
+def sign_of(d, delta: float) -> int:
+    """+1 or -1: `d`'s 95% interval is above or below 0; 0: it holds 0. Without an interval
+    (`d` None: no hypothesis files to resample), the sign of the point difference `delta`."""
+    if d is None:
+        return (delta > 0) - (delta < 0)
+    return 1 if d.lo > 0 else -1 if d.hi < 0 else 0
 
 
 def verdict_of(differences: list, deltas: list[float]) -> str:
-    """Every difference positive and significant: holds; any significantly negative (or, without
-    intervals, not positive): does not hold; else no significant difference."""
-    if differences and all(d is not None for d in differences):
-        if all(d.significant and d.delta > 0 for d in differences):
-            return HOLDS
-        if any(d.significant and d.delta < 0 for d in differences):
-            return FAILS
-        if not any(d.significant for d in differences):
-            return NO_DIFFERENCE
-        return FAILS  # some significant gains, some not: the claim is not general here
-    return verdict(all(x > 0 for x in deltas))
+    """Every difference positive and significant: holds; any significantly negative: does not
+    hold; else (some not significant) no significant difference. Each difference is judged by its
+    own interval where it has one, by its point value (`deltas`) where it has none
+    (:func:`sign_of`): an interval that holds 0 is never dropped because another is missing."""
+    signs = [sign_of(d, x) for d, x in zip(differences, deltas, strict=True)]
+    if signs and all(s > 0 for s in signs):
+        return HOLDS
+    if any(s < 0 for s in signs):
+        return FAILS
+    return NO_DIFFERENCE

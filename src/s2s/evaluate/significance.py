@@ -144,6 +144,10 @@ def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Seque
     if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < MIN_SAMPLES:
         raise ValueError(f"n_samples must be an integer >= {MIN_SAMPLES} (the 95% interval cuts "
                          f"2.5% of the resamples off each end), got {n_samples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 1:
+        # sacreBLEU's PairedTest takes a seed of 0 for none: its p-value and means would come
+        # from fresh random resamples, not from those of the interval, under "seed 0"
+        raise ValueError(f"the bootstrap's seed must be an integer >= 1, got {seed!r}")
     check_same_length(baseline, refs, hyp_name=baseline_name, ref_name=ref_name)
     check_same_length(system, refs, hyp_name=system_name, ref_name=ref_name)
     if not refs:
