@@ -4,6 +4,7 @@ filters remove what they should, vocabularies are deterministic, params errors n
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -138,6 +139,14 @@ def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):
     assert m["en"]["unk_rate"]["train"] == pytest.approx(1 / 6, abs=1e-6)  # stored rounded
     v = vocab.Vocab.load(tmp_path / "vocab" / "en.tsv")
     assert v.encode("a b c") == [5, 4, 1]
+    # a file cut short, or of another encoding, is named with its line, never read in part
+    cut = tmp_path / "cut.tsv"
+    cut.write_bytes((tmp_path / "vocab" / "en.tsv").read_bytes()[:-1])  # "a\t2" loses its \n
+    with pytest.raises(ValueError, match=re.escape(f"{cut}:6: the last line has no newline")):
+        vocab.Vocab.load(cut)
+    cut.write_bytes(b"<pad>\t0\n<unk>\t0\n<bos>\t0\n<eos>\t0\nb\xe9\t3\n")
+    with pytest.raises(ValueError, match=re.escape(f"{cut}:5: not valid UTF-8")):
+        vocab.Vocab.load(cut)
 
 
 def test_batches_depend_on_order_seed_and_epoch_only():

@@ -550,3 +550,21 @@ def test_network_mode_builds_the_same_files_as_the_mirror(tmp_path, server, monk
                                             r"\w+ != f9e51f85.*newstest2012\.en"):
         download_stage.main(profile(test=CorpusRef("wmt.newstest2012")), out_dir=tmp_path / "raw2",
                       mirror=None, cache_dir=tmp_path / "cache2")
+
+
+def test_a_line_short_of_the_column_a_part_keeps_is_named_by_its_number(tmp_path):
+    from s2s.data.files import DownloadError
+    from s2s.data.network import _append_part
+    from s2s.data.sources import Part, Remote
+
+    src = tmp_path / "fra.txt"
+    src.write_bytes(b"Go.\tVa !\tCC-BY\nHi.\tSalut !\tCC-BY\nRun!\n")  # line 3: one column
+    part = Part(Remote("https://example.org/fra-eng.zip"), "fra.txt", column=1)
+    with pytest.raises(DownloadError, match=re.escape(
+            "https://example.org/fra-eng.zip#fra.txt (column 1): line 3 has 1 tab-separated "
+            "columns, expected > 1")):
+        _append_part(src, io.BytesIO(), part)
+    src.write_bytes(b"Go.\tVa !\tCC-BY\nHi.\tSalut !\tCC-BY\n")
+    out = io.BytesIO()
+    _append_part(src, out, part)
+    assert out.getvalue() == b"Va !\nSalut !\n"

@@ -777,6 +777,26 @@ def test_an_nbest_list_with_a_wrong_field_count_names_file_and_line(work, tmp_pa
     nbest.write_bytes("\n".join(lines).encode("utf-8").replace("\xe2".encode(), b"\xe2"))
     with pytest.raises(ValueError, match=re.escape(f"{nbest}:7: not valid UTF-8")):
         read_nbest(nbest, sentences=n)
+    # a score that is not a number to compare (a NaN loses, an inf wins, every comparison)
+    for score in ("nan", "inf", "-inf"):
+        lines[6] = f"6 ||| le chat ||| lstm=-1.5 ||| {score}"
+        atomic_write_lines(nbest, lines)
+        with pytest.raises(ValueError, match=re.escape(
+                f"{nbest}:7: the score must be a finite number, got '{score}'")):
+            read_nbest(nbest, sentences=n)
+    # references one line short of the sources: the oracle names both files, writes nothing
+    lines[6] = "6 ||| le chat ||| lstm=-1.5 ||| -1.5"
+    atomic_write_lines(nbest, lines)
+    prepared = tmp_path / "prepared"
+    shutil.copytree(work.prepared, prepared)
+    refs = prepared / "test.tok.fr"
+    atomic_write_lines(refs, refs.read_text(encoding="utf-8").splitlines()[:-1])
+    proc = work.s2s("rescore", "oracle", "--translate", str(tmp_path / "translate"), "--raw",
+                    str(work.tmp / "raw"), "--prepared", str(prepared), "--vocab",
+                    str(work.vocab), "--models", str(tmp_path / "models"), "--out", str(out))
+    assert_clean_cli_error(proc, f"{refs} has {n - 1} lines but {prepared / 'test.tok.en'} has "
+                                 f"{n}: the oracle needs one reference per sentence")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("fault, says", [

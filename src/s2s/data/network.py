@@ -81,10 +81,10 @@ def _append_part(src: Path, out: BinaryIO, part: Part) -> None:
             last = copy_with_progress(f, out, total=None if part.gunzip else src.stat().st_size,
                                       desc=PurePosixPath(part.member or src.name).name)
         else:
-            for line in f:
+            for n, line in enumerate(f, 1):
                 cols = line.rstrip(b"\r\n").split(b"\t")
                 if len(cols) <= part.column:
-                    raise DownloadError(f"{_describe(part)}: a line has {len(cols)} "
+                    raise DownloadError(f"{_describe(part)}: line {n} has {len(cols)} "
                                         f"tab-separated columns, expected > {part.column}")
                 out.write(cols[part.column] + b"\n")
     if last not in (b"", b"\n"):

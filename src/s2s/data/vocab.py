@@ -17,6 +17,7 @@ log = logging.getLogger("s2s.vocab")
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<bos>", "<eos>"
 SPECIALS = (PAD, UNK, BOS, EOS)
+NL = b"\n"  # a vocabulary file's line end
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,16 @@ class Vocab:
     @classmethod
     def load(cls, path: Path) -> "Vocab":
         data = Path(path).read_bytes()
+        if data and not data.endswith(b"\n"):  # the vocab stage ends every line with one
+            raise ValueError(f"{path}:{data.count(NL) + 1}: the last line has no newline (the "
+                             "file was cut short, or edited by hand)")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{data.count(NL, 0, e.start) + 1}: not valid UTF-8 "
+                             f"({e.reason} at byte {e.start})") from None
         words = []
-        for n, line in enumerate(data.decode("utf-8").split("\n")[:-1], 1):
+        for n, line in enumerate(text.split("\n")[:-1], 1):
             word, sep, count = line.partition("\t")
             if not sep or not count.isdigit():
                 raise ValueError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}")

@@ -123,8 +123,9 @@ def beam_search(
         beam: beam width B >= 1.
         bos, eos: token ids of ``<BOS>`` (the first decoder input) and ``<EOS>``.
         max_len: most steps per sentence, ``<EOS>`` included: an int, or (N,) per sentence; >= 1.
-        nbest: hypotheses returned per sentence (at most; fewer only when fewer sequences of
-            non-zero probability exist within ``max_len``).
+        nbest: hypotheses returned per sentence, at most: the finished and cut hypotheses the
+            search met, which may be fewer (the beam keeps B prefixes a step, so with ``nbest`` >
+            ``beam`` the list is not the ``nbest`` best sequences; translate caps it at ``beam``).
         length_penalty: alpha of the GNMT penalty; 0 (the default) is the paper's raw log-prob.
         min_len: ``<EOS>`` is never predicted before ``min_len`` tokens.
         pad: if given, this token id is never predicted.

@@ -5,6 +5,7 @@ hypotheses (the library of :mod:`s2s.stages.rescore`).
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,9 @@ def read_nbest(path: Path, *, sentences: int) -> list[list[Candidate]]:
         except ValueError:
             raise CorpusError(f"{path}:{n}: sentence id and score must be numbers, got "
                               f"{fields[0]!r} and {fields[-1]!r}") from None
+        if not math.isfinite(score):  # a NaN or inf would decide, or lose, every comparison
+            raise CorpusError(f"{path}:{n}: the score must be a finite number, got "
+                              f"{fields[-1].strip()!r}")
         if not 0 <= sid < sentences:
             raise CorpusError(f"{path}:{n}: sentence id {sid} outside 0..{sentences - 1}")
         lists[sid].append(Candidate(sid, fields[1].strip(), score))

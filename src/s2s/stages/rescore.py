@@ -65,7 +65,7 @@ def cli(args, params) -> None:
 
 
 def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
-    from s2s.data.text import detokenize
+    from s2s.data.text import CorpusError, detokenize
     from s2s.data.vocab import Vocab
     from s2s.decode.rescore import lstm_scores, nbest_path, read_nbest
     from s2s.decode.translate import load_members
@@ -84,6 +84,9 @@ def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
         from s2s.evaluate.bleu import sentence_bleu_tok
 
         refs = read_lines(paths.references)
+        if len(refs) != len(sources_tok):  # one reference per source line, in order
+            raise CorpusError(f"{paths.references} has {len(refs)} lines but {paths.source} has "
+                              f"{len(sources_tok)}: the oracle needs one reference per sentence")
         picks = {BASELINE: [c[0].text for c in lists],
                  ORACLE: [max(c, key=lambda x: sentence_bleu_tok(x.text, refs[i])).text
                           for i, c in enumerate(lists)]}
