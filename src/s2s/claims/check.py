@@ -22,6 +22,8 @@ def check_all(params: Params, found: ClaimInputs) -> Claims:
     setting = baseline_strength(params, found.bleu, diff=found.diff)
     forget_bias = tuple(forget_bias_verdicts(params, train=found.train, bleu=found.bleu,
                                              diff=found.diff))
-    # after every claim has asked for its bootstraps: were all the hypothesis files there?
-    return Claims(intervals=found.diff is not None and not found.diff.missing,
+    # after every claim has asked for its bootstraps: were all the hypothesis files there? (the
+    # stage's BootstrapDiffs lists those it did not find; a test's function of intervals, none)
+    missing = getattr(found.diff, "missing", ())
+    return Claims(intervals=found.diff is not None and not missing,
                   claims=tuple(checks), setting=setting, forget_bias=forget_bias)
