@@ -255,7 +255,9 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
                      diff: DiffFn | None = None) -> Claim:
     """`better` beats `worse` at their widest common beam: on the test sentences (the paired
     bootstrap of these two systems) and over seeds (their replicas, paired on seeds); holds when
-    both 95% intervals are above 0, does not hold when both are below."""
+    both 95% intervals are above 0, does not hold when both are below. Without the bootstrap (a
+    hypothesis file missing) the interval over seeds decides alone; with neither interval, the
+    point difference."""
     beam = _common_beam(params, bleu, worse, better)
     if beam is None:
         return claim(key, UNKNOWN, f"no beam at which both '{worse}' and '{better}' were scored")
