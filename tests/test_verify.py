@@ -98,3 +98,42 @@ def test_a_folder_that_is_not_a_run_or_a_run_of_another_profile_is_exit_2(runs, 
     proc = _verify(tmp_path, rerun, "--against", ref)
     assert proc.returncode == 2
     assert "profile 'default'" in proc.stderr and "of 'smoke'" in proc.stderr
+
+
+def test_a_claim_or_a_number_of_one_run_only_is_listed_and_only_the_reference_s_decide(
+        runs, tmp_path):
+    ref, rerun = runs
+    claims_file = rerun / "metrics/claims.json"
+    claims = json.loads(claims_file.read_text())
+    claims["a_newer_claim"] = "holds"  # a claim added since the reference was published
+    claims_file.write_text(json.dumps(claims))
+    bleu_file = ref / "metrics/bleu.json"
+    bleu = json.loads(bleu_file.read_text())
+    system = next(iter(bleu["translate"]))
+    beam = next(iter(bleu["translate"][system]))
+    del bleu["translate"][system][beam]  # a number the reference does not have
+    bleu_file.write_text(json.dumps(bleu))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = _line(proc.stdout, "  a_newer_claim")
+    assert "not run" in line and "holds" in line and "not in the reference" in line
+    assert _line(proc.stdout, f"bleu.{system}.b{beam}").endswith("not in both runs")
+    n = len(claims) - 1
+    assert proc.stdout.rstrip().endswith(
+        f"claims: {n} of {n} with the same verdict; 1 not in the reference")
+
+
+def test_a_run_of_other_settings_is_not_a_rerun_but_one_on_other_hardware_is(runs, tmp_path):
+    ref, rerun = runs
+    params = rerun / "params.yaml"
+    text = params.read_text()
+    train = "\ntrain:\n  device: auto\n  threads: 1\n"
+    assert train in text and "\n  epochs: 1.0 " in text
+    # where and how it ran (a device, a thread count) is not another configuration
+    params.write_text(text.replace(train, "\ntrain:\n  device: cpu\n  threads: 2\n", 1))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    params.write_text(text.replace("\n  epochs: 1.0 ", "\n  epochs: 2.0 ", 1))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "differs from" in proc.stderr and "in 1 setting (train.epochs)" in proc.stderr

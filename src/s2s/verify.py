@@ -13,10 +13,13 @@ reference's and says, per number:
 - ``different``: outside that, with both values; a number that is not finite (NaN, Infinity: a
   diverged run) on either side is always different, and takes no part in a seed spread.
 
-Then one line per claim (``metrics/claims.json``): the same verdict or not; a claim missing from
-either run is "not run", never a verdict. The exit status is 0 when every claim of the reference
-has the same verdict in RUN, 1 otherwise; 2 when RUN or the reference is not a run, or they are
-runs of different profiles.
+A number or claim of one run only (a model, system or beam the other has not, a claim added
+since) is listed as not in both runs. Then one line per claim (``metrics/claims.json``): the same
+verdict or not; a claim missing from either run is "not run", never a verdict. The exit status is
+0 when every claim of the reference has the same verdict in RUN, 1 otherwise; 2 when RUN or the
+reference is not a run, or they are not runs of one configuration: of different profiles, or of
+one profile whose settings differ but for where and how it ran (:data:`HOW`: the scheduler's
+resources, devices, threads, precision, translation batch size, log and checkpoint cadence).
 
 A run is a folder with ``params.yaml`` and ``metrics/`` (``train/<model>.json``, ``bleu.json``,
 ``claims.json``): a project after ``dvc repro``, or a published copy such as ``reports/default``.
@@ -26,6 +29,7 @@ naming the file, and the line or the key.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass
@@ -38,6 +42,14 @@ from s2s.layout import VERDICTS_FILE, bleu_file, train_metrics_files
 TRAIN_NUMBERS = ("dev_ppl", "test_ppl", "best_dev_ppl")  # timings differ between any two runs
 IDENTICAL, WITHIN, DIFFERENT, MISSING = ("identical", "within the seed spread", "different",
                                          "not in both runs")
+NEW_CLAIM = "not in the reference"
+
+
+# Settings of where and how a run ran, not of what it computes (a rerun on a GPU, on another
+# thread count or in fp32 is a rerun of the same configuration): the last part of a key, or its
+# first for `resources`. Params.source and .written say where the file is and what it spells out.
+HOW = frozenset({"device", "threads", "amp", "log_every", "checkpoint_every"})
+HOW_KEYS = frozenset({"resources", "source", "written", "translate.batch_size"})
 
 
 class NotARun(ValueError):
@@ -165,30 +177,58 @@ def _borrow(per_group: dict[tuple[str, ...], list[float]], value: float | None
     return 2 * rel * abs(value), f"borrowed from {label(group)}"
 
 
+def settings_differ(run: Params, ref: Params) -> list[str]:
+    """The params keys (dotted) whose values differ between two runs, but for :data:`HOW`'s."""
+    a, b = _flat(dataclasses.asdict(run)), _flat(dataclasses.asdict(ref))
+    gone = object()
+    return sorted(k for k in a.keys() | b.keys()
+                  if a.get(k, gone) != b.get(k, gone) and k.split(".")[-1] not in HOW
+                  and k.split(".")[0] not in HOW_KEYS and k not in HOW_KEYS)
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def compare(run: Run, ref: Run) -> tuple[list[Line], list[tuple[str, str, str, str]]]:
     """The numbers, then the claims: (id, reference verdict, run verdict, same / not)."""
     if run.params.profile != ref.params.profile:
         raise NotARun(f"{run.root} is a run of profile '{run.params.profile}', {ref.root} of "
                       f"'{ref.params.profile}': compare runs of one profile")
+    differ = settings_differ(run.params, ref.params)
+    if differ:
+        raise NotARun(f"{run.root / 'params.yaml'} differs from {ref.root / 'params.yaml'} in "
+                      f"{len(differ)} setting{'s' if len(differ) > 1 else ''} ("
+                      f"{', '.join(differ[:6])}{', ...' if len(differ) > 6 else ''}): not a rerun "
+                      "of that run's configuration (`dvc metrics diff` compares experiments)")
     spreads = Spreads(ref)
     lines: list[Line] = []
-    for model in ref.params.models:
+    for model in _union(ref.params.models, run.params.models):
         for key in TRAIN_NUMBERS:
             a = getattr(ref.train.get(model), key, None)
             b = getattr(run.train.get(model), key, None)
             lines.append(_line(f"train.{model}.{key}", a, b, *spreads.train(model, key, a)))
-    if ref.bleu is not None:
-        for system, beams in ref.bleu.translate.items():
-            members = ref.params.systems[system].members if system in ref.params.systems else ()
-            for beam, entry in beams.items():
-                a = getattr(entry, "bleu_tok", None)
-                b = getattr(run.bleu.translation(system, beam) if run.bleu else None, "bleu_tok",
-                            None)
-                lines.append(_line(f"bleu.{system}.b{beam}", a, b, *spreads.bleu(members, a)))
-        for name, entry in ref.bleu.rescore.items():
-            a = getattr(entry, "bleu_tok", None)
-            b = getattr(run.bleu.rescoring(name) if run.bleu else None, "bleu_tok", None)
-            lines.append(_line(f"rescore.{name}", a, b, *spreads.bleu((), a)))
+    ref_bleu, run_bleu = ref.bleu, run.bleu
+    translate = {s: _union(ref_bleu.translate.get(s, {}) if ref_bleu else {},
+                           run_bleu.translate.get(s, {}) if run_bleu else {})
+                 for s in _union(ref_bleu.translate if ref_bleu else {},
+                                 run_bleu.translate if run_bleu else {})}
+    for system, beams in translate.items():
+        members = ref.params.systems[system].members if system in ref.params.systems else ()
+        for beam in beams:
+            a, b = (getattr(x.translation(system, beam) if x else None, "bleu_tok", None)
+                    for x in (ref_bleu, run_bleu))
+            lines.append(_line(f"bleu.{system}.b{beam}", a, b, *spreads.bleu(members, a)))
+    for name in _union(ref_bleu.rescore if ref_bleu else {}, run_bleu.rescore if run_bleu else {}):
+        a, b = (getattr(x.rescoring(name) if x else None, "bleu_tok", None)
+                for x in (ref_bleu, run_bleu))
+        lines.append(_line(f"rescore.{name}", a, b, *spreads.bleu((), a)))
     claims = []
     for cid, verdict in (ref.claims or {}).items():
         mine = (run.claims or {}).get(cid)
@@ -198,7 +238,16 @@ def compare(run: Run, ref: Run) -> tuple[list[Line], list[tuple[str, str, str, s
         else:
             claims.append((cid, verdict, mine, "same verdict" if mine == verdict
                            else "another verdict"))
+    for cid, mine in (run.claims or {}).items():  # claims the reference does not have
+        if ref.claims is not None and cid not in ref.claims:
+            claims.append((cid, "not run", mine, f"{NEW_CLAIM}: no verdict in "
+                           f"{ref.root / VERDICTS_FILE}"))
     return lines, claims
+
+
+def _union(first, second) -> list:
+    """The keys of `first`, then those of `second` that `first` lacks."""
+    return [*first, *(k for k in second if k not in first)]
 
 
 def _line(key: str, a: float | None, b: float | None, tol: float | None, basis: str) -> Line:
@@ -229,9 +278,12 @@ def render(run: Run, ref: Run, lines: list[Line], claims) -> str:
         out.append(f"  {cid:<20} {a:<26} {b:<26} {same}")
     counts = {v: sum(x.verdict == v for x in lines) for v in (IDENTICAL, WITHIN, DIFFERENT,
                                                               MISSING)}
-    same = sum(c[3] == "same verdict" for c in claims)
+    theirs = _of_reference(claims)
+    same = sum(c[3] == "same verdict" for c in theirs)
+    new = len(claims) - len(theirs)
     out += ["", ", ".join(f"{n} {v}" for v, n in counts.items() if n) +
-            f"; claims: {same} of {len(claims)} with the same verdict"]
+            f"; claims: {same} of {len(theirs)} with the same verdict" +
+            (f"; {new} not in the reference" if new else "")]
     return "\n".join(out) + "\n"
 
 
@@ -250,4 +302,9 @@ def main(run_dir: Path, against: Path) -> int:
     if ref.claims is None:
         print("the reference has no metrics/claims.json: no verdict to compare")
         return 1
-    return 0 if all(c[3] == "same verdict" for c in claims) else 1
+    return 0 if all(c[3] == "same verdict" for c in _of_reference(claims)) else 1
+
+
+def _of_reference(claims: list) -> list:
+    """The lines of the reference's claims (a claim of RUN's only has no verdict to match)."""
+    return [c for c in claims if not c[3].startswith(NEW_CLAIM)]
