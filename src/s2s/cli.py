@@ -336,8 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "BLEU of every system and rescoring output) with the reference's: identical, "
                     "within the spread the reference's own seeds give (twice their standard "
                     "deviation), or different; then each claim's verdict. Exit status 0 when "
-                    "every claim has the reference's verdict, 1 when not, 2 when RUN or the "
-                    "reference is not a run or they are of different profiles.")
+                    "every claim of the reference has its verdict, 1 when not, 2 when RUN or the "
+                    "reference is not a run, or they are not of one configuration (another "
+                    "profile, or settings that differ but for where and how they ran).")
     s.set_defaults(fn=_cmd_verify)
     s.add_argument("run", type=Path, help="a run: a folder with params.yaml and metrics/")
     s.add_argument("--against", type=Path, default=Path("reports/default"),
