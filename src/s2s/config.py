@@ -348,6 +348,16 @@ class UndeclaredParams(ConfigError):
     when that key changes."""
 
 
+def dotted(value: Any, prefix: str = "") -> typing.Iterator[tuple[str, Any]]:
+    """A nested mapping's leaves as (dotted key, value), params keys as DVC and `s2s check` spell
+    them ("train.epochs"); an empty mapping has no leaf."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from dotted(v, f"{prefix}{k}.")
+    else:
+        yield prefix.rstrip("."), value
+
+
 def only(params: Params, keys: typing.Iterable[str], *, stage: str) -> "ParamsView":
     """`params` as stage `stage` may see it: the sections and keys of `keys` (dvc.yaml's `params`
     of the stage: `train`, `models.forward`, `rescore.rescorers.gru`), nothing else."""

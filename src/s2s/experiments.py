@@ -24,10 +24,11 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from s2s.config import dotted
 from s2s.layout import SUMMARY_FILE, VERDICTS_FILE
 
 PARAMS = "params.yaml"
@@ -118,7 +119,7 @@ def _experiment(rev: Mapping, name: str) -> Experiment:
         return value
 
     params = file("params", PARAMS, lambda v: None if isinstance(v, dict) else "not a mapping")
-    return Experiment(name=name, params=dict(_flatten(params)),
+    return Experiment(name=name, params=dict(dotted(params)),
                       summary=file("metrics", SUMMARY_FILE, _summary_problem),
                       claims=file("metrics", VERDICTS_FILE, _claims_problem), damaged=damaged)
 
@@ -155,14 +156,6 @@ def _claims_problem(value: Any) -> str | None:
         if not isinstance(verdict, str):
             return f"'{cid}' must be a verdict (a string), got {json.dumps(verdict)}"
     return None
-
-
-def _flatten(value: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _flatten(v, f"{prefix}{k}.")
-    else:
-        yield prefix.rstrip("."), value
 
 
 def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:

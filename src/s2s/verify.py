@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from s2s.artifacts import ArtifactError, Bleu, TrainMetrics, read_verdicts
-from s2s.config import ConfigError, Params, load
+from s2s.config import ConfigError, Params, dotted, load
 from s2s.layout import VERDICTS_FILE, bleu_file, train_metrics_files
 
 TRAIN_NUMBERS = ("dev_ppl", "test_ppl", "best_dev_ppl")  # timings differ between any two runs
@@ -179,21 +179,11 @@ def _borrow(per_group: dict[tuple[str, ...], list[float]], value: float | None
 
 def settings_differ(run: Params, ref: Params) -> list[str]:
     """The params keys (dotted) whose values differ between two runs, but for :data:`HOW`'s."""
-    a, b = _flat(dataclasses.asdict(run)), _flat(dataclasses.asdict(ref))
+    a, b = (dict(dotted(dataclasses.asdict(p))) for p in (run, ref))
     gone = object()
     return sorted(k for k in a.keys() | b.keys()
                   if a.get(k, gone) != b.get(k, gone) and k.split(".")[-1] not in HOW
                   and k.split(".")[0] not in HOW_KEYS and k not in HOW_KEYS)
-
-
-def _flat(tree: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in tree.items():
-        if isinstance(v, dict) and v:
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def compare(run: Run, ref: Run) -> tuple[list[Line], list[tuple[str, str, str, str]]]:
