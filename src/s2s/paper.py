@@ -187,6 +187,12 @@ class Ours:
     system: str = ""
     beam: int = 0
 
+    @property
+    def label(self) -> str:
+        """In words: "<system> beam <b>", or "rescore/<name>"."""
+        return (f"{self.system} beam {self.beam}" if self.kind == "translate"
+                else f"rescore/{self.system}")
+
 
 def cost_systems(params: Params) -> list[tuple[str, int]]:
     """(system, beam) of the cost claim's ensemble row (the first of ``claims.cost.rows``) and

@@ -87,7 +87,7 @@ class BootstrapDiffs:
                 self.missing += [g for g in gone if g not in self.missing]
                 log.warning("no paired bootstrap of %s against %s (not found: %s): its verdict "
                             "rests on its other intervals, or on the point difference",
-                            _name(system), _name(baseline), ", ".join(gone))
+                            system.label, baseline.label, ", ".join(gone))
                 self._cache[key] = None
             else:
                 if self._refs is None:
@@ -98,7 +98,3 @@ class BootstrapDiffs:
                     system_name=str(b), ref_name=str(self.refs_path))
                 log.info("paired bootstrap %s vs %s: %s", b, a, self._cache[key].describe())
         return self._cache[key]
-
-
-def _name(o: Ours) -> str:
-    return f"{o.system} beam {o.beam}" if o.kind == "translate" else f"rescore/{o.system}"

@@ -310,10 +310,7 @@ def _common_beam(params: Params, bleu: Bleu, a: str, b: str) -> int | None:
 
 
 def _name(ours: Ours | None) -> str:
-    if ours is None:
-        return "an unanswered row"
-    return f"{ours.system} beam {ours.beam}" if ours.kind == "translate" else (
-        f"rescore/{ours.system}")
+    return "an unanswered row" if ours is None else ours.label
 
 
 def _single_name(singles: list[Ours | None]) -> str:
