@@ -205,17 +205,14 @@ def compare(run: Run, ref: Run) -> tuple[list[Line], list[tuple[str, str, str, s
             b = getattr(run.train.get(model), key, None)
             lines.append(_line(f"train.{model}.{key}", a, b, *spreads.train(model, key, a)))
     ref_bleu, run_bleu = ref.bleu, run.bleu
-    translate = {s: _union(ref_bleu.translate.get(s, {}) if ref_bleu else {},
-                           run_bleu.translate.get(s, {}) if run_bleu else {})
-                 for s in _union(ref_bleu.translate if ref_bleu else {},
-                                 run_bleu.translate if run_bleu else {})}
-    for system, beams in translate.items():
+    ref_t, run_t = (b.translate if b else {} for b in (ref_bleu, run_bleu))
+    for system in _union(ref_t, run_t):
         members = ref.params.systems[system].members if system in ref.params.systems else ()
-        for beam in beams:
+        for beam in _union(ref_t.get(system, {}), run_t.get(system, {})):
             a, b = (getattr(x.translation(system, beam) if x else None, "bleu_tok", None)
                     for x in (ref_bleu, run_bleu))
             lines.append(_line(f"bleu.{system}.b{beam}", a, b, *spreads.bleu(members, a)))
-    for name in _union(ref_bleu.rescore if ref_bleu else {}, run_bleu.rescore if run_bleu else {}):
+    for name in _union(*(b.rescore if b else {} for b in (ref_bleu, run_bleu))):
         a, b = (getattr(x.rescoring(name) if x else None, "bleu_tok", None)
                 for x in (ref_bleu, run_bleu))
         lines.append(_line(f"rescore.{name}", a, b, *spreads.bleu((), a)))
