@@ -298,6 +298,8 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     assert enc_fwd["mean_f"] == enc.set_index("model").loc["fwd", "mean_f"].mean()
     assert len(report.render(read_analysis(out), figures)) == 5
     assert "No snapshots of training were measured" in md
+    # and the end of training's paragraph says what the verdict then rests on
+    assert "from the start: no snapshot of training was measured (the analyze stage" in md
 
     # the claims table's verdicts follow the artifacts, and flip with them
     reach_claim, fig2_claim = checks.analysis_claims(read_analysis(out))

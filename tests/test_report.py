@@ -862,6 +862,55 @@ def test_the_reversal_argument_holds_only_where_every_early_snapshot_agrees():
     assert reach_claim(first, diff((0, -0.3, -0.1), (0.5, 0.1, 0.3), (2, -0.3, -0.1))).status \
         == verdicts.HOLDS
 
+    # no trained early snapshot: the end of training's interval decides, not the point norms of
+    # gradient_reach_first.csv (which say the reversed model's gradient is larger)
+    first = pd.DataFrame([{"model": "forward", "reverse_source": False, "positions": 3,
+                           "mean_norm": 0.2, "mean_share": 0.1},
+                          {"model": "reversed_1", "reverse_source": True, "positions": 3,
+                           "mean_norm": 0.4, "mean_share": 0.2}])
+    got = reach_claim(first, diff((0, 0.2, 0.4), (1, 0.1, 0.3), (2, -0.1, 0.3)))
+    assert got.status == verdicts.NO_DIFFERENCE
+    assert [(d.label, d.lo, d.hi) for d in got.differences] == [
+        ("reversed_1 - forward, epoch 2", -0.1, 0.3)]
+    assert "end of training epoch 2 +0.100 [-0.100, +0.300]" in got.evidence
+    assert "earlier epoch 1 +0.200 [+0.100, +0.300]" in got.evidence
+    assert "none was measured (analysis.snapshots): it rests on the end of training (epoch 2)" \
+        in got.evidence
+    assert reach_claim(first, diff((0, -0.3, -0.1), (2, 0.1, 0.3))).status == verdicts.HOLDS
+    # no snapshots at all: the point norms, and the evidence says there is no interval
+    got = reach_claim(first, diff())
+    assert got.status == verdicts.HOLDS and got.differences[0].lo is None
+    assert "0.4 vs forward 0.2 (2.00x); no snapshot of training was measured" in got.evidence
+    assert "with no interval" in got.evidence
+
+
+def test_without_early_snapshots_the_reach_verdict_and_its_sections_rest_on_the_end(tmp_path):
+    """The published run's analyses with its early snapshots (epochs 0.25, 0.5) taken out: the
+    end of training (epoch 7.5, where the reversed model's share is lower) decides, and the claim
+    and both report sections say so."""
+    import dataclasses
+
+    from s2s.analysis.outputs import read
+    from s2s.claims.analyses import reach_claim
+    from s2s.report.sections.analysis import gradient_reach, reach_training
+
+    a = read(Path(__file__).resolve().parents[1] / "reports" / "default" / "analysis")
+    assert reach_claim(a.reach_first, a.training_diff).status == verdicts.HOLDS
+    late = a.training_diff[~a.training_diff["epoch"].isin([0.25, 0.5])]
+    got = reach_claim(a.reach_first, late)
+    assert got.status == verdicts.FAILS
+    assert [(d.label, d.value, d.lo, d.hi) for d in got.differences] == [
+        ("reversed_1 - forward, epoch 7.5", -0.129155, -0.13906, -0.118581)]
+    assert "earlier epoch 1 +0.432 [+0.426, +0.439]; epoch 2 +0.273 [+0.263, +0.283]" \
+        in got.evidence
+    b = dataclasses.replace(a, training_diff=late)
+    text = "\n".join(str(x) for x in reach_training.section(b, tmp_path, "figures").blocks)
+    assert "End of training (the verdict: no trained early snapshot was measured): epoch 7.5" \
+        in text and "Trained, early" not in text and "Later: epoch 1:" in text
+    assert "it rests on the end of training (epoch 7.5)" in text
+    text = "\n".join(str(x) for x in gradient_reach.section(b, tmp_path, "figures").blocks)
+    assert "from the start: the verdict would rest on trained early snapshots" in text
+
 
 def test_the_claims_say_intervals_only_where_every_bootstrap_was_made(tmp_path):
     from s2s.claims.check import check_all

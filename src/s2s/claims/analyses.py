@@ -6,6 +6,8 @@ swaps apart). No I/O.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from s2s.analysis.outputs import FIRST, Analyses
@@ -16,10 +18,49 @@ from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN
 EARLY = 0.5  # the paper's argument is about what SGD finds from the start: epochs <= EARLY
 # Epoch 0 is the initialisation: its gradient reach shows the reading order of untrained
 # weights, not anything SGD learned, so it is shown (labelled) and never part of a verdict.
-# The one sentence every place that gives the verdict uses (claims table, sections, summary):
+# The one sentence every place that gives the verdict uses (claims table, sections, summary),
+# one per thing the verdict can rest on (ReachBasis):
 REACH_STORY = ("the verdict rests on the trained early snapshots (0 < epoch <= {early:g}); "
                "epoch 0 is the initialisation (reading order, nothing learned) and the end of "
                "training is shown beside, not judged")
+END_STORY = ("the verdict would rest on trained early snapshots (0 < epoch <= {early:g}), but "
+             "none was measured (analysis.snapshots): it rests on the end of training (epoch "
+             "{end:g}), which cannot show what SGD finds first; epoch 0, where measured, is the "
+             "initialisation (reading order, nothing learned), shown, not judged")
+POINT_STORY = ("no snapshot of training was measured (the analyze stage was given no snapshot "
+               "folder): the verdict rests on the end of training's mean gradient norms, with no "
+               "interval, and cannot show what SGD finds first")
+
+
+@dataclass(frozen=True)
+class ReachBasis:
+    """What the reversal argument's verdict rests on: `rows`, the rows of
+    gradient_reach_training_diff.csv's first_share that decide it (the trained early snapshots;
+    where none was measured, the end of training; no rows: gradient_reach_first.csv's point
+    values at the end), `part` ("early", "end" or "point") and `story`, the sentence saying so."""
+
+    rows: pd.DataFrame
+    part: str
+    story: str
+
+
+def first_share(diff: pd.DataFrame) -> pd.DataFrame:
+    """gradient_reach_training_diff.csv's rows of the first source words' share."""
+    return diff[diff["statistic"] == "first_share"] if len(diff) else diff
+
+
+def reach_basis(diff: pd.DataFrame) -> ReachBasis:
+    """What the reversal argument's verdict rests on, given gradient_reach_training_diff.csv."""
+    share = first_share(diff)
+    early = share[(share["epoch"] > 0) & (share["epoch"] <= EARLY)] if len(share) else share
+    if len(early):
+        return ReachBasis(early, "early", REACH_STORY.format(early=EARLY))
+    trained = share[share["epoch"] > 0] if len(share) else share
+    if len(trained):
+        end = trained["epoch"].max()
+        return ReachBasis(trained[trained["epoch"] == end], "end",
+                          END_STORY.format(early=EARLY, end=end))
+    return ReachBasis(trained, "point", POINT_STORY)
 
 
 def interval(r) -> str:
@@ -28,36 +69,38 @@ def interval(r) -> str:
 
 
 def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
-    """The reversal argument's verdict: from the early snapshots (epochs <= EARLY) of
-    gradient_reach_training_diff.csv where the over-training measurement is there, with what
-    happens later; else from the end of training (gradient_reach_first.csv)."""
+    """The reversal argument's verdict (:func:`reach_basis`): from the interval of each early
+    snapshot of gradient_reach_training_diff.csv (epochs <= EARLY), with what happens later;
+    where none was measured, from the end of training's interval there; without that table,
+    from the end of training's point values (gradient_reach_first.csv)."""
     key = "gradient_reach"
-    share = diff[diff["statistic"] == "first_share"] if len(diff) else diff
-    early = share[(share["epoch"] > 0) & (share["epoch"] <= EARLY)] if len(share) else share
-    if len(early):
-        # holds when every early snapshot's interval is above 0, as verdict_of judges a claim
-        status = (HOLDS if (early["lo"] > 0).all() else FAILS if (early["hi"] < 0).any()
+    basis = reach_basis(diff)
+    if basis.part != "point":
+        share, judged = first_share(diff), basis.rows
+        # holds when every judged interval is above 0, as verdict_of judges a claim
+        status = (HOLDS if (judged["lo"] > 0).all() else FAILS if (judged["hi"] < 0).any()
                   else NO_DIFFERENCE)
         init = share[share["epoch"] == 0]
-        late = share[share["epoch"] > EARLY]
-        r = early.iloc[0]
+        late = share[(share["epoch"] > EARLY) & ~share.index.isin(judged.index)]
+        r = judged.iloc[0]
         evidence = (f"share of -log p(y_1)'s gradient at source positions 1-{FIRST}, "
                     f"{r['reversed']} - {r['forward']} with 95% bootstrap interval: trained, "
-                    "early " + "; ".join(f"epoch {x['epoch']:g} {interval(x)}"
-                                        for _, x in early.iterrows()))
+                    + ("early " if basis.part == "early" else "end of training ")
+                    + "; ".join(f"epoch {x['epoch']:g} {interval(x)}"
+                                for _, x in judged.iterrows()))
         if len(init):
             evidence += f"; at initialisation (reading order) {interval(init.iloc[0])}"
-        if len(late):
-            evidence += "; later " + "; ".join(f"epoch {x['epoch']:g} {interval(x)}"
+        if len(late):  # after the early snapshots; before the end where that decides
+            evidence += ("; later " if basis.part == "early" else "; earlier ") + "; ".join(f"epoch {x['epoch']:g} {interval(x)}"
                                                for _, x in late.iterrows())
         return claim(
-            key, status, evidence + "; " + REACH_STORY.format(early=EARLY),
+            key, status, evidence + "; " + basis.story,
             ours="; ".join(f"epoch {x['epoch']:g}: {x['reversed']} {x['reversed_mean']:.3f} vs "
-                           f"{x['forward']} {x['forward_mean']:.3f}" for _, x in early.iterrows()),
+                           f"{x['forward']} {x['forward_mean']:.3f}" for _, x in judged.iterrows()),
             differences=tuple(difference(f"{x['reversed']} - {x['forward']}, epoch "
                                          f"{x['epoch']:g}", "share", x["diff"],
                                          (x["lo"], x["hi"]), BOOTSTRAP)
-                              for _, x in early.iterrows()))
+                              for _, x in judged.iterrows()))
     fwd = first[~first["reverse_source"]]
     rev = first[first["reverse_source"]]
     if len(fwd) and len(rev):
@@ -65,8 +108,8 @@ def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
         nf, nr = f["mean_norm"], r["mean_norm"]
         return claim(key, HOLDS if nr > nf else FAILS,
                      f"mean gradient norm of -log p(y_1) at source positions 1-{FIRST} at the "
-                     f"end of training (no snapshots): {r['model']} {nr:.3g} vs {f['model']} "
-                     f"{nf:.3g} ({nr / nf:.2f}x)",
+                     f"end of training: {r['model']} {nr:.3g} vs {f['model']} {nf:.3g} "
+                     f"({nr / nf:.2f}x); {basis.story}",
                      ours=f"{r['model']} {nr:.3g} vs {f['model']} {nf:.3g}",
                      differences=(difference(f"{r['model']} - {f['model']}",
                                              "gradient norm", nr - nf),))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from s2s.analysis.outputs import FIRST, Analyses
-from s2s.claims.analyses import EARLY, REACH_STORY
+from s2s.claims.analyses import reach_basis
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
 from s2s.report.sections import fixed, model_label, prose
@@ -29,6 +29,7 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
     blocks: list = [P.reach_text(test.reach_sentences, test.reach_min_length,
                                  meta.gradient_reach.definition)]
     first = {r["model"]: r for _, r in a.reach_first.iterrows()}
+    story = reach_basis(a.training_diff).story
     fwd_models = [m for m, r in first.items() if not r["reverse_source"]]
     rev_models = [m for m, r in first.items() if r["reverse_source"]]
     for f in fwd_models:
@@ -37,8 +38,7 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
             nr, sr = first[r]["mean_norm"], first[r]["mean_share"]
             ratio = nr / nf if nf > 0 else math.nan
             blocks.append(P.reach_end(FIRST, f, f"{nf:.3g}", r, f"{nr:.3g}", f"{ratio:.2f}",
-                                      f"{sf:.3f}", f"{sr:.3f}", nr > nf,
-                                      REACH_STORY.format(early=EARLY)))
+                                      f"{sf:.3f}", f"{sr:.3f}", nr > nf, story))
     wide = reach.pivot_table(index="position", columns="model", values=["mean_norm", "mean_share"],
                              sort=False)
     count = reach.groupby("position")["sentences"].max()

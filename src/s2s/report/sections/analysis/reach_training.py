@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from s2s.analysis.outputs import FIRST, Analyses
-from s2s.claims.analyses import EARLY, REACH_STORY, interval
+from s2s.claims.analyses import EARLY, first_share, interval, reach_basis
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
 from s2s.report.sections import fixed, model_label, prose
@@ -28,18 +28,21 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
         return Section(TITLE, [P.training_none()])
     labels = {m: model_label(m, bool(df["reverse_source"].iloc[0]))
               for m, df in training.groupby("model", sort=False)}
-    share = diff[diff["statistic"] == "first_share"] if len(diff) else diff
+    share, basis = first_share(diff), reach_basis(diff)
     fig = figures.reach_over_training(first, share, figures_dir / FIGURES["reach_training"],
                                       labels=labels, upto=FIRST)
     fig_p = figures.reach_positions_over_training(
         training, figures_dir / FIGURES["reach_positions"], labels=labels)
     boot = a.meta.gradient_reach_training.bootstrap
-    blocks: list = [P.training_text(REACH_STORY.format(early=EARLY), FIRST, boot.samples)]
+    blocks: list = [P.training_text(basis.story, FIRST, boot.samples)]
     if len(share):
         init = share[share["epoch"] == 0]
         early = share[(share["epoch"] > 0) & (share["epoch"] <= EARLY)]
-        late = share[share["epoch"] > EARLY]
-        for part, rows in (("init", init), ("early", early), ("late", late)):
+        late = share[(share["epoch"] > EARLY) & ~share.index.isin(basis.rows.index)]
+        parts = [("init", init), ("early", early), ("late", late)]
+        if basis.part == "end":
+            parts.append(("end", basis.rows))
+        for part, rows in parts:
             if len(rows):
                 blocks.append(P.training_part(part, [
                     P.training_epoch(f"{r['epoch']:g}", f"{r['reversed_mean']:.3f}",
