@@ -12,12 +12,13 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
 
 from s2s import checkpoint
-from s2s.analysis.init_reach import init_reach, input_gradient_norms, make_cell
+from s2s.analysis.init_reach import init_reach, input_gradient_norms, make_cell, seed_draws
 from s2s.layout import INIT_REACH_COLUMNS as COLUMNS
 from s2s.config import ConfigError, load
 from s2s.data.vocab import Vocab
@@ -286,10 +287,35 @@ def test_init_reach_frame(reach):
     assert reach[reach.cell == "rnn"].forget_bias.isna().all()
 
 
+def test_each_seeds_inputs_are_independent_of_the_weights_that_read_them():
+    """One generator seeded alike for the inputs and the weights made x_t correlate with the
+    input weights that read it (r about -0.34, element by element), pushing unit t's gate at
+    step t far from the init's: the data and weight streams are independent, every cell of a
+    seed has the same weights' draws, and init_reach measures those draws."""
+    cells = [("rnn", float("nan")), ("lstm", 0.0), ("lstm", 3.0)]
+    for seed in range(3):
+        x, readout, rnns = seed_draws(seed, cells, hidden=64, input_size=64, steps=60,
+                                      init_range=0.08)
+        assert x.shape == (60, 64) and float(readout.norm()) == pytest.approx(1.0)
+        for rnn in rnns:
+            w = rnn.weight_ih_l0.detach()[:60]  # row t: unit t's (first gate's) input weights
+            assert abs(np.corrcoef(w.flatten(), x.flatten())[0, 1]) < 0.05
+            assert abs(float((w * x).sum(1).mean())) < 0.1  # its pre-activation at step t
+        assert torch.equal(rnns[0].weight_ih_l0, rnns[1].weight_ih_l0[:64])
+        assert torch.equal(rnns[1].weight_hh_l0, rnns[2].weight_hh_l0)
+        assert not torch.equal(rnns[1].bias_ih_l0, rnns[2].bias_ih_l0)  # the forget bias
+    x, readout, rnns = seed_draws(7, cells, hidden=64, input_size=64, steps=60, init_range=0.08)
+    one = init_reach(hidden=64, input_size=64, seeds=1, first_seed=7, forget_biases=(0.0, 3.0))
+    for c, rnn in enumerate(rnns):
+        got = one["mean_norm"].to_numpy()[60 * c:60 * (c + 1)]
+        np.testing.assert_allclose(got, input_gradient_norms(rnn, x, readout).numpy(),
+                                   rtol=1e-6)
+
+
 def test_init_reach_measured(reach):
     """The numbers at the paper's init (measured: steps_back 10 / 30 / 59, relative to the last
-    step): RNN 1.8e-3 / 6.1e-9 / 6.6e-17, LSTM 5.4e-3 / 3.9e-7 / 4.9e-13, LSTM with forget bias 3
-    0.41 / 0.40 / 0.71 (it does not decay: the early steps get more, their cell state being
+    step): RNN 1.8e-3 / 6.7e-9 / 8.1e-17, LSTM 5.6e-3 / 4.5e-7 / 5.8e-13, LSTM with forget bias 3
+    0.43 / 0.41 / 0.75 (it does not decay: the early steps get more, their cell state being
     smaller)."""
     rnn, lstm = relative(reach, "rnn"), relative(reach, "lstm", 0.0)
     lstm3 = relative(reach, "lstm", 3.0)

@@ -5,12 +5,14 @@ sigma(3) = 0.95). Why the LSTM can learn the long dependencies of §3.3 at all, 
 the source, which puts the first source words next to the first target words, helps it.
 
 For each seed, each cell of `hidden` units over `input_size` inputs:
-  - every parameter uniform in [-init_range, init_range] (§3.4), from the seed's own generator;
-    for the LSTM with forget bias b, then its forget gates' bias set to b exactly as
+  - every parameter uniform in [-init_range, init_range] (§3.4), from the seed's weight stream
+    (the same weights' draws for every cell of the seed, independent of its data stream: one
+    generator for both would make each input x_t correlate with the weights that read it); for
+    the LSTM with forget bias b, then its forget gates' bias set to b exactly as
     `forget_bias` does in a model (s2s.model.lstm.set_forget_bias: b_ih's forget chunk b, b_hh's
     0); b = 0 leaves the uniform init, as `forget_bias: 0.0` does;
-  - inputs x_1 .. x_T ~ N(0, 1), the same for every cell of the seed;
-  - a fixed random readout v, a unit vector drawn with the seed, the same for every cell;
+  - inputs x_1 .. x_T ~ N(0, 1) from the seed's data stream, the same for every cell of the seed;
+  - a fixed random readout v, a unit vector from the data stream, the same for every cell;
   - g_t = || d (v . h_T) / d x_t ||_2 for t = 1 .. T, all from one backward pass.
 The frame holds, per cell and step, the mean and standard deviation of g_t over the seeds and
 the mean relative to that at the last step (t = T).
@@ -56,6 +58,23 @@ def input_gradient_norms(rnn: nn.RNNBase, x: Tensor, readout: Tensor) -> Tensor:
     return grad.norm(dim=1)
 
 
+def seed_draws(seed: int, cells: Sequence[tuple[str, float]], *, hidden: int, input_size: int,
+               steps: int, init_range: float) -> tuple[Tensor, Tensor, list[nn.RNNBase]]:
+    """Seed `seed`'s inputs (T, E) and unit readout (H,), from its data stream, and one cell per
+    (cell, forget bias) of `cells`, each from the start of its weight stream: two independent
+    streams (numpy's SeedSequence spawn), as the module docstring says."""
+    data_stream, weight_stream = (int(s.generate_state(1, np.uint64)[0])
+                                  for s in np.random.SeedSequence(seed).spawn(2))
+    data = torch.Generator().manual_seed(data_stream)
+    x = torch.randn(steps, input_size, generator=data)
+    readout = torch.randn(hidden, generator=data)
+    rnns = [make_cell(cell, input_size=input_size, hidden=hidden, init_range=init_range,
+                      forget_bias=0.0 if cell == "rnn" else bias,
+                      generator=torch.Generator().manual_seed(weight_stream))
+            for cell, bias in cells]
+    return x, readout / readout.norm(), rnns
+
+
 def init_reach(*, hidden: int = 256, input_size: int = 256, steps: int = 60, seeds: int = 20,
                forget_biases: Sequence[float] = (0.0, 3.0), init_range: float = 0.08,
                first_seed: int = 0) -> pd.DataFrame:
@@ -66,15 +85,9 @@ def init_reach(*, hidden: int = 256, input_size: int = 256, steps: int = 60, see
     cells = [("rnn", float("nan"))] + [("lstm", float(b)) for b in forget_biases]
     norms = np.empty((len(cells), seeds, steps))
     for s in range(seeds):
-        seed = first_seed + s
-        data = torch.Generator().manual_seed(seed)
-        x = torch.randn(steps, input_size, generator=data)  # (T, E)
-        readout = torch.randn(hidden, generator=data)
-        readout = readout / readout.norm()  # (H,)
-        for c, (cell, bias) in enumerate(cells):
-            rnn = make_cell(cell, input_size=input_size, hidden=hidden, init_range=init_range,
-                            forget_bias=0.0 if cell == "rnn" else bias,
-                            generator=torch.Generator().manual_seed(seed))
+        x, readout, rnns = seed_draws(first_seed + s, cells, hidden=hidden,
+                                      input_size=input_size, steps=steps, init_range=init_range)
+        for c, rnn in enumerate(rnns):
             norms[c, s] = input_gradient_norms(rnn, x, readout).numpy()
     frames = []
     step = np.arange(1, steps + 1)
