@@ -441,7 +441,7 @@ class Summary(Record):
     bleu: dict[str, dict[str, float]]  # system -> "b<beam>" -> tokenised BLEU
     rescore: dict[str, float]  # rescoring output -> tokenised BLEU
     ppl: dict[str, float]  # model -> test perplexity
-    minutes: dict[str, float]  # train, decode
+    minutes: dict[str, float]  # train (the training loops, over every resume), decode
 
 
 # --- outputs/claims/claims.json -----------------------------------------------------------------

@@ -29,7 +29,9 @@ def summarize(params: Params, bleu: Bleu, train: dict[str, TrainMetrics],
     for model in params.models:
         if model in train:
             out["ppl"][model] = r(train[model].test_ppl)
-    train_s = [m.wall_seconds for m in train.values()]
+    # the training loops' time, summed over every resume (a stage's wall_seconds is its last
+    # run's: seconds, where it found the model trained)
+    train_s = [m.train_seconds for m in train.values()]
     decode_s = [b.seconds for t in timing.values() for b in t.beams.values()]
     if train_s:
         out["minutes"]["train"] = r(sum(train_s) / 60)

@@ -14,7 +14,8 @@ def sections(ctx: Context) -> list[Section]:
     P = prose("models")
     trained = models_table(ctx.params, ctx.art.train)
     table = Table(
-        P.models_title(), fmt_frame(trained, {"epochs": 2, "target words/s": 0, "minutes": 1}),
+        P.models_title(),
+        fmt_frame(trained, {"epochs": 2, "target words/s": 0, "train minutes": 1}),
         (P.models_note(),), "models", numbers=trained)
     return [Section("The models", [table])]
 
@@ -33,6 +34,7 @@ def models_table(params: Params, train: dict[str, TrainMetrics]) -> pd.DataFrame
                      "dev ppl": m.dev_ppl if m else None, "test ppl": m.test_ppl if m else None,
                      "target words/s": m.tgt_words_per_sec if m else None,
                      "precision": m.precision if m else None,
-                     "minutes": m.wall_seconds / 60 if m else None,
+                     # the training loop's time, summed over every resume
+                     "train minutes": m.train_seconds / 60 if m else None,
                      "status": "ours" if m else f"{NOT_RUN}: no metrics/train/{name}.json"})
     return pd.DataFrame(rows)
