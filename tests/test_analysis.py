@@ -283,7 +283,7 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
         assert f"](figures/{name})" in md
     assert md.startswith("## Figure 2")
     assert "| model | PC1 var |" in md and "| position | sentences | norm fwd |" in md
-    assert "(read as <unk>): by, watched." in md
+    assert "(read as \\<unk>): by, watched." in md
     nf, sf = run.first_positions(reach, "fwd")
     nr, _ = run.first_positions(reach, "rev")
     assert f"forward (fwd) {nf:.3g} vs reversed (rev) {nr:.3g}" in md

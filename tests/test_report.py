@@ -1127,7 +1127,7 @@ def test_table2_says_where_the_baseline_falls(report):
     beam = max(params.systems[base].beams)
     b, r = bleu[base][str(beam)]["bleu_tok"], bleu["reversed"]["12"]["bleu_tok"]
     line = next(ln for ln in md.splitlines() if ln.startswith("Table 2's setting:"))
-    assert "(paper: 30.59 < 33.30 < 34.81); the paper's is phrase-based SMT" in line
+    assert "(paper: 30.59 \\< 33.30 \\< 34.81); the paper's is phrase-based SMT" in line
     assert f"Our baseline is {bleu_tables.baseline_text(params)}. Ours: " in line
     system = params.systems[base]
     assert bleu_tables.baseline_text(params).endswith(
@@ -1157,3 +1157,24 @@ def test_the_report_renders_the_claims_stage_verdicts_and_recomputes_none(report
     with pytest.raises(FileNotFoundError, match="run the claims stage first"):
         report_main(report["params"], report_paths(report, claims=tmp_path / "none.json",
                                                    out=out, attention=None))
+
+
+def test_the_markdown_shows_the_corpus_text_as_written():
+    """A translation's <unk> (and any <tag> or &entity; a corpus holds) is text in report.md, not
+    HTML a Markdown renderer drops; a code span is left as it is."""
+    markdown_it = pytest.importorskip("markdown_it")
+    out = "Un chien <unk> dehors, «&quot;» <b>R&D</b>"
+    doc = render_.Document("T", [render_.Section("S", [
+        "Prose: read as <unk>; files `metrics/train/<model>.json`.",
+        render_.Table("Outputs", pd.DataFrame({"system": ["a|b"], "output": [out]}),
+                      notes=("a note on <unk>",)),
+        render_.Bullets(("x < y",))])])
+    md = render_.to_markdown(doc, contents=False)
+    assert "files `metrics/train/<model>.json`" in md  # a code span is not escaped
+    assert "| a\\|b | Un chien \\<unk> dehors, «\\&quot;» \\<b>R&D\\</b> |" in md
+    page = markdown_it.MarkdownIt("commonmark").enable("table").render(md)
+    text = html_unescape(page)
+    for shown in ("Un chien <unk> dehors, «&quot;» <b>R&D</b>", "read as <unk>;",
+                  "a note on <unk>", "x < y", "<code>metrics/train/<model>.json</code>"):
+        assert shown in text, shown
+    assert "<unk>" not in page and "<b>" not in page  # no tag reaches the page

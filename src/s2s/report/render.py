@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -154,8 +155,23 @@ def _cell(v: object) -> str:
 # --- Markdown ------------------------------------------------------------------------------------
 
 
+# Outside code spans, what Markdown would read as HTML: a `<` (the corpus's <unk> would open a
+# tag and vanish from the rendered page) and an `&` that starts an entity (&quot; would become ").
+_CODE_SPAN = re.compile(r"(`[^`]*`)")
+_ENTITY = re.compile(r"&(?=#?\w+;)")
+
+
+def md_text(text: str) -> str:
+    """`text` (prose, a caption, a cell) as Markdown that renders it as written: `<` and an
+    entity's `&` backslash-escaped outside code spans, which Markdown leaves as they are."""
+    parts = _CODE_SPAN.split(text)
+    return "".join(part if i % 2 else _ENTITY.sub(r"\\&", part).replace("<", "\\<")
+                   for i, part in enumerate(parts))
+
+
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """A table cell: md_text, with `|` escaped and on one line."""
+    return md_text(text).replace("|", "\\|").replace("\n", " ")
 
 
 def md_table(df: pd.DataFrame) -> str:
@@ -176,17 +192,17 @@ def to_markdown(doc: Document, *, contents: bool = True) -> str:
         out += [f"## {sec.title}", ""]
         for b in sec.blocks:
             if isinstance(b, str):
-                out += [b, ""]
+                out += [md_text(b), ""]
             elif isinstance(b, Bullets):
-                out += [f"- {item}" for item in b.items] + [""]
+                out += [f"- {md_text(item)}" for item in b.items] + [""]
             elif isinstance(b, Table):
-                out += [f"**{b.title}**", ""] + ([b.lead, ""] if b.lead else [])
+                out += [f"**{md_text(b.title)}**", ""] + ([md_text(b.lead), ""] if b.lead else [])
                 out += [md_table(b.frame), ""]
-                out += [f"{n}" for n in b.notes] + ([""] if b.notes else [])
+                out += [md_text(n) for n in b.notes] + ([""] if b.notes else [])
             elif isinstance(b, Image):
-                out += [f"![{b.title}]({b.rel})", ""]
+                out += [f"![{md_text(b.title)}]({b.rel})", ""]
                 if b.caption:
-                    out += [f"*{b.caption}*", ""]
+                    out += [f"*{md_text(b.caption)}*", ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -82,7 +82,7 @@ def main(params: Params, paths: ReportPaths) -> dict[str, Path]:
     from s2s.report.build import build
     from s2s.report.inputs import load
     from s2s.paper import check_answers
-    from s2s.report.render import Image, md_table, to_html, to_markdown
+    from s2s.report.render import Image, md_table, md_text, to_html, to_markdown
 
     t0 = time.perf_counter()
     check_answers(params)  # params name rows of the paper's tables, before anything is read
@@ -95,8 +95,9 @@ def main(params: Params, paths: ReportPaths) -> dict[str, Path]:
     for name, table in doc.tables().items():
         csv_path, md_path = paths.table(name)
         atomic_write_text(csv_path, table.csv_frame.to_csv(index=False))
-        notes = "".join(f"\n{n}\n" for n in table.notes)
-        atomic_write_text(md_path, f"**{table.title}**\n\n{md_table(table.frame)}\n{notes}")
+        notes = "".join(f"\n{md_text(n)}\n" for n in table.notes)
+        atomic_write_text(md_path,
+                          f"**{md_text(table.title)}**\n\n{md_table(table.frame)}\n{notes}")
         written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
     written["md"], written["html"] = paths.documents
     atomic_write_text(written["md"], to_markdown(doc))
