@@ -391,3 +391,47 @@ def test_paper_statmt_is_the_papers_setting_on_statmt_data_and_says_so(tmp_path)
     assert s2s(["profile", "paper_statmt"], tmp_path).returncode == 0
     proc = s2s(["check", "--out", "p.json"], tmp_path)
     assert proc.returncode == 0, proc.stderr
+
+
+# --- s2s report on a damaged copy of the published run ---------------------------------------------
+
+
+def report_args(p: Path, out: Path) -> list:
+    """`s2s report` on the published run's layout under `p`, as reports/default/README.md
+    gives it."""
+    return ["--params", p / "params.yaml", "report", "--metrics", p / "metrics",
+            "--translate", p / "outputs" / "translate", "--groups", p / "metrics" / "figure3.csv",
+            "--manifest", p / "data" / "raw" / "manifest.json",
+            "--attention", p / "analysis" / "attention_weights.json",
+            "--analysis", p / "analysis", "--prepared", p / "data" / "prepared",
+            "--cost", p / "timing" / "cost.json",
+            "--claims", p / "outputs" / "claims" / "claims.json", "--out", out]
+
+
+def test_the_report_refuses_a_claims_file_without_a_claim_naming_it(tmp_path):
+    p = tmp_path / "run"
+    shutil.copytree(PUBLISHED, p)
+    path = p / "outputs" / "claims" / "claims.json"
+    record = json.loads(path.read_text())
+    record["claims"] = [c for c in record["claims"] if c["key"] != "cost"]
+    path.write_text(json.dumps(record))
+    proc = s2s(report_args(p, tmp_path / "out"), tmp_path)
+    line = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert str(path) in line and "no verdict for the claim(s) cost of paper.yaml" in line
+    assert not (tmp_path / "out" / "report.md").exists()
+
+
+def test_the_report_refuses_a_forget_summary_without_a_traced_model(tmp_path):
+    """Its rows of one model gone, the report would have said that model is no LSTM."""
+    p = tmp_path / "run"
+    shutil.copytree(PUBLISHED, p)
+    path = p / "analysis" / "forget_summary.csv"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(ln for ln in lines if not ln.startswith("reversed_1,")))
+    proc = s2s(report_args(p, tmp_path / "out"), tmp_path)
+    line = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert f"{path}: no rows of reversed_1, whose forget gates analysis.json says were traced" \
+        in line
+    assert not (tmp_path / "out" / "report.md").exists()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from s2s.artifacts import AnalysisMeta, read_table
+from s2s.artifacts import AnalysisMeta, ArtifactError, read_table
 from s2s.layout import ANALYSIS_META, ANALYSIS_TABLES, AnalysisTable
 
 if TYPE_CHECKING:
@@ -103,12 +103,20 @@ def write(out_dir: Path, analyses: Analyses) -> list[Path]:
 def read(analysis_dir: Path) -> Analyses:
     """The analyze stage's folder, every file checked (:func:`s2s.artifacts.read_table`, the
     record's schema): a missing file, a missing column or a value that is not a number is an
-    error naming the file (and the line)."""
+    error naming the file (and the line); so is a forget-gate summary without a model whose gates
+    the record says were traced (the report would say it has none)."""
     d = Path(analysis_dir)
     frames: Mapping[str, pd.DataFrame] = {
         key: read_table(d / spec.name, columns=spec.columns, numbers=spec.numbers)
         for key, spec in ANALYSIS_TABLES.items()}
-    return Analyses(meta=AnalysisMeta.read(d / ANALYSIS_META), **frames)
+    a = Analyses(meta=AnalysisMeta.read(d / ANALYSIS_META), **frames)
+    summarised = set(a.forget["model"])
+    missing = [m for m, x in a.meta.models.items() if x.forget_gates and m not in summarised]
+    if missing:
+        raise ArtifactError(f"{d / ANALYSIS_TABLES['forget'].name}: no rows of "
+                            f"{', '.join(missing)}, whose forget gates {ANALYSIS_META} says "
+                            "were traced")
+    return a
 
 
 def read_if_present(analysis_dir: Path | None, files_read: list[str]) -> Analyses | None:

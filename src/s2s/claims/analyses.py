@@ -136,6 +136,10 @@ def figure2_claim(summary: pd.DataFrame) -> Claim:
                           for r in rows))
 
 
+ANALYSIS_CLAIMS = ("gradient_reach", "figure2")  # the keys analysis_claims gives, in order
+
+
 def analysis_claims(a: Analyses) -> list[Claim]:
-    """The analyses' verdicts for the claims table: the reversal argument, then Figure 2."""
+    """The analyses' verdicts for the claims table (ANALYSIS_CLAIMS): the reversal argument,
+    then Figure 2."""
     return [reach_claim(a.reach_first, a.training_diff), figure2_claim(a.figure2)]

@@ -18,11 +18,14 @@ import pandas as pd
 
 from s2s.analysis import outputs as analysis_outputs
 from s2s.analysis.outputs import Analyses
-from s2s.artifacts import (AttentionWeights, Bleu, Claims, CostTiming, Manifest, PrepareMetrics,
-                           Timing, TrainMetrics, VocabMetrics, read_measured, read_table)
+from s2s.artifacts import (ArtifactError, AttentionWeights, Bleu, Claims, CostTiming, Manifest,
+                           PrepareMetrics, Timing, TrainMetrics, VocabMetrics, read_measured,
+                           read_table)
+from s2s.claims.analyses import ANALYSIS_CLAIMS
 from s2s.config import Params
 from s2s.layout import (CURVE_COLUMNS, DROP_COLUMNS, DROP_NUMBERS, GROUP_COLUMNS, GROUP_NUMBERS,
                         ReportPaths, hypothesis_files)
+from s2s.paper import paper
 
 log = logging.getLogger("s2s.report")
 
@@ -50,6 +53,18 @@ class Artifacts:
     examples: list[dict] | None = None  # a few test sentences with every system's output
     length_drop: pd.DataFrame | None = None  # the evaluate stage's length_drop.csv
     cost: CostTiming | None = None  # the timing stage's cost.json
+
+
+def _check_claims(claims: Claims, path, *, analysed: bool) -> None:
+    """Every claim of paper.yaml has its verdict in `claims`, the analyses' (ANALYSIS_CLAIMS)
+    where the report reads the analyze stage's folder (the claims stage writes each, "not run in
+    this profile" where the profile lacks what it rests on): ArtifactError naming the file and
+    the missing claims, not a section failing on its own."""
+    want = [k for k in paper().claims if analysed or k not in ANALYSIS_CLAIMS]
+    missing = [k for k in want if k not in claims.verdicts()]
+    if missing:
+        raise ArtifactError(f"{path}: no verdict for the claim(s) {', '.join(missing)} of "
+                            "paper.yaml; run the claims stage again")
 
 
 def load(params: Params, paths: ReportPaths) -> Artifacts:
@@ -82,7 +97,7 @@ def load(params: Params, paths: ReportPaths) -> Artifacts:
     examples = None
     if paths.prepared is not None:
         examples = load_examples(params, paths, read)
-    return Artifacts(bleu=found.bleu, train=found.train, curves=curves, timing=found.timing,
+    art = Artifacts(bleu=found.bleu, train=found.train, curves=curves, timing=found.timing,
                      groups=groups,
                      prepare=PrepareMetrics.read_if_present(paths.prepare_metrics, read),
                      vocab=VocabMetrics.read_if_present(paths.vocab_metrics, read),
@@ -92,6 +107,8 @@ def load(params: Params, paths: ReportPaths) -> Artifacts:
                      analysis=analysis_outputs.read_if_present(paths.analysis, read),
                      claims=claims, read=read, examples=examples, length_drop=length_drop,
                      cost=CostTiming.read_if_present(paths.cost, read) if paths.cost else None)
+    _check_claims(claims, paths.claims, analysed=art.analysis is not None)
+    return art
 
 
 # Example sentences: at these quantiles of the source length, shortest first.

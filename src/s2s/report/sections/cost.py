@@ -16,10 +16,11 @@ TITLE = "Decoding cost"
 def sections(ctx: Context) -> list[Section]:
     P = prose("cost")
     cost = cost_table(ctx.params, ctx.art.timing)
-    claim = next(c for c in ctx.art.claims.claims if c.key == "cost")
+    claim = next(c for c in ctx.art.claims.claims if c.key == "cost")  # inputs checked it
     table = Table(P.cost_title(),
                   fmt_frame(cost, {"seconds": 1, "sents_per_sec": 2, "ms_per_sentence": 1}),
-                  (P.cost_note(claim, claim.status != UNKNOWN),), "cost", numbers=cost)
+                  (P.cost_sources(), P.cost_note(claim, claim.status != UNKNOWN)), "cost",
+                  numbers=cost)
     return [Section(TITLE, [table])]
 
 
