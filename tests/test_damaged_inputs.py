@@ -435,3 +435,31 @@ def test_the_report_refuses_a_forget_summary_without_a_traced_model(tmp_path):
     assert f"{path}: no rows of reversed_1, whose forget gates analysis.json says were traced" \
         in line
     assert not (tmp_path / "out" / "report.md").exists()
+
+
+@pytest.mark.parametrize("damage", ["header only", "absent"])
+def test_the_report_says_where_figure_3_or_its_length_drop_has_no_rows(tmp_path, damage):
+    """Neither a table left out without a word nor a figure without curves captioned as if it
+    had them."""
+    p = tmp_path / "run"
+    shutil.copytree(PUBLISHED, p)
+    for name in ("length_drop.csv", "figure3.csv"):
+        path = p / "metrics" / name
+        if damage == "absent":
+            path.unlink()
+        else:
+            path.write_text(path.read_text().splitlines()[0] + "\n")
+        out = tmp_path / f"out_{name}"
+        proc = s2s(report_args(p, out), tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        md = (out / "report.md").read_text(encoding="utf-8")
+        section = md[md.index("## Figure 3"):md.index("\n## ", md.index("## Figure 3") + 1)]
+        dropped = "The drop from the shortest to the longest sentences of ensemble5"
+        if name == "length_drop.csv":  # Figure 3's groups still there
+            assert dropped in section and "No Figure 3" not in section
+            assert "Does the fixed vector fade" not in section
+        else:
+            assert "No Figure 3: the evaluate stage's groups" in section
+            assert dropped not in section  # said once
+        if damage == "absent":
+            assert f"absent: {path}" in proc.stderr

@@ -94,6 +94,8 @@ def load(params: Params, paths: ReportPaths) -> Artifacts:
         read.append(str(paths.length_drop))
         length_drop = read_table(paths.length_drop, columns=DROP_COLUMNS, numbers=DROP_NUMBERS,
                                  dtype={"system": str, "beam": str}, keep_default_na=False)
+    else:
+        log.warning("absent: %s", paths.length_drop)
     examples = None
     if paths.prepared is not None:
         examples = load_examples(params, paths, read)

@@ -19,11 +19,15 @@ def sections(ctx: Context) -> list[Section]:
     P, params = prose("figure3"), ctx.params
     fig = figures.figure3(ctx.art.groups, _figure3_curves(params, ctx.art),
                           ctx.fig_dir / "figure3.png", note=P.figure3_note())
-    parts: list = [Image("Figure 3 (ours)", fig, "figures/figure3.png",
-                         P.figure3_caption(params.evaluate.min_group))]
+    parts: list = [] if len(ctx.art.groups) else [P.figure3_none()]
+    parts.append(Image("Figure 3 (ours)", fig, "figures/figure3.png",
+                       P.figure3_caption(params.evaluate.min_group)))
+    compare = params.report.figure3_compare
     drop = length_drop_table(params, ctx.art)
-    if drop is not None and params.report.figure3_compare:
+    if drop is not None and compare:
         parts.append(Table(P.length_drop_title(), drop, (P.length_drop_note(),), "length"))
+    elif compare and len(ctx.art.groups):  # said once, by figure3_none, where there are no groups
+        parts.append(P.length_drop_none([params.report.figure3_system, *compare]))
     return [Section("Figure 3: BLEU by sentence length and word rarity", parts)]
 
 
