@@ -196,6 +196,47 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step_and_the_rerun
     assert_same_weights(got["model"], want)
 
 
+def _late_signal_worker(params, paths: TrainPaths) -> None:
+    """train_stage.main with rank 1 sending itself SIGTERM as it passes the last step's
+    checkpoint (rank 0 writes it): after that step's stop vote, which cannot carry the signal,
+    and, in a finished run resumed, during its setup (it trains no step)."""
+    import os
+    import signal
+
+    from s2s import train
+
+    if distributed.World.from_env().rank == 1:
+        save = train.Run.save
+
+        def signalled(self, state):
+            if state.step == self.total_steps:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return save(self, state)
+
+        train.Run.save = signalled
+    train_stage.main(params, "reversed_1", paths)
+
+
+def test_a_signal_to_one_rank_after_the_last_vote_stops_every_rank_before_the_outputs(
+        data, two_process_reference):
+    from s2s import runguard
+
+    tmp, _ = data
+    params, want = two_process_reference
+    paths = train_paths(tmp, "late")
+    for signalled_in in ("the last step's checkpoint", "a finished run's setup"):
+        with pytest.raises(runguard.Stopped, match="SIGTERM"):
+            distributed.spawn(_late_signal_worker, 2, params, paths)
+        # rank 0 got no signal, yet stopped with rank 1 instead of writing the outputs
+        assert torch.load(paths.last, weights_only=True)["step"] == 12, signalled_in
+        assert not paths.metrics.exists(), signalled_in
+        assert not (paths.model_dir / "model.pt").exists(), signalled_in
+    distributed.spawn(train_stage.main, 2, params, "reversed_1", paths)
+    got = torch.load(paths.model_dir / "model.pt", weights_only=True)
+    assert got["step"] == 12
+    assert_same_weights(got["model"], want)
+
+
 def test_a_killed_rank_ends_the_run_in_bounded_time_and_the_rerun_resumes(
         data, two_process_reference):
     import signal

@@ -654,15 +654,41 @@ class Run:
         agree in the step's own collective (update's vote): a signal that comes after it (during
         the backward pass, the evaluation or the checkpoint) stops them all after the next
         step."""
-        asked = stop is not None and stop.requested is not None
-        if not (self.stop_vote.agreed if self.world.size > 1 else asked):
+        signum = self.stop_agreed(stop, voted=True)
+        if signum is None:
             return
         self.save(state)
         distributed.barrier(self.world)
-        signum = stop.requested if asked else signal.SIGTERM
         raise runguard.Stopped(f"{self.name}: stopped by {signal.Signals(signum).name} at step "
                                f"{state.step} of {self.total_steps}; {self.last} holds it: rerun "
                                f"to resume", signum)
+
+    def stop_after_training(self, stop: runguard.StopSignals | None) -> None:
+        """After the last step, its resume point written: every rank stops before the outputs if
+        any rank has a stop signal. No step is left to vote in, and a signal may come after the
+        last step's vote (during its evaluation or checkpoint, or during the setup of a finished
+        run, which trains no step), so the ranks agree in a collective of their own, which also
+        waits for rank 0's checkpoint: either all write the outputs or all raise Stopped."""
+        signum = self.stop_agreed(stop, voted=False)
+        if signum is not None:
+            raise runguard.Stopped(f"{self.name}: stopped by {signal.Signals(signum).name} after "
+                                   f"the last step; {self.last} holds it: rerun to write the "
+                                   f"outputs", signum)
+
+    def stop_agreed(self, stop: runguard.StopSignals | None, *, voted: bool) -> int | None:
+        """The signal every rank stops on, or None if no rank has one. `voted`: the ranks agreed
+        in this step's collective (update's vote); else they agree here, in one all-reduce. A
+        rank that got no signal itself stops on SIGTERM (what spawn passes on)."""
+        asked = stop is not None and stop.requested is not None
+        if self.world.size == 1:
+            agreed = asked
+        elif voted:
+            agreed = self.stop_vote.agreed
+        else:
+            agreed = distributed.all_reduce_sum([float(asked)], self.world, self.device)[0] > 0
+        if not agreed:
+            return None
+        return stop.requested if asked else signal.SIGTERM
 
     def write_outputs(self, state: TrainState, *, t_start: float) -> dict:
         """After the last step: test perplexity, model.pt (the final weights: the paper's
@@ -829,9 +855,7 @@ def run(job: TrainJob, paths: TrainPaths, *, stop_after: int | None, world: dist
     if watch is not None:  # no step trained (a finished run): nothing to check, hooks off
         watch.check()
     r.save(state)
-    if stop is not None and stop.requested:  # during the last evaluation
-        raise runguard.Stopped(f"{name}: stopped by {stop.name} after the last step; {r.last} "
-                               f"holds it: rerun to write the outputs", stop.requested)
+    r.stop_after_training(stop)  # a signal after the last step's vote stops every rank
     return r.write_outputs(state, t_start=t_start)
 
 
