@@ -275,6 +275,54 @@ def test_only_rank_0_reads_the_resume_point(data, two_process_reference):
     assert_same_weights(got["model"], want)
 
 
+# One rank of an `srun` step, as its own process: train_stage.main on (params, paths) pickled in
+# the file argv[1], the world in the environment (RANK, WORLD_SIZE, MASTER_ADDR/PORT).
+RANK_OF_A_STEP = ("import pickle, sys\n"
+                  "from s2s.stages import train as train_stage\n"
+                  "with open(sys.argv[1], 'rb') as f:\n"
+                  "    params, paths = pickle.load(f)\n"
+                  "train_stage.main(params, 'reversed_1', paths)\n")
+
+
+def test_a_lock_rank_0_cannot_take_fails_every_rank_at_once(data, tmp_path):
+    """Ranks started as srun starts them, with no parent to end the others when one fails: rank 0
+    cannot take the checkpoint folder's lock (another trainer holds it), and rank 1 fails with
+    its error at once instead of waiting for rank 0 in the rendezvous for TIMEOUT."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import time
+
+    from s2s import runguard
+
+    tmp, params = data
+    paths = train_paths(tmp, "locked")
+    job = tmp_path / "job.pkl"
+    job.write_bytes(pickle.dumps((params, paths)))
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(distributed.free_port())}
+    with runguard.FolderLock(paths.ckpt_dir):  # another trainer's
+        ranks = [subprocess.Popen([sys.executable, "-c", RANK_OF_A_STEP, str(job)],
+                                  env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for r in (0, 1)]
+        deadline = time.monotonic() + 60  # the old rank 1 waited 15 minutes
+        try:
+            outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
+                    for p in ranks]
+        finally:
+            for p in ranks:
+                if p.poll() is None:
+                    p.kill()
+                    p.communicate()
+    holder = f"another trainer (PID {os.getpid()}) is writing {paths.ckpt_dir}"
+    for rank, (p, out) in enumerate(zip(ranks, outs)):
+        assert p.returncode != 0 and f"LockedError: {paths.ckpt_dir}" in out, (rank, out[-3000:])
+        assert holder in out, (rank, out[-3000:])
+    assert not paths.last.exists() and not paths.model_dir.exists()
+
+
 def _adam_worker(out: str) -> None:
     torch.set_num_threads(1)
     world = distributed.World.from_env()

@@ -11,8 +11,9 @@ learning-rate schedule, clipping and checkpoints are unchanged; only rank 0 writ
 The ranks act as one: rank 0 reads the resume point and sends every rank the step, the weights
 and the optimizer's state (:func:`broadcast_object`, :func:`broadcast_parameters`,
 :func:`broadcast_optimizer_state`); a stop signal seen by any rank stops all of them after the
-same step (the step's :class:`StopVote`, in its loss collective); a collective waits at most
-:data:`TIMEOUT` for a dead peer.
+same step (the step's :class:`StopVote`, in its loss collective); a lock rank 0 cannot take fails
+every rank at once (:func:`held_on_main`); a collective waits at most :data:`TIMEOUT` for a dead
+peer.
 
 Processes come from ``torchrun`` (which sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT),
 from SLURM's ``srun``, or from :func:`spawn`, which `s2s train` uses when `resources.train.gpus` > 1
@@ -23,14 +24,16 @@ gloo on CPU.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import logging
 import os
+import pickle
 import re
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -103,7 +106,8 @@ def slurm_rendezvous(env: dict[str, str]) -> None:
 
 
 def init(world: World, device: torch.device) -> torch.device:
-    """Join the process group (a no-op for one process); return this rank's device."""
+    """Join the process group (a no-op for one process, or for a rank that has joined already);
+    return this rank's device."""
     if world.size == 1:
         return device
     if device.type == "cuda":
@@ -114,7 +118,7 @@ def init(world: World, device: torch.device) -> torch.device:
                                 rank=world.rank, world_size=world.size, timeout=TIMEOUT,
                                 device_id=device if device.type == "cuda" else None)
         atexit.register(_destroy)
-    log.info("rank %d of %d on %s (%s)", world.rank, world.size, device, dist.get_backend())
+        log.info("rank %d of %d on %s (%s)", world.rank, world.size, device, dist.get_backend())
     if not world.is_main:  # one copy of each progress line: rank 0's
         logging.getLogger("s2s").setLevel(logging.WARNING)
     return device
@@ -181,6 +185,37 @@ def broadcast_object(obj: Any, world: World, device: torch.device) -> Any:
     box = [obj if world.is_main else None]
     dist.broadcast_object_list(box, src=0, device=device if device.type == "cuda" else None)
     return box[0]
+
+
+@contextlib.contextmanager
+def held_on_main(resource: contextlib.AbstractContextManager, world: World,
+                 device: torch.device) -> Iterator[None]:
+    """Hold `resource` (a lock that one process may take) on rank 0 alone while the block runs,
+    every rank told whether rank 0 could take it: if not, every rank raises rank 0's error (the
+    others a copy) at once, instead of waiting for rank 0 in their next collective for up to
+    TIMEOUT. The ranks must have joined the process group (:func:`init`)."""
+    with contextlib.ExitStack() as held:
+        error = None
+        if world.is_main:
+            try:
+                held.enter_context(resource)
+            except Exception as e:
+                error = e
+        failed = broadcast_object(None if error is None else _portable(error), world, device)
+        if error is not None:
+            raise error
+        if failed is not None:
+            raise failed
+        yield
+
+
+def _portable(error: Exception) -> Exception:
+    """`error` as another rank can receive it: itself if it survives pickling, else a
+    RuntimeError with its type and text."""
+    try:
+        return pickle.loads(pickle.dumps(error))
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
 
 
 def broadcast_optimizer_state(opt: torch.optim.Optimizer, world: World,

@@ -764,13 +764,20 @@ class TrainJob:
                                else "train.device"))
 
 
+def join(job: TrainJob, world: distributed.World) -> torch.device:
+    """This rank's device for `job`, with every rank in the process group (s2s.distributed.init;
+    a second call, setup's after the train stage's, finds it joined). The train stage joins
+    before rank 0 takes the checkpoint folder's lock, so that every rank hears if it cannot."""
+    return distributed.init(world, for_resources(job.gpus, "train", name=job.cfg.device,
+                                                 key=job.device_key))
+
+
 def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
     """Read the data, build and initialise the model on its device, plan the batches."""
     name, cfg, model_cfg = job.name, job.cfg, job.model_cfg
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    device = distributed.init(world, for_resources(job.gpus, "train", name=cfg.device,
-                                                   key=job.device_key))
+    device = join(job, world)
     src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
     # mapped, not read: checked against the ids stage's record (s2s.data.ids)
     t0 = time.perf_counter()

@@ -21,7 +21,6 @@ torchrun or srun, or with `resources.train.gpus` > 1 (``s2s.distributed``, docs/
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 
 from s2s import arch
@@ -90,9 +89,12 @@ def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None
             runguard.tie_to_pipeline()  # a signal here is passed on to every rank
             distributed.spawn(main, nprocs, params, name, paths, stop_after=stop_after)
             return json.loads(paths.metrics.read_text(encoding="utf-8"))
-    # One writer per checkpoint folder; every rank stopped by a signal (or by its pipeline dying)
-    # after the same step, with a final resumable checkpoint (s2s.runguard, s2s.train).
-    with (runguard.FolderLock(paths.ckpt_dir) if world.is_main else contextlib.nullcontext(),
-          runguard.StopSignals() as stop):
+    # Every rank stopped by a signal (or by its pipeline dying) after the same step, with a final
+    # resumable checkpoint (s2s.runguard, s2s.train). One writer per checkpoint folder: rank 0
+    # holds its lock, taken once every rank has joined the process group, so that a lock held by
+    # another trainer fails every rank at once; no rank waits for rank 0 in the rendezvous.
+    with runguard.StopSignals() as stop:
         runguard.tie_to_pipeline()
-        return train.run(job, paths, stop_after=stop_after, world=world, stop=stop)
+        device = train.join(job, world)
+        with distributed.held_on_main(runguard.FolderLock(paths.ckpt_dir), world, device):
+            return train.run(job, paths, stop_after=stop_after, world=world, stop=stop)
