@@ -58,6 +58,19 @@ def test_due_steps_round_and_leave_out_the_end():
     assert snapshots.snapshot_file(0.25) == "epoch0.25.pt" and snapshots.snapshot_file(1.0) == "epoch1.pt"
 
 
+def test_every_epoch_has_a_file_of_its_own_and_the_usual_ones_keep_their_names():
+    usual = {0: "epoch0.pt", 0.25: "epoch0.25.pt", 0.5: "epoch0.5.pt", 1: "epoch1.pt",
+             2.0: "epoch2.pt", 7.5: "epoch7.5.pt"}
+    assert {e: snapshots.snapshot_file(e) for e in usual} == usual
+    # six significant digits (:g) would give both epoch0.123456.pt: the second overwrote the first
+    close = (0.1234561, 0.1234564, 1234567.0, 1234568.0)
+    names = [snapshots.snapshot_file(e) for e in close]
+    assert names == ["epoch0.1234561.pt", "epoch0.1234564.pt", "epoch1234567.0.pt",
+                     "epoch1234568.0.pt"]
+    due = snapshots.snapshots_due(close, steps_per_epoch=10_000_000, total_steps=10**15)
+    assert len({snapshots.snapshot_file(e) for e in due}) == len(due) == 4
+
+
 def test_snapshots_are_the_weights_before_that_steps_update_and_a_rerun_writes_the_same(
         setup, caplog):
     data, work, params = setup

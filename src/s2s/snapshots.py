@@ -18,7 +18,13 @@ SNAPSHOT_INDEX = "snapshots.json"
 
 
 def snapshot_file(epoch: float) -> str:
-    return f"epoch{epoch:g}.pt"
+    """The file of the snapshot at `epoch`: ``epoch0.25.pt``, ``epoch1.pt`` (its six significant
+    digits, `:g`), or, where those do not give the epoch back (0.1234561), its exact decimal form
+    (``epoch0.1234561.pt``), so that no two epochs of ``analysis.snapshots`` share a file."""
+    text = f"{epoch:g}"
+    if float(text) != epoch:
+        text = repr(float(epoch))
+    return f"epoch{text}.pt"
 
 
 def snapshots_due(epochs: Sequence[float], *, steps_per_epoch: int,
