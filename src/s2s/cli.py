@@ -140,7 +140,8 @@ def _not_made(path: Path, params_path: Path) -> str:
 
 
 def _cmd_profile(a, params_path: Path):
-    """Copy profiles/<name>.yaml over params.yaml; DVC then reruns what the change touches."""
+    """Write profiles/<name>.yaml, resolved (its `extends` chain merged), as params.yaml; DVC then
+    reruns what the change touches."""
     if a.name is None:
         current = load(params_path).profile if params_path.exists() else "none"
         print(profiles.describe(current, params_path))
@@ -367,8 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("profile", help="show or switch the parameter profile",
                        description="Without NAME: the profile params.yaml holds, and whether "
                                    "it was edited since (`dvc exp run -S` edits it), and the "
-                                   "profiles of profiles/. With NAME: copy profiles/NAME.yaml "
-                                   "over params.yaml and regenerate dvc.yaml; `dvc repro` then "
+                                   "profiles of profiles/. With NAME: write profiles/NAME.yaml, "
+                                   "resolved (its `extends` chain merged), as params.yaml and "
+                                   "regenerate dvc.yaml; `dvc repro` then "
                                    "reruns what the change touches.")
     s.add_argument("name", nargs="?", help="a profile of profiles/ (default: show them)")
     s.set_defaults(fn=None)
