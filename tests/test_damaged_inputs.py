@@ -216,6 +216,35 @@ def build_export(tmp_path: Path, *, record_text: bool, words=("The", "man", "rid
     return out
 
 
+@pytest.mark.parametrize("edit, says", [
+    (lambda raw: raw["prepare"].update(lowercase=True),
+     "'prepare.lowercase' is True, but {ckpt} was trained with False"),
+    (lambda raw: raw["model"].update(hidden_size=48),
+     "{ckpt}: 'hidden_size' is 32 in the checkpoint but 48 in params 'models.forward'")])
+def test_an_export_of_params_that_are_not_the_checkpoints_is_refused_before_writing(
+        tmp_path, edit, says):
+    """The record is written from params: params edited since training would give an export
+    that only the machine it is copied to refuses."""
+    import yaml
+
+    from s2s import checkpoint, config, exporting
+
+    raw = config.resolved(ROOT / "profiles" / "smoke.yaml")  # its `extends` merged
+    assert raw["model"]["hidden_size"] == 32 and raw["prepare"]["lowercase"] is False
+    models, vocab_dir = untrained_forward(config.load(ROOT / "profiles" / "smoke.yaml"), tmp_path,
+                                          words=("The", "man"), record_text=True)
+    edit(raw)
+    (tmp_path / "edited.yaml").write_text(yaml.safe_dump(raw))
+    for lang in ("en", "fr"):
+        (tmp_path / f"train.tok.{lang}").write_text("The man .\n")
+    out = tmp_path / "exports" / "forward"
+    with pytest.raises(checkpoint.CheckpointError) as e:
+        exporting.export(config.load(tmp_path / "edited.yaml"), "forward", models_dir=models,
+                         vocab_dir=vocab_dir, prepared_dir=tmp_path, out_dir=out)
+    assert says.format(ckpt=models / "forward" / "model.pt") in str(e.value)
+    assert not (tmp_path / "exports").exists()  # nothing written
+
+
 def forge(folder: Path, change) -> None:
     """Edit export.json and recompute its record digests, as a careful forger would."""
     from s2s.exporting import record_digests

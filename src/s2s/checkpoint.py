@@ -229,11 +229,11 @@ def check_text(path: Path, payload: dict, text: Expected, vocabs: tuple[Vocab, .
                          f"but the vocabularies {path} was trained with have {seen}: {text.fix}")
 
 
-def model_from_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab: Vocab,
-                       device: torch.device | str = "cpu", expect=None,
-                       name: str | None = None, text: Expected | None = None) -> Model:
-    """:func:`load_model` of a payload already read by :func:`load_payload` from `path`; with
-    `text`, refuse one trained on text prepared otherwise (:func:`check_text`)."""
+def check_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab: Vocab,
+                  expect=None, name: str | None = None, text: Expected | None = None) -> None:
+    """What :func:`model_from_payload` refuses before it builds the model: with `expect`, a
+    checkpoint that is not that model (:func:`check_identity`); one trained with other
+    vocabularies; with `text`, one trained on text prepared otherwise (:func:`check_text`)."""
     if expect is not None:
         check_identity(path, payload, expect=expect, name=name)
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
@@ -245,6 +245,15 @@ def model_from_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab
                 f"matching data/vocab")
     if text is not None:
         check_text(path, payload, text, (src_vocab, tgt_vocab))
+
+
+def model_from_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab: Vocab,
+                       device: torch.device | str = "cpu", expect=None,
+                       name: str | None = None, text: Expected | None = None) -> Model:
+    """:func:`load_model` of a payload already read by :func:`load_payload` from `path`, checked
+    by :func:`check_payload`."""
+    check_payload(path, payload, src_vocab=src_vocab, tgt_vocab=tgt_vocab, expect=expect,
+                  name=name, text=text)
     try:
         cfg = config_from_dict(payload["config"], source=str(path), key="config")
     except ValueError as e:  # a config of another version: an unknown or retyped field

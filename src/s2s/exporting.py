@@ -169,6 +169,24 @@ def params_fingerprint(params: Params, members) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def check_members(params: Params, system: str, *, models_dir: Path, vocab_dir: Path) -> None:
+    """Refuse to export `system` unless each member's checkpoint is the model params describe,
+    trained with these vocabularies on text prepared as params' `prepare` says: the record is
+    written from params, and an export that disagrees with its checkpoints would be refused
+    only later, on the machine it was copied to (s2s.checkpoint.check_payload, as a system
+    loaded by name is checked)."""
+    from s2s import checkpoint
+    from s2s.data.vocab import Vocab
+    from s2s.text_settings import for_params
+
+    src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
+    for m in params.systems[system].members:
+        path = model_file(models_dir, m)
+        checkpoint.check_payload(path, checkpoint.load_payload(path), src_vocab=src_vocab,
+                                 tgt_vocab=tgt_vocab, expect=params.model_config(m), name=m,
+                                 text=for_params(params, m, checkpoint.CheckpointError))
+
+
 def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
            prepared_dir: Path, out_dir: Path) -> ExportRecord:
     """Write system ``system`` as one self-contained folder ``out_dir`` (see the module doc)."""
@@ -176,6 +194,7 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
         raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
                        f"(known: {', '.join(params.systems)})")
     sys_cfg = params.systems[system]
+    check_members(params, system, models_dir=models_dir, vocab_dir=vocab_dir)
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
     if tmp.exists():
