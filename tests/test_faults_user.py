@@ -145,6 +145,33 @@ def test_a_beam_too_large_for_memory_is_refused_before_allocating_with_the_estim
     _one_line_error(proc, "SearchTooLarge: beam 1000000000", "GiB free on cpu")
 
 
+@pytest.mark.parametrize("beam, batch_size", [(12, 10**8), (2, 10**6), (10**7, 64)])
+def test_the_advice_of_a_search_too_large_is_a_search_that_fits(monkeypatch, beam, batch_size):
+    """The advice names the batch where the beam fits (a step holds about batch_size x 12
+    hypotheses at any beam up to 12), and a beam only where one sentence does not fit."""
+    import re
+
+    import torch
+
+    from s2s.decode import translate as tr
+
+    monkeypatch.setattr(tr, "available_bytes", lambda device: 2**30)
+    cpu, vocab = torch.device("cpu"), 10_000
+    with pytest.raises(tr.SearchTooLarge) as e:
+        tr.check_search_size(beam=beam, batch_size=batch_size, vocab_size=vocab, device=cpu)
+    said = str(e.value)
+    if beam <= 2**30 // (vocab * 4 * tr.STEP_COPIES):
+        bs = int(re.search(rf"at beam {beam} a batch of at most ([\d,]+) fits", said)[1]
+                 .replace(",", ""))
+        new_beam = beam
+    else:
+        m = re.search(r"a beam of at most ([\d,]+) fits, with a batch of at most ([\d,]+)", said)
+        new_beam, bs = (int(x.replace(",", "")) for x in m.groups())
+    tr.check_search_size(beam=new_beam, batch_size=bs, vocab_size=vocab, device=cpu)  # fits
+    with pytest.raises(tr.SearchTooLarge):  # and is the largest batch that does
+        tr.check_search_size(beam=new_beam, batch_size=bs + 1, vocab_size=vocab, device=cpu)
+
+
 # --- scoring -------------------------------------------------------------------------------------
 
 

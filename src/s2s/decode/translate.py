@@ -78,12 +78,22 @@ def check_search_size(*, beam: int, batch_size: int, vocab_size: int,
     need = search_bytes(beam=beam, batch_size=batch_size, vocab_size=vocab_size)
     free = available_bytes(device)
     if free is not None and need > free:
-        largest = max(1, free // (vocab_size * 4 * STEP_COPIES))
+        rows = free // (vocab_size * 4 * STEP_COPIES)  # hypotheses a step can hold
+
+        def batch_at(b: int) -> int:  # the largest batch_size whose step fits at beam b:
+            # max(1, batch_size * ROWS_BEAM // b) sentences of b hypotheses, at most rows // b
+            return max(1, ((rows // b + 1) * b - 1) // ROWS_BEAM)
+
+        fits = ("not one hypothesis fits" if rows < 1
+                else f"at beam {beam} a batch of at most {batch_at(beam):,} fits" if beam <= rows
+                else f"a beam of at most {rows:,} fits, with a batch of at most "
+                     f"{batch_at(rows):,}")
         raise SearchTooLarge(
             f"beam {beam}: a search step would need about {need / 2**30:.1f} GiB "
             f"({need // (vocab_size * 4 * STEP_COPIES):,} hypotheses x {vocab_size:,} target "
             f"words x 4 bytes x {STEP_COPIES}), more than the {free / 2**30:.1f} GiB free on "
-            f"{device.type}; a beam of at most {largest:,} fits")
+            f"{device.type}; {fits} (--batch-size or translate.batch_size: sentences a batch at "
+            f"beam {ROWS_BEAM}, proportionally more at narrower beams)")
 
 
 def load_members(configs: Mapping[str, object], *, models_dir: Path, src_vocab: Vocab,
