@@ -73,6 +73,33 @@ def test_a_system_loaded_by_name_refuses_params_that_prepare_its_input_otherwise
     assert not out.exists()
 
 
+def test_translate_text_checks_its_files_before_loading_and_reads_a_pipe(tmp_path):
+    """-o a folder, or in a folder that is not there, and -i a folder: one line before any model
+    is loaded (the system named here does not exist); -i a pipe is read as a file."""
+    import threading
+
+    (tmp_path / "in.txt").write_text("The man .\n")
+    (tmp_path / "folder").mkdir()
+    for flags, says in ((["-i", "in.txt", "-o", "folder"], "-o folder: a folder, not a file"),
+                        (["-i", "in.txt", "-o", "typo/out.txt"], "-o typo/out.txt: no folder typo"),
+                        (["-i", "folder"], "-i folder: a folder, not a file of sentences"),
+                        (["-i", "gone.txt"], "-i gone.txt: no such file")):
+        proc = s2s(["translate-text", "--system", "no_such_system", *flags], tmp_path)
+        one_line_error(proc, says, status=1)
+        assert "no_such_system" not in proc.stderr
+    assert not (tmp_path / "typo").exists()  # a mistyped folder is not made
+    params_path, models, vocab = trained_system(tmp_path, record_text=True)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("The man .\n.\n"))
+    writer.start()
+    proc = s2s(["--params", params_path, "translate-text", "--system", "forward", "--models",
+                models, "--vocab", vocab, "-i", fifo, "-o", "out.txt"], tmp_path)
+    writer.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len((tmp_path / "out.txt").read_text().splitlines()) == 2  # a line for each line
+
+
 # --- the project lock ---------------------------------------------------------------------------
 
 

@@ -29,9 +29,7 @@ def _read_input(path: Path | None) -> list[str]:
     from s2s.io import read_text
 
     if path is not None:
-        if not path.is_file():
-            raise FileNotFoundError(f"-i {path}: no such file")
-        text = read_text(path)
+        text = read_text(path)  # a file, or a pipe (-i <(...)): _check_input checked it
     else:
         data = sys.stdin.buffer.read()
         try:
@@ -44,6 +42,29 @@ def _read_input(path: Path | None) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def _check_input(path: Path | None) -> None:
+    """Refuse an -i that is not there, or a folder (a pipe, -i <(...), is read)."""
+    if path is None:
+        return
+    if not path.exists():
+        raise FileNotFoundError(f"-i {path}: no such file")
+    if path.is_dir():
+        raise IsADirectoryError(f"-i {path}: a folder, not a file of sentences")
+
+
+def _check_output(path: Path | None) -> None:
+    """Refuse an -o that cannot be written before anything is loaded or decoded: a folder, or a
+    file in a folder that is not there (a mistyped one is not made)."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise IsADirectoryError(f"-o {path}: a folder, not a file to write the translations to")
+    parent = path.parent
+    if not parent.is_dir():
+        raise FileNotFoundError(f"-o {path}: {parent} is not a folder" if parent.exists()
+                                else f"-o {path}: no folder {parent}")
 
 
 def _write_output(path: Path | None, lines: list[str]) -> None:
@@ -63,9 +84,12 @@ def _cmd_translate_text(a, params_path: Path):
     from s2s.layout import nbest_line
 
     t0 = time.perf_counter()
-    sentences = _read_input(a.input)
+    _check_input(a.input)
+    _check_output(a.output)
+    # the system before the input: a wrong --system is said at once, not after stdin's end
     translator = api.load(a.system, params=params_path, models_dir=a.models,
                           vocab_dir=a.vocab, device=a.device)
+    sentences = _read_input(a.input)
     beam = max(translator.beams) if a.beam is None else a.beam
     out = translator.translate(sentences, beam=beam, nbest=a.nbest, batch_size=a.batch_size,
                                source=str(a.input or "<stdin>"))
