@@ -198,12 +198,16 @@ def test_an_extends_chain_longer_than_the_bound_is_one_line_not_a_recursion_erro
 # --- exports: text settings bound to the checkpoints --------------------------------------------
 
 
-def build_export(tmp_path: Path, *, record_text: bool, words=("The", "man", "rides", ".")):
-    """System `forward` of the smoke profile, untrained, exported: its checkpoint saved as the
-    trainer saves it (with the text record) or as earlier versions did (without)."""
+def build_export(tmp_path: Path, *, record_text: bool, words=("The", "man", "rides", "."),
+                 lowercase: bool = False):
+    """System `forward` of the smoke profile (`prepare.lowercase` as given), untrained,
+    exported: its checkpoint saved as the trainer saves it (with the text record) or as earlier
+    versions did (without)."""
     from s2s import config, exporting
 
     params = config.load(ROOT / "profiles" / "smoke.yaml")
+    params = dataclasses.replace(params, prepare=dataclasses.replace(params.prepare,
+                                                                     lowercase=lowercase))
     models, vocab_dir = untrained_forward(params, tmp_path, words=tuple(words),
                                           record_text=record_text)
     prepared = tmp_path / "prepared"
@@ -256,6 +260,36 @@ def forge(folder: Path, change) -> None:
     path.write_text(json.dumps(meta, indent=2))
 
 
+def test_an_export_whose_model_config_was_forged_names_its_record_not_params(tmp_path):
+    from s2s import api, checkpoint
+
+    folder = build_export(tmp_path, record_text=True)
+    forge(folder, lambda m: m["models"]["forward"].update(hidden_size=48))
+    with pytest.raises(checkpoint.CheckpointError) as e:
+        api.load_export(folder)
+    assert str(e.value) == (f"{folder / 'models' / 'forward.pt'}: 'hidden_size' is 32 in the "
+                            f"checkpoint but 48 in {folder / 'export.json'} 'models.forward': it "
+                            "is another model; the record was edited; export the system again")
+
+
+def test_an_export_for_cuda_on_a_machine_without_names_its_record_and_the_cpu_flag(tmp_path):
+    import torch
+
+    from s2s import api
+    from s2s.device import NoCudaError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    folder = build_export(tmp_path, record_text=True)
+    forge(folder, lambda m: m["translate"].update(device="cuda"))
+    with pytest.raises(NoCudaError) as e:
+        api.load_export(folder)
+    said = str(e.value)
+    assert said.startswith(f"{folder / 'export.json'}: 'translate.device' is 'cuda' but torch")
+    assert said.endswith("; or translate on the CPU: --device cpu")
+    assert api.load_export(folder, device="cpu").device.type == "cpu"
+
+
 def test_an_export_whose_text_settings_were_forged_is_refused_naming_the_key(tmp_path):
     from s2s import api
     from s2s.exporting import ExportError
@@ -282,11 +316,12 @@ def test_a_checkpoint_without_the_record_is_judged_by_its_vocabularies(tmp_path)
     with pytest.raises(ExportError, match=r"'text\.lowercase' is True, but the vocabularies .* "
                                           r"have capital letters"):
         api.load_export(cased)
-    lower = build_export(tmp_path / "lower", record_text=False, words=("the", "man", "."))
+    lower = build_export(tmp_path / "lower", record_text=False, words=("the", "man", "."),
+                         lowercase=True)
+    assert api.load_export(lower).lowercase is True
+    forge(lower, lambda m: m["text"].update(lowercase=False))
     with pytest.raises(ExportError, match=r"'text\.lowercase' is False, but .* no capital"):
         api.load_export(lower)
-    forge(lower, lambda m: m["text"].update(lowercase=True))
-    assert api.load_export(lower).lowercase is True
 
 
 def test_a_checkpoint_text_record_of_another_shape_is_refused(tmp_path):

@@ -137,10 +137,17 @@ class Translator:
         return [hs[0][0] for hs in detok] if nbest == 1 else detok
 
 
-def _device(name: str | None, cfg: TranslateConfig):
-    from s2s.device import pick_device
+def _device(name: str | None, cfg: TranslateConfig, source: str):
+    """The device of --device `name`, else of `cfg` (`translate.device` of the file `source`: the
+    params or an export's record); a CUDA one torch cannot see names the CPU as the other way."""
+    from s2s.device import NoCudaError, pick_device
 
-    return pick_device(name or cfg.device, key="--device" if name else "translate.device")
+    if name:
+        return pick_device(name, key="--device")
+    try:
+        return pick_device(cfg.device, key=f"{source}: 'translate.device'")
+    except NoCudaError as e:
+        raise NoCudaError(f"{e}; or translate on the CPU: --device cpu") from None
 
 
 def _mm_dtype(cfg: TranslateConfig, device):
@@ -182,7 +189,7 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
                          f"needs), or give --system an export folder")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    dev = _device(device, cfg)
+    dev = _device(device, cfg, str(params.source))
     src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
     # Each member checked to be the model params describe (config, name, vocabularies) and to
     # have been trained on text prepared as params' `prepare` will prepare this input.
@@ -231,7 +238,7 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
     cfg = meta.translate
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    dev = _device(device, cfg)
+    dev = _device(device, cfg, str(meta_path))
     src_vocab, tgt_vocab = Vocab.load_pair(folder)
     try:
         from s2s.arch import config_from_dict
@@ -251,9 +258,11 @@ def load_export(folder: str | Path, *, device: str | None = None) -> Translator:
                                   f"fingerprint {vocab.fingerprint[:12]}, but {path} was trained "
                                   f"with {str(trained)[:12]}: the export was edited; export the "
                                   f"system again")
-        models.append(checkpoint.model_from_payload(path, payload, src_vocab=src_vocab,
-                                                    tgt_vocab=tgt_vocab, device=dev,
-                                                    expect=expect[m], name=m, text=trained_on))
+        models.append(checkpoint.model_from_payload(
+            path, payload, src_vocab=src_vocab, tgt_vocab=tgt_vocab, device=dev,
+            expect=expect[m], name=m, text=trained_on,
+            identity=(f"{meta_path} 'models.{m}'",
+                      "the record was edited; export the system again")))
     model = models[0] if len(models) == 1 else Ensemble(models, combine=cfg.combine)
     log.info("loaded export '%s' (%s) from %s on %s", meta.system, ", ".join(meta.members),
              folder, dev)

@@ -151,29 +151,31 @@ def load_payload(path: Path) -> dict:
     return payload
 
 
-def check_identity(path: Path, payload: dict, *, expect,
-                   name: str | None = None) -> None:
-    """Refuse a checkpoint that is not the model params describe: its config differs from
-    `expect` (the first differing field is named) or it was trained under another name."""
+def check_identity(path: Path, payload: dict, *, expect, name: str | None = None,
+                   source: str | None = None, fix: str | None = None) -> None:
+    """Refuse a checkpoint that is not the model `expect` describes: its config differs (the
+    first differing field is named) or it was trained under another name. `source`: where
+    `expect` comes from (default: params 'models.<name>'); `fix`: what to do (default: retrain
+    it)."""
     recorded = payload.get("config")
     if not isinstance(recorded, dict):
         raise CheckpointError(f"{path}: no model config in the checkpoint")
     want = config_record(expect)
-    source = f"params 'models.{name}'" if name else "params"
+    source = source or (f"params 'models.{name}'" if name else "params")
+    fix = fix or ("retrain it" + (f" (dvc repro train-{name})" if name else ""))
     for key, value in want.items():
         if key not in recorded:
             raise CheckpointError(f"{path}: the checkpoint's config has no '{key}' ({source} "
-                                  f"say {value!r}): it is not this model; retrain it")
+                                  f"says {value!r}): it is not this model; {fix}")
         if recorded[key] != value:
             raise CheckpointError(f"{path}: '{key}' is {recorded[key]!r} in the checkpoint but "
-                                  f"{value!r} in {source}: it is another model; retrain it"
-                                  + (f" (dvc repro train-{name})" if name else ""))
+                                  f"{value!r} in {source}: it is another model; {fix}")
     extra = sorted(set(recorded) - set(want))
     for key in extra:  # a later field params hold at its default (config_record leaves it out)
         if key in getattr(type(expect), "LATER_FIELDS", ()):
             raise CheckpointError(f"{path}: '{key}' is {recorded[key]!r} in the checkpoint but "
                                   f"{getattr(expect, key)!r} in {source}: it is another model; "
-                                  f"retrain it" + (f" (dvc repro train-{name})" if name else ""))
+                                  f"{fix}")
     if extra:
         raise CheckpointError(f"{path}: the checkpoint's config has '{extra[0]}', which "
                               f"{source} do not have: it is another model")
@@ -230,12 +232,15 @@ def check_text(path: Path, payload: dict, text: Expected, vocabs: tuple[Vocab, .
 
 
 def check_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab: Vocab,
-                  expect=None, name: str | None = None, text: Expected | None = None) -> None:
+                  expect=None, name: str | None = None, text: Expected | None = None,
+                  identity: tuple[str, str] | None = None) -> None:
     """What :func:`model_from_payload` refuses before it builds the model: with `expect`, a
-    checkpoint that is not that model (:func:`check_identity`); one trained with other
-    vocabularies; with `text`, one trained on text prepared otherwise (:func:`check_text`)."""
+    checkpoint that is not that model (:func:`check_identity`, `identity` its (source, fix));
+    one trained with other vocabularies; with `text`, one trained on text prepared otherwise
+    (:func:`check_text`)."""
     if expect is not None:
-        check_identity(path, payload, expect=expect, name=name)
+        source, fix = identity or (None, None)
+        check_identity(path, payload, expect=expect, name=name, source=source, fix=fix)
     for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
         if payload["vocab"][side] != vocab.fingerprint:
             raise CheckpointError(
@@ -249,11 +254,12 @@ def check_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab: Voc
 
 def model_from_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab: Vocab,
                        device: torch.device | str = "cpu", expect=None,
-                       name: str | None = None, text: Expected | None = None) -> Model:
+                       name: str | None = None, text: Expected | None = None,
+                       identity: tuple[str, str] | None = None) -> Model:
     """:func:`load_model` of a payload already read by :func:`load_payload` from `path`, checked
     by :func:`check_payload`."""
     check_payload(path, payload, src_vocab=src_vocab, tgt_vocab=tgt_vocab, expect=expect,
-                  name=name, text=text)
+                  name=name, text=text, identity=identity)
     try:
         cfg = config_from_dict(payload["config"], source=str(path), key="config")
     except ValueError as e:  # a config of another version: an unknown or retyped field
