@@ -88,7 +88,15 @@ def test_translate_text_checks_its_files_before_loading_and_reads_a_pipe(tmp_pat
         one_line_error(proc, says, status=1)
         assert "no_such_system" not in proc.stderr
     assert not (tmp_path / "typo").exists()  # a mistyped folder is not made
+    # a system name where there is neither such an export nor a params file
+    proc = s2s(["translate-text", "--system", "ensemble5", "-i", "in.txt"], tmp_path)
+    one_line_error(proc, "ensemble5: no export folder of that name here (export.json), and no "
+                         "params.yaml to find it as a system in", status=1)
     params_path, models, vocab = trained_system(tmp_path, record_text=True)
+    proc = s2s(["--params", params_path, "translate-text", "--system", "nosuch", "-i", "in.txt"],
+               tmp_path)
+    said = one_line_error(proc, "no system 'nosuch' under 'systems'", status=1)
+    assert f"KeyError: {params_path}: no system" in said  # not the message in quotes
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     writer = threading.Thread(target=lambda: fifo.write_text("The man .\n.\n"))

@@ -174,6 +174,9 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
     from s2s.decode.translate import load_members
 
     if not isinstance(params, Params):
+        if not Path(params).is_file():
+            raise ExportError(f"{system}: no export folder of that name here ({EXPORT_FILE}), "
+                              f"and no {params} to find it as a system in")
         params = load_params(Path(params))
     if str(system) not in params.systems:
         raise KeyError(f"{params.source}: no system '{system}' under 'systems' "

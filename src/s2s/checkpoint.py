@@ -246,8 +246,8 @@ def check_payload(path: Path, payload: dict, *, src_vocab: Vocab, tgt_vocab: Voc
             raise CheckpointError(
                 f"{path}: trained with another {side} vocabulary (fingerprint "
                 f"{payload['vocab'][side][:12]}, size {payload['vocab'][side + '_size']}) than the "
-                f"one given ({vocab.fingerprint[:12]}, size {len(vocab)}): retrain or use the "
-                f"matching data/vocab")
+                f"one given ({vocab.fingerprint[:12]}, size {len(vocab)}): retrain it, or give "
+                f"the vocabularies it was trained with")
     if text is not None:
         check_text(path, payload, text, (src_vocab, tgt_vocab))
 

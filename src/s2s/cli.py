@@ -455,7 +455,9 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input, bad params, a bad checkpoint: one clear line; the traceback with -v.
         if args.verbose:
             raise
-        log.error("%s: %s (run with -v for the traceback)", type(e).__name__, e)
+        # a KeyError's str() is its message quoted; every other error's is the message
+        said = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 else e
+        log.error("%s: %s (run with -v for the traceback)", type(e).__name__, said)
         return 1
     return 0
 
