@@ -114,6 +114,19 @@ def test_dag_inputs_map_dependencies_to_the_outputs_that_make_them():
 # Dry runs: cheap, one per profile
 
 
+def test_the_parameter_file_reaches_the_rules_shell_quoted(tmp_path):
+    """--config params=... is a path from the command line or a config file: quoted, a space
+    or a $(...) in it is part of the name, never a word split or a command the shell runs."""
+    repo = project(tmp_path / "repo")
+    name = "profiles/my smoke $(touch INJECTED).yaml"
+    shutil.copy(repo / "profiles" / "smoke.yaml", repo / name)
+    proc = snakemake(repo, "metrics/params.json", "--cores", "1", "--config", f"params={name}",
+                     check=False, timeout=600)
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-3000:])
+    assert not (repo / "INJECTED").exists()
+    assert json.loads((repo / "metrics" / "params.json").read_text())  # the check ran on it
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")

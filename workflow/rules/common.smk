@@ -2,6 +2,7 @@
 # from the parameter file by the stage modules, as dvc.yaml is (s2s.pipeline), so a model added
 # to params is a new job here at once, and `--config params=...` plans another profile.
 
+import shlex
 import sys
 
 from s2s import dag, pipeline, projectlock
@@ -52,7 +53,8 @@ def stage_cmd(stage):
     if config["params"] != PARAMS_FILE:
         if not cmd.startswith("s2s "):
             raise ValueError(f"stage '{stage.name}': cannot pass --params to '{cmd}'")
-        cmd = f"s2s --params {config['params']} {cmd[len('s2s '):]}"
+        # quoted: the path comes from a config file or --config, and goes to the rule's shell
+        cmd = f"s2s --params {shlex.quote(config['params'])} {cmd[len('s2s '):]}"
     return cmd
 
 
