@@ -136,6 +136,24 @@ def test_exps_table_shows_only_differing_params_and_the_compared_numbers():
     assert "md5" not in text
 
 
+def test_a_revision_dvc_could_not_collect_is_marked_and_named_not_a_column_of_differences():
+    """DVC gives such a revision no data, only its error: its cells are marked, the error is
+    said once, and its missing params are no 'params that differ'."""
+    base = {"train": {"lr": 0.7, "epochs": 1.0}, "models": {"forward": {"init_seed": 1}}}
+    summary = {"ppl": {"forward": 9.1}, "bleu": {"forward": {"b12": 4.0}}, "rescore": {}}
+    broken = {"rev": "b" * 40, "name": "exp-broken", "data": None,
+              "error": {"msg": "unable to read: params.yaml", "type": "YAMLFileCorruptedError"}}
+    exps = experiments.experiments([_rev("workspace", base, summary),
+                                    _rev("a" * 40, base, summary, name="main",
+                                         exps=[{"revs": [broken]}])])
+    text = experiments.render(exps, width=80)
+    assert "params that differ" not in text
+    cells = [line.split()[1:] for line in text.splitlines()[2:] if line.startswith("  forward")]
+    assert cells == [["9.10", "9.10", "!"], ["4.00", "4.00", "!"]]  # perplexity, BLEU
+    assert experiments.damage(exps) == [
+        "! exp-broken: the revision: unable to read: params.yaml (YAMLFileCorruptedError)"]
+
+
 def test_exps_table_splits_many_experiments_into_blocks_that_fit_the_width():
     exps = [experiments.Experiment(f"exp-{i}", {"train.lr": i / 10}, {"ppl": {"m": float(i)}},
                                    {}) for i in range(20)]

@@ -36,6 +36,7 @@ PARAMS = "params.yaml"
 SHORT = {"holds": "holds", "does not hold": "fails", "no significant difference": "n.s.",
          "cannot tell": "?", "not run in this profile": "-"}
 DAMAGED = "!"  # a cell whose file could not be read, as dvc exp show marks it
+REVISION = "the revision"  # Experiment.damaged's key where DVC could read none of it
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,9 @@ class Experiment:
     damaged: dict[str, str] = field(default_factory=dict)  # file -> what is wrong with it
 
     def cell(self, path: str, text: str) -> str:
-        """`text`, or the damage mark when the file at `path` could not be read."""
-        return DAMAGED if path in self.damaged else text
+        """`text`, or the damage mark when the file at `path` (or the whole revision) could not
+        be read."""
+        return DAMAGED if path in self.damaged or REVISION in self.damaged else text
 
 
 class ExperimentsError(RuntimeError):
@@ -101,6 +103,10 @@ def _label(rev: Mapping) -> str:
 def _experiment(rev: Mapping, name: str) -> Experiment:
     data = rev.get("data") or {}
     damaged: dict[str, str] = {}
+    error = rev.get("error")
+    if isinstance(error, Mapping):  # DVC could not collect the revision at all: no data
+        said = f"{error.get('msg') or 'unreadable'} ({error.get('type')})"
+        return Experiment(name=name, params={}, summary={}, claims={}, damaged={REVISION: said})
 
     def file(section: str, path: str, check) -> dict:
         entry = (data.get(section) or {}).get(path) or {}
@@ -163,7 +169,8 @@ def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:
     cells. Params rows only where the experiments differ."""
     out: list[tuple[str, list[str]]] = []
     keys = list(dict.fromkeys(k for e in exps for k in e.params))
-    changed = [k for k in keys if len({_show(e.params.get(k)) for e in exps}) > 1]
+    readable = [e for e in exps if PARAMS not in e.damaged and REVISION not in e.damaged]
+    changed = [k for k in keys if len({_show(e.params.get(k)) for e in readable}) > 1]
     if changed:
         out.append(("params that differ", []))
         out += [(f"  {k}", [e.cell(PARAMS, _show(e.params.get(k))) for e in exps])
