@@ -100,15 +100,15 @@ def load(params: Params, paths: ReportPaths) -> Artifacts:
     if paths.prepared is not None:
         examples = load_examples(params, paths, read)
     art = Artifacts(bleu=found.bleu, train=found.train, curves=curves, timing=found.timing,
-                     groups=groups,
-                     prepare=PrepareMetrics.read_if_present(paths.prepare_metrics, read),
-                     vocab=VocabMetrics.read_if_present(paths.vocab_metrics, read),
-                     manifest=Manifest.read_if_present(paths.manifest, read),
-                     attention=AttentionWeights.read_if_present(paths.attention, read)
-                     if paths.attention else None,
-                     analysis=analysis_outputs.read_if_present(paths.analysis, read),
-                     claims=claims, read=read, examples=examples, length_drop=length_drop,
-                     cost=CostTiming.read_if_present(paths.cost, read) if paths.cost else None)
+                    groups=groups,
+                    prepare=PrepareMetrics.read_if_present(paths.prepare_metrics, read),
+                    vocab=VocabMetrics.read_if_present(paths.vocab_metrics, read),
+                    manifest=Manifest.read_if_present(paths.manifest, read),
+                    attention=AttentionWeights.read_if_present(paths.attention, read)
+                    if paths.attention else None,
+                    analysis=analysis_outputs.read_if_present(paths.analysis, read),
+                    claims=claims, read=read, examples=examples, length_drop=length_drop,
+                    cost=CostTiming.read_if_present(paths.cost, read) if paths.cost else None)
     _check_claims(claims, paths.claims, analysed=art.analysis is not None)
     return art
 
