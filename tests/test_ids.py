@@ -375,7 +375,9 @@ def test_the_scale_benchmark_starts_and_prints_its_table(tmp_path, mirror):
     assert {"prepare", "vocab", "ids"} <= stages_seen
 
 
-def test_a_data_stage_uses_the_threads_its_job_asks_for():
+def test_a_data_stage_uses_the_threads_its_job_asks_for(monkeypatch):
+    import os
+
     from s2s.config import Params, StageResources
     from s2s.data.stream import workers_for
 
@@ -385,6 +387,11 @@ def test_a_data_stage_uses_the_threads_its_job_asks_for():
         return p
 
     both = {"default": StageResources(threads=3), "prepare": StageResources(threads=16)}
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))  # a cluster node
     assert workers_for(params(both), "prepare") == 16  # its own
     assert workers_for(params(both), "ids") == 3  # the default's: what Snakemake reserves
-    assert workers_for(params({}), "ids") == min(len(__import__("os").sched_getaffinity(0)), 8)
+    assert workers_for(params({}), "ids") == 8  # no resources: every CPU, up to 8
+    # the paper's 16 on a 2-CPU machine: 2 processes, not 16 on 2 cores
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert workers_for(params(both), "prepare") == 2
+    assert workers_for(params({}), "ids") == 2

@@ -23,15 +23,16 @@ MAX_AUTO_WORKERS = 8  # where the profile does not set the stage's threads
 def workers_for(params, kind: str) -> int:
     """The processes data stage `kind` uses: the threads its job asks a scheduler for
     (``resources.<kind>``, else ``resources.default``: Snakemake and SLURM reserve that many
-    CPUs for it), so that jobs side by side do not oversubscribe the cores; where the parameter
-    file declares no resources at all, every CPU this process may run on (its affinity: a SLURM
-    allocation, a taskset), up to :data:`MAX_AUTO_WORKERS`."""
-    if params.resources:
-        return params.resources_for(kind).threads
+    CPUs for it), so that jobs side by side do not oversubscribe the cores, but no more than the
+    CPUs this process may run on (its affinity: a SLURM allocation, a taskset, the machine; a
+    profile sized for a cluster node run on a laptop); where the parameter file declares no
+    resources at all, every such CPU, up to :data:`MAX_AUTO_WORKERS`."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         usable = os.cpu_count() or 1
+    if params.resources:
+        return max(1, min(params.resources_for(kind).threads, usable))
     return max(1, min(usable, MAX_AUTO_WORKERS))
 
 
