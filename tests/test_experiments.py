@@ -136,6 +136,13 @@ def test_exps_table_shows_only_differing_params_and_the_compared_numbers():
     assert "md5" not in text
 
 
+def test_long_experiment_names_are_cut_in_the_middle_so_a_sweep_stays_told_apart():
+    exps = [experiments.Experiment(f"sweep-lr-depth4-{x}", {"train.lr": i / 10}, {}, {})
+            for i, x in enumerate("ab")]
+    header = experiments.render(exps, width=80).splitlines()[0]
+    assert header.split()[1:] == ["sweep-~epth4-a", "sweep-~epth4-b"]  # 14 characters
+
+
 def test_a_revision_dvc_could_not_collect_is_marked_and_named_not_a_column_of_differences():
     """DVC gives such a revision no data, only its error: its cells are marked, the error is
     said once, and its missing params are no 'params that differ'."""

@@ -248,7 +248,8 @@ def render(exps: list[Experiment], *, width: int = 160, cell: int = 14) -> str:
         block = range(start, min(start + per_block, len(exps)))
         if lines:
             lines.append("")
-        lines.append(_line("experiment", [exps[i].name for i in block], label_w, cell))
+        lines.append(_line("experiment", [_fit_name(exps[i].name, cell) for i in block],
+                           label_w, cell))
         lines.append("-" * min(width, label_w + len(block) * (cell + 2)))
         for label, cells in table:
             lines.append(_line(label, [cells[i] for i in block] if cells else [], label_w, cell))
@@ -265,3 +266,12 @@ def _line(label: str, cells: list[str], label_w: int, cell: int) -> str:
 
 def _fit(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "~"
+
+
+def _fit_name(name: str, n: int) -> str:
+    """An experiment's name cut in the middle to `n` characters: names of a sweep share their
+    start (sweep-lr-depth4-a, -b), so the end tells them apart."""
+    if len(name) <= n:
+        return name
+    head = (n - 1) // 2
+    return name[:head] + "~" + name[len(name) - (n - 1 - head):]
