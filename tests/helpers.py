@@ -268,3 +268,16 @@ def untrained_forward(params, root: Path, *, words: tuple[str, ...],
     checkpoint.save(Path(root) / "models" / "forward" / "model.pt", model, src_vocab=src,
                     tgt_vocab=tgt, name="forward", **text)
     return Path(root) / "models", vocab_dir
+
+
+def report_args(run: Path, out: Path) -> list[str]:
+    """`s2s report` on a published run's layout under `run` (reports/default's), as
+    reports/default/README.md gives it, writing to `out`."""
+    return [str(a) for a in (
+        "--params", run / "params.yaml", "report", "--metrics", run / "metrics",
+        "--translate", run / "outputs" / "translate", "--groups", run / "metrics" / "figure3.csv",
+        "--manifest", run / "data" / "raw" / "manifest.json",
+        "--attention", run / "analysis" / "attention_weights.json",
+        "--analysis", run / "analysis", "--prepared", run / "data" / "prepared",
+        "--cost", run / "timing" / "cost.json",
+        "--claims", run / "outputs" / "claims" / "claims.json", "--out", out)]

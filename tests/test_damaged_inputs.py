@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN, ROOT, RangeServer, make_project, run
-from helpers import one_line_error, untrained_forward
+from helpers import one_line_error, report_args, untrained_forward
 
 PUBLISHED = ROOT / "reports" / "default"
 
@@ -458,18 +458,6 @@ def test_paper_statmt_is_the_papers_setting_on_statmt_data_and_says_so(tmp_path)
 
 
 # --- s2s report on a damaged copy of the published run ---------------------------------------------
-
-
-def report_args(p: Path, out: Path) -> list:
-    """`s2s report` on the published run's layout under `p`, as reports/default/README.md
-    gives it."""
-    return ["--params", p / "params.yaml", "report", "--metrics", p / "metrics",
-            "--translate", p / "outputs" / "translate", "--groups", p / "metrics" / "figure3.csv",
-            "--manifest", p / "data" / "raw" / "manifest.json",
-            "--attention", p / "analysis" / "attention_weights.json",
-            "--analysis", p / "analysis", "--prepared", p / "data" / "prepared",
-            "--cost", p / "timing" / "cost.json",
-            "--claims", p / "outputs" / "claims" / "claims.json", "--out", out]
 
 
 def test_the_report_refuses_a_claims_file_without_a_claim_naming_it(tmp_path):

@@ -11,22 +11,10 @@ import subprocess
 from pathlib import Path
 
 from conftest import BIN
+from helpers import report_args
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "reports" / "default"
-
-
-def render_args(out: Path) -> list[str]:
-    """`s2s report` on the published outputs, as reports/default/README.md gives it."""
-    p = PUBLISHED
-    return ["--params", str(p / "params.yaml"), "report", "--metrics", str(p / "metrics"),
-            "--translate", str(p / "outputs" / "translate"),
-            "--groups", str(p / "metrics" / "figure3.csv"),
-            "--manifest", str(p / "data" / "raw" / "manifest.json"),
-            "--attention", str(p / "analysis" / "attention_weights.json"),
-            "--analysis", str(p / "analysis"), "--prepared", str(p / "data" / "prepared"),
-            "--cost", str(p / "timing" / "cost.json"),
-            "--claims", str(p / "outputs" / "claims" / "claims.json"), "--out", str(out)]
 
 
 def comparable(report: str) -> list[str]:
@@ -41,7 +29,7 @@ def comparable(report: str) -> list[str]:
 
 
 def test_the_published_report_is_what_this_code_renders_from_the_published_outputs(tmp_path):
-    proc = subprocess.run([str(BIN / "s2s"), *render_args(tmp_path / "report")], cwd=ROOT,
+    proc = subprocess.run([str(BIN / "s2s"), *report_args(PUBLISHED, tmp_path / "report")], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = comparable((tmp_path / "report" / "report.md").read_text(encoding="utf-8"))
