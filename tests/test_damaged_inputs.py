@@ -457,7 +457,7 @@ def test_paper_statmt_is_the_papers_setting_on_statmt_data_and_says_so(tmp_path)
     assert proc.returncode == 0, proc.stderr
 
 
-# --- s2s report on a damaged copy of the published run ---------------------------------------------
+# --- s2s report on a damaged copy of the published run -----------------------------------------
 
 
 def test_the_report_refuses_a_claims_file_without_a_claim_naming_it(tmp_path):

@@ -81,7 +81,8 @@ def test_translate_text_checks_its_files_before_loading_and_reads_a_pipe(tmp_pat
     (tmp_path / "in.txt").write_text("The man .\n")
     (tmp_path / "folder").mkdir()
     for flags, says in ((["-i", "in.txt", "-o", "folder"], "-o folder: a folder, not a file"),
-                        (["-i", "in.txt", "-o", "typo/out.txt"], "-o typo/out.txt: no folder typo"),
+                        (["-i", "in.txt", "-o", "typo/out.txt"],
+                         "-o typo/out.txt: no folder typo"),
                         (["-i", "folder"], "-i folder: a folder, not a file of sentences"),
                         (["-i", "gone.txt"], "-i gone.txt: no such file")):
         proc = s2s(["translate-text", "--system", "no_such_system", *flags], tmp_path)

@@ -29,8 +29,8 @@ def comparable(report: str) -> list[str]:
 
 
 def test_the_published_report_is_what_this_code_renders_from_the_published_outputs(tmp_path):
-    proc = subprocess.run([str(BIN / "s2s"), *report_args(PUBLISHED, tmp_path / "report")], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([str(BIN / "s2s"), *report_args(PUBLISHED, tmp_path / "report")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = comparable((tmp_path / "report" / "report.md").read_text(encoding="utf-8"))
     want = comparable((PUBLISHED / "report.md").read_text(encoding="utf-8"))

@@ -91,12 +91,14 @@ def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
         if len(init):
             evidence += f"; at initialisation (reading order) {interval(init.iloc[0])}"
         if len(late):  # after the early snapshots; before the end where that decides
-            evidence += ("; later " if basis.part == "early" else "; earlier ") + "; ".join(f"epoch {x['epoch']:g} {interval(x)}"
-                                               for _, x in late.iterrows())
+            evidence += (("; later " if basis.part == "early" else "; earlier ")
+                         + "; ".join(f"epoch {x['epoch']:g} {interval(x)}"
+                                     for _, x in late.iterrows()))
         return claim(
             key, status, evidence + "; " + basis.story,
             ours="; ".join(f"epoch {x['epoch']:g}: {x['reversed']} {x['reversed_mean']:.3f} vs "
-                           f"{x['forward']} {x['forward_mean']:.3f}" for _, x in judged.iterrows()),
+                           f"{x['forward']} {x['forward_mean']:.3f}"
+                           for _, x in judged.iterrows()),
             differences=tuple(difference(f"{x['reversed']} - {x['forward']}, epoch "
                                          f"{x['epoch']:g}", "share", x["diff"],
                                          (x["lo"], x["hi"]), BOOTSTRAP)
