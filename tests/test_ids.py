@@ -395,3 +395,15 @@ def test_a_data_stage_uses_the_threads_its_job_asks_for(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     assert workers_for(params(both), "prepare") == 2
     assert workers_for(params({}), "ids") == 2
+    # local Snakemake gave the job fewer threads than its rule asks (--cores 1): one process
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)))
+    monkeypatch.setenv("S2S_JOB_THREADS", "1")
+    assert workers_for(params(both), "prepare") == 1
+    assert workers_for(params({}), "ids") == 1
+    monkeypatch.setenv("S2S_JOB_THREADS", "12")
+    assert workers_for(params(both), "prepare") == 12
+    assert workers_for(params(both), "ids") == 3  # never more than the job asks for
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv("S2S_JOB_THREADS", bad)
+        with pytest.raises(ValueError, match=f"S2S_JOB_THREADS must be .*got '{bad}'"):
+            workers_for(params(both), "prepare")

@@ -203,6 +203,21 @@ def test_the_timing_stage_runs_with_nothing_beside_it(plan_repo):
     assert job_threads(out)["timing"] == 2
 
 
+def test_a_job_hears_the_threads_snakemake_gave_it(plan_repo):
+    """The paper asks 16 threads for prepare and 8 for ids; a local run with --cores 3 gives each
+    job at most 3, which the stage cannot see from its CPU affinity: the job's command says it
+    (S2S_JOB_THREADS), and s2s.data.stream.workers_for starts that many processes, not 16."""
+    (plan_repo / "params.yaml").write_text(profile_text("paper"), encoding="utf-8")
+    out = snakemake(plan_repo, "-n", "-p", "--cores", "3", "--config",
+                    "params=profiles/paper.yaml").stdout
+    given = {m[1]: int(m[2]) for m in re.finditer(
+        r"^rule (\w+):\n(?:.*\n)*?Shell command: .*\bS2S_JOB_THREADS=(\d+) ", out, re.M)}
+    assert given["prepare"] == 3 and given["ids"] == 3 and given["vocab"] == 3
+    assert given["timing"] == 3  # every core of the run: nothing beside it
+    assert given["evaluate"] == 3  # resources.default: 4, cut to 3
+    assert given.keys() == job_threads(out).keys() - {"all"}  # every job with a command is told
+
+
 def test_lint_leaves_only_the_software_deployment_lint(plan_repo):
     """The one lint left asks for a conda environment or container per rule; the rules run the
     project's own `s2s` from the environment Snakemake runs in (README)."""

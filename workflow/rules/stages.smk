@@ -4,7 +4,9 @@
 # The command travels in `params`: those are evaluated here, in the loop, while `shell:` is only
 # evaluated when a job runs, after the loop has ended. S2S_JOB_GPUS tells the stage how many GPUs
 # its job asked for: on a local machine it claims that many free ones for itself (s2s.device),
-# under SLURM the scheduler has already given them. The timing stage measures decoding speed, so
+# under SLURM the scheduler has already given them. S2S_JOB_THREADS is the threads Snakemake gave
+# the job (a rule's threads, cut to --cores on a local run): a data stage starts no more
+# processes than that (s2s.data.stream.workers_for). The timing stage measures decoding speed, so
 # nothing may run beside it: it takes every core of a local run (Snakemake starts no other job
 # while one holds them all) and a node of its own under SLURM.
 
@@ -39,4 +41,4 @@ for _stage in STAGES:
             gpu=_res.gpus,
             **_site,
         shell:
-            "S2S_JOB_GPUS={resources.gpu} {params.cmd} > {log} 2>&1"
+            "S2S_JOB_GPUS={resources.gpu} S2S_JOB_THREADS={threads} {params.cmd} > {log} 2>&1"

@@ -18,6 +18,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 MAX_AUTO_WORKERS = 8  # where the profile does not set the stage's threads
+JOB_THREADS = "S2S_JOB_THREADS"  # the threads the workflow's scheduler gave this job
 
 
 def workers_for(params, kind: str) -> int:
@@ -25,12 +26,20 @@ def workers_for(params, kind: str) -> int:
     (``resources.<kind>``, else ``resources.default``: Snakemake and SLURM reserve that many
     CPUs for it), so that jobs side by side do not oversubscribe the cores, but no more than the
     CPUs this process may run on (its affinity: a SLURM allocation, a taskset, the machine; a
-    profile sized for a cluster node run on a laptop); where the parameter file declares no
+    profile sized for a cluster node run on a laptop), nor than the threads the scheduler gave
+    the job (``S2S_JOB_THREADS``, which the workflow's rules set: local Snakemake gives a job
+    at most its ``--cores``, which affinity cannot see); where the parameter file declares no
     resources at all, every such CPU, up to :data:`MAX_AUTO_WORKERS`."""
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         usable = os.cpu_count() or 1
+    given = os.environ.get(JOB_THREADS, "").strip()
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise ValueError(f"{JOB_THREADS} must be a whole number of threads, at least 1, "
+                             f"got {given!r}")
+        usable = min(usable, int(given))
     if params.resources:
         return max(1, min(params.resources_for(kind).threads, usable))
     return max(1, min(usable, MAX_AUTO_WORKERS))
