@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from s2s.model import recurrence
+from s2s.model.base import in_source_order
 from s2s.model.gru import ChoGRU
 from s2s.model.lstm import run_padded
 from s2s.model.recurrence import linear
@@ -137,11 +138,21 @@ class AttentionEncoderDecoder(EncoderDecoder):
     def features(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing, one target step at a time (each query is the previous step's
         state): (N, T, H)."""
-        return self.teacher_forced(src, src_lengths, tgt_in)[0]
+        return self._teacher_forced(src, src_lengths, tgt_in)[0]
 
     def teacher_forced(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor
                        ) -> tuple[Tensor, Tensor]:
-        """features (N, T, H) and the attention weights of every step (N, T, S)."""
+        """features (N, T, H) and the attention weights of every step (N, T, S), the source
+        axis in the order of `src` as given (un-reversed with `reverse_source`, as the
+        Transformer's `cross_attention`): what an alignment figure labels with the source."""
+        features, weights = self._teacher_forced(src, src_lengths, tgt_in)
+        if self.cfg.reverse_source:
+            weights = in_source_order(weights, src_lengths)
+        return features, weights
+
+    def _teacher_forced(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor
+                        ) -> tuple[Tensor, Tensor]:
+        """features (N, T, H) and the weights (N, T, S) over the positions the encoder read."""
         state = self.encode(src, src_lengths)
         # Every step reads the annotations and keys: in fp32 (a no-op in fp32 runs) each step's
         # product casts them afresh and their gradients add up in fp32, not in bf16

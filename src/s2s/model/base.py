@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from s2s.precision import full
 
-__all__ = ["Model", "host_lengths", "on_host", "reverse_padded"]
+__all__ = ["Model", "host_lengths", "in_source_order", "on_host", "reverse_padded"]
 
 
 class Model(nn.Module):
@@ -68,6 +68,17 @@ def reverse_padded(src: Tensor, lengths: Tensor) -> Tensor:
     rev = lengths[:, None] - 1 - pos  # (N, S): the mirrored position inside the sentence
     index = torch.where(rev >= 0, rev, pos)  # padding positions map to themselves
     return src.gather(1, index)
+
+
+def in_source_order(weights: Tensor, lengths: Tensor) -> Tensor:
+    """Weights over the positions a reversed-source encoder read, (N, ..., S), put back in the
+    order of the source as given: [w(c) w(b) w(a) pad] -> [w(a) w(b) w(c) pad]. The map is its
+    own inverse (encoder position p read source position index[p])."""
+    N, S = weights.shape[0], weights.shape[-1]
+    index = reverse_padded(torch.arange(S, device=weights.device).expand(N, S),
+                           lengths.to(weights.device))  # (N, S)
+    index = index.view(N, *(1,) * (weights.dim() - 2), S).expand_as(weights)
+    return weights.gather(-1, index)
 
 
 # (a device tensor of source lengths, its copy on the CPU) of the batch being run

@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from s2s.arch.transformer import TransformerConfig
-from s2s.model.base import Model, reverse_padded
+from s2s.model.base import Model, in_source_order, reverse_padded
 from s2s.precision import full
 
 __all__ = ["TransformerConfig", "Transformer", "TransformerState", "Attention"]
@@ -394,13 +394,7 @@ class Transformer(Model):
         finally:
             self.train(was_training)
         w = torch.stack(weights, dim=1)  # (N, L, H, T, S), the encoder's source order
-        if self.cfg.reverse_source:
-            N, S = src.shape
-            # encoder position p read source position index[p]; the map is its own inverse
-            index = reverse_padded(torch.arange(S, device=src.device).expand(N, S),
-                                   src_lengths.to(src.device))  # (N, S)
-            w = w.gather(-1, index[:, None, None, None, :].expand_as(w))
-        return w
+        return in_source_order(w, src_lengths) if self.cfg.reverse_source else w
 
     def describe(self) -> str:
         """One line for a report: the config's own description."""
