@@ -682,3 +682,31 @@ def test_parameter_count_and_description_of_the_default_profile_size():
                                         encoder_layers=3, decoder_layers=3),
                       src_vocab=5900, tgt_vocab=6500, pad=PAD)
     assert mha.num_parameters() == 10_375_524
+
+
+def test_a_source_the_length_check_lets_through_fits_the_search():
+    """check_lengths and the search compute the longest target alike (float32, an empty line
+    reads one <pad>): at max_len_a 1.4 a 45-token source gives 1.4 x 45 = 63.000004 in float32,
+    63 tokens; in float64 the check said 62, let the line through, and the search ran past
+    max_positions mid-way. Every source the check accepts now decodes to its full length."""
+    from s2s.config import TranslateConfig
+    from s2s.decode.translate import check_lengths, max_target_lengths, translate
+
+    model = tiny(3, dtype=torch.float32, max_positions=64)
+    with torch.no_grad():
+        model.proj.bias[EOS] = -1e4  # never ends a sentence: every search runs to max_len
+    vocab = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", "a", "b", "c"), "t" * 64)
+    cfg = TranslateConfig(max_len_a=1.4, max_len_b=2, device="cpu")
+    assert max_target_lengths(torch.tensor([45, 0, 1, 10]), cfg).tolist() == [65, 3, 3, 16]
+    for n in (0, 44, 45, 46):
+        src = [[4] * n]
+        try:
+            check_lengths(src, configs=[model.cfg], cfg=cfg, where="test.en")
+        except ValueError as e:
+            longest = max_target_lengths(torch.tensor([n]), cfg).item()
+            assert n >= 45 and str(e).startswith(f"test.en:1: {n} tokens")
+            assert f"up to {longest} target tokens: 1.4 x {n} + 2" in str(e)
+            continue
+        [[hyp]] = translate(model, src, cfg=cfg, beam=2, nbest=1, vocab=vocab,
+                            device=torch.device("cpu"))
+        assert len(hyp.tokens) == max_target_lengths(torch.tensor([n]), cfg).item()

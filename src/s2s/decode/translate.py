@@ -41,14 +41,24 @@ def check_lengths(sources: list[list[int]], *, configs, cfg: TranslateConfig, wh
     if not limits:
         return
     limit = min(limits)
+    longest = max_target_lengths(torch.tensor([len(src) for src in sources]), cfg).tolist()
     for i, src in enumerate(sources):
         n = len(src)
-        if n > limit or int(cfg.max_len_a * n) + cfg.max_len_b > limit:
+        if n > limit or longest[i] > limit:
             line = lines[i] if lines is not None else i + 1
             raise ValueError(f"{where}:{line}: {n} tokens: longer than the {limit} positions a "
                              f"member of the system reads and writes (max_positions; the search "
-                             f"writes up to {cfg.max_len_a:g} x {n} + {cfg.max_len_b} target "
-                             f"tokens); split the line or use a recurrent system")
+                             f"writes up to {longest[i]} target tokens: {cfg.max_len_a:g} x "
+                             f"{max(n, 1)} + {cfg.max_len_b}); split the line or use a recurrent "
+                             f"system")
+
+
+def max_target_lengths(src_lengths: Tensor, cfg: TranslateConfig) -> Tensor:
+    """The most target tokens the search writes for each source: ``max_len_a * S + max_len_b``,
+    S the source's length as the model reads it (an empty line reads one <pad>: S = 1), the
+    product in float32 and rounded down: (N,) int64. The search and :func:`check_lengths` both
+    use it, so a source the check lets through never runs past a member's positions."""
+    return (cfg.max_len_a * src_lengths.clamp(min=1).float()).long() + cfg.max_len_b
 
 
 def search_bytes(*, beam: int, batch_size: int, vocab_size: int) -> int:
@@ -131,7 +141,7 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
     for k in range(0, len(order), per_batch):
         idx = order[k: k + per_batch]
         b = collate([(sources[i], []) for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
-        max_len = (cfg.max_len_a * b.src_lengths.float()).long() + cfg.max_len_b
+        max_len = max_target_lengths(b.src_lengths, cfg)
         src, src_lengths = b.src.to(device), b.src_lengths.to(device)
         with precision.autocast(device, mm_dtype):
             hyps = beam_search(model, src, src_lengths, beam=beam, bos=vocab.bos, eos=vocab.eos,
