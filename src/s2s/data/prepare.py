@@ -48,8 +48,8 @@ def read_pair(raw_dir: Path, ref: CorpusRef, *, cleaned: dict[str, int] | None =
     file, misalignment, and (with `max_words`) a line of more words. `cleaned` receives the
     counts of :func:`s2s.data.text.read_corpus`."""
     pair = sources.raw_pair(raw_dir, ref.corpus)
-    en = read_corpus(pair.en, pair.format, cleaned)
-    fr = read_corpus(pair.fr, pair.format, cleaned)
+    en = read_corpus(pair.en, pair.format, cleaned, lang="en")
+    fr = read_corpus(pair.fr, pair.format, cleaned, lang="fr")
     for path, lines in ((pair.en, en), (pair.fr, fr)):
         if not lines:
             what = "<seg> lines" if pair.format == "sgm" else "lines"
@@ -95,7 +95,7 @@ def iter_raw_pairs(raw_dir: Path, ref: CorpusRef, *, cleaned: dict[str, int] | N
     seen = {"en": 0, "fr": 0}
 
     def counted(path: Path, side: str) -> Iterator[str]:
-        for block in iter_corpus(path, pair.format, cleaned):
+        for block in iter_corpus(path, pair.format, cleaned, lang=side):
             seen[side] += len(block)
             yield from block
 

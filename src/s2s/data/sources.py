@@ -176,7 +176,9 @@ _MULTI30K_RAW = (f"https://raw.githubusercontent.com/multi30k/dataset/{_MULTI30K
 _LIUM_NOTE = ("Schwenk's page (http://www-lium.univ-lemans.fr/~schwenk/cslm_joint_paper/, cited "
               "by the paper as [29]) was the only source, and the host appears gone (its site "
               "was restructured; no public mirror is known). The text is already tokenized by "
-              "LIUM; whether it is XML-escaped is not established.")
+              "LIUM; whether it is XML-escaped is not established. prepare reads it as plain "
+              "text and Moses-tokenises it again as it is (train, dev and test alike, so "
+              "consistently).")
 # The living alternative to the paper's data (profiles/paper_statmt.yaml).
 _LIUM_ALTERNATIVE = ("Schwenk's LIUM host, the paper's only source of its 12M-pair selection, "
                      "appears gone and no public mirror is known: `s2s profile paper_statmt` "

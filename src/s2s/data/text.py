@@ -25,10 +25,13 @@ class CorpusError(ValueError):
     """A corpus file that cannot be used as it is; the message names the file and line."""
 
 
-def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None) -> list[str]:
+def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
+                lang: str | None = None) -> list[str]:
     """The sentences of a corpus file in format plain | moses_escaped | sgm, as raw text (not
     normalised): its lines (:func:`s2s.io.read_lines` with a leading byte-order mark and the CR
-    of Windows line ends removed, other whitespace kept), parsed as `fmt` says.
+    of Windows line ends removed, other whitespace kept), parsed as `fmt` says. A
+    moses_escaped file is unescaped and Moses-detokenised in `lang` (which it needs), so that
+    prepare's tokeniser sees it as it sees raw text.
 
     With `counts`, what reading cleaned is added to it: ``bom_files`` and ``crlf_lines`` (of
     :func:`s2s.io.read_lines`) and ``control_char_lines`` (sentences returned that hold control
@@ -36,13 +39,15 @@ def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None) -> l
     CorpusError naming the file and line. :func:`iter_corpus` gives the same sentences a block
     at a time.
     """
-    return [s for block in iter_corpus(path, fmt, counts) for s in block]
+    return [s for block in iter_corpus(path, fmt, counts, lang=lang) for s in block]
 
 
-def iter_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None
-                ) -> Iterator[list[str]]:
+def iter_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
+                lang: str | None = None) -> Iterator[list[str]]:
     """:func:`read_corpus`'s sentences in blocks, read as they are asked for (a corpus of any
     size in bounded memory); `counts` is complete once the last block has been given."""
+    if fmt == "moses_escaped" and lang is None:
+        raise ValueError(f"{path}: a moses_escaped corpus is read with its language (lang=)")
     if counts is not None:
         counts.setdefault("bom_files", 0)  # the keys in read_corpus's order, for the metrics
         counts.setdefault("crlf_lines", 0)
@@ -50,14 +55,15 @@ def iter_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None
     n = 0
     for lines in iter_lines(path, rstrip=False, strip_bom=True, strip_cr=True,
                             error=CorpusError, counts=counts):
-        out = _parse(path, fmt, lines, first=n + 1)
+        out = _parse(path, fmt, lines, first=n + 1, lang=lang)
         n += len(lines)
         if counts is not None:
             counts["control_char_lines"] += sum(_CONTROL.search(ln) is not None for ln in out)
         yield out
 
 
-def _parse(path: Path, fmt: str, lines: list[str], *, first: int = 1) -> list[str]:
+def _parse(path: Path, fmt: str, lines: list[str], *, first: int = 1,
+           lang: str | None = None) -> list[str]:
     """The sentences of `lines`, the file's lines from line `first` on."""
     if fmt == "sgm":
         segs = []
@@ -68,9 +74,11 @@ def _parse(path: Path, fmt: str, lines: list[str], *, first: int = 1) -> list[st
                 segs.append(_SEG.sub(r"\1", ln))
         return segs
     if fmt == "moses_escaped":
-        # Moses escapes &, ', ", <, >, [, ], |; undo it so the text is raw like the other corpora
-        # (re-tokenising Moses-tokenised text leaves it as it is).
-        return [html.unescape(ln) for ln in lines]
+        # Moses escapes &, ', ", <, >, [, ], |; undo it (in one pass: html.unescape, so an
+        # escaped "&amp;lt;" stays "&lt;"), then detokenise: prepare tokenises every corpus again,
+        # and Moses does not leave its own output as it is (fr "l' homme" would become
+        # "l ' homme", en "haven 't" "haven ' t", where raw test text gives "l'" and "'t").
+        return [detokenize(html.unescape(ln), lang, unescape=False) for ln in lines]
     if fmt == "plain":
         return lines
     raise ValueError(f"unknown corpus format '{fmt}'")
@@ -110,5 +118,6 @@ def _detok(lang: str):
     return MosesDetokenizer(lang=lang)
 
 
-def detokenize(line: str, lang: str) -> str:
-    return _detok(lang).detokenize(line.split())
+def detokenize(line: str, lang: str, *, unescape: bool = True) -> str:
+    """Moses detokenisation; with `unescape`, Moses' XML escapes (&amp; &apos; ...) undone too."""
+    return _detok(lang).detokenize(line.split(), unescape=unescape)
