@@ -552,6 +552,35 @@ def test_network_mode_builds_the_same_files_as_the_mirror(tmp_path, server, monk
                       mirror=None, cache_dir=tmp_path / "cache2")
 
 
+@needs_mirror
+def test_a_cut_gz_in_the_cache_is_named_deleted_and_fetched_again(tmp_path, server, monkeypatch):
+    from s2s.data import network
+
+    val = {side: (MIRROR / f"multi30k-task1-enfr/val.{side}").read_bytes() for side in ("en", "fr")}
+    whole_en = gzip.compress(val["en"])
+    server.files.update({"/val.en.gz": whole_en[: len(whole_en) // 2],  # a download cut short
+                         "/val.fr.gz": gzip.compress(val["fr"])})
+    entry = CORPORA["multi30k.val"]
+    local = {side: Remote(server.url(f"/val.{side}.gz")) for side in ("en", "fr")}  # no checksum
+    entry = dataclasses.replace(entry, network=NetworkSource(
+        en=(dataclasses.replace(entry.network.en[0], remote=local["en"]),),
+        fr=(dataclasses.replace(entry.network.fr[0], remote=local["fr"]),)))
+    cache, out = tmp_path / "cache", tmp_path / "raw"
+    cached = cache_path(local["en"], cache)
+    with pytest.raises(DownloadError, match=re.escape(
+            f"{local['en'].url}: the downloaded file {cached} is damaged (cut short?): "
+            "EOFError: ")):
+        network.build_corpus(entry, out, cache)
+    # The cut file is gone (the whole fr one is kept), and no corpus folder is left half built.
+    assert sorted(p.name for p in cache.iterdir()) == [cache_path(local["fr"], cache).name]
+    assert not out.exists() or not list(out.iterdir())
+    server.files["/val.en.gz"] = whole_en
+    record = network.build_corpus(entry, out, cache)
+    assert record["pairs"] == 1014
+    assert (out / "multi30k.val" / "en.txt").read_bytes() == val["en"]
+    assert [p for p, _ in server.requests] == ["/val.en.gz", "/val.fr.gz", "/val.en.gz"]
+
+
 def test_a_line_short_of_the_column_a_part_keeps_is_named_by_its_number(tmp_path):
     from s2s.data.files import DownloadError
     from s2s.data.network import _append_part

@@ -112,6 +112,15 @@ def fetch(remote: Remote, cache_dir: Path, *, retries: int = 3, backoff: float =
         return _fetch(remote, dest, retries=retries, backoff=backoff, timeout=timeout)
 
 
+def discard(remote: Remote, cache_dir: Path) -> Path:
+    """Delete `remote`'s cached copy (under the cache's lock), so that the next fetch downloads
+    it again; returns its path."""
+    dest = cache_path(remote, cache_dir)
+    with _cache_lock(dest.parent, remote.url):
+        dest.unlink(missing_ok=True)
+    return dest
+
+
 @contextlib.contextmanager
 def _cache_lock(cache_dir: Path, url: str):
     """Hold the cache folder while a file is looked up, downloaded and verified there; wait,

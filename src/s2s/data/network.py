@@ -10,14 +10,21 @@ from __future__ import annotations
 import gzip
 import hashlib
 import shutil
+import tarfile
+import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from s2s.data.archives import safe_extract
 from s2s.data.files import DownloadError, copy_with_progress, corpus_dir, file_stats, recorded
-from s2s.data.http import fetch
-from s2s.data.sources import Corpus, Part, raw_names
+from s2s.data.http import discard, fetch
+from s2s.data.sources import Corpus, Part, Remote, raw_names
 from s2s.io import atomic_open
+
+# What reading a cut or garbled archive or .gz raises. Remotes without a checksum (multi30k's)
+# pass verification as they are, so a download cut short is only seen here.
+_DAMAGED = (EOFError, zlib.error, gzip.BadGzipFile, tarfile.ReadError, zipfile.BadZipFile)
 
 
 def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
@@ -27,6 +34,7 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
     names = dict(zip(("en", "fr"), raw_names(entry.id)))
     downloads = {}
     archives: dict[str, Path] = {}
+    remotes = {r.url: r for r in entry.network.remotes}
     for remote in entry.network.remotes:
         try:
             path, info = fetch(remote, cache_dir)
@@ -44,14 +52,22 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
             members = {p.member for p in entry.network.en + entry.network.fr
                        if p.remote.url == url and p.member is not None}
             if members:
-                got = safe_extract(path, tmp / ".extract", members)
+                try:
+                    got = safe_extract(path, tmp / ".extract", members)
+                except _DAMAGED as e:
+                    raise _damaged(remotes[url], e, member=", ".join(sorted(members)),
+                                   cache_dir=cache_dir) from e
                 extracted.update({(url, m): p for m, p in got.items()})
         for side, parts in (("en", entry.network.en), ("fr", entry.network.fr)):
             with atomic_open(tmp / names[side], "wb") as out:
                 for part in parts:
                     src = (extracted[(part.remote.url, part.member)] if part.member
                            else archives[part.remote.url])
-                    _append_part(src, out, part)
+                    try:
+                        _append_part(src, out, part)
+                    except _DAMAGED as e:
+                        raise _damaged(part.remote, e, member=part.member,
+                                       cache_dir=cache_dir) from e
             files[side] = {**recorded(file_stats(tmp / names[side])),
                            "path": f"{entry.id}/{names[side]}",
                            "source": " ".join(_describe(p) for p in parts)}
@@ -59,6 +75,16 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
         pairs = _verify_product(entry, tmp, names, files)
     return {"mode": "network", "source": sorted(downloads), "downloads": downloads,
             "format": entry.format, "pairs": pairs, "whole_corpus": True, "files": files}
+
+
+def _damaged(remote: Remote, e: BaseException, *, member: str | None,
+             cache_dir: Path) -> DownloadError:
+    """The error for a cached download that cannot be read to its end, once that file is
+    deleted: a rerun downloads it again instead of failing on the same bytes."""
+    cached = discard(remote, cache_dir)
+    what = f"{remote.url}, member {member}" if member else remote.url
+    return DownloadError(f"{what}: the downloaded file {cached} is damaged (cut short?): "
+                         f"{type(e).__name__}: {e}; deleted it, run the download again")
 
 
 def _describe(part: Part) -> str:
