@@ -354,7 +354,8 @@ def smoke_repo(smoke_run, tmp_path_factory) -> Path:
 
 class RangeServer:
     """A loopback HTTP server (127.0.0.1 only) serving `files` with Range support, and switches
-    to misbehave: `ignore_range`, `drop_after` (close after that many body bytes), `delay`
+    to misbehave: `ignore_range`, `drop_after` (close after that many body bytes), `chunked`
+    (chunked transfer encoding, no Content-Length: a cut then ends inside a chunk), `delay`
     (seconds of sleep after each 16 KiB chunk), `require_agent` (answer 406 to a User-Agent
     without that text, as manythings.org does to non-browsers). `requests` records (path, Range
     header), `agents` the User-Agent of each request."""
@@ -366,6 +367,7 @@ class RangeServer:
         self.requests: list[tuple[str, str | None]] = []
         self.ignore_range = False
         self.drop_after: int | None = None
+        self.chunked = False
         self.delay = 0.0
         self.require_agent: str | None = None
         self.agents: list[str] = []
@@ -401,18 +403,38 @@ class RangeServer:
                 else:
                     self.send_response(200)
                 payload = body[start:]
-                self.send_header("Content-Length", str(len(payload)))
+                if outer.chunked:
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 if outer.drop_after is not None:
-                    payload = payload[:outer.drop_after]
                     self.close_connection = True
+                if outer.chunked:
+                    wire = self.chunks(payload, outer.drop_after)
+                else:
+                    wire = payload[:outer.drop_after]
                 try:
-                    for i in range(0, len(payload), RangeServer.CHUNK):
-                        self.wfile.write(payload[i:i + RangeServer.CHUNK])
+                    for i in range(0, len(wire), RangeServer.CHUNK):
+                        self.wfile.write(wire[i:i + RangeServer.CHUNK])
                         if outer.delay:
                             time.sleep(outer.delay)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client was killed
+
+            @staticmethod
+            def chunks(payload: bytes, drop_after: int | None) -> bytes:
+                """`payload` in chunked transfer encoding; cut after `drop_after` body bytes,
+                inside a chunk announced whole and without the closing empty chunk."""
+                wire, sent = bytearray(), 0
+                for i in range(0, len(payload), RangeServer.CHUNK):
+                    piece = payload[i:i + RangeServer.CHUNK]
+                    wire += b"%x\r\n" % len(piece)
+                    if drop_after is not None and sent + len(piece) > drop_after:
+                        return bytes(wire + piece[:drop_after - sent])
+                    wire += piece + b"\r\n"
+                    sent += len(piece)
+                return bytes(wire + b"0\r\n\r\n")
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),

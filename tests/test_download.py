@@ -426,6 +426,24 @@ def test_fetch_retries_an_interrupted_download_within_one_call(tmp_path, server)
     assert path.read_bytes() == BLOB
 
 
+def test_fetch_retries_a_cut_chunked_transfer_resuming_the_part(tmp_path, server):
+    # No Content-Length: the cut is seen by http.client as an IncompleteRead inside a chunk.
+    # The first MiB arrived whole (one read), so the retry asks for the rest.
+    remote = blob_remote(server)
+    server.chunked = True
+    server.drop_after = len(BLOB) - 3
+    path, info = fetch(remote, tmp_path, retries=1, backoff=0)
+    assert server.requests == [("/blob.bin", None), ("/blob.bin", "bytes=1048576-")]
+    assert path.read_bytes() == BLOB and info["verified"] == "sha256"
+    # Cut on every attempt: a DownloadError (one line in the CLI), the part kept for resuming.
+    server.files["/other.bin"] = BLOB
+    other = Remote(server.url("/other.bin"))
+    server.drop_after = 1000
+    with pytest.raises(DownloadError, match=r"/other\.bin: download failed after 2 attempt\(s\): "
+                                            r"IncompleteRead.*will be resumed"):
+        fetch(other, tmp_path, retries=1, backoff=0)
+
+
 def test_fetch_restarts_when_the_server_ignores_ranges(tmp_path, server):
     remote = blob_remote(server)
     server.ignore_range = True

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import http.client
 import logging
 import os
 import socket
@@ -101,10 +102,10 @@ def fetch(remote: Remote, cache_dir: Path, *, retries: int = 3, backoff: float =
     """Download `remote` into `cache_dir` (resuming a ``.part``), verify it, return its path.
 
     A verified copy already in the cache is used as it is. A failed attempt (a connection
-    error, HTTP 5xx, a cut transfer, a range the server cannot satisfy) is retried up to
-    `retries` times, after `backoff` × attempt seconds, resuming the ``.part``; any other HTTP
-    4xx is a DownloadError at once. Returns the path and a record: url, sha256, bytes, and which
-    checksum was verified (``sha256``, ``md5`` or ``none``).
+    error, HTTP 5xx, a cut transfer, chunked or not, a range the server cannot satisfy) is
+    retried up to `retries` times, after `backoff` × attempt seconds, resuming the ``.part``;
+    any other HTTP 4xx is a DownloadError at once. Returns the path and a record: url, sha256,
+    bytes, and which checksum was verified (``sha256``, ``md5`` or ``none``).
     """
     dest = cache_path(remote, cache_dir)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -157,7 +158,9 @@ def _fetch(remote: Remote, dest: Path, *, retries: int, backoff: float, timeout:
         try:
             _download_to_part(remote.url, part, timeout=timeout, user_agent=user_agent)
             break
-        except (urllib.error.URLError, OSError, _Incomplete) as e:
+        # http.client.HTTPException: a chunked transfer cut short is an IncompleteRead, a
+        # garbled answer a BadStatusLine; neither is an OSError, and both are worth a retry.
+        except (urllib.error.URLError, OSError, http.client.HTTPException, _Incomplete) as e:
             if isinstance(e, urllib.error.HTTPError) and e.code in (403, 406):
                 raise DownloadError(f"{remote.url}: HTTP {e.code} {e.reason}: the server refuses "
                                     f"this client (User-Agent '{user_agent}')") from e
