@@ -114,6 +114,21 @@ def test_normalize_spaces_and_controls():
     assert normalize("«\u00a0Oui\u00a0»  dit-il\t\u2009!\x07") == "« Oui » dit-il !"
 
 
+def test_whitespace_controls_separate_words_as_in_sacrebleu(tmp_path):
+    # \v \f and the separators \x1c-\x1f are whitespace to sacreBLEU's re.sub(r"\s+", " ", s):
+    # dropping them as controls merged two words.
+    for ch in "\x0b\x0c\x1c\x1d\x1e\x1f":
+        assert normalize(f"left{ch}right ") == "left right" == re.sub(r"\s+", " ", f"left{ch}right")
+    path = tmp_path / "c.txt"
+    path.write_text("left\x0cright\nit\x92s\nnul\x00here\na\x1fb\x7f\nplain\n", encoding="utf-8")
+    counts: dict[str, int] = {}
+    lines = [normalize(s) for s in read_corpus(path, "plain", counts)]
+    assert lines == ["left right", "it\x92s", "nulhere", "a b", "plain"]  # C1 \x92 kept
+    # Counted: the lines that lost a character (NUL, DEL), not those whose \f or \x1f became a
+    # space, nor the kept C1 control.
+    assert counts == {"bom_files": 0, "crlf_lines": 0, "control_char_lines": 2}
+
+
 def test_misaligned_corpus_names_both_files(tmp_path):
     folder = tmp_path / "raw" / "multi30k.val"
     folder.mkdir(parents=True)

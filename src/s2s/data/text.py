@@ -16,9 +16,14 @@ from pathlib import Path
 from s2s.io import iter_lines
 
 _SEG = re.compile(r"<seg.*?>(.*)</seg>.*?")
+# Every Unicode space, the C0 whitespace controls \t \n \v \f \r \x1c-\x1f and U+0085 among
+# them (str's \s), as sacreBLEU's re.sub(r"\s+", " ", ...) of the test sets sees them.
 _WS = re.compile(r"\s+")
-# Control characters other than whitespace never carry meaning in these corpora.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b\ufeff]")
+# C0 control characters that are not whitespace, DEL, zero-width space and BOM never carry meaning
+# in these corpora. The whitespace ones (\v \f \x1c-\x1f) separate words: _WS makes them a space
+# (dropping them merged "left\fright" into one word). C1 controls (U+0080-U+009F) are kept, as
+# sacreBLEU keeps them in the references.
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f\u200b\ufeff]")
 
 
 class CorpusError(ValueError):
@@ -35,9 +40,10 @@ def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
 
     With `counts`, what reading cleaned is added to it: ``bom_files`` and ``crlf_lines`` (of
     :func:`s2s.io.read_lines`) and ``control_char_lines`` (sentences returned that hold control
-    characters, NUL among them, which :func:`normalize` drops). A file that is not UTF-8 is a
-    CorpusError naming the file and line. :func:`iter_corpus` gives the same sentences a block
-    at a time.
+    characters that :func:`normalize` drops: C0 controls but whitespace, NUL among them, DEL,
+    U+200B, U+FEFF; C1 controls are kept, as sacreBLEU keeps them, and not counted). A file
+    that is not UTF-8 is a CorpusError naming the file and line. :func:`iter_corpus` gives the
+    same sentences a block at a time.
     """
     return [s for block in iter_corpus(path, fmt, counts, lang=lang) for s in block]
 
@@ -85,7 +91,8 @@ def _parse(path: Path, fmt: str, lines: list[str], *, first: int = 1,
 
 
 def normalize(line: str) -> str:
-    """NFC, control characters dropped, every Unicode space (U+00A0 included) made one ASCII space.
+    """NFC, control characters dropped (C0 but whitespace, DEL, U+200B, U+FEFF; C1 kept), every
+    Unicode space (U+00A0, \v, \f, \x1c-\x1f included) made one ASCII space.
 
     This is sacreBLEU's whitespace normalisation of the test sets plus NFC, so dev, test and
     training text are normalised the same way.
