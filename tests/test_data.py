@@ -194,6 +194,31 @@ def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):
         vocab.Vocab.load(cut)
 
 
+def test_vocab_failing_on_the_french_side_leaves_the_old_folder_whole(tmp_path, monkeypatch):
+    d = tmp_path / "prepared"
+    d.mkdir()
+    for split in ("train", "dev", "test"):
+        (d / f"{split}.tok.en").write_text("b a b c\nb a\n")
+        (d / f"{split}.tok.fr").write_text("x y\nz\n")
+    paths = VocabPaths(prepared=d, out=tmp_path / "vocab", metrics=tmp_path / "vocab.json")
+    vocab_stage.main(VocabConfig(src_size=2, tgt_size=10, min_count=1), paths)
+    old = {p.name: p.read_bytes() for p in [*paths.out.iterdir(), paths.metrics]}
+    assert old["en.tsv"].decode().splitlines()[4:] == ["b\t3", "a\t2"]
+    real = vocab_stage.prepared_file
+
+    def fr_fails(folder, split, lang):
+        if lang == "fr":
+            raise OSError(f"{folder}/{split}.tok.fr: unreadable (the test's failure)")
+        return real(folder, split, lang)
+
+    monkeypatch.setattr(vocab_stage, "prepared_file", fr_fails)
+    with pytest.raises(OSError, match=r"train\.tok\.fr: unreadable"):
+        vocab_stage.main(VocabConfig(src_size=3, tgt_size=10, min_count=1), paths)
+    # The new en.tsv (with "c") never replaced the old one; no temporary folder is left.
+    assert {p.name: p.read_bytes() for p in [*paths.out.iterdir(), paths.metrics]} == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prepared", "vocab", "vocab.json"]
+
+
 def test_batches_depend_on_order_seed_and_epoch_only():
     n = 960  # three full chunks of 10 batches of 32
     lengths = [(i % 17 + 1, i % 13 + 1) for i in range(n)]

@@ -16,9 +16,11 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from pathlib import Path
 
 from s2s.config import VocabConfig
 from s2s.dag import Arg, Stage, command
+from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
 from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
 from s2s.artifacts import VocabMetrics
 from s2s.data.stream import ordered_map, workers_for
@@ -49,25 +51,36 @@ def main(cfg: VocabConfig, paths: VocabPaths, *, workers: int = 1) -> dict:
     t0 = time.perf_counter()
     prepared_dir, out_dir, metrics_out = paths.prepared, paths.out, paths.metrics
     metrics: dict = {}
-    for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
-        train = prepared_file(prepared_dir, "train", lang)
-        counts: Counter = Counter()
-        for part in ordered_map(count_words, iter_lines(train), workers=workers):
-            counts.update(part)
-        entries = build(counts, size=size, min_count=cfg.min_count)
-        path = vocab_file(out_dir, lang)
-        atomic_write_lines(path, [f"{w}\t0" for w in SPECIALS] + [f"{w}\t{c}" for w, c in entries])
-        known = {w for w, _ in entries}
-        tokens = sum(counts.values())
-        unknown = tokens - sum(counts[w] for w in known)  # the training set's, from its counts
-        rates = {"train": round(unknown / tokens if tokens else 0.0, 6)}
-        rates |= {split: round(unk_rate(read_lines(prepared_file(prepared_dir, split, lang)),
-                                        known), 6) for split in ("dev", "test")}
-        metrics[lang] = {"size": len(entries) + len(SPECIALS), "words": len(entries),
-                         "train_types": len(counts), "unk_rate": rates}
-        log.info("%s: %d of %d word types kept (min count %d); UNK rate %s", lang, len(entries),
-                 len(counts), cfg.min_count, rates)
+    remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
+    # Both vocabularies or neither: the folder is written under a temporary name and renamed
+    # when whole, so a failure on the French side never leaves a new en.tsv beside an old fr.tsv.
+    with corpus_dir(out_dir.parent, out_dir.name) as tmp:
+        for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
+            metrics[lang] = _side(cfg, lang, size=size, prepared_dir=prepared_dir, out_dir=tmp,
+                                  workers=workers)
     VocabMetrics.from_json(metrics, source=metrics_out).write(metrics_out)  # checked as read
     log.info("read %s; wrote %s, %s in %.1fs (%d process%s)", prepared_dir, out_dir,
              metrics_out, time.perf_counter() - t0, workers, "" if workers == 1 else "es")
     return metrics
+
+
+def _side(cfg: VocabConfig, lang: str, *, size: int, prepared_dir: Path, out_dir: Path,
+          workers: int) -> dict:
+    """Count `lang`'s training words, write its vocabulary into `out_dir`; its metrics."""
+    train = prepared_file(prepared_dir, "train", lang)
+    counts: Counter = Counter()
+    for part in ordered_map(count_words, iter_lines(train), workers=workers):
+        counts.update(part)
+    entries = build(counts, size=size, min_count=cfg.min_count)
+    path = vocab_file(out_dir, lang)
+    atomic_write_lines(path, [f"{w}\t0" for w in SPECIALS] + [f"{w}\t{c}" for w, c in entries])
+    known = {w for w, _ in entries}
+    tokens = sum(counts.values())
+    unknown = tokens - sum(counts[w] for w in known)  # the training set's, from its counts
+    rates = {"train": round(unknown / tokens if tokens else 0.0, 6)}
+    rates |= {split: round(unk_rate(read_lines(prepared_file(prepared_dir, split, lang)),
+                                    known), 6) for split in ("dev", "test")}
+    log.info("%s: %d of %d word types kept (min count %d); UNK rate %s", lang, len(entries),
+             len(counts), cfg.min_count, rates)
+    return {"size": len(entries) + len(SPECIALS), "words": len(entries),
+            "train_types": len(counts), "unk_rate": rates}
