@@ -129,6 +129,20 @@ def test_whitespace_controls_separate_words_as_in_sacrebleu(tmp_path):
     assert counts == {"bom_files": 0, "crlf_lines": 0, "control_char_lines": 2}
 
 
+def test_the_docs_name_the_control_characters_normalize_drops():
+    chars = [*range(0xA1), 0x2028, 0x200B, 0xFEFF]
+    dropped = {c for c in chars if normalize(f"a{chr(c)}b") == "ab"}
+    spaced = {c for c in chars if normalize(f"a{chr(c)}b") == "a b"}
+    assert dropped == {*range(0x09), *range(0x0E, 0x1C), 0x7F, 0x200B, 0xFEFF}
+    assert spaced == {*range(0x09, 0x0E), *range(0x1C, 0x21), 0x85, 0xA0, 0x2028}
+    assert all(normalize(f"a{chr(c)}b") == f"a{chr(c)}b" for c in range(0x80, 0xA0) if c != 0x85)
+    # ... which is what the docs say: C1 controls are kept (they said all were dropped).
+    guarantees = " ".join((ROOT / "docs" / "crash-guarantees.md").read_text().split())
+    assert ("the C0 controls but whitespace (NUL among them), DEL, U+200B and U+FEFF are dropped; "
+            "the C1 controls (U+0080-U+009F) are kept") in guarantees
+    assert "the C1 controls U+0080-U+009F are kept" in " ".join(prepare_stage.__doc__.split())
+
+
 def test_misaligned_corpus_names_both_files(tmp_path):
     folder = tmp_path / "raw" / "multi30k.val"
     folder.mkdir(parents=True)

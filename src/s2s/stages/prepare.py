@@ -25,7 +25,10 @@ such line is decoded and scored, and no sentence is that long (a file that lost 
 is); in training such a line is only one more `too_long` pair. What reading cleans is counted per
 corpus in the metrics, under ``cleaned``: ``bom_files`` (a leading byte-order mark, dropped),
 ``crlf_lines`` (Windows line ends, read as plain ones; both counted over the whole files) and
-``control_char_lines`` (lines whose control characters, NUL among them, normalisation dropped).
+``control_char_lines`` (lines that lost characters to normalisation: the C0 controls but
+whitespace, NUL among them, DEL, U+200B and U+FEFF; the whitespace controls \\v \\f \\x1c-\\x1f
+become a space, and the C1 controls U+0080-U+009F are kept, as sacreBLEU keeps them in the
+references, neither counted).
 """
 
 from __future__ import annotations
