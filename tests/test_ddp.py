@@ -349,6 +349,51 @@ def test_adams_moments_reach_every_rank(tmp_path):
         assert a[i]["exp_avg"].abs().sum() > 0
 
 
+def test_rank_1_keeps_adams_step_on_the_cpu_as_rank_0_does(monkeypatch):
+    """Two ranks played in one process on device 'meta' (a stand-in for CUDA): rank 0 holds a
+    resumed Adam's `step` on the CPU (the checkpoint is read to the CPU and load_state_dict
+    leaves `step` there) and its moments on the device; rank 1 must end the same, or every one
+    of its updates reads `step` back from the GPU, a sync per parameter."""
+    device = torch.device("meta")
+    sent: dict = {}
+
+    def fake_broadcast_object(obj, world, device):
+        if world.is_main:
+            sent["layout"] = obj
+        return sent["layout"]
+
+    def fake_broadcast(t, src):  # rank 0 sends, rank 1 receives (meta tensors hold no data)
+        sent["count"] += world.is_main
+
+    sent["count"] = 0
+
+    monkeypatch.setattr(distributed, "broadcast_object", fake_broadcast_object)
+    monkeypatch.setattr(distributed.dist, "broadcast", fake_broadcast)
+
+    def adam():
+        params = [torch.nn.Parameter(torch.zeros(2, 3, device=device)),
+                  torch.nn.Parameter(torch.zeros(2, device=device))]
+        return params, torch.optim.Adam(params, lr=0.1)
+
+    p0, opt0 = adam()
+    opt0.load_state_dict({"state": {i: {"step": torch.tensor(5.0), "exp_avg": torch.ones(p.shape),
+                                        "exp_avg_sq": torch.ones(p.shape)}
+                                    for i, p in enumerate(p0)},
+                          "param_groups": opt0.state_dict()["param_groups"]})
+    assert {opt0.state[p]["step"].device.type for p in p0} == {"cpu"}
+    world = distributed.World(rank=0, size=2)
+    distributed.broadcast_optimizer_state(opt0, world, device)
+    p1, opt1 = adam()
+    world = distributed.World(rank=1, size=2)
+    distributed.broadcast_optimizer_state(opt1, world, device)
+    for p in p1:
+        s = opt1.state[p]
+        assert s["step"].device.type == "cpu" and s["step"].item() == 5.0
+        assert s["exp_avg"].device == s["exp_avg_sq"].device == device
+        assert s["exp_avg"].shape == p.shape
+    assert sent["count"] == 4  # the moments by broadcast; each `step` went in the layout
+
+
 def test_each_rank_draws_its_own_dropout_masks_and_rank_0_the_one_process_ones():
     from s2s.train import dropout_seed
 

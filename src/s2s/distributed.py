@@ -218,47 +218,64 @@ def _portable(error: Exception) -> Exception:
         return RuntimeError(f"{type(error).__name__}: {error}")
 
 
+def state_layout(obj: Any, device: torch.device, tensors: list[torch.Tensor]) -> Any:
+    """Rank 0's optimizer state as it travels to the other ranks (a picklable object), given the
+    ranks' `device`: a tensor on `device` becomes ("tensor", shape, dtype) and is appended to
+    `tensors`, for a broadcast on the device (NCCL sends device tensors only); a tensor on the CPU
+    while `device` is not (Adam's `step`, a scalar) travels in the layout itself as ("cpu",
+    tensor), so that every rank holds it on the CPU as rank 0 does. Optimizer.load_state_dict
+    leaves `step` where it finds it (it moves it only for a fused or capturable Adam), and a
+    `step` on the GPU makes each update read it back with .item(): a device sync per parameter
+    per step for the rest of the run."""
+    if isinstance(obj, torch.Tensor):
+        if obj.device.type == "cpu" and device.type != "cpu":
+            return ("cpu", obj.detach().clone())
+        tensors.append(obj)
+        return ("tensor", tuple(obj.shape), str(obj.dtype).removeprefix("torch."))
+    if isinstance(obj, dict):
+        return {k: state_layout(v, device, tensors) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(state_layout(v, device, tensors) for v in obj)
+    return obj
+
+
+def build_state(layout: Any, device: torch.device, received: list[torch.Tensor]) -> Any:
+    """The state `layout` (:func:`state_layout`'s) describes: each ("tensor", ...) empty on
+    `device` for a broadcast to fill, appended to `received` in the order rank 0 sends them;
+    each ("cpu", tensor) that tensor, on the CPU."""
+    if isinstance(layout, tuple) and len(layout) == 3 and layout[0] == "tensor":
+        t = torch.empty(layout[1], dtype=getattr(torch, layout[2]), device=device)
+        received.append(t)
+        return t
+    if isinstance(layout, tuple) and len(layout) == 2 and layout[0] == "cpu" \
+            and isinstance(layout[1], torch.Tensor):
+        return layout[1]
+    if isinstance(layout, dict):
+        return {k: build_state(v, device, received) for k, v in layout.items()}
+    if isinstance(layout, (list, tuple)):
+        return type(layout)(build_state(v, device, received) for v in layout)
+    return layout
+
+
 def broadcast_optimizer_state(opt: torch.optim.Optimizer, world: World,
                               device: torch.device) -> None:
-    """Give every rank rank 0's optimizer state (Adam's moments after a resume; SGD has none): the
-    layout travels as an object, each tensor by a broadcast on the device."""
+    """Give every rank rank 0's optimizer state (Adam's moments after a resume; SGD has none),
+    each tensor on the device rank 0 holds it on: the layout travels as an object, each device
+    tensor by a broadcast on the device (:func:`state_layout`)."""
     if world.size == 1:
         return
     state = opt.state_dict()
     tensors: list[torch.Tensor] = []
-
-    def placeholders(obj):  # the state with each tensor replaced by its (shape, dtype)
-        if isinstance(obj, torch.Tensor):
-            tensors.append(obj)
-            return ("tensor", tuple(obj.shape), str(obj.dtype).removeprefix("torch."))
-        if isinstance(obj, dict):
-            return {k: placeholders(v) for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
-            return type(obj)(placeholders(v) for v in obj)
-        return obj
-
-    layout = broadcast_object(placeholders(state["state"]) if world.is_main else None, world,
-                              device)
+    layout = broadcast_object(state_layout(state["state"], device, tensors) if world.is_main
+                              else None, world, device)
     if not layout:  # rank 0 has no state to give
         return
-    received: list[torch.Tensor] = []
-
-    def build(obj):
-        if isinstance(obj, tuple) and len(obj) == 3 and obj[0] == "tensor":
-            t = torch.empty(obj[1], dtype=getattr(torch, obj[2]), device=device)
-            received.append(t)
-            return t
-        if isinstance(obj, dict):
-            return {k: build(v) for k, v in obj.items()}
-        if isinstance(obj, (list, tuple)):
-            return type(obj)(build(v) for v in obj)
-        return obj
-
     if world.is_main:
         for t in tensors:
             dist.broadcast(t.data if t.device == device else t.to(device), src=0)
         return
-    new_state = build(layout)
+    received: list[torch.Tensor] = []
+    new_state = build_state(layout, device, received)
     for t in received:
         dist.broadcast(t, src=0)
     opt.load_state_dict({"state": new_state, "param_groups": state["param_groups"]})
