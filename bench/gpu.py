@@ -15,7 +15,9 @@ trainer collates them (``s2s.data.batching.prefetch_batches``: one batch ahead o
 in pinned memory on CUDA). The first warm-up step runs under the precision check
 (``s2s.precision.watch``) and the profiler, which records the recurrent kernels that ran (cuDNN's
 ``_cudnn_rnn`` or the native per-step ``_thnn_fused_lstm_cell`` a bf16 LSTM falls back to where
-torch's cuDNN is older than 9.13). Each row names the device, torch, CUDA and cuDNN.
+torch's cuDNN is older than 9.13). Each row names the device, torch, CUDA and cuDNN, and whether
+the peephole step ran compiled (``compiled``: a torch.compile that fails runs eager instead, with
+only a log line to say so).
 
 MFU = model FLOPs (bench/train.py's formula: 3 x the matmul FLOPs of the forward pass, real
 tokens only) per second over (a) the best torch.mm of 8192^3 measured here in that dtype and (b)
@@ -29,6 +31,7 @@ works (the tests run it), not a measurement.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -46,6 +49,7 @@ from s2s import precision  # noqa: E402
 from s2s.config import TrainConfig  # noqa: E402
 from s2s.data.batching import epoch_batches, pair_lengths, prefetch_batches  # noqa: E402
 from s2s.model import build_model  # noqa: E402
+from s2s.model import lstm  # noqa: E402
 from s2s.model.seq2seq import RNNConfig  # noqa: E402
 from s2s.train import make_optimizer, train_step  # noqa: E402
 
@@ -119,6 +123,32 @@ def recurrent_ops(prof) -> list[str]:
                    if any(w in e.key for w in ("_cudnn_rnn", "lstm", "gru", "rnn_tanh"))})
 
 
+@contextlib.contextmanager
+def compiled_calls():
+    """Count, while the block runs, the peephole stack's calls of its compiled step that ran
+    compiled ("compiled") and those where compiling failed ("failed": the stack runs eager from
+    then on, quietly but for a log line, and a compiled-looking row would be an eager one)."""
+    calls = {"compiled": 0, "failed": 0}
+    run = lstm._run_compiled
+
+    def counted(step, key, args):
+        done = run(step, key, args)
+        calls["compiled" if done is not None else "failed"] += 1
+        return done
+
+    lstm._run_compiled = counted
+    try:
+        yield calls
+    finally:
+        lstm._run_compiled = run
+
+
+def ran_compiled(calls: dict) -> bool:
+    """Whether a row's steps ran the compiled step: some compiled calls, no failed one (a key
+    that failed in an earlier row is eager from then on and makes no calls)."""
+    return calls["compiled"] > 0 and calls["failed"] == 0
+
+
 def measure(cell: str, mode: str, size: Size, pairs, batches, *, device: torch.device,
             warmup: int, steps: int) -> dict:
     """Time `steps` trainer steps after `warmup` untimed ones (compilation happens there), the
@@ -154,28 +184,32 @@ def measure(cell: str, mode: str, size: Size, pairs, batches, *, device: torch.d
             raise RuntimeError(f"{cell} {mode}: non-finite loss {nll}")
         return ntok
 
-    t0 = time.perf_counter()
-    watch = precision.watch(model, chosen)
-    kinds = [torch.profiler.ProfilerActivity.CPU]
-    with torch.profiler.profile(activities=kinds) as prof:
-        step(used[0], next(loader))
-    seen = watch.check()  # raises PrecisionMismatch where a layer ran in another dtype
-    for idx in used[1:warmup]:
-        step(idx, next(loader))
-    sync(device)
-    warm_seconds = time.perf_counter() - t0
-    timed = used[warmup:]
-    t0 = time.perf_counter()
-    words = sum(step(idx, batch) for idx, batch in zip(timed, loader))
-    sync(device)
-    seconds = time.perf_counter() - t0
+    with compiled_calls() as calls:
+        t0 = time.perf_counter()
+        watch = precision.watch(model, chosen)
+        kinds = [torch.profiler.ProfilerActivity.CPU]
+        with torch.profiler.profile(activities=kinds) as prof:
+            step(used[0], next(loader))
+        seen = watch.check()  # raises PrecisionMismatch where a layer ran in another dtype
+        for idx in used[1:warmup]:
+            step(idx, next(loader))
+        sync(device)
+        warm_seconds = time.perf_counter() - t0
+        timed = used[warmup:]
+        t0 = time.perf_counter()
+        words = sum(step(idx, batch) for idx, batch in zip(timed, loader))
+        sync(device)
+        seconds = time.perf_counter() - t0
     src = sum(max(len(pairs[i][0]), 1) for idx in timed for i in idx)
     tgt = sum(len(pairs[i][1]) + 1 for idx in timed for i in idx)
     peak = torch.cuda.max_memory_allocated(device) if on_gpu else 0
     return {"cell": cell, "precision": mode, "recorded": chosen.engine, "words": words,
             "seconds": seconds, "steps": len(timed), "warmup_seconds": warm_seconds,
             "flops_per_word": flops_per_target_word(size, src, tgt), "peak_gib": peak / 2 ** 30,
-            "recurrent_ops": recurrent_ops(prof), "dtypes_seen": seen, **versions(device)}
+            "recurrent_ops": recurrent_ops(prof), "dtypes_seen": seen,
+            # None: nn.LSTM, nothing compiled; False: the peephole step ran eager
+            "compiled": ran_compiled(calls) if model_cell == "peephole" else None,
+            **versions(device)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
                               for i in b)
                 print(f"  {cell} {mode}: out of GPU memory at batch {args.batch}, sentences up "
                       f"to {longest} words: lower --batch", flush=True)
-                rows.append([cell, mode] + ["OOM"] * 9)
+                rows.append([cell, mode] + ["OOM"] * 10)
                 continue
             wps = res["words"] / res["seconds"]
             achieved = res["flops_per_word"] * wps
@@ -263,16 +297,20 @@ def main(argv: list[str] | None = None) -> int:
                          "-" if nominal is None else f"{100 * achieved / nominal:.1f}",
                          f"{res['peak_gib']:.1f}", f"{hours:.1f}",
                          f"{res['warmup_seconds']:.0f}",
+                         {None: "-", True: "yes", False: "no"}[res["compiled"]],
                          "-" if mode == "fp32" or cell not in TARGETS or device.type != "cuda"
                          else
                          ("met" if wps >= TARGETS[cell] else f"not met ({TARGETS[cell]:,})")])
+            ran = {None: "", True: "; step compiled", False: "; step eager"}[res["compiled"]]
             print(f"  {cell} {mode}: {wps:,.0f} target words/s ({res['recorded']}; "
-                  f"recurrent ops {', '.join(res['recurrent_ops']) or 'none'})", flush=True)
+                  f"recurrent ops {', '.join(res['recurrent_ops']) or 'none'}{ran})", flush=True)
     print(common.table(["cell", "precision", "ms/step", "tgt words/s", "TFLOP/s",
                         "MFU % (mm)", "MFU % (nominal)", "peak GiB", "run hours",
-                        "warm-up s", "bf16 target"], rows))
+                        "warm-up s", "compiled", "bf16 target"], rows))
     print("run hours: 7.5 epochs x 348M target words at this rate on this one GPU (the paper: "
-          "about 10 days on 8 GPUs of 2014); warm-up s: the untimed steps, compilation included")
+          "about 10 days on 8 GPUs of 2014); warm-up s: the untimed steps, compilation included; "
+          "compiled: whether the peephole step ran compiled (no: eager, by default off CUDA or "
+          "because torch.compile failed; -: nn.LSTM)")
     return 0
 
 

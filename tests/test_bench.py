@@ -47,8 +47,8 @@ def test_the_gpu_benchmark_without_cuda_stops_in_one_line(command):
 
 def test_the_gpu_checks_dag_runner_and_twin_run_on_the_cpu(tmp_path, mirror):
     """bench/gpu_check.sh's parts that do not need CUDA, on the CPU: the data stages of the
-    default profile (to the ids) through bench/gpu_dag.py, a few steps of reversed_1 by bench/gpu_twin.py,
-    and its comparison with itself."""
+    default profile (to the ids) through bench/gpu_dag.py, a few steps of reversed_1 by
+    bench/gpu_twin.py, and its comparison with itself."""
     env_mirror = {"S2S_MIRROR": str(mirror)}
     proc = bench("bench/gpu_dag.py", str(tmp_path / "p"), "--profile", "default", "--device",
                  "cpu", "--only", "ids", "--jobs", "2", env=env_mirror)
@@ -77,6 +77,37 @@ def test_the_gpu_benchmark_measures_the_trainers_step_on_the_cpu_at_a_toy_size(t
         ("lstm", "fp32"), ("peephole", "fp32"), ("lstm", "bf16"), ("peephole", "bf16")]
     for r in rows:
         assert r["steps"] == 2 and r["words"] > 0 and r["words_per_sec"] > 0
+        # nn.LSTM compiles nothing; the peephole step is eager off CUDA, and the row says so
+        assert r["compiled"] is (None if r["cell"] == "lstm" else False)
         # 3 x the forward matmul FLOPs per target word of a 1 x 16 model, vocab 200
         assert 3 * 2 * 16 * 200 < r["flops_per_word"] < 3 * (2 * 16 * 200 + 4 * 2 * 4 * 16 * 32)
     assert "tgt words/s" in proc.stdout and "a check of the script" in proc.stdout
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("cell "))
+    assert "warm-up s  compiled  bf16 target" in header
+
+
+@pytest.mark.parametrize("compiles", [True, False], ids=["compiled", "compile-fails"])
+def test_a_gpu_row_says_whether_the_peephole_step_ran_compiled(monkeypatch, compiles):
+    """bench/gpu.py's `compiled` column: a torch.compile that fails falls back to eager with a
+    log line only; the row must then say eager, not compiled. A stand-in for the compiled step
+    (the eager step itself, or one that raises as a failed compile does) on the CPU."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    import gpu
+    from s2s.model import lstm
+
+    def broken(*args):
+        raise RuntimeError("Failed to find C compiler")
+
+    monkeypatch.setattr(lstm, "_COMPILED", {"cpu": lstm._masked_step if compiles else broken})
+    monkeypatch.setattr(lstm, "_COMPILED_RAN", set())
+    torch.manual_seed(0)
+    stack = lstm.PeepholeLSTM(4, 8, 2)
+    stack.compiled, stack.schedule = True, "layers"
+    x = torch.randn(3, 5, 4, requires_grad=True)
+    for _ in range(2):  # the second batch: after a failure the stack is eager and calls nothing
+        with gpu.compiled_calls() as calls:
+            out, _ = stack(x)
+            out.sum().backward()
+        assert gpu.ran_compiled(calls) is compiles
+        assert calls["compiled"] == (10 if compiles else 0)  # 2 layers x 5 steps
+    assert (lstm._COMPILED["cpu"] is None) is not compiles

@@ -178,6 +178,9 @@ def test_the_compiled_peephole_step_agrees_with_the_eager_cell(autocast):
     stack = PeepholeLSTM(24, 64, 2).to(CUDA)
     for p in stack.parameters():
         nn.init.uniform_(p, -0.5, 0.5)
+    # the step the default schedule runs at T = 9 (the wavefront's, on CUDA)
+    wave = stack._schedule("cuda", 9) == "wavefront"
+    key = lstm._key("cuda", lstm._wave_step if wave else lstm._masked_step)
 
     def run(compiled: bool | None, N: int):
         stack.compiled = compiled
@@ -197,6 +200,8 @@ def test_the_compiled_peephole_step_agrees_with_the_eager_cell(autocast):
     tol = dict(rtol=2e-2, atol=2e-3) if autocast else dict(rtol=1e-4, atol=1e-5)
     for N in (8, 5):  # an uneven last batch reuses the compiled kernels
         got, want = run(None, N), run(False, N)  # None: compiled on CUDA
+        # a failed compile falls back to eager with a log line only: eager against eager
+        assert lstm._COMPILED[key] is not None and key in lstm._COMPILED_RAN
         for a, b in zip(got, want):
             torch.testing.assert_close(a, b, **tol)
 
@@ -222,6 +227,8 @@ def test_the_compiled_wavefront_agrees_with_the_eager_layers(autocast):
         return [out, h, c, *torch.autograd.grad(loss, [x, *stack.parameters()])]
 
     got, want = run("wavefront", None), run("layers", False)
+    key = lstm._key("cuda", lstm._wave_step)  # a failed compile would have run eager
+    assert lstm._COMPILED[key] is not None and key in lstm._COMPILED_RAN
     tol = dict(rtol=3e-2, atol=3e-3) if autocast else dict(rtol=1e-4, atol=1e-5)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, **tol)
