@@ -19,7 +19,7 @@ def fake_python(tmp_path: Path) -> Path:
     py = tmp_path / "python3"
     py.write_text("#!/bin/sh\n"
                   'case "$*" in\n'
-                  '  *"cuda.is_available()"*) exit 0;;\n'
+                  '  *"cuda.is_available()"*) sleep "${FAKE_PROBE_SECONDS:-0}"; exit 0;;\n'
                   '  *"${FAKE_FAIL:-no such part}"*) echo "failed: $*"; exit 7;;\n'
                   '  *"${FAKE_HANG:-no such part}"*) exec sleep 600;;\n'
                   "esac\n"
@@ -76,6 +76,21 @@ def test_the_checks_parts_share_one_deadline_and_the_log_keeps_its_last_line(tmp
         "reversed_1 on CUDA, 150 steps", "CUDA against CPU, loss per step", "smoke DAG on CUDA"]
     assert all(int(limit) <= 30 for _, limit in limits) and int(limits[4][1]) == 20
     assert "ran: bench/gpu_twin.py compare" in log and "--margin 0.03" in log
+
+
+def test_the_deadline_counts_from_the_scripts_start_its_probes_included(tmp_path):
+    """The budget is the whole run's (a device session's time is counted from the start), not
+    the parts' alone: a CUDA probe that takes 4 s leaves the first part at most budget - 4 s."""
+    device = device_folder(tmp_path)
+    proc = check(tmp_path, S2S_DEVICE_DIR=str(device), GPU_CHECK_BUDGET="20",
+                 FAKE_PROBE_SECONDS="4")
+    log = (tmp_path / "out" / "check.log").read_text()
+    assert proc.returncode == 0, log
+    limit, at = re.search(r"^=== bench/gpu.py, paper size \(limit (\d+)s, at (\d+)s\)$", log,
+                          flags=re.M).groups()
+    assert int(at) >= 4 and int(limit) <= 16, log
+    done = int(re.search(r"^=== done in (\d+)s of 20s", log, flags=re.M)[1])
+    assert done >= 4
 
 
 def test_a_failed_part_fails_the_check_and_one_cut_by_its_limit_is_told_apart(tmp_path):
