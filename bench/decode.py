@@ -28,7 +28,10 @@ search, hypothesis bookkeeping); sent/s, ms/sent from wall time; "cost x" = CPU 
 to one model at beam 12 (the paper's caption: five models at beam 2 cost less than one at beam
 12); "vs naive" = the naive search's CPU seconds over the row's (> 1: faster than naive). Ratios
 use CPU time because wall time on a shared machine measures the other jobs too (see
-common.Clock); run with --threads 1 there.
+common.Clock); run with --threads 1 there. On CUDA they use wall time, the device synchronised
+at the end of each call: the process's CPU seconds there are its waits for the device. Each
+precision's rows run under its plan as the translate stage chooses it (``s2s.precision``: fp32
+is strict fp32 on CUDA, TF32 off), after one untimed call (kernel selection, allocations).
 """
 
 from __future__ import annotations
@@ -290,10 +293,23 @@ def main(argv: list[str] | None = None) -> None:
         configs += [("ensemble of 5, logaddexp combine", 5, 2),
                     ("ensemble of 5, logaddexp combine", 5, 12)]
     precisions = [p for p in args.precisions.split(",") if p]
-    print(f"precisions: {', '.join(precisions)} (bf16: {precision.choose(True, device)})")
+    # each precision's plan as the translate stage chooses it (amp: bf16), applied before its
+    # rows: on CUDA fp32 is then strict fp32 (TF32 off), and bf16's plan leaves TF32 on
+    engine = precision.bf16_engine(device)
+    plans = {p: precision.plan(p == "bf16", device_type=device.type, engine=engine)
+             for p in ("fp32", "bf16")}
+    print(f"precisions: {', '.join(precisions)} (bf16: {plans['bf16']})")
+    # on CUDA the host's CPU seconds measure its waits for the device, not the search's work:
+    # the ratios there are of (synchronised) wall seconds
+    spent = "wall" if device.type == "cuda" else "cpu"
     results: dict[tuple[str, int], tuple[common.Clock, list]] = {}
     for prec in precisions:
         mm_dtype = torch.bfloat16 if prec == "bf16" else None
+        plans[prec].apply()
+        # untimed: the first call's kernel selection and allocations would count against the
+        # first row
+        translate(models[0], sources[:8], cfg=cfg, beam=12, nbest=1, vocab=tgt_vocab,
+                  device=device, mm_dtype=mm_dtype)
         for name, k, beam in configs:
             kind = LogAddExpEnsemble if "logaddexp" in name else Ensemble
             system = models[0] if k == 1 else kind(models[:k], combine=cfg.combine)
@@ -301,8 +317,10 @@ def main(argv: list[str] | None = None) -> None:
             with common.Clock() as clock:
                 hyps = translate(system, sources, cfg=cfg, beam=beam, nbest=1, vocab=tgt_vocab,
                                  device=device, mm_dtype=mm_dtype)
+                common.sync(device)
             assert len(hyps) == len(sources), (len(hyps), len(sources))
             results[(label, beam)] = (clock, [h[0] for h in hyps])
+    plans["fp32"].apply()  # the naive reference and the drift check: fp32
     first = "1 model" if "fp32" in precisions else "1 model bf16"
     ours_b12 = results[(first, 12)][1]
 
@@ -313,6 +331,7 @@ def main(argv: list[str] | None = None) -> None:
                                      pad=tgt_vocab.pad,
                                      max_len=int(cfg.max_len_a * max(len(s), 1)) + cfg.max_len_b)
                    for s in sources]
+            common.sync(device)
         agree = sum(o[0] == h.tokens for o, h in zip(out, ours_b12))
         close = sum(abs(o[1] - h.score) <= 1e-3 * max(1.0, abs(h.score))
                     for o, h in zip(out, ours_b12))
@@ -322,6 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     # Drift check: the first timed row again, last; load on a shared machine moves the numbers.
     with common.Clock() as again:
         translate(models[0], sources, cfg=cfg, beam=12, nbest=1, vocab=tgt_vocab, device=device)
+        common.sync(device)
 
     base = results[(first, 12)][0]
     rows = []
@@ -330,8 +350,9 @@ def main(argv: list[str] | None = None) -> None:
         eos = 100 * sum(h.finished for h in best) / len(best)
         rows.append([name, str(beam), f"{clock.wall:.2f}", f"{clock.cpu:.2f}",
                      f"{len(sources) / clock.wall:.1f}", f"{1e3 * clock.wall / len(sources):.0f}",
-                     f"{mean_len:.1f}", f"{eos:.0f}", f"{clock.cpu / base.cpu:.2f}",
-                     "" if ref is None else f"{ref.cpu / clock.cpu:.2f}"])
+                     f"{mean_len:.1f}", f"{eos:.0f}",
+                     f"{getattr(clock, spent) / getattr(base, spent):.2f}",
+                     "" if ref is None else f"{getattr(ref, spent) / getattr(clock, spent):.2f}"])
     print(common.table(["system", "beam", "wall s", "cpu s", "sent/s", "ms/sent", "mean len",
                         "eos %", "cost x", "vs naive"], rows))
     for suffix in ("", " bf16"):
@@ -363,8 +384,12 @@ def main(argv: list[str] | None = None) -> None:
     if ref is not None:
         print(f"naive vs batched beam 12: same 1-best on {agree}/{len(sources)} sentences, same "
               f"score on {close}/{len(sources)}")
+    if spent == "wall":
+        print("cost x, vs naive: ratios of wall seconds (on CUDA the process's CPU seconds are "
+              "its waits for the device); cpu s as measured")
     if args.profile:
         for prec in precisions:
+            plans[prec].apply()
             print()
             print(profile_search(models[0], sources, cfg=cfg, vocab=tgt_vocab, device=device,
                                  mm_dtype=torch.bfloat16 if prec == "bf16" else None))

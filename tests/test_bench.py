@@ -111,3 +111,31 @@ def test_a_gpu_row_says_whether_the_peephole_step_ran_compiled(monkeypatch, comp
         assert gpu.ran_compiled(calls) is compiles
         assert calls["compiled"] == (10 if compiles else 0)  # 2 layers x 5 steps
     assert (lstm._COMPILED["cpu"] is None) is not compiles
+
+
+def test_decode_benchmarks_fp32_rows_run_under_the_fp32_plan_after_a_warm_up(monkeypatch):
+    """bench/decode.py printed the bf16 plan through precision.choose, which applies it: on CUDA
+    TF32 went on and its "fp32" rows ran TF32. Each translate() call must run under the plan of
+    its row's precision (the plan applied last; on the CPU applying is a no-op, so it is
+    recorded), and each precision's first call be an untimed warm-up on a few sentences."""
+    from s2s import precision
+    from s2s.decode import translate as translate_stage
+
+    monkeypatch.setattr(translate_stage, "progress", translate_stage.progress)  # decode sets it
+    monkeypatch.syspath_prepend(str(BENCH))
+    import decode
+
+    applied, calls = [], []
+    monkeypatch.setattr(precision.Precision, "apply", lambda self: applied.append(self.name))
+    translate = decode.translate
+
+    def recorded(system, sources, **kw):
+        calls.append((applied[-1] if applied else None, kw.get("mm_dtype"), len(sources)))
+        return translate(system, sources, **kw)
+
+    monkeypatch.setattr(decode, "translate", recorded)
+    decode.main(["--quick", "-n", "10", "--single", "--no-reference", "--threads", "1"])
+    assert [c[0] for c in calls] == ["fp32"] * 4 + ["bf16"] * 4 + ["fp32"], calls
+    assert [c[1] for c in calls] == [None] * 4 + [torch.bfloat16] * 4 + [None]
+    # a warm-up on 8 sentences, then beams 1, 2, 12 on all 10, per precision; the drift check
+    assert [c[2] for c in calls] == [8, 10, 10, 10] * 2 + [10]
