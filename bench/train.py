@@ -42,7 +42,11 @@ MFU says how much of the bf16 matrix engine it uses), measured before and after 
 Precision (`--precisions fp32,bf16`): every row in each. Our bf16 rows run s2s.train's step under
 `train.amp` (s2s.precision: bf16 products in the fused LSTM and loss, fp32 state, loss, weights and
 SGD); the reference's bf16 rows wrap its forward and loss in `torch.autocast("cpu", bfloat16)`, the
-textbook recipe. "vs ref" is always against the fp32 reference. "cpu MFU" is the
+textbook recipe. Each row runs under its precision's plan (s2s.precision.plan, `amp` = bf16),
+applied before each of its steps, as the rows run interleaved: on CUDA an fp32 row is strict fp32
+(torch's defaults would run cuDNN's fp32 LSTM in TF32) and a bf16 row keeps TF32 for its fp32
+parts, as s2s.train does; off CUDA applying a plan changes nothing. "vs ref" is always against the
+fp32 reference. "cpu MFU" is the
 same ratio per CPU second of this process (model FLOPs / CPU s over GEMM FLOPs / CPU s): on a
 machine shared with other jobs wall-clock MFU moves with their load, this one far less.
 
@@ -179,8 +183,10 @@ class OurStep:
         self.opt = make_optimizer(self.model, self.cfg)
         self.pairs, self.vocab, self.device = corpus.pairs, corpus.tgt_vocab, device
         self.autocast = precision.autocast(device, row.dtype)  # what s2s.train passes
+        self.plan = row_plan(row.precision, device)
 
     def __call__(self, idx: list[int]) -> int:
+        self.plan.apply()  # on CUDA the TF32 flags of this row's precision
         vocab, model, opt = self.vocab, self.model, self.opt
         pairs = self.equal(idx) if self.equal else [self.pairs[i] for i in idx]
         if not self.unfused:  # the trainer's own step, as s2s.train.run calls it
@@ -238,6 +244,14 @@ def _fit(ids: list[int], n: int) -> list[int]:
     return (ids * (n // len(ids) + 1))[:n]
 
 
+def row_plan(prec: str, device: torch.device) -> precision.Precision:
+    """The precision a row of `prec` ("fp32" or "bf16") runs under: s2s.train's for `train.amp`
+    = bf16. Applied before each step of the row: the rows run interleaved, and a plan applied
+    once would hold for the next row too."""
+    return precision.plan(prec == "bf16", device_type=device.type,
+                          engine=precision.bf16_engine(device))
+
+
 class ReferenceStep:
     """The naive step on batches of equal-length sentences: for each of our batches, N sentences
     of its mean source length and mean target length (so about the same words per batch)."""
@@ -257,6 +271,7 @@ class ReferenceStep:
         # bf16: the textbook recipe, one context manager around forward and loss
         self.autocast = torch.autocast(device.type, dtype=torch.bfloat16,
                                        enabled=row.precision == "bf16")
+        self.plan = row_plan(row.precision, device)
 
     @staticmethod
     def equal_length(corpus: common.Corpus):
@@ -279,6 +294,7 @@ class ReferenceStep:
         return self._cache[key]
 
     def __call__(self, idx: list[int]) -> int:
+        self.plan.apply()  # on CUDA the TF32 flags of this row's precision
         src_rows, in_rows, out_rows = self.rows_of(idx)
         src = torch.tensor(src_rows, device=self.device)  # (N, S)
         tgt_in = torch.tensor(in_rows, device=self.device)  # (N, T)
@@ -456,6 +472,7 @@ def profile_steps(row: Row, corpus: common.Corpus, device: torch.device, *, step
 
 
 def _peak(device: torch.device, prec: str) -> tuple[float, float]:
+    row_plan(prec, device).apply()  # fp32's peak under strict fp32 on CUDA, as its rows run
     if prec != "bf16":
         return common.peak_gemm_flops(device, dtype=torch.float32)
     small = device.type == "cpu" and precision.bf16_engine(device) is None

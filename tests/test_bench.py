@@ -139,3 +139,30 @@ def test_decode_benchmarks_fp32_rows_run_under_the_fp32_plan_after_a_warm_up(mon
     assert [c[1] for c in calls] == [None] * 4 + [torch.bfloat16] * 4 + [None]
     # a warm-up on 8 sentences, then beams 1, 2, 12 on all 10, per precision; the drift check
     assert [c[2] for c in calls] == [8, 10, 10, 10] * 2 + [10]
+
+
+def test_train_benchmarks_rows_each_step_under_their_own_precisions_plan(monkeypatch):
+    """bench/train.py --device cuda set no TF32 flags, so torch's defaults ran its "fp32"
+    nn.LSTM rows through cuDNN in TF32. Every step of a row, ours or the reference's, must run
+    under its precision's plan (the rows are interleaved: the plan applied last; on the CPU
+    applying is a no-op, so it is recorded)."""
+    from s2s import precision
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import common
+    import train as bench_train
+
+    applied = []
+    monkeypatch.setattr(precision.Precision, "apply",
+                        lambda self: applied.append((self.name, self.tf32)))
+    corpus = common.load_corpus(None)
+    size = bench_train.Size("tiny", 1, 8, 8, len(corpus.src_vocab), len(corpus.tgt_vocab))
+    idx = bench_train.batch_plan(corpus, 4, 1)[0]
+    # (the reference's bf16 nn.LSTM needs a CPU with a bf16 engine: oneDNN has no other)
+    runners = {(impl, prec): bench_train.make_runner(
+        bench_train.Row(size, impl, "lstm", 4, prec), corpus, torch.device("cpu"))
+        for impl, prec in (("ours", "fp32"), ("ours", "bf16"), ("reference", "fp32"))}
+    for (impl, prec), runner in [*runners.items(), *runners.items()]:  # interleaved
+        before = len(applied)
+        runner(idx)
+        assert applied[before:] == [(prec, False)], (impl, prec, applied)
