@@ -349,6 +349,27 @@ def test_adams_moments_reach_every_rank(tmp_path):
         assert a[i]["exp_avg"].abs().sum() > 0
 
 
+def test_a_rank_that_sees_one_gpu_takes_cuda_0_and_too_few_gpus_are_named(monkeypatch):
+    """A scheduler that binds one GPU to each task (each sees one device) gave ranks >= 1
+    cuda:<local rank>, an invalid device ordinal; with several visible, each local rank takes its
+    own, and a local rank with none is an error that names both numbers."""
+    import logging
+
+    chosen = []
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: True)  # no process group
+    # init quiets ranks >= 1: not this test's process
+    monkeypatch.setattr(logging.getLogger("s2s"), "setLevel", lambda level: None)
+    world = distributed.World(rank=3, size=4, local_rank=1)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert distributed.init(world, torch.device("cuda")) == torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert distributed.init(world, torch.device("cuda")) == torch.device("cuda", 1)
+    assert chosen == [torch.device("cuda", 0), torch.device("cuda", 1)]
+    with pytest.raises(RuntimeError, match="local rank 2 .* but 2 are visible"):
+        distributed.init(distributed.World(rank=2, size=4, local_rank=2), torch.device("cuda"))
+
+
 def test_rank_1_keeps_adams_step_on_the_cpu_as_rank_0_does(monkeypatch):
     """Two ranks played in one process on device 'meta' (a stand-in for CUDA): rank 0 holds a
     resumed Adam's `step` on the CPU (the checkpoint is read to the CPU and load_state_dict

@@ -111,7 +111,7 @@ def init(world: World, device: torch.device) -> torch.device:
     if world.size == 1:
         return device
     if device.type == "cuda":
-        device = torch.device("cuda", world.local_rank)
+        device = rank_device(world, torch.cuda.device_count())
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo",
@@ -122,6 +122,19 @@ def init(world: World, device: torch.device) -> torch.device:
     if not world.is_main:  # one copy of each progress line: rank 0's
         logging.getLogger("s2s").setLevel(logging.WARNING)
     return device
+
+
+def rank_device(world: World, visible: int) -> torch.device:
+    """This rank's CUDA device among the `visible` ones: cuda:0 where it sees one (a scheduler
+    that binds one GPU to each task, SLURM's --gpus-per-task, hides the others: its local rank
+    would name a device it cannot see), else cuda:<local rank>."""
+    if visible == 1:
+        return torch.device("cuda", 0)
+    if world.local_rank >= visible:
+        raise RuntimeError(f"rank {world.rank}: local rank {world.local_rank} needs a CUDA device "
+                           f"of its own, but {visible} are visible on this node (one per local "
+                           f"rank, or exactly one per task)")
+    return torch.device("cuda", world.local_rank)
 
 
 def _destroy() -> None:
