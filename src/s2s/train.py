@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -623,7 +624,8 @@ class Run:
         """Write the resume point (rank 0)."""
         if not self.world.is_main:
             return
-        opt_state = self.opt.state_dict()
+        # on the host once: the digest and torch.save would each copy a GPU Adam's moments
+        opt_state = _on_cpu(self.opt.state_dict())
         checkpoint.save(self.last, self.model, src_vocab=self.src_vocab,
                         tgt_vocab=self.tgt_vocab, name=self.name, text=self.text,
                         **state.payload(),
@@ -875,6 +877,18 @@ def dropout_seed(order_seed: int, step: int, world: distributed.World) -> int:
 
 def _cpu_copy(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def _on_cpu(obj: Any) -> Any:
+    """`obj` (an optimizer's state dict) with each tensor on the CPU; one there already is itself,
+    not a copy (a CPU checkpoint's bytes are those of the state as it is)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, dict):
+        return {k: _on_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_on_cpu(v) for v in obj)
+    return obj
 
 
 def write_curves(path: Path, history: list[dict]) -> None:
