@@ -231,6 +231,34 @@ def test_a_lock_entry_whose_pid_now_runs_another_process_is_dropped_not_named(tm
                          f"in {repo}, remove that file)")
 
 
+def test_an_engine_of_another_host_is_respected_not_taken_for_a_dead_pid(tmp_path):
+    """A Snakemake engine on a login node holds the project (a shared filesystem); a writer on a
+    compute node cannot check its PID. DVC's own check took that PID for a dead one of this host
+    and dropped the entry, and the writer wrote beside the engine: it is refused, naming it."""
+    from s2s.projectlock import JobEntry, ProjectLock, ProjectLocked
+
+    repo = one_stage_project(tmp_path / "repo")
+    pid = 4_000_000  # above any pid_max: no process of this host has it
+    engine = ("snakemake --profile workflow/profiles/slurm (s2s project writer "
+              f"00112233aabbccdd h0badc0dep{pid}s12345)")
+    rwlock = repo / ".dvc" / "tmp" / "rwlock"
+    rwlock.parent.mkdir(parents=True, exist_ok=True)
+    before = json.dumps({"write": {str(repo): {"pid": pid, "cmd": engine}}})
+    rwlock.write_text(before)
+    with pytest.raises(ProjectLocked) as e:
+        ProjectLock(repo, "s2s train forward").acquire()
+    assert str(e.value) == (
+        f"{repo} is being written by PID {pid} (snakemake --profile workflow/profiles/slurm) on "
+        f"another host, whose processes this one cannot see: one writer per project; start "
+        f"writers on the host its engine runs on, or, if nothing of that run is left there, "
+        f"remove {rwlock}")
+    assert rwlock.read_text() == before  # the engine's entry stands
+    # a job of that engine's run on this host takes nothing: the engine's entry stands for it
+    with JobEntry(repo, "00112233aabbccdd", "s2s train forward"):
+        held = json.loads(rwlock.read_text())
+        assert held["write"] == json.loads(before)["write"] and not held.get("read")
+
+
 def test_a_lock_file_of_bytes_that_are_not_utf8_is_one_line_naming_it(tmp_path):
     """For a writer, a job of an engine run, a stage run by hand and a Snakemake run alike
     (DVC's own `dvc repro` says "'utf-8' codec can't decode byte 0xff" without the file: its

@@ -23,7 +23,9 @@ ours also records its process's host and start time (``/proc/<pid>/stat``, as do
 temporaries do), so one whose PID now belongs to another process is dropped too, with a log
 line, and never named as the holder. A refusal names the lock file and how to clear it. PIDs
 are those of one host: start the engines of a project from one machine (see the jobs below for
-SLURM).
+SLURM). A writer of ours that finds an entry of ours from another host refuses, naming it
+(DVC's own check would take that PID for a dead one here and drop the entry); `dvc repro` run
+on another host than the engine still does that, so run it where the engine runs.
 
 Who takes it:
 
@@ -216,6 +218,15 @@ def _drop_reused(root: Path, lock: dict) -> None:
         del lock["read"]
 
 
+def _of_another_host(lock: dict) -> dict | None:
+    """An entry of ours written on another host (a Snakemake engine on a login node, the project
+    on a shared filesystem), whose PID this host cannot check; None where there is none."""
+    infos = [*lock.get("write", {}).values(),
+             *(i for infos in lock.get("read", {}).values() for i in infos)]
+    return next((i for i in infos if isinstance(i, dict) and _parse(i.get("cmd")) is not None
+                 and _live(i) is None), None)
+
+
 _told: set[str] = set()
 _HELD: set = set()  # the locks and job entries this process holds
 
@@ -260,6 +271,9 @@ class ProjectLock:
         try:
             with _editing(self.root, hardlink) as lock:
                 _drop_reused(self.root, lock)
+                elsewhere = _of_another_host(lock)
+            if elsewhere:  # DVC would take its PID for a dead one of this host and drop it
+                raise ProjectLocked(self._refusal_elsewhere(elsewhere))
             held.enter_context(rwlock(str(self.tmp), localfs, self.command, [],
                                       _paths(self.root), hardlink))
         except LockError as e:
@@ -292,6 +306,12 @@ class ProjectLock:
         if text.isdigit():
             return _named(int(text), describe(int(text)) or "a DVC command")
         return "another DVC command"
+
+    def _refusal_elsewhere(self, info: dict) -> str:
+        return (f"{self.root} is being written by {_named(int(info['pid']), info['cmd'])} on "
+                f"another host, whose processes this one cannot see: one writer per project; "
+                f"start writers on the host its engine runs on, or, if nothing of that run is "
+                f"left there, remove {self.tmp / 'rwlock'}")
 
     def _refusal(self, holder: str, *, repo_lock: bool = False) -> str:
         if repo_lock:  # an flock: the kernel frees it when its holder ends
