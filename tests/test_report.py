@@ -674,11 +674,16 @@ def test_with_one_seed_a_comparison_of_single_models_has_no_verdict():
                         "reversed": _entry(12.9), "oracle": _entry(20.0)}}
     got = _by_text(claims_.claims(params, _bleu(bleu), _train(train), {},
                                   diff=_interval(0.5, 4.0)))
+    # no interval over seeds: "cannot tell", never "no significant difference" (an interval
+    # holding 0), however clear the bootstrap over the test sentences
     ppl = got["Reversing the source lowers perplexity"]
-    assert ppl.status == verdicts.NO_DIFFERENCE and "1 seed pair: no interval" in ppl.evidence
+    assert ppl.status == verdicts.UNKNOWN and "1 seed pair: no interval" in ppl.evidence
     assert "forward and reversed_1 differ in reverse_source; same seeds (paired)" in ppl.evidence
+    assert ppl.evidence.endswith("; no verdict without an interval over seeds: it needs two seed "
+                                 "pairs or more (seed replicas of both models, paired on their "
+                                 "init and order seeds)")
     rev = got["Reversing the source raises BLEU"]  # significant on the sentences, one seed
-    assert rev.status == verdicts.NO_DIFFERENCE
+    assert rev.status == verdicts.UNKNOWN and "no verdict without an interval" in rev.evidence
     assert "reversed 13.50 vs forward 11.00 (+2.50" in rev.evidence
     assert got["An ensemble of 5 reversed LSTMs beats a single reversed LSTM"].status == \
         "cannot tell"
@@ -701,7 +706,9 @@ def test_single_model_claims_need_the_bootstrap_and_the_interval_over_seeds(tmp_
             ("reversed_1", "reversed_2", "reversed_3"))}
         translate = {s: {"1": _entry(fb[i] - 1), "12": _entry(fb[i])}
                      for i, s in enumerate(("forward", "forward_2", "forward_3"))}
-        translate |= {s: {"1": _entry(rb[i] - 1), "12": _entry(rb[i])}
+        absent = {"absent": True, "reason": "missing"}
+        translate |= {s: {"1": _entry(rb[i] - 1), "12": _entry(rb[i])} if rb[i] is not None
+                      else {"1": absent, "12": absent}
                       for i, s in enumerate(("reversed", "reversed_2", "reversed_3"))}
         bleu = _bleu({"translate": translate, "rescore": {}})
         return _by_text(claims_.claims(params, bleu, _train(train), {}, diff=diff))
@@ -720,6 +727,13 @@ def test_single_model_claims_need_the_bootstrap_and_the_interval_over_seeds(tmp_
     # consistent over seeds but not significant on the sentences: no verdict either
     got = run(fwd_dev, rev_dev, fwd_bleu, rev_bleu, _interval(-0.3, 0.4))
     assert got["Reversing the source raises BLEU"].status == verdicts.NO_DIFFERENCE
+    # a replica's BLEU missing (a failed decode): its pair is left out, the other two decide
+    got = run(fwd_dev, rev_dev, fwd_bleu, [13.5, None, 13.3], _interval(0.2, 0.9))
+    rev = got["Reversing the source raises BLEU"]
+    assert rev.status == verdicts.HOLDS
+    assert "over seeds: reversed 13.40 +- 0.14 (2 seeds) vs forward 10.85 +- 0.21 (2 seeds); " \
+           "paired difference +2.55 (95% interval over 2 seed pairs +1.91 to +3.19)" \
+           in rev.evidence
     # both the other way: does not hold
     got = run(rev_dev, fwd_dev, rev_bleu, fwd_bleu, _interval(-0.9, -0.2))
     assert got["Reversing the source lowers perplexity"].status == verdicts.FAILS

@@ -41,7 +41,8 @@ def system_of(params: Params, model: str) -> tuple[str, int] | None:
     return None
 
 
-_WAYS = {1: "helps", -1: "hurts", 0: "no significant difference"}
+_WAYS = {1: "helps", -1: "hurts", 0: "no significant difference",
+         None: "no interval over seeds"}
 
 
 def forget_bias_verdicts(params: Params, *, train: dict[str, TrainMetrics], bleu: Bleu,
@@ -74,7 +75,9 @@ def forget_bias_verdicts(params: Params, *, train: dict[str, TrainMetrics], bleu
         boot = None if d is None else ((1 if d.delta > 0 else -1) if d.significant else 0)
         ppl_way, bleu_way = seeds.verdict(None, ppl_seeds), seeds.verdict(boot, bleu_seeds)
         word = ("helps here" if ppl_way == bleu_way == 1 else "does not help here"
-                if ppl_way == bleu_way == -1 else "makes no clear difference here")
+                if ppl_way == bleu_way == -1 else "cannot be judged here (no interval over "
+                "seeds)" if ppl_way is None and bleu_way is None else
+                "makes no clear difference here")
         if ppl_way != bleu_way:  # say which measure fell short
             word += f" (BLEU: {_WAYS[bleu_way]}; dev perplexity: {_WAYS[ppl_way]})"
         over = "".join(f"; {what} {st.describe(x, y)}" for what, st, x, y in (

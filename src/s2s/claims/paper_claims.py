@@ -71,8 +71,11 @@ def reversal_perplexity(params: Params, train: dict[str, TrainMetrics]) -> Claim
         ev += f"; dev ppl {stats.describe('forward', 'reversed')}"
         diffs = (difference("forward - reversed", "dev ppl", stats.mean, stats.interval,
                             _seed_pairs(stats)),)
-    return claim(key, SIGN[seeds.verdict(None, stats)], ev,
-                 ours=f"test ppl {f.test_ppl:.2f} -> {r.test_ppl:.2f}", differences=diffs)
+    way = seeds.verdict(None, stats)
+    if way is None:
+        ev += f"; {seeds.NO_SEED_INTERVAL}"
+    return claim(key, SIGN[way], ev, ours=f"test ppl {f.test_ppl:.2f} -> {r.test_ppl:.2f}",
+                 differences=diffs)
 
 
 def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
@@ -278,8 +281,10 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
     if d is None and (stats is None or stats.interval is None):  # no interval at all
         return claim(key, verdict_of([d], [hi - lo]), ev, **found)
     # the bootstrap's sign (None: no hypothesis files), and the interval over seeds
-    return claim(key, SIGN[seeds.verdict(None if d is None else sign_of(d, d.delta), stats)], ev,
-                 **found)
+    way = seeds.verdict(None if d is None else sign_of(d, d.delta), stats)
+    if way is None:
+        ev += f"; {seeds.NO_SEED_INTERVAL}"
+    return claim(key, SIGN[way], ev, **found)
 
 
 def _bleu_difference(label: str, value: float, d) -> ClaimDifference:

@@ -140,7 +140,8 @@ def paired(params: Params, worse: str, better: str,
            value: Callable[[str], float | None]) -> SeedStats | None:
     """`value` (a number of a one-model system) over the seed replicas of `worse` and `better`,
     paired on their seeds. A side with no replicas (an ensemble) is its one value, paired with
-    each replica of the other side. None when neither side has replicas or a value is missing."""
+    each replica of the other side. A replica whose value is missing (a failed decode) leaves out
+    its pair, not the others. None when neither side has replicas or no pair has both values."""
     rw, rb = replicas(params, worse), replicas(params, better)
     if not rw and not rb:
         return None
@@ -153,18 +154,29 @@ def paired(params: Params, worse: str, better: str,
     else:
         pairs = [(worse, b) for b in rb]
     values = {s: value(s) for s in {*(rw or [worse]), *(rb or [better])}}
-    if any(v is None for v in values.values()) or not pairs:
+    pairs = [(w, b) for w, b in pairs if values[w] is not None and values[b] is not None]
+    if not pairs:
         return None
-    return SeedStats(worse=tuple(values[s] for s in (rw or [worse])),
-                     better=tuple(values[s] for s in (rb or [better])),
+    paired_w, paired_b = {w for w, _ in pairs}, {b for _, b in pairs}
+    return SeedStats(worse=tuple(values[s] for s in (rw or [worse]) if s in paired_w),
+                     better=tuple(values[s] for s in (rb or [better]) if s in paired_b),
                      diffs=tuple(values[b] - values[w] for w, b in pairs))
 
 
-def verdict(boot_sign: int | None, seeds: SeedStats | None) -> int:
+# what a claim's evidence adds where seeds.verdict gives none
+NO_SEED_INTERVAL = ("no verdict without an interval over seeds: it needs two seed pairs or more "
+                    "(seed replicas of both models, paired on their init and order seeds)")
+
+
+def verdict(boot_sign: int | None, seeds: SeedStats | None) -> int | None:
     """+1 holds, -1 does not hold, 0 no significant difference: both the test-sentence bootstrap
     (`boot_sign`: +1/-1 significant, 0 not; None: there is none) and the interval over seeds must
-    exclude 0 the same way."""
-    s = seeds.excludes_zero() if seeds is not None else 0
+    exclude 0 the same way. Where there is no interval over seeds (one seed pair), a bootstrap
+    interval holding 0 still says 0; else None, no verdict: a single run cannot say how far
+    another run of the recipe lands, however clear the bootstrap over its test sentences is."""
+    if seeds is None or seeds.interval is None:
+        return 0 if boot_sign == 0 else None
+    s = seeds.excludes_zero()
     if boot_sign is None:
         return s
     return boot_sign if boot_sign == s else 0

@@ -2,8 +2,9 @@
 
 A verdict is one of :data:`VERDICTS`: :data:`HOLDS`, :data:`FAILS`, :data:`NO_DIFFERENCE` (the
 95% interval of a difference contains 0), :data:`UNKNOWN` (the profile has what the claim rests
-on, but the numbers are not there) or :data:`NOT_RUN` (the profile has no system, row or stage
-the claim rests on: `quick` has no ensemble, baseline or rescoring). The report renders them as
+on, but the numbers are not there, or one seed pair gives no interval over seeds) or
+:data:`NOT_RUN` (the profile has no system, row or stage the claim rests on: `quick` has no
+ensemble, baseline or rescoring). The report renders them as
 the claims stage wrote them (:class:`s2s.artifacts.Claim`), and lists the claims not run apart.
 """
 
@@ -18,7 +19,8 @@ from s2s.paper import Ours, paper
 # NO_DIFFERENCE: the 95% interval contains 0; NOT_RUN: the profile lacks what the claim rests on
 HOLDS, FAILS, NO_DIFFERENCE, UNKNOWN, NOT_RUN = VERDICTS
 
-SIGN = {1: HOLDS, -1: FAILS, 0: NO_DIFFERENCE}  # from s2s.claims.seeds.verdict
+# from s2s.claims.seeds.verdict; None: no interval over seeds (one seed pair), no verdict
+SIGN = {1: HOLDS, -1: FAILS, 0: NO_DIFFERENCE, None: UNKNOWN}
 
 BOOTSTRAP = "test sentences"  # what a paired bootstrap resamples: the interval of a BLEU difference
 
