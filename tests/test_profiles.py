@@ -83,6 +83,57 @@ def test_a_bad_profile_is_refused_naming_the_file_and_key(tmp_path, text, says):
     assert str(e.value).startswith(str(folder / "x.yaml")) and says in str(e.value), e.value
 
 
+def _edit_default(folder: Path, old: str, new: str) -> None:
+    """Change one line of the folder's complete base profile."""
+    base = folder / "default.yaml"
+    text = base.read_text(encoding="utf-8")
+    assert text.count(old) == 1, old
+    base.write_text(text.replace(old, new), encoding="utf-8")
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ("  lr: 0.7\n", "  lr: oops\n", "'train.lr' must be a number, got str 'oops'"),
+    ("  hidden_size: 384", "  hidden_size: big",  # checked by each model's config
+     "'model.hidden_size' must be an integer, got str 'big'"),
+    ("  forward: {members: [forward], beams: [12]}", "  forward: {members: [forward], beams: [0]}",
+     "'systems.forward.beams[0]' must be >= 1, got 0"),
+])
+def test_a_bad_value_of_a_base_profile_is_reported_against_the_base(tmp_path, old, new, says):
+    folder = _profiles(tmp_path)
+    _edit_default(folder, old, new)
+    base, child, grand = folder / "default.yaml", folder / "x.yaml", folder / "y.yaml"
+    child.write_text("extends: default\nprofile: x\n", encoding="utf-8")
+    grand.write_text("extends: x\nprofile: y\n", encoding="utf-8")
+    for path in (base, child, grand):
+        with pytest.raises(config.ConfigError) as e:
+            config.load(path)
+        where = f"{base}" if path == base else f"{base} (extended by {path})"
+        assert str(e.value) == f"{where}: {says}"
+    # the complete file `s2s profile` writes has every key: it is the one named
+    written = tmp_path / "params.yaml"
+    written.write_text(profile_text(grand), encoding="utf-8")
+    with pytest.raises(config.ConfigError) as e:
+        config.load(written)
+    assert str(e.value) == f"{written}: {says}"
+
+
+def test_a_bad_value_is_reported_against_the_profile_that_sets_it_last(tmp_path):
+    folder = _profiles(tmp_path)
+    _edit_default(folder, "  lr: 0.7\n", "  lr: oops\n")
+    child, grand = folder / "x.yaml", folder / "y.yaml"
+    child.write_text("extends: default\nprofile: x\ntrain: {lr: still}\n", encoding="utf-8")
+    grand.write_text("extends: x\nprofile: y\n", encoding="utf-8")
+    with pytest.raises(config.ConfigError) as e:
+        config.load(grand)
+    assert str(e.value) == (f"{child} (extended by {grand}): 'train.lr' must be a number, "
+                            f"got str 'still'")
+    with pytest.raises(config.ConfigError) as e:
+        config.load(child)
+    assert str(e.value) == f"{child}: 'train.lr' must be a number, got str 'still'"
+    child.write_text("extends: default\nprofile: x\ntrain: {lr: 0.5}\n", encoding="utf-8")
+    assert config.load(grand).train.lr == 0.5 and config.load(grand).source == grand
+
+
 def test_s2s_profile_writes_the_resolved_file_and_check_refuses_a_copied_difference(tmp_path):
     _profiles(tmp_path)
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")

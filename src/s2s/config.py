@@ -287,6 +287,9 @@ class Params:
     # The dotted keys the file writes, down to a section's keys (`analysis.snapshots`), recorded
     # by load(): which defaults a file relies on, without reading it again.
     written: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    # The profile each dotted key came from, where the file `extends` others (resolved()'s
+    # `origins`, recorded by load()): a bad value is reported against the file that holds it.
+    origins: dict[str, Path] = field(default_factory=dict, compare=False, repr=False)
 
     def model_config(self, name: str):
         """The architecture of `models.<name>`: the config of its `arch` (s2s.model), from
@@ -297,8 +300,9 @@ class Params:
                               f"(known: {', '.join(self.models)})")
         built = self._built("model", name)
         if built is None:
-            built = self._built("model", name, model_config(self.model, self.models[name],
-                                                            source=self.source, name=name))
+            built = self._built("model", name, model_config(
+                self.model, self.models[name], source=self.source, name=name,
+                origins=self.origins))
         return built
 
     def model_configs(self, names: typing.Iterable[str]) -> dict[str, Any]:
@@ -323,8 +327,8 @@ class Params:
         if not recipe and not own:
             return self._built("train", name, self.train)
         raw = {**dataclasses.asdict(self.train), **recipe, **own}
-        return self._built("train", name,
-                           decode(TrainConfig, raw, self.source, f"models.{name}.train", RULES))
+        return self._built("train", name, _decode(TrainConfig, raw, self.source,
+                                                  f"models.{name}.train", self.origins))
 
     def _built(self, kind: str, name: str, value: Any = None) -> Any:
         """The config of `kind` built for model `name` (None if not yet); with `value`, keep it.
@@ -474,23 +478,26 @@ class ParamsView:
         return any(key == k or key.startswith(k + ".") for k in self._keys)
 
 
-def model_config(defaults: dict, overrides: dict, *, source: Path, name: str):
+def model_config(defaults: dict, overrides: dict, *, source: Path, name: str,
+                 origins: typing.Mapping[str, Path] | None = None):
     """The config of one model: the fields of its architecture's config class taken from
     `defaults` (params `model`) and `overrides` (params `models.<name>`), each checked and named
-    by the key it came from. `overrides.train` is its training recipe (Params.train_config)."""
+    by the key it came from (and the profile that wrote it: `origins`, as Params.origins).
+    `overrides.train` is its training recipe (Params.train_config)."""
+    origins = origins or {}
     from s2s.arch import ARCHITECTURES
 
     arch = overrides.get("arch", defaults.get("arch", "seq2seq"))
     where = f"models.{name}.arch" if "arch" in overrides else "model.arch"
     if arch not in ARCHITECTURES:
-        raise ConfigError(f"{source}: '{where}' must be one of {list(ARCHITECTURES)}, got "
-                          f"{show(arch)}")
+        raise _error(f"{source}: '{where}' must be one of {list(ARCHITECTURES)}, got "
+                     f"{show(arch)}", source, origins)
     cls = ARCHITECTURES[arch].config
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in overrides:
         if key not in fields and key != "train":
-            raise ConfigError(f"{source}: unknown key 'models.{name}.{key}' for arch '{arch}' "
-                              f"(expected one of: {', '.join([*fields, 'train'])})")
+            raise _error(f"{source}: unknown key 'models.{name}.{key}' for arch '{arch}' "
+                         f"(expected one of: {', '.join([*fields, 'train'])})", source, origins)
     hints = typing.get_type_hints(cls)
     kwargs = {}
     for key, f in fields.items():
@@ -500,7 +507,7 @@ def model_config(defaults: dict, overrides: dict, *, source: Path, name: str):
             value, origin = defaults[key], f"model.{key}"
         else:
             continue
-        kwargs[key] = decode(hints[key], value, source, origin, RULES, f.metadata)
+        kwargs[key] = _decode(hints[key], value, source, origin, origins, f.metadata)
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
@@ -549,11 +556,14 @@ MAX_EXTENDS = 16  # profiles in one `extends` chain, the complete base included
 
 
 def resolved(path: str | Path, _seen: tuple[Path, ...] = (), *,
-             chain: list[Path] | None = None) -> dict:
+             chain: list[Path] | None = None, origins: dict[str, Path] | None = None) -> dict:
     """The complete mapping a parameter file stands for: its own, or (with ``extends``) its
     base's resolved mapping with ``remove`` taken out and its keys merged in. ConfigError names
     the file and key of an unknown base, a cycle, or a removed key the base lacks. `chain`, if
-    given, receives the files read, the file itself first and the complete base last."""
+    given, receives the files read, the file itself first and the complete base last.
+    `origins`, if given, receives the file each dotted key of the result was written in (a
+    mapping's own key: the file that wrote it, or the last that removed one of its entries), so
+    that a bad value is reported against the profile that holds it (:func:`load`)."""
     path = Path(path)
     if len(_seen) >= MAX_EXTENDS:
         raise ConfigError(f"{_seen[0]}: its 'extends' chain is longer than {MAX_EXTENDS} profiles "
@@ -569,6 +579,8 @@ def resolved(path: str | Path, _seen: tuple[Path, ...] = (), *,
         if "remove" in raw:
             raise ConfigError(f"{path}: 'remove' takes keys out of a base profile: it needs "
                               f"'extends'")
+        if origins is not None:
+            origins.update((k, path) for k in _keys(raw))
         return raw
     base_name = raw["extends"]
     if not (isinstance(base_name, str) and NAME_PATTERN.fullmatch(base_name)):
@@ -582,7 +594,7 @@ def resolved(path: str | Path, _seen: tuple[Path, ...] = (), *,
         raise ConfigError(f"{path}: 'extends' names profile '{base_name}', but {base_path} does "
                           f"not exist (a profile extends one in its own folder; the params file "
                           f"DVC reads must be complete: `s2s profile NAME` writes it)")
-    merged = resolved(base_path, (*_seen, path), chain=chain)
+    merged = resolved(base_path, (*_seen, path), chain=chain, origins=origins)
     removals = raw.get("remove", [])
     if not (isinstance(removals, list) and all(isinstance(k, str) for k in removals)):
         raise ConfigError(f"{path}: 'remove' must be a list of dotted keys, got {show(removals)}")
@@ -601,7 +613,43 @@ def resolved(path: str | Path, _seen: tuple[Path, ...] = (), *,
                               f"({problem}; {base_path} says {_brief(node[last])}); set the "
                               f"value you want instead of removing the key")
         del node[last]
-    return _merge(merged, {k: v for k, v in raw.items() if k not in PROFILE_KEYS})
+        if origins is not None:  # a missing entry is this file's doing, not the base's
+            _forget(origins, dotted)
+            if parents:
+                origins[".".join(parents)] = path
+    change = {k: v for k, v in raw.items() if k not in PROFILE_KEYS}
+    if origins is not None:
+        _record_change(origins, merged, change, path)
+    return _merge(merged, change)
+
+
+def _keys(value: Any, prefix: str = "") -> typing.Iterator[str]:
+    """Every dotted key of a nested mapping, a mapping's own key before its entries'."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield f"{prefix}{k}"
+            yield from _keys(v, f"{prefix}{k}.")
+
+
+def _forget(origins: dict[str, Path], dotted: str) -> None:
+    """Take `dotted` and every key under it out of `origins`."""
+    for k in [k for k in origins if k == dotted or k.startswith(dotted + ".")]:
+        del origins[k]
+
+
+def _record_change(origins: dict[str, Path], base: dict, change: dict, path: Path,
+                   prefix: str = "") -> None:
+    """Record in `origins` the keys `change` (of file `path`) gives as _merge(base, change)
+    merges them: a mapping into a mapping key by key, anything else replacing the base's value
+    and whatever was under it."""
+    for k, v in change.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _record_change(origins, base[k], v, path, key + ".")
+        else:
+            _forget(origins, key)
+            origins[key] = path
+            origins.update((f"{key}.{sub}", path) for sub in _keys(v))
 
 
 def _removal_problem(dotted: str, merged: dict) -> str | None:
@@ -687,12 +735,43 @@ def load(path: str | Path = PARAMS_FILE) -> Params:
     """Read and validate a parameter file (a profile's differences resolved: `resolved`); raise
     ConfigError naming the key on any problem."""
     path = Path(path)
-    raw = resolved(path)
-    params = decode(Params, raw, path, "", RULES, skip={"source", "written"})
-    params = dataclasses.replace(params, source=path, written=frozenset(
+    origins: dict[str, Path] = {}
+    raw = resolved(path, origins=origins)
+    params = _decode(Params, raw, path, "", origins, skip={"source", "written", "origins"})
+    params = dataclasses.replace(params, source=path, origins=origins, written=frozenset(
         [*raw, *(f"{k}.{sub}" for k, v in raw.items() if isinstance(v, dict) for sub in v)]))
     _check_cross_refs(params)
     return params
+
+
+def _decode(tp: Any, value: Any, source: Path, key: str, origins: typing.Mapping[str, Path],
+            meta: Any = None, *, skip: frozenset | set = frozenset()) -> Any:
+    """s2s.schema.decode with RULES, its error naming the profile that wrote the bad key where
+    `source` extends that profile (:func:`_error`)."""
+    try:
+        return decode(tp, value, source, key, RULES, meta, skip=skip)
+    except ConfigError as e:
+        raise _error(str(e), source, origins) from None
+
+
+def _error(message: str, source: Path, origins: typing.Mapping[str, Path]) -> ConfigError:
+    """The ConfigError of `message`, a problem of one key's own value (``<source>: '<key>'
+    ...``, the key its first quoted name, as s2s.schema.decode words it), naming the profile
+    that wrote the key where `source` extends it (`origins`: :func:`resolved`'s), e.g.
+    ``profiles/default.yaml (extended by profiles/x.yaml): 'train.lr' must be ...``. A problem
+    between keys (a name that is not a model) is the file's that brings them together: `source`,
+    so this is for single-key checks only."""
+    head = f"{source}: "
+    found = re.match(r"[^']*'([^']+)'", message[len(head):]) if message.startswith(head) else None
+    if found is None:
+        return ConfigError(message)
+    key = re.sub(r"\[\d+\]", "", found.group(1))  # an entry of a list: the list's key
+    while key not in origins and "." in key:  # a key the file lacks: its mapping's
+        key = key.rpartition(".")[0]
+    origin = origins.get(key, source)
+    if origin == source:
+        return ConfigError(message)
+    return ConfigError(f"{origin} (extended by {source}): {message[len(head):]}")
 
 
 def check_name(name: Any, source: Path | str, key: str) -> None:
@@ -716,19 +795,23 @@ def _check_cross_refs(p: Params) -> None:
     _check_report(p)
     _check_analysis(p)
     if list(p.evaluate.length_edges) != sorted(set(p.evaluate.length_edges)):
-        raise ConfigError(f"{p.source}: 'evaluate.length_edges' must be strictly increasing")
+        raise _error(f"{p.source}: 'evaluate.length_edges' must be strictly increasing",
+                     p.source, p.origins)
 
 
 def _check_names(p: Params) -> None:
     """First of all: these names are pasted into dvc.yaml's commands and paths."""
     if not p.models:
-        raise ConfigError(f"{p.source}: 'models' must name at least one model")
-    for section, names in (("models", p.models), ("systems", p.systems),
-                           ("rescore.rescorers", p.rescore.rescorers)):
-        for name in names:
-            check_name(name, p.source, f"{section}.{name}")
-    if p.rescore.baseline is not None:  # outputs/translate/<baseline>
-        check_name(p.rescore.baseline, p.source, "rescore.baseline")
+        raise _error(f"{p.source}: 'models' must name at least one model", p.source, p.origins)
+    try:
+        for section, names in (("models", p.models), ("systems", p.systems),
+                               ("rescore.rescorers", p.rescore.rescorers)):
+            for name in names:
+                check_name(name, p.source, f"{section}.{name}")
+        if p.rescore.baseline is not None:  # outputs/translate/<baseline>
+            check_name(p.rescore.baseline, p.source, "rescore.baseline")
+    except ConfigError as e:
+        raise _error(str(e), p.source, p.origins) from None
 
 
 def _check_models(p: Params) -> None:
@@ -737,17 +820,19 @@ def _check_models(p: Params) -> None:
     known = sorted({f.name for a in ARCHITECTURES.values() for f in dataclasses.fields(a.config)})
     for key in p.model:
         if key not in known:
-            raise ConfigError(f"{p.source}: unknown key 'model.{key}' (expected a field of an "
-                              f"architecture's config: {', '.join(known)})")
+            raise _error(f"{p.source}: unknown key 'model.{key}' (expected a field of an "
+                         f"architecture's config: {', '.join(known)})", p.source, p.origins)
     for name, overrides in p.models.items():
         if overrides is None:
-            raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping (use {{}} for none)")
+            raise _error(f"{p.source}: 'models.{name}' must be a mapping (use {{}} for none)",
+                         p.source, p.origins)
         if not isinstance(overrides, dict):
-            raise ConfigError(f"{p.source}: 'models.{name}' must be a mapping, got {show(overrides)}")
+            raise _error(f"{p.source}: 'models.{name}' must be a mapping, got {show(overrides)}",
+                         p.source, p.origins)
         own = overrides.get("train")
         if own is not None and not isinstance(own, dict):
-            raise ConfigError(f"{p.source}: 'models.{name}.train' must be a mapping, got "
-                              f"{show(own)}")
+            raise _error(f"{p.source}: 'models.{name}.train' must be a mapping, got {show(own)}",
+                         p.source, p.origins)
         cfg = p.model_config(name)
         p.train_config(name)  # its recipe, checked
         if getattr(cfg, "cell", None) == "peephole" and cfg.arch != "seq2seq":
@@ -760,10 +845,12 @@ def _check_systems(p: Params) -> None:
     for sname, system in p.systems.items():
         _check_members(p, f"systems.{sname}.members", system.members)
         if not system.beams:
-            raise ConfigError(f"{p.source}: 'systems.{sname}.beams' must list at least one width")
+            raise _error(f"{p.source}: 'systems.{sname}.beams' must list at least one width",
+                         p.source, p.origins)
         for i, b in enumerate(system.beams):
             if b < 1:
-                raise ConfigError(f"{p.source}: 'systems.{sname}.beams[{i}]' must be >= 1, got {b}")
+                raise _error(f"{p.source}: 'systems.{sname}.beams[{i}]' must be >= 1, got {b}",
+                             p.source, p.origins)
         if system.nbest > system.widest_beam:
             raise ConfigError(f"{p.source}: 'systems.{sname}.nbest' ({system.nbest}) must not "
                               f"exceed its widest beam ({system.widest_beam})")
@@ -795,7 +882,10 @@ def _check_report(p: Params) -> None:
         _check_system(p, f"report.figure3_compare[{i}]", name)
     for table in ("table1", "table2"):
         for row, answer in getattr(r, table).items():
-            _check_answer(p.source, f"report.{table}.{row}", answer)
+            try:
+                _check_answer(p.source, f"report.{table}.{row}", answer)
+            except ConfigError as e:
+                raise _error(str(e), p.source, p.origins) from None
             if p.rescore.baseline is None and (answer.rescore is not None or answer.baseline):
                 raise ConfigError(f"{p.source}: 'report.{table}.{row}' is answered by the "
                                   f"baseline or a rescoring, but 'rescore.baseline' is null (no "
@@ -837,7 +927,7 @@ def _check_members(p: Params, key: str, members: tuple[str, ...]) -> None:
     """`key` lists an ensemble's members: at least one, each a model of params `models`, none
     twice (an ensemble of a model with itself is that model)."""
     if not members:
-        raise ConfigError(f"{p.source}: '{key}' must name at least one model")
+        raise _error(f"{p.source}: '{key}' must name at least one model", p.source, p.origins)
     for i, m in enumerate(members):
         _check_model(p, f"{key}[{i}]", m)
         if m in members[:i]:

@@ -47,9 +47,10 @@ NEW_CLAIM = "not in the reference"
 
 # Settings of where and how a run ran, not of what it computes (a rerun on a GPU, on another
 # thread count or in fp32 is a rerun of the same configuration): the last part of a key, or its
-# first for `resources`. Params.source and .written say where the file is and what it spells out.
+# first for `resources`. Params.source, .written and .origins say where the file is, what it
+# spells out and which profile wrote each key.
 HOW = frozenset({"device", "threads", "amp", "log_every", "checkpoint_every"})
-HOW_KEYS = frozenset({"resources", "source", "written", "translate.batch_size"})
+HOW_KEYS = frozenset({"resources", "source", "written", "origins", "translate.batch_size"})
 
 
 class NotARun(ValueError):
