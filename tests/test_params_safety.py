@@ -168,6 +168,60 @@ def test_a_non_finite_model_override_is_refused_naming_the_key(tmp_path):
         config.load(path)
 
 
+TRANSFORMER_ONLY = "(the default of every model of arch 'transformer')"
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("d_model", "garbage", f"must be an integer, got str 'garbage' {TRANSFORMER_ONLY}"),
+    ("d_model", -5, f"must be >= 1, got -5 {TRANSFORMER_ONLY}"),
+    ("heads", 0, f"must be >= 1, got 0 {TRANSFORMER_ONLY}"),
+    ("dropout", 1.0, f"must be < 1.0, got 1.0 {TRANSFORMER_ONLY}"),
+    ("norm", "mid", f"must be one of ['pre', 'post'], got str 'mid' {TRANSFORMER_ONLY}"),
+    ("init_seed", -1,  # a Transformer takes it; the recurrent models' range refuses it
+     "must be >= 0, got -1 (the default of every model of arch 'seq2seq' or 'cho' or "
+     "'attention')"),
+])
+def test_a_model_default_of_an_architecture_no_model_has_is_checked(tmp_path, key, value, says):
+    """quick has no Transformer: its `model` defaults are refused now, not when one is added."""
+    raw = profile_dict("quick")
+    assert "transformer" not in {config.load(ROOT / "profiles" / "quick.yaml").model_config(m).arch
+                                 for m in raw["models"]}
+    if key == "init_seed":  # every model a Transformer, so no recurrent model reads the default
+        raw = smoke()
+        raw["models"] = {"transformer": raw["models"]["transformer"]}
+        raw["systems"] = {"transformer": raw["systems"]["transformer"]}
+        raw["rescore"] = {"baseline": None}
+        raw["report"] = {"figure3_system": "transformer", "figure3_beam": 12}
+        raw["analysis"] = {"models": []}
+        raw["timing"] = {}
+        assert config.load(write(tmp_path, raw)).model_config("transformer").init_seed == 51
+    raw["model"][key] = value
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert str(e.value) == f"{path}: 'model.{key}' {says}"
+
+
+def test_a_model_default_is_checked_as_before_where_a_model_takes_it(tmp_path):
+    raw = profile_dict("quick")
+    raw["model"]["d_model"] = 256  # a good default of an architecture no model has: accepted
+    assert config.load(write(tmp_path, raw)).model["d_model"] == 256
+    raw["model"]["hidden_size"] = "big"  # the models' own message first, as before
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert str(e.value) == f"{path}: 'model.hidden_size' must be an integer, got str 'big'"
+    raw = profile_dict("quick")
+    for overrides in raw["models"].values():
+        overrides["arch"] = "seq2seq"
+    raw["model"]["arch"] = "nosuch"  # every model sets its own: still no architecture
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert str(e.value) == (f"{path}: 'model.arch' must be one of ['seq2seq', 'cho', "
+                            f"'attention', 'transformer'], got str 'nosuch'")
+
+
 @pytest.mark.parametrize("where", ["systems", "rescore"])
 def test_a_duplicate_ensemble_member_is_refused(tmp_path, where):
     raw = smoke()

@@ -839,6 +839,35 @@ def _check_models(p: Params) -> None:
             raise ConfigError(f"{p.source}: 'models.{name}.cell' is 'peephole', which only the "
                               f"'seq2seq' arch has (this model's arch is '{cfg.arch}'): use "
                               f"'lstm' or 'gru'")
+    _check_model_defaults(p)
+
+
+def _check_model_defaults(p: Params) -> None:
+    """Each key of `model` is the default of every model whose architecture's config has that
+    field, whether or not a model of the file has that architecture yet: its value is checked
+    against the type and range of each such config (after the models', whose messages come
+    first), so that adding a model does not turn a default written long ago into an error."""
+    from s2s.arch import ARCHITECTURES
+
+    if "arch" in p.model and p.model["arch"] not in ARCHITECTURES:  # even if every model sets it
+        raise _error(f"{p.source}: 'model.arch' must be one of {list(ARCHITECTURES)}, got "
+                     f"{show(p.model['arch'])}", p.source, p.origins)
+    archs: dict[type, list[str]] = {}  # a config class -> the archs it serves
+    for a in ARCHITECTURES.values():
+        archs.setdefault(a.config, []).append(a.name)
+    for key, value in p.model.items():
+        if key == "arch":  # each config takes only its own archs: checked above
+            continue
+        for cls, names in archs.items():
+            fields = {f.name: f for f in dataclasses.fields(cls)}
+            if key not in fields:
+                continue
+            try:
+                _decode(typing.get_type_hints(cls)[key], value, p.source, f"model.{key}",
+                        p.origins, fields[key].metadata)
+            except ConfigError as e:
+                kinds = " or ".join(f"'{n}'" for n in names)
+                raise ConfigError(f"{e} (the default of every model of arch {kinds})") from None
 
 
 def _check_systems(p: Params) -> None:

@@ -23,9 +23,11 @@ from typing import Any, Literal
 __all__ = ["Rules", "decode", "rng", "show"]
 
 
-def rng(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False) -> dict:
-    """Field metadata: the value must be >= lo (> lo with ``lo_open``) and <= hi; None: no bound."""
-    return {"min": lo, "max": hi, "lo_open": lo_open}
+def rng(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+        hi_open: bool = False) -> dict:
+    """Field metadata: the value must be >= lo (> lo with ``lo_open``) and <= hi (< hi with
+    ``hi_open``); None: no bound."""
+    return {"min": lo, "max": hi, "lo_open": lo_open, "hi_open": hi_open}
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,9 @@ def _check_range(value: float, source, key: str, meta: dict, err) -> None:
             raise err(f"{source}: '{key}' must be > {lo}, got {value}")
         if not meta.get("lo_open") and not value >= lo:
             raise err(f"{source}: '{key}' must be >= {lo}, got {value}")
-    if hi is not None and not value <= hi:
+    if hi is not None and meta.get("hi_open") and not value < hi:
+        raise err(f"{source}: '{key}' must be < {hi}, got {value}")
+    if hi is not None and not meta.get("hi_open") and not value <= hi:
         raise err(f"{source}: '{key}' must be <= {hi}, got {value}")
 
 

@@ -6,8 +6,10 @@ No torch here: params validation (`s2s check`) and the report read it without th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
+
+from s2s.schema import rng
 
 # Vaswani et al. 2017 (§5.3, §5.4): Adam (0.9, 0.98, 1e-9), linear warmup then inverse square
 # root decay, label smoothing 0.1 (dropout is the model's: TransformerConfig.dropout). The peak
@@ -25,16 +27,20 @@ class TransformerConfig:
     reverse_source: bool = False
     init_seed: int = 1
     order_seed: int = 1
-    d_model: int = 512
-    heads: int = 8
+    # The ranges (metadata) are what params and records are checked against (s2s.schema.decode),
+    # a `model` default even where no model of the file is a Transformer; __post_init__ checks
+    # them again for a config built in code.
+    d_model: int = field(default=512, metadata=rng(1))
+    heads: int = field(default=8, metadata=rng(1))
     # kv_heads == heads: multi-head; 1 < kv_heads < heads: grouped-query; 1: multi-query
-    kv_heads: int = 8
-    ff_size: int = 2048
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    dropout: float = 0.1
+    kv_heads: int = field(default=8, metadata=rng(1))
+    ff_size: int = field(default=2048, metadata=rng(1))
+    encoder_layers: int = field(default=6, metadata=rng(1))
+    decoder_layers: int = field(default=6, metadata=rng(1))
+    dropout: float = field(default=0.1, metadata=rng(0.0, 1.0, hi_open=True))
     positions: Literal["sinusoidal", "learned"] = "sinusoidal"
-    max_positions: int = 1024  # the longest source or target either kind of positions accepts
+    # the longest source or target either kind of positions accepts
+    max_positions: int = field(default=1024, metadata=rng(1))
     norm: Literal["pre", "post"] = "pre"
     tie_embeddings: bool = False  # the decoder's input embedding is the softmax layer's weight
 
