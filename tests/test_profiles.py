@@ -5,10 +5,12 @@ take reversed_1's seeds, as in the default profile, and their GPUs: paper trains
 GPU, and both time the cost claim on one; and paper's data stages run over 16 and 8 processes),
 `s2s profile NAME` writes that complete file to params.yaml, and a bad
 `extends` or `remove` is one line naming the file and the key. The params file DVC reads must be
-complete."""
+complete. A full disk (simulated by a file-size limit) while `s2s profile` writes is one line
+naming the file, and leaves no temporary file and no half-written params.yaml."""
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,57 @@ def test_s2s_profile_writes_the_resolved_file_and_check_refuses_a_copied_differe
     (tmp_path / "default.yaml").write_text(profile_text(ROOT / "profiles" / "default.yaml"))
     proc = run([str(BIN / "s2s"), "check"], cwd=tmp_path, check=False)
     assert proc.returncode != 0 and "'extends' belongs in a profile" in proc.stderr, proc.stderr
+
+
+# `s2s profile smoke` under a file-size limit: a write past it fails with EFBIG, as a full disk's
+# ENOSPC fails the same call (SIGXFSZ ignored, so the process sees the error, not the signal).
+_PROFILE_UNDER_LIMIT = """
+import resource, signal, sys
+from s2s import cli
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+sys.exit(cli.main(["profile", "smoke"]))
+"""
+
+
+def _profile_under_limit(tmp_path: Path, limit: int):
+    return run([sys.executable, "-c", _PROFILE_UNDER_LIMIT, str(limit)], cwd=tmp_path,
+               check=False)
+
+
+def _temporaries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_s2s_profile_on_a_full_disk_keeps_the_old_params_and_names_the_file(tmp_path):
+    _profiles(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    old = (tmp_path / "params.yaml").read_bytes()
+    assert len(profile_text(ROOT / "profiles" / "smoke.yaml").encode()) > 4096
+    proc = _profile_under_limit(tmp_path, 4096)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "File too large" in lines[0], proc.stderr
+    assert "'params.yaml'" in lines[0], proc.stderr
+    assert (tmp_path / "params.yaml").read_bytes() == old
+    assert _temporaries(tmp_path) == []
+    assert not (tmp_path / "dvc.yaml").exists()
+
+
+def test_s2s_profile_says_to_rerun_dag_write_when_dvc_yaml_cannot_be_written(tmp_path):
+    # params.yaml (about 11 kB) fits under the limit, dvc.yaml (about 69 kB) does not
+    _profiles(tmp_path)
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    text = profile_text(ROOT / "profiles" / "smoke.yaml")
+    assert len(text.encode()) < 30000
+    proc = _profile_under_limit(tmp_path, 30000)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "params.yaml is now profile 'smoke'" in lines[0], proc.stderr
+    assert "File too large: 'dvc.yaml'" in lines[0], proc.stderr
+    assert "run `s2s dag write`" in lines[0], proc.stderr
+    assert (tmp_path / "params.yaml").read_text(encoding="utf-8") == text
+    assert not (tmp_path / "dvc.yaml").exists()
+    assert _temporaries(tmp_path) == []

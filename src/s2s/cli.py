@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -173,12 +172,20 @@ def _cmd_profile(a, params_path: Path):
     src = profiles.path_of(a.name)
     load(src)  # never switch to a profile that does not validate
     from s2s import pipeline
+    from s2s.io import atomic_write_text
 
     with projectlock.for_stage():  # never under a run that reads them
-        tmp = params_path.with_name(f".{params_path.name}.tmp")
-        tmp.write_text(profiles.profile_text(src), encoding="utf-8")
-        os.replace(tmp, params_path)
-        pipeline.write(load(params_path), DVC_YAML)
+        # fsynced and renamed: a full disk leaves the old params.yaml and no temporary, and
+        # names the file
+        atomic_write_text(params_path, profiles.profile_text(src))
+        try:
+            pipeline.write(load(params_path), DVC_YAML)
+        except (ValueError, RuntimeError, KeyError, OSError) as e:
+            # dvc.yaml is params.yaml's to derive: it is now stale, and `dvc repro` would run
+            # the old stages with the new params
+            raise RuntimeError(
+                f"{params_path} is now profile '{a.name}' (from {src}), but {DVC_YAML} was not "
+                f"regenerated ({e}): run `s2s dag write` once that is fixed") from e
     print(f"{params_path} is now profile '{a.name}' (from {src}), {DVC_YAML} regenerated; run "
           f"`dvc repro`")
 
