@@ -249,6 +249,38 @@ def test_an_export_of_params_that_are_not_the_checkpoints_is_refused_before_writ
     assert not (tmp_path / "exports").exists()  # nothing written
 
 
+def test_an_export_stopped_by_a_full_disk_leaves_the_previous_export_and_no_temporary(
+        tmp_path):
+    """A full disk while a checkpoint is copied (simulated by a file-size limit: the write fails
+    with EFBIG, as a full disk's ENOSPC fails it) stops the export naming the file; the
+    temporary folder and its partial copies are removed; the previous export stays as it was."""
+    import errno
+    import resource
+    import signal
+
+    from s2s import config, exporting
+
+    out = build_export(tmp_path, record_text=True)  # the previous export
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    model = tmp_path / "models" / "forward" / "model.pt"
+    limit = model.stat().st_size // 2
+    assert max(p.stat().st_size for p in (tmp_path / "vocab").iterdir()) < limit
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the error, not the signal
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        with pytest.raises(OSError) as e:
+            exporting.export(config.load(ROOT / "profiles" / "smoke.yaml"), "forward",
+                             models_dir=tmp_path / "models", vocab_dir=tmp_path / "vocab",
+                             prepared_dir=tmp_path / "prepared", out_dir=out)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    assert e.value.errno == errno.EFBIG and "forward.pt" in str(e.value), e.value
+    assert sorted(p.name for p in out.parent.iterdir()) == ["forward"]  # no temporary left
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 def forge(folder: Path, change) -> None:
     """Edit export.json and recompute its record digests, as a careful forger would."""
     from s2s.exporting import record_digests

@@ -8,7 +8,9 @@
     models/<m>.pt     each member's final checkpoint
 
 Writing one copies files and records configs: it runs no model code (no torch), so the export
-stage depends on the architectures' configs only.
+stage depends on the architectures' configs only. A folder is built under a temporary name that
+names its owner (:class:`s2s.data.files.corpus_dir`), each file fsynced, and renamed into place
+whole; an error removes it, leaving the previous export as it was.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from typing import Any
 
 from s2s.arch import config_record
 from s2s.artifacts import Record
-from s2s.config import Params, TranslateConfig, train_record
+from s2s.config import Params, SystemConfig, TranslateConfig, train_record
+from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
+from s2s.io import atomic_open
 from s2s.layout import (ExportPaths, model_file, prepared_file, prepared_name, vocab_file,
                         vocab_name)
 from s2s.schema import Rules, decode
@@ -196,17 +200,32 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
     sys_cfg = params.systems[system]
     check_members(params, system, models_dir=models_dir, vocab_dir=vocab_dir)
     out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    (tmp / "models").mkdir(parents=True)
+    # built whole under a temporary name that names its owner, renamed into place, removed on
+    # any error (a full disk, a kill of a copy): the previous export stays as it was
+    remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
+    with corpus_dir(out_dir.parent, out_dir.name) as tmp:
+        record = _write_export(params, system, sys_cfg, tmp, models_dir=models_dir,
+                               vocab_dir=vocab_dir, prepared_dir=prepared_dir)
+    return record
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """`src` copied to `dst`, fsynced and renamed (s2s.io.atomic_open): a failed write names
+    `dst` and leaves no temporary file."""
+    with open(src, "rb") as f, atomic_open(dst, "wb") as g:
+        shutil.copyfileobj(f, g, 1 << 20)
+
+
+def _write_export(params: Params, system: str, sys_cfg: SystemConfig, tmp: Path, *,
+                  models_dir: Path, vocab_dir: Path, prepared_dir: Path) -> ExportRecord:
+    """The files of export `system` written into the (temporary) folder `tmp`."""
     files = {}
     for lang in (SRC_LANG, TGT_LANG):
         copy = vocab_file(tmp, lang)
-        shutil.copyfile(vocab_file(vocab_dir, lang), copy)
+        _copy(vocab_file(vocab_dir, lang), copy)
         files[copy.name] = file_sha256(copy)
     for m in sys_cfg.members:
-        shutil.copyfile(model_file(models_dir, m), tmp / "models" / f"{m}.pt")
+        _copy(model_file(models_dir, m), tmp / "models" / f"{m}.pt")
         files[f"models/{m}.pt"] = file_sha256(tmp / "models" / f"{m}.pt")
     data = {prepared_name("train", lang): file_sha256(prepared_file(prepared_dir, "train", lang))
             for lang in (SRC_LANG, TGT_LANG)}
@@ -225,9 +244,6 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
         record_sha256={})
     record = dataclasses.replace(record, record_sha256=record_digests(record.to_json()))
     record.write(tmp / EXPORT_FILE)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
     return record
 
 
