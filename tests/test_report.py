@@ -1193,3 +1193,20 @@ def test_the_markdown_shows_the_corpus_text_as_written():
                   "a note on <unk>", "x < y", "<code>metrics/train/<model>.json</code>"):
         assert shown in text, shown
     assert "<unk>" not in page and "<b>" not in page  # no tag reaches the page
+
+
+def test_an_ensembles_interval_is_over_its_members_not_over_runs():
+    """An ensemble is one run, paired with each of its members: the interval of those differences
+    has the members' spread only (another ensemble run would move every difference alike), so it
+    is labelled as over the replicas against one run, not as over seed pairs."""
+    from s2s.claims.seeds import SeedStats
+
+    one_run = SeedStats(worse=(20.9, 21.4, 20.5), better=(25.0,), diffs=(4.1, 3.6, 4.5))
+    assert one_run.one_run and one_run.over == "3 replicas against one run"
+    assert one_run.describe("ensemble5", "reversed") == (
+        "over seeds: ensemble5 25.00 (1 seed) vs reversed 20.93 +- 0.45 (3 seeds); paired "
+        "difference +4.07 (95% interval over 3 replicas against one run +2.95 to +5.19)")
+    paired = SeedStats(worse=(9.0, 9.3, 8.9), better=(7.0, 7.2, 6.8), diffs=(2.0, 2.1, 2.1))
+    assert not paired.one_run and paired.over == "3 seed pairs"
+    single = SeedStats(worse=(9.0,), better=(7.0,), diffs=(2.0,))
+    assert not single.one_run and single.over == "1 seed pair"

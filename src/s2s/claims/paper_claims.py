@@ -70,7 +70,7 @@ def reversal_perplexity(params: Params, train: dict[str, TrainMetrics]) -> Claim
     if stats is not None:
         ev += f"; dev ppl {stats.describe('forward', 'reversed')}"
         diffs = (difference("forward - reversed", "dev ppl", stats.mean, stats.interval,
-                            _seed_pairs(stats)),)
+                            stats.over),)
     way = seeds.verdict(None, stats)
     if way is None:
         ev += f"; {seeds.NO_SEED_INTERVAL}"
@@ -273,7 +273,7 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
     if stats is not None:
         ev += f"; {stats.describe(better, worse)}"
         diffs.append(difference(f"{better} - {worse}", "BLEU", stats.mean,
-                                stats.interval, _seed_pairs(stats)))
+                                stats.interval, stats.over))
     if seeds.replicas(params, worse) and seeds.replicas(params, better):
         ev += f"; {seeds.design(params, worse, better)}"
     found = dict(ours=f"{worse} {lo:.2f} -> {better} {hi:.2f} at beam {beam}",
@@ -290,10 +290,6 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
 def _bleu_difference(label: str, value: float, d) -> ClaimDifference:
     """A tokenized-BLEU difference, with the paired bootstrap's interval where there is one."""
     return difference(label, "BLEU", value, None if d is None else (d.lo, d.hi), BOOTSTRAP)
-
-
-def _seed_pairs(stats: seeds.SeedStats) -> str:
-    return f"{stats.pairs} seed pair{'s' if stats.pairs != 1 else ''}"
 
 
 def _system_of(params: Params, model: str | None) -> str | None:

@@ -99,6 +99,20 @@ class SeedStats:
     diffs: tuple[float, ...]
 
     @property
+    def one_run(self) -> bool:
+        """One side is a single run (an ensemble) paired with each replica of the other: the
+        interval is then over those replicas only; another run of the single side would move
+        every difference alike, which it cannot see."""
+        return self.pairs > 1 and 1 in (len(self.worse), len(self.better))
+
+    @property
+    def over(self) -> str:
+        """What the interval is over, in words: "3 seed pairs", or "5 replicas against one run"."""
+        if self.one_run:
+            return f"{self.pairs} replicas against one run"
+        return f"{self.pairs} seed pair{'s' if self.pairs != 1 else ''}"
+
+    @property
     def pairs(self) -> int:
         return len(self.diffs)
 
@@ -130,7 +144,7 @@ class SeedStats:
                     f"({len(values)} seeds)")
 
         iv = self.interval
-        inter = (f"95% interval over {self.pairs} seed pairs {iv[0]:+.2f} to {iv[1]:+.2f}"
+        inter = (f"95% interval over {self.over} {iv[0]:+.2f} to {iv[1]:+.2f}"
                  if iv is not None else f"{self.pairs} seed pair: no interval over seeds")
         return (f"over seeds: {better} {side(self.better)} vs {worse} {side(self.worse)}; "
                 f"paired difference {self.mean:+.2f} ({inter})")
