@@ -680,8 +680,8 @@ def test_with_one_seed_a_comparison_of_single_models_has_no_verdict():
     assert ppl.status == verdicts.UNKNOWN and "1 seed pair: no interval" in ppl.evidence
     assert "forward and reversed_1 differ in reverse_source; same seeds (paired)" in ppl.evidence
     assert ppl.evidence.endswith("; no verdict without an interval over seeds: it needs two seed "
-                                 "pairs or more (seed replicas of both models, paired on their "
-                                 "init and order seeds)")
+                                 "pairs or more (seed replicas, each a one-model system, of every "
+                                 "single model compared, paired on their init and order seeds)")
     rev = got["Reversing the source raises BLEU"]  # significant on the sentences, one seed
     assert rev.status == verdicts.UNKNOWN and "no verdict without an interval" in rev.evidence
     assert "reversed 13.50 vs forward 11.00 (+2.50" in rev.evidence
@@ -731,7 +731,7 @@ def test_single_model_claims_need_the_bootstrap_and_the_interval_over_seeds(tmp_
     got = run(fwd_dev, rev_dev, fwd_bleu, [13.5, None, 13.3], _interval(0.2, 0.9))
     rev = got["Reversing the source raises BLEU"]
     assert rev.status == verdicts.HOLDS
-    assert "over seeds: reversed 13.40 +- 0.14 (2 seeds) vs forward 10.85 +- 0.21 (2 seeds); " \
+    assert "over seeds: reversed 13.40 +- 0.14 (2 seeds) vs forward 11.03 +- 0.35 (3 seeds); " \
            "paired difference +2.55 (95% interval over 2 seed pairs +1.91 to +3.19)" \
            in rev.evidence
     # both the other way: does not hold

@@ -171,15 +171,15 @@ def paired(params: Params, worse: str, better: str,
     pairs = [(w, b) for w, b in pairs if values[w] is not None and values[b] is not None]
     if not pairs:
         return None
-    paired_w, paired_b = {w for w, _ in pairs}, {b for _, b in pairs}
-    return SeedStats(worse=tuple(values[s] for s in (rw or [worse]) if s in paired_w),
-                     better=tuple(values[s] for s in (rb or [better]) if s in paired_b),
+    return SeedStats(worse=tuple(values[s] for s in (rw or [worse]) if values[s] is not None),
+                     better=tuple(values[s] for s in (rb or [better]) if values[s] is not None),
                      diffs=tuple(values[b] - values[w] for w, b in pairs))
 
 
 # what a claim's evidence adds where seeds.verdict gives none
 NO_SEED_INTERVAL = ("no verdict without an interval over seeds: it needs two seed pairs or more "
-                    "(seed replicas of both models, paired on their init and order seeds)")
+                    "(seed replicas, each a one-model system, of every single model compared, "
+                    "paired on their init and order seeds)")
 
 
 def verdict(boot_sign: int | None, seeds: SeedStats | None) -> int | None:
