@@ -571,6 +571,26 @@ def test_network_mode_builds_the_same_files_as_the_mirror(tmp_path, server, monk
 
 
 @needs_mirror
+def test_a_damaged_download_is_discarded_only_if_it_is_still_the_copy_that_was_read(tmp_path):
+    """The cache is shared: between reading a cut copy and discarding it, another process may
+    have discarded it and fetched a whole one, which must stay."""
+    import os
+
+    from s2s.data.http import discard
+
+    remote = Remote("https://example.org/val.en.gz")
+    dest = cache_path(remote, tmp_path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(b"cut")
+    read = os.stat(dest)
+    dest.unlink()
+    dest.write_bytes(b"a whole copy, fetched since")  # another file, another size
+    assert discard(remote, tmp_path, read) == (dest, False)
+    assert dest.read_bytes() == b"a whole copy, fetched since"
+    assert discard(remote, tmp_path, os.stat(dest)) == (dest, True) and not dest.exists()
+    assert discard(remote, tmp_path, read) == (dest, False)  # already gone
+
+
 def test_a_cut_gz_in_the_cache_is_named_deleted_and_fetched_again(tmp_path, server, monkeypatch):
     from s2s.data import network
 

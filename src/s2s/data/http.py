@@ -113,13 +113,22 @@ def fetch(remote: Remote, cache_dir: Path, *, retries: int = 3, backoff: float =
         return _fetch(remote, dest, retries=retries, backoff=backoff, timeout=timeout)
 
 
-def discard(remote: Remote, cache_dir: Path) -> Path:
+def discard(remote: Remote, cache_dir: Path, read: os.stat_result | None = None
+            ) -> tuple[Path, bool]:
     """Delete `remote`'s cached copy (under the cache's lock), so that the next fetch downloads
-    it again; returns its path."""
+    it again: the file whose stat was `read` (the cache is shared: another process may have
+    replaced a damaged copy with a whole one since, which stays). (its path, whether it went)"""
     dest = cache_path(remote, cache_dir)
     with _cache_lock(dest.parent, remote.url):
-        dest.unlink(missing_ok=True)
-    return dest
+        try:
+            now = dest.stat()
+        except FileNotFoundError:
+            return dest, False
+        same = read is None or ((now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns)
+                                == (read.st_dev, read.st_ino, read.st_size, read.st_mtime_ns))
+        if same:
+            dest.unlink(missing_ok=True)
+    return dest, same
 
 
 @contextlib.contextmanager
@@ -158,9 +167,11 @@ def _fetch(remote: Remote, dest: Path, *, retries: int, backoff: float, timeout:
         try:
             _download_to_part(remote.url, part, timeout=timeout, user_agent=user_agent)
             break
-        # http.client.HTTPException: a chunked transfer cut short is an IncompleteRead, a
-        # garbled answer a BadStatusLine; neither is an OSError, and both are worth a retry.
-        except (urllib.error.URLError, OSError, http.client.HTTPException, _Incomplete) as e:
+        # A chunked transfer cut short is an IncompleteRead, a garbled answer a BadStatusLine:
+        # neither is an OSError, and both are worth a retry (not every http.client error is:
+        # an InvalidURL is not).
+        except (urllib.error.URLError, OSError, http.client.IncompleteRead,
+                http.client.BadStatusLine, _Incomplete) as e:
             if isinstance(e, urllib.error.HTTPError) and e.code in (403, 406):
                 raise DownloadError(f"{remote.url}: HTTP {e.code} {e.reason}: the server refuses "
                                     f"this client (User-Agent '{user_agent}')") from e

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import shutil
 import tarfile
 import zipfile
@@ -34,6 +35,7 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
     names = dict(zip(("en", "fr"), raw_names(entry.id)))
     downloads = {}
     archives: dict[str, Path] = {}
+    read: dict[str, os.stat_result] = {}
     remotes = {r.url: r for r in entry.network.remotes}
     for remote in entry.network.remotes:
         try:
@@ -43,6 +45,7 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
                 raise
             raise DownloadError(f"{e}. {entry.alternative}") from e
         archives[remote.url] = path
+        read[remote.url] = os.stat(path)  # the copy read: the one a damage may discard
         downloads[remote.url] = info
     files = {}
     with corpus_dir(out_dir, entry.id) as tmp:
@@ -56,7 +59,7 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
                     got = safe_extract(path, tmp / ".extract", members)
                 except _DAMAGED as e:
                     raise _damaged(remotes[url], e, member=", ".join(sorted(members)),
-                                   cache_dir=cache_dir) from e
+                                   cache_dir=cache_dir, read=read[url]) from e
                 extracted.update({(url, m): p for m, p in got.items()})
         for side, parts in (("en", entry.network.en), ("fr", entry.network.fr)):
             with atomic_open(tmp / names[side], "wb") as out:
@@ -67,7 +70,7 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
                         _append_part(src, out, part)
                     except _DAMAGED as e:
                         raise _damaged(part.remote, e, member=part.member,
-                                       cache_dir=cache_dir) from e
+                                       cache_dir=cache_dir, read=read[part.remote.url]) from e
             files[side] = {**recorded(file_stats(tmp / names[side])),
                            "path": f"{entry.id}/{names[side]}",
                            "source": " ".join(_describe(p) for p in parts)}
@@ -77,14 +80,16 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
             "format": entry.format, "pairs": pairs, "whole_corpus": True, "files": files}
 
 
-def _damaged(remote: Remote, e: BaseException, *, member: str | None,
-             cache_dir: Path) -> DownloadError:
+def _damaged(remote: Remote, e: BaseException, *, member: str | None, cache_dir: Path,
+             read: os.stat_result) -> DownloadError:
     """The error for a cached download that cannot be read to its end, once that file is
     deleted: a rerun downloads it again instead of failing on the same bytes."""
-    cached = discard(remote, cache_dir)
+    cached, deleted = discard(remote, cache_dir, read)
     what = f"{remote.url}, member {member}" if member else remote.url
+    done = ("deleted it" if deleted else
+            "another process has replaced or deleted it since")
     return DownloadError(f"{what}: the downloaded file {cached} is damaged (cut short?): "
-                         f"{type(e).__name__}: {e}; deleted it, run the download again")
+                         f"{type(e).__name__}: {e}; {done}, run the download again")
 
 
 def _describe(part: Part) -> str:
