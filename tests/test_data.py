@@ -141,6 +141,7 @@ def test_the_docs_name_the_control_characters_normalize_drops():
     assert ("the C0 controls but whitespace (NUL among them), DEL, U+200B and U+FEFF are dropped; "
             "the C1 controls (U+0080-U+009F) are kept") in guarantees
     assert "the C1 controls U+0080-U+009F are kept" in " ".join(prepare_stage.__doc__.split())
+    assert "but U+0085 (NEL), which Unicode counts as whitespace, becomes a space" in guarantees
 
 
 def test_misaligned_corpus_names_both_files(tmp_path):

@@ -22,7 +22,8 @@ from s2s.layout import SRC_LANG, TGT_LANG
 
 # These strings are recorded in exports and compared when one is loaded: they stay as they are.
 # "control characters dropped" is shorthand: the C0 controls but whitespace, DEL, U+200B and
-# U+FEFF are; the C1 controls (U+0080-U+009F) are kept, as sacreBLEU keeps them.
+# U+FEFF are; the C1 controls (U+0080-U+009F) are kept, as sacreBLEU keeps them (U+0085 becomes
+# a space, as every Unicode space does).
 TEXT_PIPELINE = {
     "normalize": "s2s.data.text.normalize: NFC, control characters dropped, Unicode spaces -> ' '",
     "tokenizer": "sacremoses MosesTokenizer(lang).tokenize(escape=False, "

@@ -22,7 +22,7 @@ _WS = re.compile(r"\s+")
 # C0 control characters that are not whitespace, DEL, zero-width space and BOM never carry meaning
 # in these corpora. The whitespace ones (\v \f \x1c-\x1f) separate words: _WS makes them a space
 # (dropping them merged "left\fright" into one word). C1 controls (U+0080-U+009F) are kept, as
-# sacreBLEU keeps them in the references.
+# sacreBLEU keeps them in the references, but for U+0085 (NEL), whitespace to _WS: a space.
 _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f\u200b\ufeff]")
 
 
@@ -41,7 +41,8 @@ def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
     With `counts`, what reading cleaned is added to it: ``bom_files`` and ``crlf_lines`` (of
     :func:`s2s.io.read_lines`) and ``control_char_lines`` (sentences returned that hold control
     characters that :func:`normalize` drops: C0 controls but whitespace, NUL among them, DEL,
-    U+200B, U+FEFF; C1 controls are kept, as sacreBLEU keeps them, and not counted). A file
+    U+200B, U+FEFF; C1 controls are kept, as sacreBLEU keeps them, and not counted, but U+0085,
+    made a space). A file
     that is not UTF-8 is a CorpusError naming the file and line. :func:`iter_corpus` gives the
     same sentences a block at a time.
     """
@@ -92,7 +93,7 @@ def _parse(path: Path, fmt: str, lines: list[str], *, first: int = 1,
 
 def normalize(line: str) -> str:
     """NFC, control characters dropped (C0 but whitespace, DEL, U+200B, U+FEFF; C1 kept), every
-    Unicode space (U+00A0, \v, \f, \x1c-\x1f included) made one ASCII space.
+    Unicode space (U+00A0, \v, \f, \x1c-\x1f and the C1 U+0085 included) made one ASCII space.
 
     This is sacreBLEU's whitespace normalisation of the test sets plus NFC, so dev, test and
     training text are normalised the same way.

@@ -28,7 +28,7 @@ corpus in the metrics, under ``cleaned``: ``bom_files`` (a leading byte-order ma
 ``control_char_lines`` (lines that lost characters to normalisation: the C0 controls but
 whitespace, NUL among them, DEL, U+200B and U+FEFF; the whitespace controls \\v \\f \\x1c-\\x1f
 become a space, and the C1 controls U+0080-U+009F are kept, as sacreBLEU keeps them in the
-references, neither counted).
+references (but U+0085, whitespace to Unicode, a space), neither counted).
 """
 
 from __future__ import annotations
