@@ -403,7 +403,7 @@ def test_a_data_stage_uses_the_threads_its_job_asks_for(monkeypatch):
     monkeypatch.setenv("S2S_JOB_THREADS", "12")
     assert workers_for(params(both), "prepare") == 12
     assert workers_for(params(both), "ids") == 3  # never more than the job asks for
-    for bad in ("0", "two", "-1"):
+    for bad in ("0", "two", "-1", "\u00b2"):  # a superscript two is a digit to str.isdigit
         monkeypatch.setenv("S2S_JOB_THREADS", bad)
         with pytest.raises(ValueError, match=f"S2S_JOB_THREADS must be .*got '{bad}'"):
             workers_for(params(both), "prepare")

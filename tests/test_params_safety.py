@@ -220,6 +220,15 @@ def test_a_model_default_is_checked_as_before_where_a_model_takes_it(tmp_path):
         config.load(path)
     assert str(e.value) == (f"{path}: 'model.arch' must be one of ['seq2seq', 'cho', "
                             f"'attention', 'transformer'], got str 'nosuch'")
+    raw["model"]["arch"] = ["seq2seq"]  # not a name at all: the same one line, no traceback
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError, match=r"'model.arch' must be one of \['seq2seq'.*got list"):
+        config.load(path)
+    del raw["model"]["arch"]
+    raw["models"]["forward"]["arch"] = {"seq2seq": 1}
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError, match=r"'models.forward.arch' must be one of .*got dict"):
+        config.load(path)
 
 
 @pytest.mark.parametrize("where", ["systems", "rescore"])

@@ -489,7 +489,7 @@ def model_config(defaults: dict, overrides: dict, *, source: Path, name: str,
 
     arch = overrides.get("arch", defaults.get("arch", "seq2seq"))
     where = f"models.{name}.arch" if "arch" in overrides else "model.arch"
-    if arch not in ARCHITECTURES:
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:
         raise _error(f"{source}: '{where}' must be one of {list(ARCHITECTURES)}, got "
                      f"{show(arch)}", source, origins)
     cls = ARCHITECTURES[arch].config
@@ -849,7 +849,8 @@ def _check_model_defaults(p: Params) -> None:
     first), so that adding a model does not turn a default written long ago into an error."""
     from s2s.arch import ARCHITECTURES
 
-    if "arch" in p.model and p.model["arch"] not in ARCHITECTURES:  # even if every model sets it
+    arch = p.model.get("arch", "seq2seq")
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:  # even if every model sets it
         raise _error(f"{p.source}: 'model.arch' must be one of {list(ARCHITECTURES)}, got "
                      f"{show(p.model['arch'])}", p.source, p.origins)
     archs: dict[type, list[str]] = {}  # a config class -> the archs it serves

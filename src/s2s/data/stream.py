@@ -36,7 +36,7 @@ def workers_for(params, kind: str) -> int:
         usable = os.cpu_count() or 1
     given = os.environ.get(JOB_THREADS, "").strip()
     if given:
-        if not given.isdigit() or int(given) < 1:
+        if not (given.isascii() and given.isdigit()) or int(given) < 1:
             raise ValueError(f"{JOB_THREADS} must be a whole number of threads, at least 1, "
                              f"got {given!r}")
         usable = min(usable, int(given))
