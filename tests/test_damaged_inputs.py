@@ -262,6 +262,9 @@ def test_an_export_stopped_by_a_full_disk_leaves_the_previous_export_and_no_temp
 
     out = build_export(tmp_path, record_text=True)  # the previous export
     before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    old_style = out.parent / ".forward.tmp"  # what an export before this one's left on a failure
+    (old_style / "models").mkdir(parents=True)
+    (old_style / "models" / "forward.pt").write_bytes(b"partial")
     model = tmp_path / "models" / "forward" / "model.pt"
     limit = model.stat().st_size // 2
     assert max(p.stat().st_size for p in (tmp_path / "vocab").iterdir()) < limit

@@ -203,6 +203,8 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
     # built whole under a temporary name that names its owner, renamed into place, removed on
     # any error (a full disk, a kill of a copy): the previous export stays as it was
     remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
+    # the temporary folder of exports before it named its owner, which no version removes now
+    shutil.rmtree(out_dir.parent / f".{out_dir.name}.tmp", ignore_errors=True)
     with corpus_dir(out_dir.parent, out_dir.name) as tmp:
         record = _write_export(params, system, sys_cfg, tmp, models_dir=models_dir,
                                vocab_dir=vocab_dir, prepared_dir=prepared_dir)
