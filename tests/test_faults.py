@@ -441,8 +441,10 @@ def test_a_full_disk_through_the_cli_is_one_line_naming_the_file(work, tmp_path)
     proc = run([PY, "-c", FULL_DISK_CHILD, "--params", str(work.params_path), "vocab",
                 "--prepared", str(work.prepared), "--out", str(out),
                 "--metrics", str(tmp_path / "vocab.json")], tmp_path, check=False)
-    assert_clean_cli_error(proc, "No space left on device", str(out / "en.tsv"))
-    assert list(out.iterdir()) == [] and not (tmp_path / "vocab.json").exists()
+    # the vocabularies are written into a temporary folder renamed into place when both are whole
+    line = assert_clean_cli_error(proc, "No space left on device", str(tmp_path / ".tmp-vocab-"))
+    assert re.search(r"/\.tmp-vocab-[^/']+/en\.tsv'", line), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no vocab, no temporary, no metrics
 
 
 # ---------------------------------------------------------------------------------------------
