@@ -9,7 +9,7 @@
 
 Writing one copies files and records configs: it runs no model code (no torch), so the export
 stage depends on the architectures' configs only. A folder is built under a temporary name that
-names its owner (:class:`s2s.data.files.corpus_dir`), each file fsynced, and renamed into place
+names its owner (:func:`s2s.data.files.whole_dir`), each file fsynced, and renamed into place
 whole; an error removes it, leaving the previous export as it was.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 from s2s.arch import config_record
 from s2s.artifacts import Record
 from s2s.config import Params, SystemConfig, TranslateConfig, train_record
-from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
+from s2s.data.files import whole_dir
 from s2s.io import atomic_open
 from s2s.layout import (ExportPaths, model_file, prepared_file, prepared_name, vocab_file,
                         vocab_name)
@@ -202,10 +202,9 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
     out_dir = Path(out_dir)
     # built whole under a temporary name that names its owner, renamed into place, removed on
     # any error (a full disk, a kill of a copy): the previous export stays as it was
-    remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
     # the temporary folder of exports before it named its owner, which no version removes now
     shutil.rmtree(out_dir.parent / f".{out_dir.name}.tmp", ignore_errors=True)
-    with corpus_dir(out_dir.parent, out_dir.name) as tmp:
+    with whole_dir(out_dir) as tmp:
         record = _write_export(params, system, sys_cfg, tmp, models_dir=models_dir,
                                vocab_dir=vocab_dir, prepared_dir=prepared_dir)
     return record

@@ -148,6 +148,15 @@ class corpus_dir:
         os.replace(self.tmp, self.final)
 
 
+def whole_dir(path: Path) -> corpus_dir:
+    """Folder `path` written whole (a :class:`corpus_dir` in its parent), once the temporaries of
+    it that a run now gone left are removed (:func:`remove_leftovers`): what a stage writing one
+    folder (the prepared corpora, the vocabularies, the ids, an export) holds while it writes."""
+    path = Path(path)
+    remove_leftovers(path.parent, f"{TMP_PREFIX}{path.name}-")
+    return corpus_dir(path.parent, path.name)
+
+
 def remove_leftovers(out_dir: Path, prefix: str = TMP_PREFIX) -> None:
     """Remove the temporary folders ``prefix*`` of `out_dir` whose owner is gone; a live
     process's (or one of another host, whose life cannot be seen from here) is never touched: it

@@ -47,7 +47,7 @@ def cli(args, params) -> None:
 
 def main(paths: IdsPaths, *, workers: int = 1) -> dict:
     """Encode every split's two sides into ``paths.out``; returns the record (s2s.data.ids)."""
-    from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
+    from s2s.data.files import whole_dir
     from s2s.data.ids import (LANGS, RECORD, SPLITS, IdsError, IdsRecord, ids_file,
                               offsets_file, write_side)
     from s2s.data.stream import ordered_map
@@ -57,11 +57,10 @@ def main(paths: IdsPaths, *, workers: int = 1) -> dict:
     t0 = time.perf_counter()
     prepared_dir, vocab_dir, out_dir = paths.prepared, paths.vocab, paths.out
     vocabs = {lang: Vocab.load(vocab_file(vocab_dir, lang)) for lang in LANGS}
-    remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
     lines: dict[str, int] = {}
     files: dict[str, dict] = {}
     tokens = 0
-    with corpus_dir(out_dir.parent, out_dir.name) as tmp:
+    with whole_dir(out_dir) as tmp:
         for split in SPLITS:
             counted = {}
             for lang in LANGS:

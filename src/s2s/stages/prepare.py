@@ -40,7 +40,7 @@ import time
 from s2s.artifacts import PrepareMetrics
 from s2s.config import DataConfig, PrepareConfig
 from s2s.dag import Arg, Stage, command
-from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
+from s2s.data.files import whole_dir
 from s2s.data.prepare import (MAX_EVAL_WORDS, SeenPairs, filter_train, iter_raw_pairs,
                               read_pair, tokenize_parallel)
 from s2s.data.stream import workers_for
@@ -74,9 +74,8 @@ def main(data: DataConfig, cfg: PrepareConfig, paths: PreparePaths, *, workers: 
     t0 = time.perf_counter()
     raw_dir, out_dir, metrics_out = paths.raw, paths.out, paths.metrics
     report: dict[str, dict] = {"train": {}, "dev": {}, "test": {}}
-    remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
     utf8_lines = {"encoding": "utf-8", "newline": "\n"}
-    with (corpus_dir(out_dir.parent, out_dir.name) as tmp,
+    with (whole_dir(out_dir) as tmp,
           open(prepared_file(tmp, "train", "en"), "w", **utf8_lines) as out_en,
           open(prepared_file(tmp, "train", "fr"), "w", **utf8_lines) as out_fr):
         def write(en: list[str], fr: list[str]) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from s2s.config import VocabConfig
 from s2s.dag import Arg, Stage, command
-from s2s.data.files import TMP_PREFIX, corpus_dir, remove_leftovers
+from s2s.data.files import whole_dir
 from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
 from s2s.artifacts import VocabMetrics
 from s2s.data.stream import ordered_map, workers_for
@@ -51,10 +51,9 @@ def main(cfg: VocabConfig, paths: VocabPaths, *, workers: int = 1) -> dict:
     t0 = time.perf_counter()
     prepared_dir, out_dir, metrics_out = paths.prepared, paths.out, paths.metrics
     metrics: dict = {}
-    remove_leftovers(out_dir.parent, f"{TMP_PREFIX}{out_dir.name}-")
     # Both vocabularies or neither: the folder is written under a temporary name and renamed
     # when whole, so a failure on the French side never leaves a new en.tsv beside an old fr.tsv.
-    with corpus_dir(out_dir.parent, out_dir.name) as tmp:
+    with whole_dir(out_dir) as tmp:
         for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
             metrics[lang] = _side(cfg, lang, size=size, prepared_dir=prepared_dir, out_dir=tmp,
                                   workers=workers)
