@@ -619,6 +619,46 @@ def test_a_cut_gz_in_the_cache_is_named_deleted_and_fetched_again(tmp_path, serv
     assert [p for p, _ in server.requests] == ["/val.en.gz", "/val.fr.gz", "/val.en.gz"]
 
 
+@needs_mirror
+@pytest.mark.parametrize("kind", ["zip", "tgz"])
+def test_a_cut_archive_in_the_cache_is_named_deleted_and_fetched_again(tmp_path, server,
+                                                                       monkeypatch, kind):
+    """Tatoeba's zip has no checksum, so a cut copy passes verification. A zip cut short has lost
+    its directory (at the end) and reads as no archive at all; a tgz cut short ends inside a
+    member. Either is named, deleted from the cache, and a rerun builds the corpus."""
+    from s2s.data import network
+
+    m = lambda rel: (MIRROR / rel).read_bytes()  # noqa: E731
+    if kind == "zip":
+        cid, whole = "tatoeba.fra_eng", m("tatoeba-anki-fra-eng-2017-09-29/fra-eng.zip")
+        member, pairs = "fra.txt", 142787
+        error = r"NotAnArchiveError: .*: neither a tar nor a zip archive"
+    else:
+        cid = "wmt.newstest2012"
+        folder = "wmt-newstest2012-2013-fren"
+        whole = tgz({f"dev/newstest2012.{side}": m(f"{folder}/newstest2012.{side}")
+                     for side in ("en", "fr")})
+        member, pairs = "dev/newstest2012.en, dev/newstest2012.fr", 3003
+        error = r"(EOFError|ReadError): "
+    server.files["/archive"] = whole[: len(whole) // 2]
+    remote = Remote(server.url("/archive"))  # no checksum
+    entry = CORPORA[cid]
+    swap = lambda parts: tuple(dataclasses.replace(p, remote=remote) for p in parts)  # noqa
+    entry = dataclasses.replace(entry, network=NetworkSource(en=swap(entry.network.en),
+                                                              fr=swap(entry.network.fr)))
+    cache, out = tmp_path / "cache", tmp_path / "raw"
+    cached = cache_path(remote, cache)
+    with pytest.raises(DownloadError, match=re.escape(
+            f"{remote.url}, member {member}: the downloaded file {cached} is damaged (cut "
+            "short?): ") + error + r".*; deleted it, run the download again$"):
+        network.build_corpus(entry, out, cache)
+    assert not cached.exists()
+    assert not out.exists() or not list(out.iterdir())
+    server.files["/archive"] = whole
+    assert network.build_corpus(entry, out, cache)["pairs"] == pairs
+    assert [p for p, _ in server.requests] == ["/archive", "/archive"]
+
+
 def test_a_line_short_of_the_column_a_part_keeps_is_named_by_its_number(tmp_path):
     from s2s.data.files import DownloadError
     from s2s.data.network import _append_part

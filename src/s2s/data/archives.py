@@ -25,6 +25,11 @@ class UnsafeArchiveError(DownloadError):
     """An archive member that would be written outside the target directory, or is not a file."""
 
 
+class NotAnArchiveError(DownloadError):
+    """A file read as an archive that is neither a tar nor a zip: a zip cut short (its directory
+    is at the end), a tar cut inside its first header, or a page served in place of the file."""
+
+
 def safe_extract(archive: Path, dest: Path, members: Collection[str] | None = None
                  ) -> dict[str, Path]:
     """Extract `members` (None: every regular file) of a tar or zip `archive` under `dest`.
@@ -42,7 +47,7 @@ def safe_extract(archive: Path, dest: Path, members: Collection[str] | None = No
     elif tarfile.is_tarfile(archive):
         got = _extract_tar(archive, dest, wanted)
     else:
-        raise DownloadError(f"{archive}: neither a tar nor a zip archive")
+        raise NotAnArchiveError(f"{archive}: neither a tar nor a zip archive")
     if wanted is not None and wanted - set(got):
         raise DownloadError(f"{archive}: no member(s) {', '.join(sorted(wanted - set(got)))}")
     return got

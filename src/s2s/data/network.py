@@ -17,15 +17,16 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from s2s.data.archives import safe_extract
+from s2s.data.archives import NotAnArchiveError, safe_extract
 from s2s.data.files import DownloadError, copy_with_progress, corpus_dir, file_stats, recorded
 from s2s.data.http import discard, fetch
 from s2s.data.sources import Corpus, Part, Remote, raw_names
 from s2s.io import atomic_open
 
-# What reading a cut or garbled archive or .gz raises. Remotes without a checksum (multi30k's)
-# pass verification as they are, so a download cut short is only seen here.
-_DAMAGED = (EOFError, zlib.error, gzip.BadGzipFile, tarfile.ReadError, zipfile.BadZipFile)
+# What reading a cut or garbled archive or .gz raises. Remotes without a checksum (multi30k's,
+# Tatoeba's zip) pass verification as they are, so a download cut short is only seen here.
+_DAMAGED = (EOFError, zlib.error, gzip.BadGzipFile, tarfile.ReadError, zipfile.BadZipFile,
+            NotAnArchiveError)
 
 
 def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
