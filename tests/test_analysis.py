@@ -229,6 +229,27 @@ def test_representations():
     torch.testing.assert_close(top, state.h[-1])
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("arch", ["cho", "attention"])
+def test_figure2_reads_the_encoders_own_final_state_not_the_decoders_start(arch, reverse):
+    """Cho et al.'s and the attention model's decoders start from tanh(W x) of the encoder's
+    final state x: Figure 2 draws x, each sentence's as if read alone (no padding)."""
+    model = tiny("gru", reverse=reverse, arch=arch)
+    top = probes.sentence_vectors(model, SRC, LENGTHS, representation="top")
+    assert top.shape == (3, 8 if arch == "cho" else 16)
+    for n, length in enumerate(LENGTHS.tolist()):
+        alone = SRC[n: n + 1, :length]
+        x = model.source(alone, LENGTHS[n: n + 1])  # (1, S, E), in reading order
+        if arch == "cho":  # a stack of our own: (h, c) of each layer, (L, 1, H)
+            _, (h_n, _) = model.encoder(x, lengths=LENGTHS[n: n + 1])
+            want = h_n[-1, 0]
+        else:  # nn.GRU, bidirectional: (2L, 1, H), per layer forward then backward
+            _, h_n = model.encoder(x)
+            want = torch.cat([h_n[-2, 0], h_n[-1, 0]])
+        torch.testing.assert_close(top[n], want)
+        assert not torch.allclose(top[n, :8], model.encode(alone, LENGTHS[n: n + 1]).h[-1, 0])
+
+
 # --- the stage and the report --------------------------------------------------------------------
 
 

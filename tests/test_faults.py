@@ -883,6 +883,13 @@ TRAIN = ["train", "forward"]
      "it needs a one-directional recurrent encoder"),
     (_edit(["analysis", "memory_models"], ["reversed_9"]), TRAIN,
      "'analysis.memory_models[0]' names model 'reversed_9', which is not under 'models'"),
+    # an empty memory_models traces analysis.models, each of which must then have the memory
+    (lambda raw: _edit(["analysis", "memory_models"], [])(
+        _edit(["analysis", "models"], ["forward", "reversed_1", "attention"])(raw)), TRAIN,
+     "'analysis.models[2]' names model 'attention' (attention), which cannot do this: it needs "
+     "a one-directional recurrent encoder"),
+    (_edit(["analysis", "max_position"], 2), TRAIN,
+     "'analysis.max_position' must be >= 3, got 2"),
 ])
 def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit, command, says):
     params = write_params(tmp_path / "params.yaml",

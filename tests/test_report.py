@@ -898,6 +898,15 @@ def test_the_reversal_argument_holds_only_where_every_early_snapshot_agrees():
     assert "0.4 vs forward 0.2 (2.00x); no snapshot of training was measured" in got.evidence
     assert "with no interval" in got.evidence
 
+    # no test sentence long enough was measured: no interval, no verdict ("cannot tell"), not
+    # "no significant difference" read off NaN bounds
+    empty = diff((0.25, float("nan"), float("nan")), (0.5, float("nan"), float("nan")))
+    empty["sentences"] = 0
+    got = reach_claim(first, empty)
+    assert got.status == verdicts.UNKNOWN and "no test sentence long enough" in got.evidence
+    nan_first = first.assign(mean_norm=float("nan"))
+    assert reach_claim(nan_first, diff()).status == verdicts.UNKNOWN
+
 
 def test_without_early_snapshots_the_reach_verdict_and_its_sections_rest_on_the_end(tmp_path):
     """The published run's analyses with its early snapshots (epochs 0.25, 0.5) taken out: the

@@ -210,7 +210,9 @@ class AnalysisConfig:
     models: tuple[str, ...] = ("forward", "reversed_1")  # the forward and the reversed model
     phrases: tuple[str, ...] = ()  # Figure 2's phrases, raw English
     sentences: int = field(default=1000, metadata=rng(1))  # test sentences for the statistics
-    max_position: int = field(default=20, metadata=rng(1))  # source positions of gradient reach
+    # source positions of gradient reach; at least the first 3, which the claim compares
+    # (s2s.analysis.outputs.FIRST)
+    max_position: int = field(default=20, metadata=rng(3))
     attention_system: str | None = None  # whose attention weights the report draws
     # a Transformer system whose cross-attention the report draws beside them (same sentences)
     cross_attention_system: str | None = None
@@ -924,10 +926,19 @@ def _check_report(p: Params) -> None:
 
 def _check_analysis(p: Params) -> None:
     a = p.analysis
-    for key, names, what in (("analysis.models", a.models, "analysis"),
-                             ("analysis.memory_models", a.memory_models, "memory")):
-        for i, m in enumerate(names):
-            _check_capable_model(p, f"{key}[{i}]", m, what)
+    for i, m in enumerate(a.models):
+        _check_capable_model(p, f"analysis.models[{i}]", m, "analysis")
+    # The memory analysis traces analysis.models where memory_models is empty or not written.
+    key = "analysis.memory_models" if a.memory_models else "analysis.models"
+    for i, m in enumerate(a.memory_models or a.models):
+        try:
+            _check_capable_model(p, f"{key}[{i}]", m, "memory")
+        except ConfigError as e:
+            if a.memory_models:
+                raise
+            raise ConfigError(f"{e}; 'analysis.memory_models' is empty or not written, so the "
+                              f"memory analysis traces 'analysis.models': name the models it "
+                              f"should trace in 'analysis.memory_models'") from None
     if a.attention_system is not None:
         _check_one_model_system(p, "analysis.attention_system", a.attention_system,
                                 "attention_map")

@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("s2s.analysis")
 
-# "The first source words" of the reversal argument (§3.3): original positions 1..FIRST.
+# "The first source words" of the reversal argument (§3.3): original positions 1..FIRST
+# (analysis.max_position may not be below it: s2s.config.AnalysisConfig).
 FIRST = 3
 FIRST_STATISTICS = {
     "first_share": f"each sentence's share of its gradient norm at source positions 1-{FIRST}",

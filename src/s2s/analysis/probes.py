@@ -30,7 +30,9 @@ import torch
 from torch import Tensor, nn
 
 from s2s.data.vocab import SPECIALS, Vocab
+from s2s.model.attention import AttentionState
 from s2s.model.base import reverse_padded
+from s2s.model.cho import ChoState
 from s2s.model.gru import ChoGRU
 from s2s.model.lstm import PeepholeLSTM, StandardLSTM
 from s2s.model.encdec import EncoderDecoder, State
@@ -114,16 +116,36 @@ def batch_ids(seqs: Sequence[Sequence[int]], pad: int) -> tuple[Tensor, Tensor]:
     return src, lengths
 
 
+def encoder_summary(state: State, lengths: Tensor) -> Tensor | None:
+    """The encoder's own final state where the decoder starts from a projection of it (its state
+    holds tanh(W x), not x): Cho et al.'s summary c, the top encoder layer's final h (N, H); for
+    the attention model, its top layer's forward state after the last word beside its backward
+    state after the first (N, 2H), what that projection reads. None for seq2seq, whose decoder
+    starts from the encoder's states themselves."""
+    if isinstance(state, ChoState):
+        return state.summary
+    if isinstance(state, AttentionState):
+        H = state.memory.shape[-1] // 2
+        last = (lengths.to(state.memory.device) - 1).clamp(min=0)  # reading order, right-padded
+        rows = torch.arange(state.memory.shape[0], device=state.memory.device)
+        return torch.cat([state.memory[rows, last, :H], state.memory[:, 0, H:]], dim=-1)
+    return None
+
+
 @torch.no_grad()
 def sentence_vectors(model: EncoderDecoder, src: Tensor, lengths: Tensor, *,
                      representation: str = "top") -> Tensor:
     """One vector per sentence from the encoder's final state: "top", the top layer's hidden
-    state h (N, H) (the paper's "LSTM hidden states"; the decoder's first prediction reads it);
-    "all", h of all layers (N, L*H); "state", h and c of all layers (N, 2*L*H) (h alone for a GRU)."""
+    state h (N, H) (the paper's "LSTM hidden states"; the decoder's first prediction reads it),
+    for Cho et al.'s and the attention model the encoder's own (:func:`encoder_summary`, not the
+    decoder's start computed from it); "all", h of all layers (N, L*H); "state", h and c of all
+    layers (N, 2*L*H) (h alone for a GRU). "all" and "state" are the decoder's start for those
+    two models, which keep no more of their encoders' final states."""
     state = model.encode(src, lengths)
     N = src.shape[0]
     if representation == "top":
-        return state.h[-1]  # (N, H)
+        summary = encoder_summary(state, lengths)
+        return state.h[-1] if summary is None else summary  # (N, H) or (N, 2H)
     if representation == "all":
         return state.h.transpose(0, 1).reshape(N, -1)  # (N, L*H)
     if representation == "state":

@@ -77,6 +77,10 @@ def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
     basis = reach_basis(diff)
     if basis.part != "point":
         share, judged = first_share(diff), basis.rows
+        if (judged["sentences"] == 0).any() or not judged[["lo", "hi"]].notna().all(axis=None):
+            return claim(key, UNKNOWN, "no test sentence long enough for the gradient reach was "
+                         "measured (the analyze stage's test sentences of at least its minimum "
+                         "length): no interval; " + basis.story)
         # holds when every judged interval is above 0, as verdict_of judges a claim
         status = (HOLDS if (judged["lo"] > 0).all() else FAILS if (judged["hi"] < 0).any()
                   else NO_DIFFERENCE)
@@ -108,6 +112,9 @@ def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
     if len(fwd) and len(rev):
         f, r = fwd.iloc[0], rev.iloc[0]
         nf, nr = f["mean_norm"], r["mean_norm"]
+        if not (pd.notna(nf) and pd.notna(nr)):
+            return claim(key, UNKNOWN, "no test sentence long enough for the gradient reach was "
+                         "measured: no mean gradient norm; " + basis.story)
         return claim(key, HOLDS if nr > nf else FAILS,
                      f"mean gradient norm of -log p(y_1) at source positions 1-{FIRST} at the "
                      f"end of training: {r['model']} {nr:.3g} vs {f['model']} {nf:.3g} "
