@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -320,10 +321,45 @@ def test_provenance(report):
     assert f"profile: {report['params'].profile}" in md
     assert params_sha.hexdigest() in md
     assert "git revision: unknown" in md  # tmp_path is not a git repository
+    assert re.search(r"- code: s2s-repro \S+, (git revision [0-9a-f]{40}|not in a git checkout)",
+                     md)  # so the code that rendered it is named on a line of its own
     assert "sacrebleu 2." in md and "torch " in md
     assert ("wmt14.newstest2014: 2 file(s) with sha256, en: 3,003, fr: 3,003 lines, from "
             "https://www.statmt.org/wmt14/test-full.tgz") in md
     assert "| en | " in md and "3.10%" in md  # the vocabulary table: UNK rate of test
+
+
+def test_the_revision_names_the_code_and_marks_uncommitted_changes_to_it(tmp_path):
+    from s2s.report.provenance import revision_lines
+
+    def git(where, *args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              cwd=where, check=True, capture_output=True, text=True).stdout.strip()
+
+    project = tmp_path / "project"
+    (project / "src" / "s2s").mkdir(parents=True)
+    code = project / "src" / "s2s"
+    (code / "a.py").write_text("x = 1\n")
+    (project / "params.yaml").write_text("profile: t\n")
+    git(project, "init", "-q")
+    git(project, "add", ".")
+    git(project, "commit", "-qm", "one")
+    head = git(project, "rev-parse", "HEAD")
+    assert revision_lines(project, code) == [f"git revision: {head}"]
+    (code / "scratch.py").write_text("")  # untracked: not part of the code
+    (project / "params.yaml").write_text("profile: u\n")  # the project's, not the code's
+    assert revision_lines(project, code) == [f"git revision: {head}"]
+    (code / "a.py").write_text("x = 2\n")
+    assert revision_lines(project, code) == [
+        f"git revision: {head}, with uncommitted changes to the code"]
+    # the code from elsewhere (an installed package, another clone): named on its own line
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    lines = revision_lines(project, elsewhere)
+    assert lines[0] == f"git revision: {head}"
+    assert re.fullmatch(r"code: s2s-repro \S+, not in a git checkout", lines[1])
+    assert revision_lines(elsewhere, code)[1].endswith(
+        f"git revision {head}, with uncommitted changes to the code")
 
 
 def test_a_metrics_file_of_a_model_the_profile_no_longer_names_is_read_by_no_stage(tmp_path):
