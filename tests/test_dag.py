@@ -328,3 +328,22 @@ def test_a_stage_declaration_refuses_a_flag_its_command_lacks():
         dag.command("s", "s", args, parts={"--also": ()})
     stage = dag.command("s", "s", args, include=("--extra",), parts={"--out": ("a", "b")})
     assert stage.cmd == "s2s s --out x --extra y" and stage.deps == ("x/a", "x/b", "y")
+
+
+def test_names_that_differ_only_in_dash_and_underscore_are_refused_naming_both(tmp_path):
+    """fwd-1 and fwd_1 are two DVC stages but one Snakemake rule (train_fwd_1, one log file):
+    Snakemake stopped with "The name train_fwd_1 is already used by another rule"."""
+    import yaml
+
+    from s2s import dag
+    from helpers import profile_dict
+
+    params = profile_dict("smoke")
+    for name in ("fwd-1", "fwd_1"):
+        params["models"][name] = {"reverse_source": False, "init_seed": 21, "order_seed": 121}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    with pytest.raises(dag.DagError, match=f"^{path}: stages train-fwd-1 and train-fwd_1 differ "
+                                           "only in - and _, and Snakemake names both "
+                                           "train_fwd_1: rename"):
+        pipeline.generate(load(path))

@@ -437,3 +437,20 @@ def test_an_error_of_the_code_inside_a_lock_edit_is_its_own_not_a_damaged_lock_f
     with pytest.raises(projectlock.DamagedLockFile, match=r"rwlock"):
         with projectlock._editing(repo, False):
             pass
+
+
+def test_a_model_params_names_that_dvc_yaml_lacks_stops_the_check_naming_dag_write(tmp_path):
+    """`dvc exp run -S models.reversed_6=...` edits params.yaml but not dvc.yaml: the experiment
+    would run the old stages and list reversed_6 as not run. The check stage stops it first."""
+    need_mirror()
+    repo = make_project(tmp_path / "repo")
+    params = profile_dict("smoke")
+    params["models"]["reversed_6"] = {"reverse_source": True, "init_seed": 16, "order_seed": 116}
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = s2s(["check", "--out", "metrics/params.json"], repo)
+    one_line_error(proc, "ConfigError: ", "dvc.yaml is not what ", "params.yaml generates (a "
+                   "model, system or rescorer added or removed): run `s2s dag write` first",
+                   status=1)
+    assert not (repo / "metrics" / "params.json").exists()
+    run([str(BIN / "s2s"), "dag", "write"], repo)
+    assert s2s(["check", "--out", "metrics/params.json"], repo).returncode == 0

@@ -218,6 +218,38 @@ def test_a_job_hears_the_threads_snakemake_gave_it(plan_repo):
     assert given.keys() == job_threads(out).keys() - {"all"}  # every job with a command is told
 
 
+def test_a_change_of_params_no_result_reads_reruns_only_the_check(tmp_path):
+    """The check stage rewrites metrics/params.json (always the same bytes) whenever the file
+    changes; download, train and rescore wait for it. Snakemake compares times, so without care
+    a new `resources.train.runtime` planned all 51 jobs again. Only the check reruns; a value a
+    stage reads reruns that stage and what follows it (the rule's `params`)."""
+    repo = project(tmp_path / "repo", "default")
+    for stage in pipeline.generate(load(repo / "params.yaml")):  # every result, made already
+        for out in stage.outs:
+            path = repo / out.path
+            if out.is_dir:
+                path.mkdir(parents=True, exist_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+    snakemake(repo, "--touch", "--cores", "1")
+    dry = snakemake(repo, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+
+    params = profile_dict("default")
+    params["resources"]["train"]["runtime"] = 480
+    time.sleep(1.1)  # a modification time Snakemake sees as later
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert planned_jobs(snakemake(repo, "-n").stdout) == {"check_params": 1, "all": 1}
+    params["models"]["reversed_3"]["order_seed"] += 1000  # read by that model's training
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    jobs = planned_jobs(snakemake(repo, "-n").stdout)
+    assert jobs["check_params"] == 1 and jobs["train_reversed_3"] == 1
+    assert jobs["translate_ensemble5"] == 1  # what reads the model
+    assert "train_reversed_1" not in jobs and "prepare" not in jobs
+    assert "translate_forward" not in jobs
+
+
 def test_lint_leaves_only_the_software_deployment_lint(plan_repo):
     """The one lint left asks for a conda environment or container per rule; the rules run the
     project's own `s2s` from the environment Snakemake runs in (README)."""

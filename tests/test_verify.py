@@ -93,6 +93,9 @@ def test_a_folder_that_is_not_a_run_or_a_run_of_another_profile_is_exit_2(runs, 
     (tmp_path / "empty").mkdir()
     proc = _verify(tmp_path, tmp_path / "empty", "--against", ref)
     assert proc.returncode == 2 and "not a run" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _verify(tmp_path, rerun, "--against", tmp_path / "empty")  # says which side
+    assert proc.returncode == 2 and f"the reference (--against): {tmp_path / 'empty'}: not a run" \
+        in proc.stderr
     params = rerun / "params.yaml"
     params.write_text(params.read_text().replace("profile: smoke", "profile: default", 1))
     proc = _verify(tmp_path, rerun, "--against", ref)
@@ -131,6 +134,14 @@ def test_a_run_of_other_settings_is_not_a_rerun_but_one_on_other_hardware_is(run
     assert train in text and "\n  epochs: 1.0 " in text
     # where and how it ran (a device, a thread count) is not another configuration
     params.write_text(text.replace(train, "\ntrain:\n  device: cpu\n  threads: 2\n", 1))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # nor a smaller batch for rescoring's memory, as for translation's
+    import yaml
+    raw = yaml.safe_load(text)
+    raw["rescore"]["batch_size"] = raw["rescore"].get("batch_size", 64) + 1
+    raw["translate"]["batch_size"] = raw["translate"].get("batch_size", 64) + 1
+    params.write_text(yaml.safe_dump(raw, sort_keys=False))
     proc = _verify(tmp_path, rerun, "--against", ref)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     params.write_text(text.replace("\n  epochs: 1.0 ", "\n  epochs: 2.0 ", 1))

@@ -374,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=_cmd_verify)
     s.add_argument("run", type=Path, help="a run: a folder with params.yaml and metrics/")
     s.add_argument("--against", type=Path, default=Path("reports/default"),
-                   help="the reference run (the published default run)")
+                   help="the reference run: the published run of the default profile "
+                        "(reports/default, from the folder the command runs in)")
 
     s = sub.add_parser(
         "plots", formatter_class=_Help,

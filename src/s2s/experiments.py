@@ -9,7 +9,7 @@ experiments (in blocks that fit ``--width``):
 - the params whose values differ between the experiments shown (and nothing else of params);
 - test perplexity of every model, tokenised BLEU of every system at its widest beam and of every
   rescoring output (``metrics/summary.json``);
-- every claim's verdict (``metrics/claims.json``, written by the report stage).
+- every claim's verdict (``metrics/claims.json``, written by the claims stage).
 
 No dependency hash, no unchanged param. A value an experiment lacks (a model its params do not
 have, a stage that failed) is ``-``. A file DVC could not read (cut mid-JSON: DVC's

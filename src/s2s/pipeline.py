@@ -55,6 +55,12 @@ def generate(params: Params) -> list[dag.Stage]:
     if dupes:
         raise dag.DagError(f"{params.source}: two stages are both named {dupes[0]}: a model, "
                            f"system or rescorer name collides with another stage's")
+    rules: dict[str, str] = {}  # Snakemake's rule name (and log file) of each stage: - becomes _
+    for s in result:
+        if rules.setdefault(s.rule, s.name) != s.name:
+            raise dag.DagError(f"{params.source}: stages {rules[s.rule]} and {s.name} differ only "
+                               f"in - and _, and Snakemake names both {s.rule}: rename a model, "
+                               f"system or rescorer")
     return result
 
 

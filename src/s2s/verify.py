@@ -19,7 +19,8 @@ verdict or not; a claim missing from either run is "not run", never a verdict. T
 0 when every claim of the reference has the same verdict in RUN, 1 otherwise; 2 when RUN or the
 reference is not a run, or they are not runs of one configuration: of different profiles, or of
 one profile whose settings differ but for where and how it ran (:data:`HOW`: the scheduler's
-resources, devices, threads, precision, translation batch size, log and checkpoint cadence).
+resources, devices, threads, precision, translation and rescoring batch sizes, log and
+checkpoint cadence).
 
 A run is a folder with ``params.yaml`` and ``metrics/`` (``train/<model>.json``, ``bleu.json``,
 ``claims.json``): a project after ``dvc repro``, or a published copy such as ``reports/default``.
@@ -50,7 +51,8 @@ NEW_CLAIM = "not in the reference"
 # first for `resources`. Params.source, .written and .origins say where the file is, what it
 # spells out and which profile wrote each key.
 HOW = frozenset({"device", "threads", "amp", "log_every", "checkpoint_every"})
-HOW_KEYS = frozenset({"resources", "source", "written", "origins", "translate.batch_size"})
+HOW_KEYS = frozenset({"resources", "source", "written", "origins", "translate.batch_size",
+                      "rescore.batch_size"})
 
 
 class NotARun(ValueError):
@@ -284,7 +286,11 @@ def _num(v: float | None) -> str:
 
 
 def main(run_dir: Path, against: Path) -> int:
-    ref, run = read_run(against), read_run(run_dir)
+    try:
+        ref = read_run(against)
+    except NotARun as e:
+        raise NotARun(f"the reference (--against): {e}") from None
+    run = read_run(run_dir)
     lines, claims = compare(run, ref)
     print(render(run, ref, lines, claims), end="")
     if ref.claims is None:

@@ -47,6 +47,23 @@ def main(params_file: Path, *, out: Path) -> None:
 
     if Path(params_file).name == Path(PARAMS_FILE).name:  # the file DVC reads (Snakemake may run a profile)
         require_complete(params_file)
+        _require_current_dag(Path(params_file))
 
     ParamsCheck(valid=True, name_pattern=NAME_PATTERN.pattern).write(out)
     log.info("%s is valid; wrote %s", params_file, out)
+
+
+def _require_current_dag(params_file: Path) -> None:
+    """The dvc.yaml beside `params_file`, where there is one, is what the file generates: a model
+    or system `dvc exp run -S` adds (or removes) is a stage only after `s2s dag write`, and an
+    experiment that ran the old stages would list the new model as not run."""
+    from s2s import pipeline
+    from s2s.config import ConfigError, load
+
+    dvc_yaml = params_file.parent / "dvc.yaml"
+    if dvc_yaml.is_file() and pipeline.stale(load(params_file), dvc_yaml):
+        raise ConfigError(f"{dvc_yaml} is not what {params_file} generates (a model, system or "
+                          f"rescorer added or removed): run `s2s dag write` first (an "
+                          f"experiment that adds one: edit params.yaml, `s2s dag write`, then "
+                          f"`dvc exp run`, not `dvc exp run -S`)")
+

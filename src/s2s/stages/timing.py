@@ -12,8 +12,8 @@ sentences in turns, system 1, system 2, ..., then again, `timing.repetitions` ti
 process on one thread, so that a slow
 moment of the machine falls on both sides of the comparison and the claim can give an interval
 of the difference over repetitions. The decoding is the translate stage's (same batching,
-precision and search); its hypotheses are not kept. Only the report reads this file: re-timing
-reruns nothing else.
+precision and search); its hypotheses are not kept. Only the claims and report stages read this
+file: re-timing reruns nothing else.
 """
 
 from __future__ import annotations
