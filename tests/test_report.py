@@ -728,6 +728,24 @@ def test_with_one_seed_a_comparison_of_single_models_has_no_verdict():
     resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
     assert resc.status == "holds" and "higher for 1 of 2" in resc.evidence
     assert got["5 models at beam 2 cost less than 1 model at beam 12"].status == "cannot tell"
+    # the summary tells the difference over the one seed pair from the test sentences' one
+    from s2s.report.sections.summary import difference_text
+
+    assert [difference_text(d) for d in rev.differences] == [
+        "reversed - forward: +2.50 BLEU [+0.50, +4.00]",
+        "reversed - forward: +2.50 BLEU, 1 seed pair: no interval"]
+
+
+def test_a_claim_not_run_names_only_the_rows_no_output_of_ours_answers():
+    params = load(FIXTURE)
+    table1 = {k: v for k, v in params.report.table1.items() if k != "ensemble5_beam2"}
+    params = dataclasses.replace(params, report=dataclasses.replace(params.report, table1=table1))
+    bleu = {"translate": {"forward": {"12": _entry(11.0)}, "reversed": {"12": _entry(13.5)}},
+            "rescore": {"baseline": _entry(13.0)}}
+    got = {c.key: c for c in claims_.claims(params, _bleu(bleu), _train({}), {})}
+    assert got["cost"].status == verdicts.NOT_RUN
+    assert got["cost"].evidence == ("no output of ours answers the paper's row 'ensemble5_beam2' "
+                                    "(params report.table1)")
 
 
 def test_single_model_claims_need_the_bootstrap_and_the_interval_over_seeds(tmp_path):

@@ -40,12 +40,14 @@ def claim(key: str, status: str, evidence: str, *, ours: str = "",
 
 def difference(label: str, unit: str, value: float, interval: tuple[float, float] | None = None,
                over: str = "") -> ClaimDifference:
-    """A difference, with its 95% interval over `over` where there is one."""
+    """A difference, with its 95% interval over `over` where there is one. Without one, `over`
+    stays where it says what the value is over (a mean over "1 seed pair", which the report
+    must not show as if it were a test-set difference); the bootstrap's is dropped."""
     lo, hi = interval if interval is not None else (None, None)
     return ClaimDifference(label=label, unit=unit, value=float(value),
                            lo=None if lo is None else float(lo),
                            hi=None if hi is None else float(hi),
-                           over=over if interval is not None else "")
+                           over=over if interval is not None or over != BOOTSTRAP else "")
 
 
 def sign_of(d, delta: float) -> int:

@@ -16,8 +16,9 @@ Writes (under ``<out>``, i.e. ``reports/``)
   ``figures/figure3.png``, ``figures/learning_curves.png``, and with the optional inputs
   ``figures/attention.png`` and ``figures/analysis_*.png``.
 
-Anything optional that is missing (a system not decoded, no timing, no rescoring) shows up as
-"not run" with the reason; nothing is dropped and nothing is invented.
+Anything optional that is missing (a system not decoded, no timing) shows up as "not run" with
+the reason; nothing is invented. A profile with no rescoring (`rescore.baseline` null) has no
+Table 2: it is left out, and the summary lists its claims as not run.
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ def difference_text(d: ClaimDifference) -> str:
     text = f"{d.label}: {num(d.value)} {d.unit}"
     if d.lo is not None and d.hi is not None:
         text += f" [{num(d.lo)}, {num(d.hi)}]" + (f", {d.over}" if d.over != BOOTSTRAP else "")
+    elif d.over:  # a mean over seeds with no interval (one seed pair)
+        text += f", {d.over}: no interval"
     return text
 
 
