@@ -216,3 +216,10 @@ def test_checkpoint_round_trip_and_vocab_mismatch(tmp_path, arch):
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(checkpoint.CheckpointError, match="not a readable checkpoint"):
         checkpoint.load_model(path, src_vocab=src, tgt_vocab=tgt)
+    # a pickle of other objects: refused, and never with torch's advice to load it unsafely
+    import fractions
+    torch.save({"format": checkpoint.FORMAT, "model": fractions.Fraction(1, 3)}, path)
+    with pytest.raises(checkpoint.CheckpointError) as e:
+        checkpoint.load_model(path, src_vocab=src, tgt_vocab=tgt)
+    assert str(e.value) == (f"{path}: not an s2s checkpoint: it holds objects other than tensors "
+                            "and plain values, which are not loaded")

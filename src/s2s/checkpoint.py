@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,13 @@ def load_payload(path: Path) -> dict:
         raise CheckpointError(f"{path}: not a readable checkpoint (an empty file, 0 bytes)")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "weights only load failed" not in str(e).lower():
+            raise CheckpointError(f"{path}: not a readable checkpoint ({_first_line(e)})") from None
+        # torch's message goes on to advise loading it with weights_only=False: never for a file
+        # whose objects the safe loader refuses (a pickle can run any code when it is read)
+        raise CheckpointError(f"{path}: not an s2s checkpoint: it holds objects other than "
+                              f"tensors and plain values, which are not loaded") from None
     except Exception as e:  # truncated, corrupted, or not a torch file at all
         raise CheckpointError(f"{path}: not a readable checkpoint ({_first_line(e)})") from None
     fmt = payload.get("format") if isinstance(payload, dict) else None

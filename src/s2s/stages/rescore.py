@@ -6,7 +6,10 @@ Reads:  the baseline's n-best list in Moses format (``id ||| hypothesis ||| feat
         checkpoints, params `rescore`.
 Writes: ``<out>/<rescorer>.{tok,detok}.fr``: per sentence the hypothesis with the best
         ``(1 - weight) * baseline score + weight * LSTM log-probability`` (weight 0.5: the paper's
-        even average). The rescorer ``oracle`` instead writes ``<out>/baseline.*`` (the
+        even average). The LSTM scores each hypothesis as a finished sentence, <eos>
+        included; the baseline's score of a hypothesis its search cut at the length limit has no
+        <eos> (s2s.decode.beam), so rescoring counts against such a hypothesis what the
+        baseline did not: unfinished output is penalised. The rescorer ``oracle`` instead writes ``<out>/baseline.*`` (the
         baseline's own 1-best) and ``<out>/oracle.*`` (per sentence, the hypothesis with the best
         sentence-level BLEU against the reference: an upper bound of any rescoring).
 """
