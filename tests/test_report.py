@@ -1273,3 +1273,30 @@ def test_an_ensembles_interval_is_over_its_members_not_over_runs():
     assert not paired.one_run and paired.over == "3 seed pairs"
     single = SeedStats(worse=(9.0,), better=(7.0,), diffs=(2.0,))
     assert not single.one_run and single.over == "1 seed pair"
+
+
+def test_the_length_drop_is_labelled_with_what_its_file_compares_and_the_note_with_the_models():
+    """A length_drop.csv compares each drop with the evaluate stage's figure3_system
+    (ensemble5 in the published run); read under params whose figure3_system is another
+    (as quick's: reversed against forward), the column still names ensemble5, and the note does
+    not say that attention models are drawn when the compared models are LSTMs."""
+    import types
+
+    from s2s.report.sections import figure3
+
+    root = Path(__file__).resolve().parents[1]
+    params = load(root / "profiles" / "default.yaml")
+    params = dataclasses.replace(params, report=dataclasses.replace(
+        params.report, figure3_system="reversed", figure3_compare=("forward",)))
+    art = types.SimpleNamespace(length_drop=pd.read_csv(
+        root / "reports" / "default" / "metrics" / "length_drop.csv", keep_default_na=False,
+        dtype={"beam": str}))
+    table = figure3.length_drop_table(params, art)
+    column = "drop minus ensemble5's (95% CI)"
+    assert column in table.columns
+    rows = dict(zip(table["system"], table[column]))
+    assert rows["forward beam 12"] == "-14.82 (-22.66 to -8.18)"  # forward - ensemble5
+    P = figure3.prose("figure3")
+    assert "no model that looks back" in P.length_drop_note(False)
+    assert "Transformer" in P.length_drop_note(True)
+

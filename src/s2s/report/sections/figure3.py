@@ -25,7 +25,9 @@ def sections(ctx: Context) -> list[Section]:
     compare = params.report.figure3_compare
     drop = length_drop_table(params, ctx.art)
     if drop is not None and compare:
-        parts.append(Table(P.length_drop_title(), drop, (P.length_drop_note(),), "length"))
+        attend = all(params.model_config(params.systems[s].members[0]).arch
+                     in ("attention", "transformer") for s in compare)
+        parts.append(Table(P.length_drop_title(), drop, (P.length_drop_note(attend),), "length"))
     elif compare and len(ctx.art.groups):  # said once, by figure3_none, where there are no groups
         parts.append(P.length_drop_none([params.report.figure3_system, *compare]))
     return [Section("Figure 3: BLEU by sentence length and word rarity", parts)]
@@ -74,6 +76,9 @@ def length_drop_table(params: Params, art: Artifacts) -> pd.DataFrame | None:
     want = [(params.report.figure3_system, str(params.report.figure3_beam))] + [
         (s, str(compare_beam(params, s))) for s in params.report.figure3_compare]
     d = art.length_drop.set_index(["system", "beam"])
+    # what each drop is compared with, as the evaluate stage wrote it (a file of another
+    # figure3_system, read directly, must not be labelled with this one)
+    reference = next((str(r) for r in d["reference"] if isinstance(r, str) and r), None)
     rows = []
     for system, beam in want:
         if (system, beam) not in d.index:
@@ -87,7 +92,7 @@ def length_drop_table(params: Params, art: Artifacts) -> pd.DataFrame | None:
             f"BLEU, {r['long_label']} words": round(float(r["long_bleu"]), 2),
             "drop (95% CI)": f"{float(r['drop']):.2f} ({float(r['drop_lo']):.2f} to "
                              f"{float(r['drop_hi']):.2f})",
-            f"drop minus {want[0][0]}'s (95% CI)":
-                "" if system == want[0][0] or diff == "" else
+            f"drop minus {(reference or want[0][0]).split(' beam ')[0]}'s (95% CI)":
+                "" if f"{system} beam {beam}" == reference or diff == "" else
                 f"{float(diff):+.2f} ({float(r['diff_lo']):+.2f} to {float(r['diff_hi']):+.2f})"})
     return pd.DataFrame(rows) if rows else None
