@@ -220,9 +220,10 @@ def test_a_job_hears_the_threads_snakemake_gave_it(plan_repo):
 
 def test_a_change_of_params_no_result_reads_reruns_only_the_check(tmp_path):
     """The check stage rewrites metrics/params.json (always the same bytes) whenever the file
-    changes; download, train and rescore wait for it. Snakemake compares times, so without care
-    a new `resources.train.runtime` planned all 51 jobs again. Only the check reruns; a value a
-    stage reads reruns that stage and what follows it (the rule's `params`)."""
+    changes; download, train and rescore waited for it. Snakemake compares times, so a new
+    `resources.train.runtime` planned all 51 jobs again. Only the check and the report (which
+    prints the file's sha256) rerun; a value a stage reads reruns that stage and what follows
+    it (its stamp)."""
     repo = project(tmp_path / "repo", "default")
     for stage in pipeline.generate(load(repo / "params.yaml")):  # every result, made already
         for out in stage.outs:
@@ -240,7 +241,8 @@ def test_a_change_of_params_no_result_reads_reruns_only_the_check(tmp_path):
     params["resources"]["train"]["runtime"] = 480
     time.sleep(1.1)  # a modification time Snakemake sees as later
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    assert planned_jobs(snakemake(repo, "-n").stdout) == {"check_params": 1, "all": 1}
+    assert planned_jobs(snakemake(repo, "-n").stdout) == {"check_params": 1, "report": 1,
+                                                          "all": 1}  # its sha256 of the file
     params["models"]["reversed_3"]["order_seed"] += 1000  # read by that model's training
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     jobs = planned_jobs(snakemake(repo, "-n").stdout)

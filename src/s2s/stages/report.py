@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from s2s import arch
-from s2s.config import Params
+from s2s.config import PARAMS_FILE, Params
 from s2s.dag import Arg, Stage, command
 from s2s.layout import (BLEU_FILE, CLAIMS_OUT, COST_FILE, CURVES_DIR, LENGTH_DROP_FILE,
                         PREPARE_METRICS, TRAIN_DIR, VOCAB_METRICS, ReportPaths, prepared_name,
@@ -67,7 +67,9 @@ def stages(params: Params) -> list[Stage]:
                # the examples
                "--prepared": (*prepared_names("test", "raw"), prepared_name("test", "fr")),
                "--out": ("report.md", "report.html", "tables", "figures")},
-        deps=(f"outputs/evaluate/{LENGTH_DROP_FILE}", *DATA_FILES),  # beside --groups; the words
+        # beside --groups; the words; the parameter file, whose sha256 the provenance prints
+        # (it changes with keys no stage of the report reads: seconds to render again)
+        deps=(f"outputs/evaluate/{LENGTH_DROP_FILE}", *DATA_FILES, PARAMS_FILE),
         params=("profile", "data", "vocab", "model", "models", "systems", "rescore",
                 "evaluate.min_group", "report", *(("timing",) if cost else ())),
         code=arch.modules(params, params.models, part="config"))]  # the models table's words
