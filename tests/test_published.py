@@ -10,6 +10,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import BIN
 from helpers import report_args
 
@@ -40,3 +42,43 @@ def test_the_published_report_is_what_this_code_renders_from_the_published_outpu
     for table in ("table1.csv", "table2.csv", "claims.csv"):
         assert (tmp_path / "report" / "tables" / table).read_text() == \
             (PUBLISHED / "tables" / table).read_text(), table
+
+
+def test_the_report_replaces_its_folders_whole_and_a_failure_leaves_the_old_ones(tmp_path,
+                                                                                  monkeypatch):
+    """tables/ and figures/ are written under temporary names and replace the old folders when
+    complete: a file of an earlier report (another profile's Table 2) does not stay beside the
+    new ones, and a report that fails midway leaves the old one whole and no temporary folder."""
+    from s2s.config import load
+    from s2s.layout import ReportPaths
+    from s2s.stages import report as stage
+
+    P, out = PUBLISHED, tmp_path / "report"
+    paths = ReportPaths(metrics=P / "metrics", translate=P / "outputs" / "translate",
+                        groups=P / "metrics" / "figure3.csv",
+                        manifest=P / "data" / "raw" / "manifest.json",
+                        attention=P / "analysis" / "attention_weights.json",
+                        analysis=P / "analysis", prepared=P / "data" / "prepared",
+                        cost=P / "timing" / "cost.json",
+                        claims=P / "outputs" / "claims" / "claims.json", out=out)
+    params = load(P / "params.yaml")
+    for old in (out / "tables" / "stale.csv", out / "figures" / "stale.png"):
+        old.parent.mkdir(parents=True, exist_ok=True)
+        old.write_text("an earlier report's")
+    written = stage.main(params, paths)
+    assert not (out / "tables" / "stale.csv").exists()
+    assert not (out / "figures" / "stale.png").exists()
+    assert sorted(p.name for p in (out / "tables").iterdir()) == sorted(
+        p.name for p in (P / "tables").iterdir())
+    assert all(p.is_file() for p in written.values())
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+    def fail(doc):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr("s2s.report.render.to_html", fail)
+    with pytest.raises(OSError, match="No space left"):
+        stage.main(params, paths)
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    assert sorted(p.name for p in out.iterdir()) == ["figures", "report.html", "report.md",
+                                                      "tables"]

@@ -524,9 +524,13 @@ class ReportPaths(_Measured, _Translations, StagePaths):
     def figures(self) -> Path:
         return self.out / "figures"
 
+    @property
+    def tables(self) -> Path:
+        return self.out / "tables"
+
     def table(self, key: str) -> tuple[Path, Path]:
         """The CSV (raw numbers) and Markdown files of the report's table `key`."""
-        return self.out / "tables" / f"{key}.csv", self.out / "tables" / f"{key}.md"
+        return self.tables / f"{key}.csv", self.tables / f"{key}.md"
 
     @property
     def documents(self) -> tuple[Path, Path]:

@@ -81,6 +81,7 @@ def cli(args, params) -> None:
 
 def main(params: Params, paths: ReportPaths) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
+    from s2s.data.files import whole_dir
     from s2s.io import atomic_write_text
     from s2s.report.build import build
     from s2s.report.inputs import load
@@ -91,20 +92,27 @@ def main(params: Params, paths: ReportPaths) -> dict[str, Path]:
     check_answers(params)  # params name rows of the paper's tables, before anything is read
     art = load(params, paths)
     log.info("read %d files: %s", len(art.read), ", ".join(art.read))
-    doc = build(params, art, paths.figures)
-    # the figures the sections drew, by name (their file's stem)
-    written = {Path(b.rel).stem: b.path for sec in doc.sections for b in sec.blocks
-               if isinstance(b, Image)}
-    for name, table in doc.tables().items():
-        csv_path, md_path = paths.table(name)
-        atomic_write_text(csv_path, table.csv_frame.to_csv(index=False))
-        notes = "".join(f"\n{md_text(n)}\n" for n in table.notes)
-        atomic_write_text(md_path,
-                          f"**{md_text(table.title)}**\n\n{md_table(table.frame)}\n{notes}")
-        written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
+    # figures/ and tables/ are each written whole, under a temporary name, and replace the old
+    # folders only when complete: no file of an earlier report (a table or figure this profile
+    # has not) stays beside the new ones, and a failure leaves the old report as it was
+    with whole_dir(paths.figures) as figures, whole_dir(paths.tables) as tables:
+        doc = build(params, art, figures)
+        # the figures the sections drew, by name (their file's stem), where they will be
+        written = {Path(b.rel).stem: paths.figures / Path(b.path).relative_to(figures)
+                   for sec in doc.sections for b in sec.blocks if isinstance(b, Image)}
+        for name, table in doc.tables().items():
+            csv_path, md_path = paths.table(name)
+            (tables / csv_path.name).write_text(table.csv_frame.to_csv(index=False),
+                                                encoding="utf-8")
+            notes = "".join(f"\n{md_text(n)}\n" for n in table.notes)
+            (tables / md_path.name).write_text(
+                f"**{md_text(table.title)}**\n\n{md_table(table.frame)}\n{notes}",
+                encoding="utf-8")
+            written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
+        markdown, html = to_markdown(doc), to_html(doc)  # the HTML holds the figures' bytes
     written["md"], written["html"] = paths.documents
-    atomic_write_text(written["md"], to_markdown(doc))
-    atomic_write_text(written["html"], to_html(doc))
+    atomic_write_text(written["md"], markdown)
+    atomic_write_text(written["html"], html)
     log.info("wrote %s in %.1f s", ", ".join(str(p) for p in written.values()),
              time.perf_counter() - t0)
     return written
