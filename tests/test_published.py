@@ -82,3 +82,36 @@ def test_the_report_replaces_its_folders_whole_and_a_failure_leaves_the_old_ones
     assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
     assert sorted(p.name for p in out.iterdir()) == ["figures", "report.html", "report.md",
                                                       "tables"]
+
+
+def test_the_forget_bias_table_names_the_beam_each_bleu_is_at(tmp_path):
+    """Each model's BLEU is its system's at its widest beam: one beam for all goes into the
+    header (the published 'beam 12'); where the systems' widest beams differ, a column says
+    which (it said 'beam 12' whatever they were)."""
+    import dataclasses
+
+    from s2s.config import load
+    from s2s.layout import ReportPaths
+    from s2s.report.inputs import load as load_inputs
+    from s2s.report.sections import Context
+    from s2s.report.sections import forget_bias
+
+    P = PUBLISHED
+    params = load(P / "params.yaml")
+    paths = ReportPaths(metrics=P / "metrics", translate=P / "outputs" / "translate",
+                        groups=P / "metrics" / "figure3.csv",
+                        manifest=P / "data" / "raw" / "manifest.json", analysis=P / "analysis",
+                        claims=P / "outputs" / "claims" / "claims.json", out=tmp_path)
+    art = load_inputs(params, paths)
+
+    def table(p):
+        (section,) = forget_bias.sections(Context(p, art, tmp_path))
+        return next(b for b in section.blocks if getattr(b, "key", None) == "forget_bias").frame
+
+    assert "BLEU (tokenized, beam 12)" in table(params).columns
+    systems = dict(params.systems)
+    systems["reversed_fb1"] = dataclasses.replace(systems["reversed_fb1"], beams=(2,))
+    got = table(dataclasses.replace(params, systems=systems))
+    assert "BLEU (tokenized)" in got.columns
+    beams = dict(zip(got["model"], got["beam"]))
+    assert beams["reversed_fb1"] == 2 and beams["reversed_1"] == 12

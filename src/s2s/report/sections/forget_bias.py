@@ -29,23 +29,31 @@ def sections(ctx: Context) -> list[Section]:
         return []
     parts: list = []
     stacks = analysis.stacks if analysis is not None else None
-    rows = []
+    rows, beams = [], []
     for plain, opened in found:
         for model in (plain, opened):
             m = art.train.get(model)
-            sys_beam = system_of(params, model)
+            sys_beam = system_of(params, model)  # the system's widest beam
             e = (art.bleu.entry("translate", *sys_beam) if sys_beam else None)
+            beams.append(sys_beam[1] if sys_beam else None)
             f = (stacks[(stacks["model"] == model) & (stacks["stack"] == "encoder")]
                  if stacks is not None else None)
             rows.append({
                 "model": model, "forget bias": params.model_config(model).forget_bias,
                 "dev ppl": m.dev_ppl if m else None, "test ppl": m.test_ppl if m else None,
-                "BLEU (tokenized, beam 12)": e.bleu_tok if e is not None and isinstance(e, Scored)
-                else None,
+                "BLEU": e.bleu_tok if e is not None and isinstance(e, Scored) else None,
                 "encoder mean forget gate": (round(float(f["mean_f"].iloc[0]), 3)
                                              if f is not None and len(f) else None)})
     if rows:
-        parts.append(Table(prose.forget_bias_title(), pd.DataFrame(rows), (), "forget_bias"))
+        shown = {b for b in beams if b is not None}
+        table = pd.DataFrame(rows)
+        if len(shown) <= 1:  # one beam for all: it goes into the header
+            table = table.rename(columns={"BLEU": "BLEU (tokenized"
+                                          + (f", beam {shown.pop()})" if shown else ")")})
+        else:
+            table = table.rename(columns={"BLEU": "BLEU (tokenized)"})
+            table.insert(table.columns.get_loc("BLEU (tokenized)"), "beam", beams)
+        parts.append(Table(prose.forget_bias_title(), table, (), "forget_bias"))
     text = prose.forget_bias_text(rows=", ".join(f"{p} (bias 0) and {o}" for p, o in found)
                                   or "no model with a forget bias in this profile",
                                   verdict=" ".join(judged))
