@@ -132,8 +132,10 @@ def learning_curves(curves: dict[str, pd.DataFrame], path: Path, *,
     axes[0].yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     axes[0].yaxis.set_major_formatter(ScalarFormatter())
     axes[0].yaxis.set_minor_formatter(NullFormatter())
-    for ax in axes[(nrows - 1) * ncols:]:
-        ax.set_xlabel("epoch", fontsize=9)
+    for i, ax in enumerate(axes[:len(groups)]):
+        if i + ncols >= len(groups):  # nothing drawn below it: the bottom of its column
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel("epoch", fontsize=9)
     for ax in axes[::ncols]:
         ax.set_ylabel("perplexity (log)", fontsize=9)
     fig.suptitle("Learning curves: dev perplexity (solid) and train perplexity (dashed)",
