@@ -60,7 +60,7 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
             row["share: reversed - forward [95%]"] = interval(d.iloc[0]) if len(d) else "-"
         rows.append(row)
     blocks.append(Table(f"Gradient reach at source positions 1-{FIRST} over training",
-                        pd.DataFrame(rows)))
+                        pd.DataFrame(rows), (P.training_table_note(FIRST),)))
     blocks.append(Image("Gradient reach over training", fig,
                         f"{rel_dir}/{FIGURES['reach_training']}", P.training_caption(FIRST)))
     blocks.append(Image("Gradient reach by position over training", fig_p,
