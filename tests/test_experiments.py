@@ -161,6 +161,26 @@ def test_a_revision_dvc_could_not_collect_is_marked_and_named_not_a_column_of_di
         "! exp-broken: the revision: unable to read: params.yaml (YAMLFileCorruptedError)"]
 
 
+def test_a_revision_without_params_yaml_adds_no_params_that_differ():
+    """An early commit (--all-commits) has no params.yaml: DVC says FileNotFoundError. Its
+    params are absent, not all different: 215 lines of 'params that differ' before."""
+    base = {"train": {"lr": 0.7, "epochs": 1.0}, "models": {"forward": {"init_seed": 1}}}
+    summary = {"ppl": {"forward": 9.1}, "bleu": {}, "rescore": {}}
+    old = {"rev": "c" * 40, "name": "early", "experiments": None, "data": {
+        "params": {"params.yaml": {"error": {"msg": "missing", "type": "FileNotFoundError"}}},
+        "metrics": {}, "deps": {}}}
+    exps = experiments.experiments([_rev("workspace", base, summary),
+                                    _rev("a" * 40, base, summary), old])
+    text = experiments.render(exps, width=80)
+    assert "params that differ" not in text
+    lower = {**base, "train": {"lr": 0.5, "epochs": 1.0}}
+    exps = experiments.experiments([_rev("workspace", lower, summary),
+                                    _rev("a" * 40, base, summary), old])
+    rows = {line.split()[0]: line.split()[1:] for line in
+            experiments.render(exps, width=80).splitlines()[2:] if line.startswith("  ")}
+    assert rows["train.lr"] == ["0.5", "0.7", "-"] and "train.epochs" not in rows
+
+
 def test_exps_table_splits_many_experiments_into_blocks_that_fit_the_width():
     exps = [experiments.Experiment(f"exp-{i}", {"train.lr": i / 10}, {"ppl": {"m": float(i)}},
                                    {}) for i in range(20)]

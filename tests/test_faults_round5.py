@@ -454,3 +454,21 @@ def test_a_model_params_names_that_dvc_yaml_lacks_stops_the_check_naming_dag_wri
     assert not (repo / "metrics" / "params.json").exists()
     run([str(BIN / "s2s"), "dag", "write"], repo)
     assert s2s(["check", "--out", "metrics/params.json"], repo).returncode == 0
+
+
+def test_timing_an_empty_test_set_is_one_line_naming_the_file(tmp_path):
+    """It divided by the number of sentences: a ZeroDivisionError traceback."""
+    from s2s.config import load
+
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(profile_dict("smoke"), sort_keys=False))
+    _, vocab = untrained_forward(load(params_file), tmp_path, words=("a", "b"), record_text=True)
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    (prepared / "test.tok.en").write_text("")
+    out = tmp_path / "cost.json"
+    proc = s2s(["--params", params_file, "timing", "--prepared", prepared, "--vocab", vocab,
+                "--models", tmp_path / "models", "--out", out], tmp_path)
+    one_line_error(proc, f"{prepared / 'test.tok.en'}: no test sentence to time (an empty file)",
+                   status=1)
+    assert not out.exists()

@@ -310,7 +310,7 @@ def test_perplexity_cost_and_claims_are_computed(report):
                                    "no significant difference", "cannot tell"}
     # one timing per system (no timing stage here): the cost claim gives the numbers, no verdict
     cost_claim = claims[claims["claim"].str.startswith("5 models at beam 2")].iloc[0]
-    assert cost_claim["here"] == "no significant difference"
+    assert cost_claim["here"] == "cannot tell"
     assert "one timing each" in cost_claim["numbers"]
     assert "The paper's claims, checked" in md
 
@@ -1046,8 +1046,8 @@ def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
                                      "sents_per_sec": 100 / seconds}}})
 
     costs = {"ensemble5": timing("ensemble5", 2, 8.0), "reversed": timing("reversed", 12, 10.0)}
-    c = claims_.cost_claim(params, costs)  # one timing each: numbers, no verdict
-    assert c.status == verdicts.NO_DIFFERENCE and "80.0 ms/sentence vs reversed beam 12: 100.0" \
+    c = claims_.cost_claim(params, costs)  # one timing each: numbers, no interval, no verdict
+    assert c.status == verdicts.UNKNOWN and "80.0 ms/sentence vs reversed beam 12: 100.0" \
         in c.evidence and "one timing each" in c.evidence
 
     def timed(ensemble, single):
@@ -1064,6 +1064,40 @@ def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
     assert c.status == verdicts.NO_DIFFERENCE
     c = claims_.cost_claim(params, costs, timed([120, 121, 119, 122, 120], [100, 99, 101, 102, 98]))
     assert c.status == verdicts.FAILS
+    # a cost.json of other systems: the translate stages' numbers, no verdict, and why
+    other = CostTiming(sentences=100, threads=4, precision="fp32", cpu="test CPU", systems=(
+        TimedSystem("ensemble5", 1, (80.0, 81.0)), TimedSystem("reversed", 12, (90.0, 91.0))))
+    c = claims_.cost_claim(params, costs, other)
+    assert c.status == verdicts.UNKNOWN and "cost.json has no timing of them" in c.evidence
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d["systems"][0].update(ms_per_sentence=[10.0, 11.0]),
+     "'systems[1].ms_per_sentence' has 5 repetition(s); expected two or more, as many as "
+     "'systems[0]' (2)"),  # the first sets the count: the second's 5 differ
+    (lambda d: d["systems"].append(dict(d["systems"][0])),
+     "'systems[2]' times ensemble5 at beam 2 again (also 'systems[0]')"),
+    (lambda d: d["systems"][1].update(ms_per_sentence=[]), "'systems[1].ms_per_sentence' has 0"),
+    (lambda d: d["systems"][1]["ms_per_sentence"].__setitem__(2, float("nan")),
+     "'systems[1].ms_per_sentence[2]' must be a positive number of milliseconds, got nan"),
+    (lambda d: d.update(sentences=0), "'sentences' must be >= 1, got 0"),
+])
+def test_a_cost_file_the_claim_could_not_pair_is_refused_naming_the_key(tmp_path, edit, says):
+    import json
+
+    from s2s.artifacts import ArtifactError, CostTiming
+
+    data = {"sentences": 100, "threads": 1, "precision": "fp32", "cpu": "test CPU", "systems": [
+        {"system": "ensemble5", "beam": 2, "ms_per_sentence": [10.0, 10.5, 9.9, 10.2, 10.1]},
+        {"system": "reversed", "beam": 12, "ms_per_sentence": [11.0, 11.5, 10.9, 11.2, 11.1]}]}
+    path = tmp_path / "cost.json"
+    path.write_text(json.dumps(data))
+    assert len(CostTiming.read(path).systems) == 2
+    edit(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(ArtifactError) as e:
+        CostTiming.read(path)
+    assert str(e.value).startswith(f"{path}: ") and says in str(e.value)
 
 
 def test_matplotlib_is_imported_only_by_the_report_figures():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,6 +235,34 @@ class CostTiming(Record):
     cpu: str
     systems: tuple[TimedSystem, ...]
     device: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+    @classmethod
+    def from_json(cls, obj: Any, *, source: str | Path = "<json>") -> "CostTiming":
+        """The record, refused (ArtifactError naming the key) where the cost claim could not
+        pair its repetitions: a system timed twice, repetition counts that differ or are below
+        two, a time that is not a positive number, no sentence."""
+        record = decode(cls, obj, str(source), "", RULES)
+        if record.sentences < 1:
+            raise ArtifactError(f"{source}: 'sentences' must be >= 1, got {record.sentences}")
+        seen: dict[tuple[str, int], int] = {}
+        for i, t in enumerate(record.systems):
+            key = f"systems[{i}]"
+            if (t.system, t.beam) in seen:
+                raise ArtifactError(f"{source}: '{key}' times {t.system} at beam {t.beam} again "
+                                    f"(also 'systems[{seen[t.system, t.beam]}]')")
+            seen[t.system, t.beam] = i
+            n, first = len(t.ms_per_sentence), len(record.systems[0].ms_per_sentence)
+            if n < 2 or n != first:
+                raise ArtifactError(f"{source}: '{key}.ms_per_sentence' has {n} repetition(s); "
+                                    f"expected two or more, as many as 'systems[0]' ({first}): "
+                                    f"the systems are timed in turns")
+            bad = next((j for j, v in enumerate(t.ms_per_sentence)
+                        if not (math.isfinite(v) and v > 0)), None)
+            if bad is not None:
+                raise ArtifactError(f"{source}: '{key}.ms_per_sentence[{bad}]' must be a "
+                                    f"positive number of milliseconds, got "
+                                    f"{t.ms_per_sentence[bad]!r}")
+        return record
 
 
 # --- metrics/train/<model>.json ------------------------------------------------------------------

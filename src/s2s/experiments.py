@@ -169,7 +169,9 @@ def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:
     cells. Params rows only where the experiments differ."""
     out: list[tuple[str, list[str]]] = []
     keys = list(dict.fromkeys(k for e in exps for k in e.params))
-    readable = [e for e in exps if PARAMS not in e.damaged and REVISION not in e.damaged]
+    # an experiment without params (an old commit with no params.yaml) has none to differ by
+    readable = [e for e in exps if e.params and PARAMS not in e.damaged
+                and REVISION not in e.damaged]
     changed = [k for k in keys if len({_show(e.params.get(k)) for e in readable}) > 1]
     if changed:
         out.append(("params that differ", []))

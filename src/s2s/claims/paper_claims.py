@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from s2s.arch import LSTM_CELLS
 from s2s.artifacts import Bleu, Claim, ClaimDifference, CostTiming, Timing, TrainMetrics
 from s2s.claims import seeds
-from s2s.claims.verdicts import (BOOTSTRAP, NO_DIFFERENCE, NOT_RUN, SIGN, UNKNOWN,
+from s2s.claims.verdicts import (BOOTSTRAP, NOT_RUN, SIGN, UNKNOWN,
                                  DiffFn, claim, difference, sign_of, verdict_of)
 from s2s.config import Params
 from s2s.layout import BASELINE
@@ -196,7 +196,8 @@ def cost_claim(params: Params, timing: Mapping[str, Timing],
             iv = stats.interval
             way = stats.excludes_zero()
             where = (f"the GPU {timed.device} ({timed.precision}" if timed.device else
-                     f"{timed.threads} thread ({timed.cpu}, {timed.precision}")
+                     f"{timed.threads} thread{'s' if timed.threads != 1 else ''} ({timed.cpu}, "
+                     f"{timed.precision}")
             ev = (f"{_name(ensemble)} {statistics.fmean(e):.2f} +- {_sd(e):.2f} ms/sentence vs "
                   f"{_name(single)} {statistics.fmean(s):.2f} +- {_sd(s):.2f}, {len(e)} "
                   f"repetitions in turns on {where}, {timed.sentences} sentences); difference "
@@ -222,10 +223,12 @@ def cost_claim(params: Params, timing: Mapping[str, Timing],
         missing = [w for w, v in ((_name(ensemble), e),
                                   (_single_name(singles), single)) if v is None]
         return claim(key, UNKNOWN, f"no timing for {' and '.join(missing)}")
-    return claim(key, NO_DIFFERENCE,
+    why = ("the timing stage's cost.json has no timing of them" if timed is not None else
+           "the timing stage gives one")
+    return claim(key, UNKNOWN,
                  f"{_name(ensemble)}: {e:.1f} ms/sentence vs {_name(timed_one)}: "
                  f"{single:.1f} ms/sentence, one timing each (the translate stages'): no "
-                 f"interval, so no verdict (the timing stage gives one)",
+                 f"interval, so no verdict ({why})",
                  ours=f"{_name(ensemble)} {e:.1f} vs {_name(timed_one)} {single:.1f} ms/sentence",
                  differences=(difference(f"{_name(timed_one)} - {_name(ensemble)}",
                                          "ms/sentence", single - e),))

@@ -81,6 +81,8 @@ def main(params: Params, paths: TimingPaths) -> dict:
     lines = read_lines(paths.source)
     if params.timing.sentences:
         lines = lines[: params.timing.sentences]
+    if not lines:
+        raise ValueError(f"{paths.source}: no test sentence to time (an empty file)")
     sources = [src_vocab.encode(s) for s in lines]
     models = {s: load_members(params.model_configs(params.systems[s].members),
                               models_dir=paths.models, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
