@@ -469,3 +469,27 @@ def test_the_stable_topk_is_exact_under_many_ties_by_either_path(path):
         want = [sorted(range(width), key=lambda i, r=row: (-r[i], i))[:k] for row in x.tolist()]
         assert index.tolist() == want
         assert torch.equal(values, x.gather(1, index))
+
+
+def test_an_empty_source_translates_to_an_empty_line_and_the_others_as_without_it():
+    """The translate stage read an empty line as one <pad> and decoded whatever the model made of
+    it, where `s2s translate-text` gave an empty line: both now give the empty line, and the other
+    sentences' hypotheses are those of a run without it."""
+    from s2s.config import TranslateConfig
+    from s2s.data.vocab import SPECIALS, Vocab
+    from s2s.decode.translate import translate
+
+    words = (*SPECIALS, *[f"w{i}" for i in range(12)])
+    vocab = Vocab(words=words, fingerprint="t")
+    model = build_model(RNNConfig(num_layers=1, hidden_size=8, embed_size=6), src_vocab=len(words),
+                        tgt_vocab=len(words), pad=vocab.pad)
+    model.init_weights(3)
+    model.eval()
+    cfg = TranslateConfig(batch_size=2)
+    sources = [[4, 5, 6], [], [7, 8], [], [9, 10, 11, 12]]
+    got = translate(model, sources, cfg=cfg, beam=3, nbest=2, vocab=vocab,
+                    device=torch.device("cpu"))
+    assert got[1] == got[3] == [Hypothesis(tokens=(), score=0.0, finished=True)]
+    alone = translate(model, [s for s in sources if s], cfg=cfg, beam=3, nbest=2, vocab=vocab,
+                      device=torch.device("cpu"))
+    assert [got[0], got[2], got[4]] == alone and all(len(h) == 2 for h in alone)

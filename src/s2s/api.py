@@ -103,19 +103,13 @@ class Translator:
                                                                       batch_size=batch_size)
         check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(self.tgt_vocab),
                           device=self.device)
-        # An empty line translates to an empty line; only the others are decoded.
-        keep = [i for i, s in enumerate(tokenized) if s.strip()]
-        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in tokenized]
-        if keep:
-            sources = [self.src_vocab.encode(tokenized[i]) for i in keep]
-            check_lengths(sources, configs=self.configs, cfg=cfg, where=source,
-                          lines=[i + 1 for i in keep])
-            hyps = translate(self.model, sources, cfg=cfg, beam=beam, nbest=nbest,
-                             vocab=self.tgt_vocab, device=self.device, desc=desc or self.name,
-                             mm_dtype=self.mm_dtype)
-            for i, hs in zip(keep, hyps):
-                out[i] = [(self.tgt_vocab.decode(h.tokens), float(h.score)) for h in hs]
-        return out
+        # An empty line translates to an empty line (s2s.decode.translate), as in the stages.
+        sources = [self.src_vocab.encode(t) for t in tokenized]
+        check_lengths(sources, configs=self.configs, cfg=cfg, where=source)
+        hyps = translate(self.model, sources, cfg=cfg, beam=beam, nbest=nbest,
+                         vocab=self.tgt_vocab, device=self.device, desc=desc or self.name,
+                         mm_dtype=self.mm_dtype)
+        return [[(self.tgt_vocab.decode(h.tokens), float(h.score)) for h in hs] for hs in hyps]
 
     def translate(self, sentences: list[str], *, beam: int | None = None, nbest: int = 1,
                   batch_size: int | None = None, source: str = "input"

@@ -55,7 +55,7 @@ def check_lengths(sources: list[list[int]], *, configs, cfg: TranslateConfig, wh
 
 def max_target_lengths(src_lengths: Tensor, cfg: TranslateConfig) -> Tensor:
     """The most target tokens the search writes for each source: ``max_len_a * S + max_len_b``,
-    S the source's length as the model reads it (an empty line reads one <pad>: S = 1), the
+    S the source's length as the model reads it (at least 1: an empty one counts as 1), the
     product in float32 and rounded down: (N,) int64. The search and :func:`check_lengths` both
     use it, so a source the check lets through never runs past a member's positions."""
     return (cfg.max_len_a * src_lengths.clamp(min=1).float()).long() + cfg.max_len_b
@@ -133,11 +133,14 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
     with bf16 matmuls and alone decides what a list holds and in which order (its first entry is
     the 1-best of ``nbest=1``); with ``nbest`` > 1 the returned scores are recomputed in fp32
     (:func:`exact_scores`). What bf16 and the batching change in the output:
-    docs/precision-and-speed.md ("Batching", "N-best lists")."""
+    docs/precision-and-speed.md ("Batching", "N-best lists"). An empty source translates to one
+    empty hypothesis (score 0, finished) without a search, in the stages as in
+    `s2s translate-text` (a search would read it as one <pad>)."""
     per_batch = max(1, cfg.batch_size * ROWS_BEAM // beam)
-    order = sorted(range(len(sources)), key=lambda i: (len(sources[i]), i))
-    results: list[list[Hypothesis] | None] = [None] * len(sources)
-    bar = progress(total=len(sources), desc=desc, unit="sent")
+    results: list[list[Hypothesis] | None] = [
+        [Hypothesis(tokens=(), score=0.0, finished=True)] if not s else None for s in sources]
+    order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: (len(sources[i]), i))
+    bar = progress(total=len(order), desc=desc, unit="sent")
     for k in range(0, len(order), per_batch):
         idx = order[k: k + per_batch]
         b = collate([(sources[i], []) for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
