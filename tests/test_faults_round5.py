@@ -195,7 +195,7 @@ def test_a_lock_entry_whose_pid_now_runs_another_process_is_dropped_not_named(tm
     refusal names the lock file and how to clear it."""
     import logging
 
-    from s2s.data.files import owner_tag
+    from s2s.io import owner_tag
     from s2s.projectlock import ProjectLock, ProjectLocked
 
     from s2s.projectlock import describe

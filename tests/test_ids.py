@@ -21,7 +21,7 @@ from helpers import one_line_error
 from s2s.data import ids as ids_lib
 from s2s.data import prepare
 from s2s.data.batching import collate, collate_ids, epoch_batches, eval_batches, load_parallel
-from s2s.data.files import TMP_PREFIX
+from s2s.io import TMP_PREFIX
 from s2s.data.ids import IdCorpus, IdsError, open_split
 from s2s.data.vocab import Vocab
 from s2s.io import iter_lines, read_text
@@ -344,7 +344,7 @@ def test_a_killed_ids_stage_leaves_nothing_a_reader_would_take(smoke_data, tmp_p
         ids_stage.main(IdsPaths(prepared=data / "prepared", vocab=data / "vocab", out=out))
     assert not out.exists() and not list(tmp_path.iterdir())
     # a kill -9 leaves its temporary folder: the next run removes it (its owner is gone)
-    from s2s.data.files import owner_tag
+    from s2s.io import owner_tag
 
     gone = subprocess.Popen(["true"])
     gone.wait()

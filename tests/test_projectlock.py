@@ -199,7 +199,7 @@ def test_the_jobs_of_one_engine_run_run_side_by_side_and_a_dead_holder_is_droppe
 
 def test_the_download_stage_removes_only_the_temporaries_of_a_run_that_is_gone(tmp_path):
     from s2s.config import CorpusRef, DataConfig
-    from s2s.data.files import owner_tag
+    from s2s.io import owner_tag
     from s2s.stages import download as download_stage
 
     need_mirror()

@@ -9,7 +9,7 @@
 
 Writing one copies files and records configs: it runs no model code (no torch), so the export
 stage depends on the architectures' configs only. A folder is built under a temporary name that
-names its owner (:func:`s2s.data.files.whole_dir`), each file fsynced, and renamed into place
+names its owner (:func:`s2s.io.whole_dir`), each file fsynced, and renamed into place
 whole; an error removes it, leaving the previous export as it was.
 """
 
@@ -29,8 +29,7 @@ from typing import Any
 from s2s.arch import config_record
 from s2s.artifacts import Record
 from s2s.config import Params, SystemConfig, TranslateConfig, train_record
-from s2s.data.files import whole_dir
-from s2s.io import atomic_open
+from s2s.io import atomic_open, whole_dir
 from s2s.layout import (ExportPaths, model_file, prepared_file, prepared_name, vocab_file,
                         vocab_name)
 from s2s.schema import Rules, decode

@@ -65,7 +65,7 @@ log = logging.getLogger("s2s")
 WRITER_ENV = "S2S_PROJECT_WRITER"  # the token of the engine run a job belongs to
 _TAG = "s2s project writer"
 # What an entry of ours records after its command: "(s2s project writer <token> <owner>[ job])",
-# the owner as s2s.data.files.owner_tag writes it (host, PID, start time).
+# the owner as s2s.io.owner_tag writes it (host, PID, start time).
 _ENTRY = re.compile(rf" \({_TAG} ([0-9a-f]+)(?: (h[0-9a-f]{{8}}p\d+s(?:\d+|x)))?( job)?\)$")
 
 
@@ -115,7 +115,7 @@ def command_line() -> str:
 
 
 def _owner() -> str:
-    from s2s.data.files import owner_tag
+    from s2s.io import owner_tag
 
     return owner_tag()
 
@@ -129,7 +129,7 @@ def _parse(cmd: object) -> tuple[str, str | None, bool] | None:
 def _live(info: dict) -> bool | None:
     """Whether the process of an entry still runs: by its recorded start time where it has one
     (a reused PID is another process), else by its PID; None for one of another host."""
-    from s2s.data.files import tag_alive
+    from s2s.io import tag_alive
 
     parsed = _parse(info.get("cmd"))
     if parsed is not None and parsed[1] is not None:

@@ -17,7 +17,8 @@ import urllib.parse
 from pathlib import Path
 
 from s2s.config import CorpusRef, DataConfig
-from s2s.data.files import TMP_PREFIX, DownloadError, file_stats, remove, remove_leftovers
+from s2s.data.files import DownloadError, file_stats
+from s2s.io import TMP_PREFIX, remove, remove_leftovers
 from s2s.data.http import network_available, unreachable_hosts
 from s2s.data.mirror import MIRROR_ENV, corpus_source
 from s2s.data.sources import CORPORA, raw_names

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from s2s.data.files import DownloadError, corpus_dir, recorded, stream_stats
+from s2s.data.files import DownloadError, recorded, stream_stats
 from s2s.data.sources import CORPORA, Corpus, MirrorFile, raw_names
-from s2s.io import atomic_open
+from s2s.io import atomic_open, corpus_dir
 
 MIRROR_ENV = "S2S_MIRROR"
 

@@ -18,10 +18,10 @@ from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from s2s.data.archives import NotAnArchiveError, safe_extract
-from s2s.data.files import DownloadError, copy_with_progress, corpus_dir, file_stats, recorded
+from s2s.data.files import DownloadError, copy_with_progress, file_stats, recorded
 from s2s.data.http import discard, fetch
 from s2s.data.sources import Corpus, Part, Remote, raw_names
-from s2s.io import atomic_open
+from s2s.io import atomic_open, corpus_dir
 
 # What reading a cut or garbled archive or .gz raises. Remotes without a checksum (multi30k's,
 # Tatoeba's zip) pass verification as they are, so a download cut short is only seen here.

@@ -47,7 +47,7 @@ def cli(args, params) -> None:
 
 def main(paths: IdsPaths, *, workers: int = 1) -> dict:
     """Encode every split's two sides into ``paths.out``; returns the record (s2s.data.ids)."""
-    from s2s.data.files import whole_dir
+    from s2s.io import whole_dir
     from s2s.data.ids import (LANGS, RECORD, SPLITS, IdsError, IdsRecord, ids_file,
                               offsets_file, write_side)
     from s2s.data.stream import ordered_map

@@ -40,12 +40,11 @@ import time
 from s2s.artifacts import PrepareMetrics
 from s2s.config import DataConfig, PrepareConfig
 from s2s.dag import Arg, Stage, command
-from s2s.data.files import whole_dir
 from s2s.data.prepare import (MAX_EVAL_WORDS, SeenPairs, filter_train, iter_raw_pairs,
                               read_pair, tokenize_parallel)
 from s2s.data.stream import workers_for
 from s2s.data.text import CorpusError
-from s2s.io import atomic_write_lines
+from s2s.io import atomic_write_lines, whole_dir
 from s2s.layout import PreparePaths, prepared_file
 
 log = logging.getLogger("s2s.prepare")

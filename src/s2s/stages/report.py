@@ -81,8 +81,7 @@ def cli(args, params) -> None:
 
 def main(params: Params, paths: ReportPaths) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
-    from s2s.data.files import whole_dir
-    from s2s.io import atomic_write_text
+    from s2s.io import atomic_write_text, whole_dir
     from s2s.report.build import build
     from s2s.report.inputs import load
     from s2s.paper import check_answers

@@ -20,11 +20,10 @@ from pathlib import Path
 
 from s2s.config import VocabConfig
 from s2s.dag import Arg, Stage, command
-from s2s.data.files import whole_dir
 from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
 from s2s.artifacts import VocabMetrics
 from s2s.data.stream import ordered_map, workers_for
-from s2s.io import atomic_write_lines, iter_lines, read_lines
+from s2s.io import atomic_write_lines, iter_lines, read_lines, whole_dir
 from s2s.layout import VocabPaths, prepared_file, vocab_file
 
 log = logging.getLogger("s2s.vocab")
