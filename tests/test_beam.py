@@ -161,6 +161,23 @@ def test_length_penalty_ranks_finished_hypotheses_by_gnmt_normalised_score():
     assert model.rows_per_step == [4, 4, 4]
 
 
+def test_the_length_penalty_counts_eos_and_stops_only_when_no_open_prefix_can_win():
+    """GNMT's lp(L) = ((5 + L) / 6)^alpha with L the tokens predicted, <EOS> included; the search
+    stops when no open prefix, at the longest length it may reach, could beat the best finished
+    one."""
+    # () <EOS>: log(0.55) / lp(1) = -0.598 beats A C <EOS>: log(0.44) / lp(3) = -0.616 (with
+    # L counting no <EOS>: -0.717 against -0.704, the other order)
+    script = {(): {EOS: 0.55, A: 0.44, B: 0.01}, (A,): {C: 1.0}, (A, C): {EOS: 1.0},
+              (B,): {EOS: 1.0}}
+    got = search(ScriptedModel(script), beam=4, nbest=2, length_penalty=1.0)[0]
+    assert_hyps(got, [((), log(0.55), True), ((A, C), log(0.44), True)])
+    # after step 1, () <EOS> scores log(0.5) = -0.693; A may still finish longer, with a larger
+    # lp: A <EOS>, log(0.45) / lp(2) = -0.684, wins. A bound at the current length would stop.
+    script = {(): {EOS: 0.5, A: 0.45, B: 0.05}, (A,): {EOS: 1.0}}
+    got = search(ScriptedModel(script), beam=2, length_penalty=1.0)[0]
+    assert_hyps(got, [((A,), log(0.45), True)])
+
+
 def test_never_returns_hypotheses_of_probability_zero():
     # A wide beam over a model with one possible sentence: the -inf candidates that fill the
     # beam (<EOS> of the beams not expanded at step 1 among them) never finish or count.

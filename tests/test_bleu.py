@@ -596,6 +596,36 @@ def test_length_drop_is_short_minus_long_group_bleu_with_a_paired_interval():
     assert d.loc["fading", "drop_minus_reference"] == pytest.approx(want)
     assert d.loc["fading", "diff_lo"] <= want <= d.loc["fading", "diff_hi"]
     assert d.loc["good", "diff_lo"] == d.loc["good", "diff_hi"] == 0.0  # paired: no spread
+    # the intervals, recomputed: the same 200 draws (seed 12345) for both outputs, each draw's
+    # difference of drops, then its 2.5th and 97.5th percentiles
+    draws = np.random.default_rng(12345)
+    draws = [(draws.choice(short, len(short)), draws.choice(long_, len(long_)))
+             for _ in range(200)]
+
+    def boot(st):
+        return np.array([bleu_from_stats(st[a]).score - bleu_from_stats(st[b]).score
+                         for a, b in draws])
+
+    fade, ref = boot(stats[("fading", "12")]), boot(stats[("good", "12")])
+    want_lo, want_hi = np.percentile(fade, [2.5, 97.5])
+    assert (d.loc["fading", "drop_lo"], d.loc["fading", "drop_hi"]) == pytest.approx(
+        (want_lo, want_hi), abs=1e-9)
+    want_lo, want_hi = np.percentile(fade - ref, [2.5, 97.5])
+    assert (d.loc["fading", "diff_lo"], d.loc["fading", "diff_hi"]) == pytest.approx(
+        (want_lo, want_hi), abs=1e-9)
+
+
+def test_an_edge_length_is_in_the_group_below_and_a_sparse_group_joins_its_smaller_neighbour():
+    """Groups are (-inf, e1], (e1, e2], ...: a sentence of exactly e1 words is in the first. A
+    group short of min_group merges with the smaller of its two neighbours."""
+    import numpy as np
+
+    g = buckets.length_groups(np.array([4] * 30 + [5] * 30), edges=[4], min_group=1)
+    assert [len(m) for m in g.members] == [30, 30]
+    assert list(g.table()["label"]) == ["4", "5"]
+    assert buckets._merge_sparse([50, 5, 30], 20) == [(0, 0), (1, 2)]
+    assert buckets._merge_sparse([30, 5, 50], 20) == [(0, 1), (2, 2)]
+    assert buckets._merge_sparse([5, 50, 5, 30], 20) == [(0, 1), (2, 3)]
 
 
 def test_a_detokenised_hypothesis_with_unk_is_tokenised_back_to_its_tokens():
@@ -610,3 +640,24 @@ def test_a_detokenised_hypothesis_with_unk_is_tokenised_back_to_its_tokens():
     assert tokenize_lines(detok) == tokens
     # a stand-in of our own never shows, and text without <unk> is tokenised as prepare does
     assert tokenize_lines(["Un homme regarde l'eau."]) == ["Un homme regarde l' eau ."]
+
+
+def test_the_difference_interval_is_the_2_5_and_97_5_percentiles_of_paired_resamples(monkeypatch):
+    """Each resample's difference is system - baseline on the same sentences (the pairing), and
+    the interval cuts 2.5% off each end: with 40 resamples whose differences are 0..39 (the
+    baseline's scores in another order than the system's), it is [1, 38]."""
+    from types import SimpleNamespace
+
+    from s2s.evaluate import significance
+
+    n = 40
+    baseline = [(7 * i) % n for i in range(n)]  # not sorted: pairing them by rank is wrong
+    system = [b + i for i, b in enumerate(baseline)]  # the i-th resample's difference is i
+    scores = iter([baseline, system])
+    monkeypatch.setattr(significance, "_bootstrap_resample", lambda stats, metric, n_samples: (
+        None, [SimpleNamespace(score=float(x)) for x in next(scores)]))
+    lines = ["a b c d", "e f g h", "i j k l"]
+    d = significance.paired_bootstrap(lines, lines, lines, n_samples=n)
+    assert (d.lo, d.hi) == (1.0, 38.0)
+    assert d.significant and not dataclasses.replace(d, lo=-1.0).significant
+    assert dataclasses.replace(d, lo=-0.9, hi=-0.2).significant  # below 0 is significant too

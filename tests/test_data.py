@@ -209,6 +209,19 @@ def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):
         vocab.Vocab.load(cut)
 
 
+def test_vocab_keeps_words_of_at_least_min_count_and_breaks_ties_by_the_word():
+    """min_count is inclusive (the default profile's 2 keeps a word seen twice), and words of one
+    count are in the order of their spelling, not of first appearance: the ids are the same
+    whatever order the corpus lists them in."""
+    from collections import Counter
+
+    counts = Counter({"z": 2, "y": 2, "x": 1, "w": 3, "<unk>": 9})
+    assert vocab.build(counts, size=10, min_count=2) == [("w", 3), ("y", 2), ("z", 2)]
+    assert vocab.build(counts, size=10, min_count=1) == [("w", 3), ("y", 2), ("z", 2), ("x", 1)]
+    assert vocab.build(counts, size=2, min_count=1) == [("w", 3), ("y", 2)]
+    assert vocab.build(counts, size=10, min_count=3) == [("w", 3)]
+
+
 def test_vocab_failing_on_the_french_side_leaves_the_old_folder_whole(tmp_path, monkeypatch):
     d = tmp_path / "prepared"
     d.mkdir()

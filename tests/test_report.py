@@ -840,6 +840,43 @@ def test_the_forget_bias_verdict_needs_perplexity_and_bleu_and_says_which_fell_s
            "dev perplexity: hurts)" in text  # the bootstrap says +, the seeds say -
 
 
+def _signed_interval(bleu: dict):
+    """A paired bootstrap that knows its sides, as the real one (system - baseline): the
+    difference of the two outputs' BLEU, +- 0.5, so a claim that passes them swapped reads the
+    opposite direction."""
+    from s2s.evaluate.significance import Difference
+
+    def score(o) -> float:
+        if o.kind == "translate":
+            return bleu["translate"][o.system][str(o.beam)]["bleu_tok"]
+        return bleu["rescore"]["baseline" if o.kind == "baseline" else o.system]["bleu_tok"]
+
+    def diff(baseline, system):
+        d = score(system) - score(baseline)
+        return Difference(0, 0, d, d - 0.5, d + 0.5, 0.5, 0, 0, 0, 0, 1000, 1)
+    return diff
+
+
+def test_each_claim_passes_the_bootstrap_its_baseline_first():
+    """The bootstrap's difference is system - baseline: a claim giving them swapped would read a
+    better system as worse (a fake that ignores the order cannot see it)."""
+    params = load(FIXTURE)
+    bleu = {"translate": {"forward": {"1": _entry(10.0), "12": _entry(11.0)},
+                          "reversed": {"1": _entry(12.0), "12": _entry(13.5)}},
+            "rescore": {"baseline": _entry(13.0), "forward": _entry(14.2),
+                        "reversed": _entry(14.9), "oracle": _entry(20.0)}}
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_signed_interval(bleu)))
+    assert got["A wider beam helps"].status == verdicts.HOLDS
+    assert "+1.00, 95% CI +0.50 to +1.50" in got["A wider beam helps"].evidence
+    rev = got["Reversing the source raises BLEU"]
+    assert "+2.50; paired-bootstrap 95% CI of the difference +2.00 to +3.00" in rev.evidence
+    resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
+    assert resc.status == verdicts.HOLDS and "-0.50" not in resc.evidence
+    bleu["translate"]["forward"]["12"] = _entry(8.0)  # now the wider beam hurts forward
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_signed_interval(bleu)))
+    assert got["A wider beam helps"].status != verdicts.HOLDS
+
+
 def test_claims_use_the_bootstrap_intervals():
     params = load(FIXTURE)
     bleu = {"translate": {"forward": {"1": _entry(10.0), "12": _entry(11.0)},
@@ -909,6 +946,15 @@ def test_a_second_system_of_one_model_is_not_another_seed(tmp_path):
              "reversed": 13.5, "reversed_2": 13.2, "reversed_3": 13.9}
     stats = seeds.paired(params, "forward", "reversed", value.get)
     assert stats.pairs == 3 and stats.diffs == pytest.approx((2.5, 1.8, 3.2))
+    # pairs are made by seed, not by position: reversed_3 listed before reversed_2 still pairs
+    # with forward_3 (the order of a file's systems is no design)
+    raw["systems"] = {k: raw["systems"][k] for k in sorted(
+        raw["systems"], key=lambda k: k == "reversed_2")}  # reversed_2 last
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load(tmp_path / "params.yaml")
+    assert seeds.replicas(params, "reversed") == ["reversed", "reversed_3", "reversed_2"]
+    stats = seeds.paired(params, "forward", "reversed", value.get)
+    assert stats.diffs == pytest.approx((2.5, 1.8, 3.2))  # forward_k with reversed_k
 
 
 def test_the_reversal_argument_holds_only_where_every_early_snapshot_agrees():

@@ -107,3 +107,18 @@ def test_the_empty_hypothesis_scores_the_eos_probability():
         lprobs, _ = m.step(torch.tensor([VOCAB.bos]), m.encode(torch.tensor(sources),
                                                                 torch.tensor([3])))
     assert got == pytest.approx([float(lprobs[0, VOCAB.eos])], abs=ATOL)
+
+
+def test_rescoring_picks_the_best_weighted_sum_and_the_first_of_a_tie():
+    """(1 - w) * the baseline's score + w * the LSTM's: w 0 is the baseline's own 1-best, w 1
+    the LSTM's, w 0.5 the paper's average; a tie keeps the list's earlier candidate."""
+    from s2s.decode.rescore import pick
+
+    lists = [[Candidate(0, "a", -1.0), Candidate(0, "b", -3.0)],
+             [Candidate(1, "c", -2.0), Candidate(1, "d", -2.0), Candidate(1, "e", -9.0)]]
+    lstm = [-5.0, -1.0, -4.0, -4.0, -0.5]
+    assert pick(lists, lstm, weight=0.0) == ["a", "c"]  # c and d tie: the first
+    assert pick(lists, lstm, weight=1.0) == ["b", "e"]
+    # w 0.5: a -3, b -2; c -3, d -3, e -4.75
+    assert pick(lists, lstm, weight=0.5) == ["b", "c"]
+    assert pick(lists, lstm, weight=0.25) == ["a", "c"]  # a -1.75, b -2.5

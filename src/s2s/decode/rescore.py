@@ -29,6 +29,20 @@ class Candidate:
     score: float  # the baseline's own score
 
 
+def pick(lists: list[list[Candidate]], lstm: list[float], *, weight: float) -> list[str]:
+    """Per sentence, the candidate with the highest ``(1 - weight) * baseline score + weight *
+    LSTM log-probability`` (`lstm`: one score per candidate, in the lists' order); the first in
+    its list wins a tie."""
+    flat = [c for cands in lists for c in cands]
+    assert len(flat) == len(lstm), (len(flat), len(lstm))
+    best: dict[int, tuple[float, str]] = {}
+    for c, s in zip(flat, lstm):
+        combined = (1 - weight) * c.score + weight * s
+        if c.sentence not in best or combined > best[c.sentence][0]:
+            best[c.sentence] = (combined, c.text)
+    return [best[i][1] for i in range(len(lists))]
+
+
 def read_nbest(path: Path, *, sentences: int) -> list[list[Candidate]]:
     """Moses n-best list -> candidates per sentence; every sentence must have at least one."""
     lists: list[list[Candidate]] = [[] for _ in range(sentences)]

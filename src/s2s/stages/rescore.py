@@ -70,7 +70,7 @@ def cli(args, params) -> None:
 def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
     from s2s.data.text import CorpusError, detokenize
     from s2s.data.vocab import Vocab
-    from s2s.decode.rescore import lstm_scores, nbest_path, read_nbest
+    from s2s.decode.rescore import lstm_scores, nbest_path, pick, read_nbest
     from s2s.decode.translate import load_members
     from s2s import precision
     from s2s.device import for_stage
@@ -110,12 +110,7 @@ def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
             lstm = lstm_scores(model, flat, sources, vocab=tgt_vocab, src_pad=src_vocab.pad,
                                batch_size=cfg.batch_size, device=device,
                                desc=f"rescore {rescorer}")
-        combined = [(1 - cfg.weight) * c.score + cfg.weight * s for c, s in zip(flat, lstm)]
-        best: dict[int, tuple[float, str]] = {}
-        for c, s in zip(flat, combined):
-            if c.sentence not in best or s > best[c.sentence][0]:  # first wins a tie
-                best[c.sentence] = (s, c.text)
-        picks = {rescorer: [best[i][1] for i in range(len(lists))]}
+        picks = {rescorer: pick(lists, lstm, weight=cfg.weight)}
 
     for name, lines in picks.items():
         tok, detok = hypothesis_files(paths.output(name))
