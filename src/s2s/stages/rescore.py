@@ -9,9 +9,10 @@ Writes: ``<out>/<rescorer>.{tok,detok}.fr``: per sentence the hypothesis with th
         even average). The LSTM scores each hypothesis as a finished sentence, <eos>
         included; the baseline's score of a hypothesis its search cut at the length limit has no
         <eos> (s2s.decode.beam), so rescoring counts against such a hypothesis what the
-        baseline did not: unfinished output is penalised. The rescorer ``oracle`` instead writes ``<out>/baseline.*`` (the
-        baseline's own 1-best) and ``<out>/oracle.*`` (per sentence, the hypothesis with the best
-        sentence-level BLEU against the reference: an upper bound of any rescoring).
+        baseline did not: unfinished output is penalised. The rescorer ``oracle`` instead
+        writes ``<out>/baseline.*`` (the baseline's own 1-best) and ``<out>/oracle.*`` (per
+        sentence, the hypothesis with the best sentence-level BLEU against the reference: an
+        upper bound of any rescoring).
 """
 
 from __future__ import annotations
