@@ -613,6 +613,16 @@ def test_length_drop_is_short_minus_long_group_bleu_with_a_paired_interval():
     want_lo, want_hi = np.percentile(fade - ref, [2.5, 97.5])
     assert (d.loc["fading", "diff_lo"], d.loc["fading", "diff_hi"]) == pytest.approx(
         (want_lo, want_hi), abs=1e-9)
+    # against a reference whose drop varies too, the pairing shows: each draw's difference, not
+    # the difference of the two sorted lists
+    other = [" ".join(r.split()[1:]) for r in refs[:4]] + [
+        " ".join(r.split()[: 2 * len(r.split()) // 3]) for r in refs[4:]]
+    stats[("other", "12")] = sentence_stats_tok(other, refs)
+    d = buckets.length_drop(g, stats, ("fading", "12"), samples=200).set_index("system")
+    paired = boot(stats[("other", "12")]) - fade
+    assert not np.allclose(np.sort(paired), np.sort(boot(stats[("other", "12")])) - np.sort(fade))
+    assert (d.loc["other", "diff_lo"], d.loc["other", "diff_hi"]) == pytest.approx(
+        tuple(np.percentile(paired, [2.5, 97.5])), abs=1e-9)
 
 
 def test_an_edge_length_is_in_the_group_below_and_a_sparse_group_joins_its_smaller_neighbour():
