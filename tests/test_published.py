@@ -24,7 +24,7 @@ def comparable(report: str) -> list[str]:
     revision, and the parameter file's path (its sha256 stays)."""
     lines = []
     for line in report.splitlines():
-        if line.startswith("- git revision:"):
+        if line.startswith(("- git revision:", "- code:")):  # the code's, where installed apart
             continue
         lines.append(re.sub(r"^- parameter file: \S+ \(", "- parameter file: (", line))
     return lines

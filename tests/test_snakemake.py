@@ -218,12 +218,13 @@ def test_a_job_hears_the_threads_snakemake_gave_it(plan_repo):
     assert given.keys() == job_threads(out).keys() - {"all"}  # every job with a command is told
 
 
-def test_a_change_of_params_no_result_reads_reruns_only_the_check(tmp_path):
+def test_a_change_of_params_reruns_what_reads_the_value_and_a_dry_run_changes_nothing(tmp_path):
     """The check stage rewrote metrics/params.json (always the same bytes) whenever the file
     changed; download, train and rescore wait for it. Snakemake compares times, so a new
     `resources.train.runtime` planned all 51 jobs again. Only the report (which prints the
     file's sha256) reruns; a value a stage reads reruns that stage and what follows it (its
-    stamp). The workflow validated the file when it read it."""
+    stamp: the values its outputs were made with). A dry run, or one of another profile, records
+    nothing: it planned every job of the default again after `-n --config params=paper`."""
     repo = project(tmp_path / "repo", "default")
     for stage in pipeline.generate(load(repo / "params.yaml")):  # every result, made already
         for out in stage.outs:
@@ -234,6 +235,10 @@ def test_a_change_of_params_no_result_reads_reruns_only_the_check(tmp_path):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.touch()
     snakemake(repo, "--touch", "--cores", "1")
+    dry = snakemake(repo, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+    assert "train_reversed_3" in planned_jobs(snakemake(
+        repo, "-n", "--config", "params=profiles/paper.yaml").stdout)
     dry = snakemake(repo, "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr
 
@@ -249,6 +254,22 @@ def test_a_change_of_params_no_result_reads_reruns_only_the_check(tmp_path):
     assert jobs["translate_ensemble5"] == 1  # what reads the model
     assert "train_reversed_1" not in jobs and "prepare" not in jobs
     assert "translate_forward" not in jobs
+    seed = params["models"]["reversed_3"]["order_seed"]
+    params["models"]["reversed_3"]["order_seed"] -= 1000  # back, with no run between
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert planned_jobs(snakemake(repo, "-n").stdout) == {"report": 1, "all": 1}
+
+    # the records lost (.snakemake deleted): dvc.lock says what DVC made the outputs with
+    shutil.rmtree(repo / ".snakemake")
+    stage = next(s for s in pipeline.generate(load(repo / "params.yaml"))
+                 if s.name == "train-reversed_3")
+    made = dag.param_values(params, stage.params)
+    (repo / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {
+        stage.name: {"cmd": stage.cmd, "params": {"params.yaml": made}}}}))
+    params["models"]["reversed_3"]["order_seed"] = seed
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    jobs = planned_jobs(snakemake(repo, "-n").stdout)
+    assert jobs["train_reversed_3"] == 1 and "train_reversed_1" not in jobs
 
 
 def test_lint_leaves_only_the_software_deployment_lint(plan_repo):

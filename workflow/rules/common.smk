@@ -2,13 +2,15 @@
 # from the parameter file by the stage modules, as dvc.yaml is (s2s.pipeline), so a model added
 # to params is a new job here at once, and `--config params=...` plans another profile.
 
+import hashlib
 import json
 import os
 import shlex
 import sys
+import time
 
 from s2s import dag, pipeline, projectlock
-from s2s.config import PARAMS_FILE, load as load_params, resolved
+from s2s.config import PARAMS_FILE, load as load_params, read_yaml as load_yaml, resolved
 from s2s.io import atomic_write_text
 
 
@@ -48,25 +50,51 @@ ALL_OUTPUTS = [o.path for s in STAGES for o in s.outs if not o.persist]
 # reran every job after it by time alone (a new resources.train.runtime: all 51). A value a
 # stage reads reruns it through its stamp (params_stamp), as in DVC.
 STAMPS = Path(".snakemake") / "s2s-params"
+_stamps = {}
+
+
+def _locked(stage):
+    """The values of `stage`'s params keys that dvc.lock records (DVC made its outputs with
+    them, or adopted them with `dvc commit`), as JSON; None where it records none, or where this
+    run reads another parameter file than DVC's."""
+    if config["params"] != PARAMS_FILE:
+        return None
+    try:
+        lock = load_yaml("dvc.lock")
+        entry = lock["stages"][stage.name]["params"][PARAMS_FILE]
+    except (ValueError, OSError, KeyError, TypeError):  # no lock, no such stage, damaged
+        return None
+    return json.dumps({k: entry.get(k) for k in stage.params}, sort_keys=True, default=str)
 
 
 def params_stamp(stage):
-    """A file holding the values of the params keys `stage` reads, rewritten only when they
-    change: its time tells Snakemake when they last did, so the job reruns after a change of a
-    value it reads and after no other, even where Snakemake has no record of running it (the
-    outputs of `dvc repro`; its `params` trigger needs one). A stamp seen for the first time is
-    dated 1970: the outputs already there are taken as made with today's values."""
-    text = json.dumps(dag.param_values(PARAM_VALUES, stage.params), sort_keys=True, default=str)
-    path = STAMPS / f"{stage.rule}.json"
-    try:
-        old = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        old = None
-    if old != text:
-        atomic_write_text(path, text)
-        if old is None:
-            os.utime(path, (0, 0))
-    return str(path)
+    """(made, asked): `made` holds the values of the params keys `stage` reads that its outputs
+    were last made with (its job copies `asked`, this run's values, over it when it succeeds); it
+    is dated now where they differ from this run's, 1970 where they are the same, so Snakemake
+    reruns the job after a change of a value it reads and after no other, even where it has no
+    record of running it (outputs of `dvc repro`: its own `params` trigger needs one). A dry run,
+    or one of another profile, changes no record. Seen for the first time (a new project, a
+    deleted .snakemake), the record is dvc.lock's values where it has them, else this run's (the
+    outputs there are taken as made with them)."""
+    if stage.rule not in _stamps:
+        want = json.dumps(dag.param_values(PARAM_VALUES, stage.params), sort_keys=True,
+                          default=str)
+        made = STAMPS / f"{stage.rule}.json"
+        asked = STAMPS / f"{stage.rule}.{hashlib.sha256(want.encode()).hexdigest()[:16]}.json"
+        if not asked.exists():
+            atomic_write_text(asked, want)
+        if not made.exists():
+            atomic_write_text(made, _locked(stage) or want)
+        t = 0 if made.read_text(encoding="utf-8") == want else time.time()
+        os.utime(made, (t, t))
+        _stamps[stage.rule] = (str(made), str(asked))
+    return _stamps[stage.rule]
+
+
+def record_params(stage):
+    """The shell that records, once the job succeeded, the values it ran with (params_stamp)."""
+    made, asked = params_stamp(stage)
+    return f"cp {shlex.quote(asked)} {shlex.quote(made)}"
 
 
 def stage_outputs(stage):
@@ -94,7 +122,9 @@ def stage_inputs(stage):
         if path not in ALL_OUTPUTS and Path(path).is_dir():
             result += sorted(str(f) for f in Path(path).rglob("*")
                              if f.is_file() and "__pycache__" not in f.parts)
+        elif path == PARAMS_FILE:  # the file this run reads (a profile under --config params=)
+            result.append(ancient(config["params"]) if stage.kind == "check"
+                          else config["params"])
         else:
-            result.append(ancient(path) if stage.kind == "check" and path == PARAMS_FILE
-                          else path)
-    return result + [params_stamp(stage)]
+            result.append(path)
+    return result + [params_stamp(stage)[0]]

@@ -33,6 +33,7 @@ for _stage in STAGES:
             f"logs/{_stage.rule}.log",
         params:
             cmd=stage_cmd(_stage),
+            record=record_params(_stage),
             values=dag.param_values(PARAM_VALUES, _stage.params),
         threads: max(_local_cores or 0, _res.threads) if _alone else _res.threads
         resources:
@@ -42,3 +43,4 @@ for _stage in STAGES:
             **_site,
         shell:
             "S2S_JOB_GPUS={resources.gpu} S2S_JOB_THREADS={threads} {params.cmd} > {log} 2>&1"
+            " && {params.record}"

@@ -183,7 +183,9 @@ def cost_claim(params: Params, timing: Mapping[str, Timing],
     ensemble, *singles = (answer(params, "table1", r) for r in _rows(key))
     if ensemble is None or all(o is None for o in singles):
         first, *others = _rows(key)
-        return claim(key, NOT_RUN, _unanswered("output", [first] if ensemble is None else others))
+        missing = ([first] if ensemble is None else []) + (
+            others if all(o is None for o in singles) else [])
+        return claim(key, NOT_RUN, _unanswered("output", missing))
     if timed is not None:
         runs = {(t.system, t.beam): t.ms_per_sentence for t in timed.systems}
         e = runs.get((ensemble.system, ensemble.beam)) if ensemble else None

@@ -10,6 +10,7 @@ Writes: ``<out>`` (``metrics/params.json``): ``{"valid": true, "name_pattern": .
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from s2s import arch
@@ -47,16 +48,19 @@ def main(params_file: Path, *, out: Path) -> None:
 
     if Path(params_file).name == Path(PARAMS_FILE).name:  # the file DVC reads (Snakemake may run a profile)
         require_complete(params_file)
-        _require_current_dag(Path(params_file))
+        if os.environ.get("DVC_STAGE"):  # run by DVC (Snakemake makes its rules from params)
+            _require_current_dag(Path(params_file))
 
     ParamsCheck(valid=True, name_pattern=NAME_PATTERN.pattern).write(out)
     log.info("%s is valid; wrote %s", params_file, out)
 
 
 def _require_current_dag(params_file: Path) -> None:
-    """The dvc.yaml beside `params_file`, where there is one, is what the file generates: a model
-    or system `dvc exp run -S` adds (or removes) is a stage only after `s2s dag write`, and an
-    experiment that ran the old stages would list the new model as not run."""
+    """Under DVC (which sets DVC_STAGE for a stage's command), the dvc.yaml beside
+    `params_file` is what the file generates: a model or system `dvc exp run -S` adds (or
+    removes) is a stage only after `s2s dag write`, and an experiment that ran the old stages
+    would list the new model as not run. Snakemake needs no dvc.yaml: it makes its rules from the
+    file."""
     from s2s import pipeline
     from s2s.config import ConfigError, load
 
