@@ -2,6 +2,7 @@
 # from the parameter file by the stage modules, as dvc.yaml is (s2s.pipeline), so a model added
 # to params is a new job here at once, and `--config params=...` plans another profile.
 
+import functools
 import hashlib
 import json
 import os
@@ -53,6 +54,16 @@ STAMPS = Path(".snakemake") / "s2s-params"
 _stamps = {}
 
 
+@functools.cache
+def _lock():
+    """dvc.lock's stages, read once; {} where there is none (or it is damaged)."""
+    try:
+        stages = load_yaml("dvc.lock")["stages"]
+    except (ValueError, OSError, KeyError, TypeError):  # no lock, no stages, not YAML
+        return {}
+    return stages if isinstance(stages, dict) else {}
+
+
 def _locked(stage):
     """The values of `stage`'s params keys that dvc.lock records (DVC made its outputs with
     them, or adopted them with `dvc commit`), as JSON; None where it records none, or where this
@@ -60,11 +71,10 @@ def _locked(stage):
     if config["params"] != PARAMS_FILE:
         return None
     try:
-        lock = load_yaml("dvc.lock")
-        entry = lock["stages"][stage.name]["params"][PARAMS_FILE]
-    except (ValueError, OSError, KeyError, TypeError):  # no lock, no such stage, damaged
+        entry = _lock()[stage.name]["params"][PARAMS_FILE]
+        return json.dumps({k: entry.get(k) for k in stage.params}, sort_keys=True, default=str)
+    except (KeyError, TypeError, AttributeError):  # no such stage, or no params of it
         return None
-    return json.dumps({k: entry.get(k) for k in stage.params}, sort_keys=True, default=str)
 
 
 def params_stamp(stage):
