@@ -639,7 +639,8 @@ def test_checkpoints_load_with_weights_only_and_refuse_pickled_objects(tmp_path)
     marker = tmp_path / "code-ran"
     path = tmp_path / "model.pt"
     torch.save({"format": checkpoint.FORMAT, "model": {}, "hook": _Payload(marker)}, path)
-    with pytest.raises(checkpoint.CheckpointError, match=r"model\.pt: not a readable checkpoint"):
+    with pytest.raises(checkpoint.CheckpointError, match=r"model\.pt: not an s2s checkpoint: it "
+                                                         r"holds objects other than tensors"):
         checkpoint.load_payload(path)
     assert not marker.exists()
 

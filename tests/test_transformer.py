@@ -686,9 +686,10 @@ def test_parameter_count_and_description_of_the_default_profile_size():
 
 def test_a_source_the_length_check_lets_through_fits_the_search():
     """check_lengths and the search compute the longest target alike (float32, an empty line
-    reads one <pad>): at max_len_a 1.4 a 45-token source gives 1.4 x 45 = 63.000004 in float32,
-    63 tokens; in float64 the check said 62, let the line through, and the search ran past
-    max_positions mid-way. Every source the check accepts now decodes to its full length."""
+    counting as one token): at max_len_a 1.4 a 45-token source gives 1.4 x 45 = 63.000004 in
+    float32, 63 tokens; in float64 the check said 62, let the line through, and the search ran
+    past max_positions mid-way. Every source the check accepts now decodes to its full length
+    (an empty one to an empty line, with no search)."""
     from s2s.config import TranslateConfig
     from s2s.decode.translate import check_lengths, max_target_lengths, translate
 
@@ -709,4 +710,7 @@ def test_a_source_the_length_check_lets_through_fits_the_search():
             continue
         [[hyp]] = translate(model, src, cfg=cfg, beam=2, nbest=1, vocab=vocab,
                             device=torch.device("cpu"))
+        if n == 0:
+            assert hyp.tokens == () and hyp.finished
+            continue
         assert len(hyp.tokens) == max_target_lengths(torch.tensor([n]), cfg).item()

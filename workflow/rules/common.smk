@@ -2,7 +2,6 @@
 # from the parameter file by the stage modules, as dvc.yaml is (s2s.pipeline), so a model added
 # to params is a new job here at once, and `--config params=...` plans another profile.
 
-import functools
 import hashlib
 import json
 import os
@@ -54,14 +53,18 @@ STAMPS = Path(".snakemake") / "s2s-params"
 _stamps = {}
 
 
-@functools.cache
+_lock_stages = []  # dvc.lock's stages, once read
+
+
 def _lock():
     """dvc.lock's stages, read once; {} where there is none (or it is damaged)."""
-    try:
-        stages = load_yaml("dvc.lock")["stages"]
-    except (ValueError, OSError, KeyError, TypeError):  # no lock, no stages, not YAML
-        return {}
-    return stages if isinstance(stages, dict) else {}
+    if not _lock_stages:
+        try:
+            stages = load_yaml("dvc.lock")["stages"]
+        except (ValueError, OSError, KeyError, TypeError):  # no lock, no stages, not YAML
+            stages = {}
+        _lock_stages.append(stages if isinstance(stages, dict) else {})
+    return _lock_stages[0]
 
 
 def _locked(stage):
@@ -86,19 +89,20 @@ def params_stamp(stage):
     or one of another profile, changes no record. Seen for the first time (a new project, a
     deleted .snakemake), the record is dvc.lock's values where it has them, else this run's (the
     outputs there are taken as made with them)."""
-    if stage.rule not in _stamps:
+    name = stage.rule  # (a line holding "rule " and ":" reads as a rule to Snakemake's lint)
+    if name not in _stamps:
         want = json.dumps(dag.param_values(PARAM_VALUES, stage.params), sort_keys=True,
                           default=str)
-        made = STAMPS / f"{stage.rule}.json"
-        asked = STAMPS / f"{stage.rule}.{hashlib.sha256(want.encode()).hexdigest()[:16]}.json"
+        made = STAMPS / f"{name}.json"
+        asked = STAMPS / f"{name}.{hashlib.sha256(want.encode()).hexdigest()[:16]}.json"
         if not asked.exists():
             atomic_write_text(asked, want)
         if not made.exists():
             atomic_write_text(made, _locked(stage) or want)
         t = 0 if made.read_text(encoding="utf-8") == want else time.time()
         os.utime(made, (t, t))
-        _stamps[stage.rule] = (str(made), str(asked))
-    return _stamps[stage.rule]
+        _stamps[name] = (str(made), str(asked))
+    return _stamps[name]
 
 
 def record_params(stage):
