@@ -89,7 +89,7 @@ def params_stamp(stage):
     or one of another profile, changes no record. Seen for the first time (a new project, a
     deleted .snakemake), the record is dvc.lock's values where it has them, else this run's (the
     outputs there are taken as made with them)."""
-    name = stage.rule  # (a line holding "rule " and ":" reads as a rule to Snakemake's lint)
+    name = stage.rule
     if name not in _stamps:
         want = json.dumps(dag.param_values(PARAM_VALUES, stage.params), sort_keys=True,
                           default=str)
