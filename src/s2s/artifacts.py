@@ -241,17 +241,18 @@ class CostTiming(Record):
         """The record, refused (ArtifactError naming the key) where the cost claim could not
         pair its repetitions: a system timed twice, repetition counts that differ or are below
         two, a time that is not a positive number, no sentence."""
-        record = decode(cls, obj, str(source), "", RULES)
+        record = super().from_json(obj, source=source)
         if record.sentences < 1:
             raise ArtifactError(f"{source}: 'sentences' must be >= 1, got {record.sentences}")
         seen: dict[tuple[str, int], int] = {}
+        first = len(record.systems[0].ms_per_sentence) if record.systems else 0
         for i, t in enumerate(record.systems):
             key = f"systems[{i}]"
             if (t.system, t.beam) in seen:
                 raise ArtifactError(f"{source}: '{key}' times {t.system} at beam {t.beam} again "
                                     f"(also 'systems[{seen[t.system, t.beam]}]')")
             seen[t.system, t.beam] = i
-            n, first = len(t.ms_per_sentence), len(record.systems[0].ms_per_sentence)
+            n = len(t.ms_per_sentence)
             if n < 2 or n != first:
                 raise ArtifactError(f"{source}: '{key}.ms_per_sentence' has {n} repetition(s); "
                                     f"expected two or more, as many as 'systems[0]' ({first}): "
