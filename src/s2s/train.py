@@ -80,7 +80,8 @@ class Interrupted(RuntimeError):
 
 def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
     """The learning rate of update `step` (0-based). `schedule: paper` (§3.4): constant, then
-    halved every `decay_every` epochs from epoch `decay_start` on. `inverse_sqrt` (Vaswani et al.
+    halved every `decay_every` epochs from epoch `decay_start` on, the first halving at
+    `decay_start` itself (the paper's 7.5 epochs end at lr / 32). `inverse_sqrt` (Vaswani et al.
     2017, §5.3, with `lr` as the peak): lr * min(n / warmup, sqrt(warmup / n)) for update n =
     step + 1, a linear warmup to `lr` over `warmup_steps`, then decay as 1/sqrt(n)."""
     if cfg.schedule == "inverse_sqrt":
