@@ -148,3 +148,47 @@ def test_a_run_of_other_settings_is_not_a_rerun_but_one_on_other_hardware_is(run
     proc = _verify(tmp_path, rerun, "--against", ref)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "differs from" in proc.stderr and "in 1 setting (train.epochs)" in proc.stderr
+
+
+def test_each_run_names_the_cpu_kind_it_trained_on_and_a_difference_is_said(runs, tmp_path):
+    """Training records the CPU's kind (bf16 bits depend on it); verify prints both runs'
+    machines, and says why numbers need not be identical where they differ. A record from
+    before the kind was kept reads as 'kind not recorded'."""
+    import re
+
+    from s2s.precision import cpu_kind
+
+    ref, rerun = runs
+    kind = cpu_kind()
+    assert re.search(r" \(family \d+, model \d+; ", kind), kind
+    records = sorted((ref / "metrics" / "train").glob("*.json"))
+    first = json.loads(records[0].read_text())
+    assert first["device"] == "cpu" and first["cpu"] == kind
+    here = f"cpu ({kind}), {first['precision']}"
+    out = _verify(tmp_path, rerun, "--against", ref).stdout
+    assert f"trained on: reference {here}\n" in out and f"this run  {here}\n" in out
+    assert "not the same machines" not in out
+
+    other = "Intel Xeon Test (family 6, model 143; Intel AMX-BF16)"
+    for path in records:
+        record = json.loads(path.read_text())
+        path.write_text(json.dumps({**record, "cpu": other}))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # the verdicts decide, not the machine
+    assert f"trained on: reference cpu ({other}), {first['precision']}\n" in proc.stdout
+    assert f"this run  {here}\n" in proc.stdout
+    assert "(not the same machines or precision: bf16 products differ" in proc.stdout
+
+    for path in records:
+        record = json.loads(path.read_text())
+        del record["cpu"]
+        path.write_text(json.dumps(record))
+    out = _verify(tmp_path, rerun, "--against", ref).stdout
+    assert f"trained on: reference cpu (kind not recorded), {first['precision']}\n" in out
+
+
+def test_the_report_s_provenance_names_the_cpu_kind_training_ran_on(smoke_run):
+    from s2s.precision import cpu_kind
+
+    report = (smoke_run / "reports" / "report.md").read_text()
+    assert f"training device(s): cpu ({cpu_kind()});" in report

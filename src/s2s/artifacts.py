@@ -299,6 +299,13 @@ class TrainMetrics(Record):
     processes: int | None = dataclasses.field(default=None, metadata=OMIT_NONE)  # data-parallel
     # off the CPU: every part's precision in one phrase (s2s.precision.Precision.engine)
     engine: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+    # on the CPU: its kind (s2s.precision.cpu_kind), on which bf16 bits depend; absent in
+    # records written before it was recorded
+    cpu: str | None = dataclasses.field(default=None, metadata=OMIT_NONE)
+
+    def machine(self) -> str:
+        """Where it trained, in words: "cpu (AMD EPYC (...))", "cuda (NVIDIA H200)"."""
+        return f"{self.device} ({self.cpu})" if self.cpu else self.device
 
 
 # --- what the summary, claims and report stages read of the others' measurements ---------------

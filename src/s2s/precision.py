@@ -74,18 +74,24 @@ def _cpu_flags() -> frozenset[str]:
 
 
 def cpu_kind() -> str:
-    """This machine's CPU in words, with its bf16 engine, which decides bf16 speed and bits:
-    e.g. "AMD EPYC (AVX512-BF16)", "Intel Xeon ... (Intel AMX-BF16)"."""
-    name = "unknown CPU"
+    """This machine's CPU in words, with its family and model (which tell generations apart
+    where the name does not: AMD's "AMD EPYC" is family 23 on Zen 2, 25 on Zen 3 and 4, 26 on
+    Zen 5) and its bf16 engine, which decide bf16 speed and bits: e.g. "AMD EPYC (family 26,
+    model 2; AVX512-BF16)", "Intel Xeon ... (family 6, model 143; Intel AMX-BF16)"."""
+    info = {}
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
-                if line.startswith("model name"):
-                    name = line.split(":", 1)[1].strip()
+                key, _, value = line.partition(":")
+                if not key.strip():  # the first processor's block ends at its blank line
                     break
+                info.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return f"{name} ({bf16_engine(torch.device('cpu')) or 'no bf16 engine'})"
+    engine = bf16_engine(torch.device("cpu")) or "no bf16 engine"
+    where = (f"family {info['cpu family']}, model {info['model']}; "
+             if "cpu family" in info and "model" in info else "")
+    return f"{info.get('model name', 'unknown CPU')} ({where}{engine})"
 
 
 def bf16_engine(device: torch.device) -> str | None:

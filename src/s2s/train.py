@@ -725,6 +725,7 @@ class Run:
             best_dev_ppl=round(state.best_dev_ppl, 4),
             processes=self.world.size if self.world.size > 1 else None,
             engine=None if self.device.type == "cpu" else self.chosen.engine,
+            cpu=precision.cpu_kind() if self.device.type == "cpu" else None,
         ).to_json()
         if not self.world.is_main:
             return metrics

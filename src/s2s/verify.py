@@ -255,7 +255,7 @@ def _line(key: str, a: float | None, b: float | None, tol: float | None, basis: 
 def render(run: Run, ref: Run, lines: list[Line], claims) -> str:
     groups = ", ".join(label(g) for g in seed_groups(ref.params)) or "none"
     out = [f"{run.root} against {ref.root} (profile {ref.params.profile}); seeds of the "
-           f"reference: {groups}", ""]
+           f"reference: {groups}", *machine_lines(run, ref), ""]
     width = max(len(x.key) for x in lines) if lines else 10
     out.append(f"{'number':<{width}}  {'reference':>10}  {'this run':>10}  verdict")
     for x in lines:
@@ -275,6 +275,23 @@ def render(run: Run, ref: Run, lines: list[Line], claims) -> str:
             f"; claims: {same} of {len(theirs)} with the same verdict" +
             (f"; {new} not in the reference" if new else "")]
     return "\n".join(out) + "\n"
+
+
+def machine_lines(run: Run, ref: Run) -> list[str]:
+    """Where each run trained and in what precision, and, where that differs, why its numbers
+    need not be identical: bf16 bits depend on the CPU kind or GPU (and fp32 sums on the thread
+    count and kernels). A record without the CPU kind says so (written before it was kept)."""
+    def machines(r: Run) -> list[str]:
+        return sorted({f"{'cpu (kind not recorded)' if m.device == 'cpu' and not m.cpu else m.machine()}"
+                       f", {m.precision}" for m in r.train.values()})
+
+    mine, theirs = machines(run), machines(ref)
+    out = [f"trained on: reference {'; '.join(theirs) or 'unknown'}",
+           f"            this run  {'; '.join(mine) or 'unknown'}"]
+    if mine != theirs:
+        out.append("            (not the same machines or precision: bf16 products differ between "
+                   "CPU kinds and GPUs, so expect numbers within the seed spread, not identical)")
+    return out
 
 
 def _num(v: float | None) -> str:

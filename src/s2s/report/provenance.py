@@ -17,7 +17,7 @@ def provenance(params: Params, *, train: dict[str, TrainMetrics], timing: dict[s
                manifest: Manifest | None) -> list[str]:
     """One line each: profile, parameter file and its sha256, git revision (and the code's, where
     it is not the project's checkout), versions, devices, and the data's corpora."""
-    devices = sorted({m.device for m in train.values() if m.device})
+    devices = sorted({m.machine() for m in train.values() if m.device})
     dec = sorted({f"{t.device} ({t.threads} threads)" for t in timing.values()})
     return [
         f"profile: {params.profile}",
