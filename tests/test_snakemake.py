@@ -224,7 +224,8 @@ def test_a_change_of_params_reruns_what_reads_the_value_and_a_dry_run_changes_no
     `resources.train.runtime` planned all 51 jobs again. Only the report (which prints the
     file's sha256) reruns; a value a stage reads reruns that stage and what follows it (its
     stamp: the values its outputs were made with). A dry run, or one of another profile, records
-    nothing: it planned every job of the default again after `-n --config params=paper`."""
+    nothing: it planned every job of the default again after `-n --config params=paper`, before
+    or after the first real run."""
     repo = project(tmp_path / "repo", "default")
     for stage in pipeline.generate(load(repo / "params.yaml")):  # every result, made already
         for out in stage.outs:
@@ -234,6 +235,11 @@ def test_a_change_of_params_reruns_what_reads_the_value_and_a_dry_run_changes_no
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.touch()
+    # a dry run of another profile, the first run here: it writes no record (it wrote its own
+    # values as the default's outputs', and the next real run reran every job)
+    snakemake(repo, "-n", "--config", "params=profiles/paper.yaml")
+    stamps = repo / ".snakemake" / "s2s-params"
+    assert not list(stamps.glob("*.json")) and list((stamps / "dry-run").glob("*.json"))
     snakemake(repo, "--touch", "--cores", "1")
     dry = snakemake(repo, "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr

@@ -69,10 +69,8 @@ def _lock():
 
 def _locked(stage):
     """The values of `stage`'s params keys that dvc.lock records (DVC made its outputs with
-    them, or adopted them with `dvc commit`), as JSON; None where it records none, or where this
-    run reads another parameter file than DVC's."""
-    if config["params"] != PARAMS_FILE:
-        return None
+    them, or adopted them with `dvc commit`), as JSON; None where it records none. Under another
+    parameter file (`--config params=...`) too: the outputs in place are DVC's all the same."""
     try:
         entry = _lock()[stage.name]["params"][PARAMS_FILE]
         return json.dumps({k: entry.get(k) for k in stage.params}, sort_keys=True, default=str)
@@ -80,35 +78,54 @@ def _locked(stage):
         return None
 
 
-def params_stamp(stage):
+def _wanted(stage):
+    """This run's values of the params keys `stage` reads, as JSON."""
+    return json.dumps(dag.param_values(PARAM_VALUES, stage.params), sort_keys=True, default=str)
+
+
+def stamp_paths(stage):
     """(made, asked): `made` holds the values of the params keys `stage` reads that its outputs
-    were last made with (its job copies `asked`, this run's values, over it when it succeeds); it
-    is dated now where they differ from this run's, 1970 where they are the same, so Snakemake
-    reruns the job after a change of a value it reads and after no other, even where it has no
-    record of running it (outputs of `dvc repro`: its own `params` trigger needs one). A dry run,
-    or one of another profile, changes no record. Seen for the first time (a new project, a
-    deleted .snakemake), the record is dvc.lock's values where it has them, else this run's (the
-    outputs there are taken as made with them)."""
+    were last made with; `asked` this run's, which the job copies over `made` when it succeeds."""
+    digest = hashlib.sha256(_wanted(stage).encode()).hexdigest()[:16]
+    return STAMPS / f"{stage.rule}.json", STAMPS / f"{stage.rule}.{digest}.json"
+
+
+def params_stamp(stage):
+    """The input function of `stage`'s stamp: a file dated now where the values its outputs were
+    made with (`made`, stamp_paths) differ from this run's, 1970 where they are the same, so
+    Snakemake reruns the job after a change of a value it reads and after no other, even where
+    it has no record of running it (outputs of `dvc repro`: its own `params` trigger needs one).
+    Seen for the first time (a new project, a deleted .snakemake), the record is dvc.lock's
+    values where it has them, else this run's (the outputs there are taken as made with them).
+    A dry run writes no record: it is called when Snakemake builds the jobs, after it knows it
+    is one, and a first sight there is dated in a file of its own (`dry-run/`), which no run
+    reads; a later run decides the record as if the dry run had not been."""
     name = stage.rule
-    if name not in _stamps:
-        want = json.dumps(dag.param_values(PARAM_VALUES, stage.params), sort_keys=True,
-                          default=str)
-        made = STAMPS / f"{name}.json"
-        asked = STAMPS / f"{name}.{hashlib.sha256(want.encode()).hexdigest()[:16]}.json"
-        if not asked.exists():
-            atomic_write_text(asked, want)
-        if not made.exists():
-            atomic_write_text(made, _locked(stage) or want)
-        t = 0 if made.read_text(encoding="utf-8") == want else time.time()
-        os.utime(made, (t, t))
-        _stamps[name] = (str(made), str(asked))
-    return _stamps[name]
+
+    def stamp(wildcards):
+        if name not in _stamps:
+            want, (made, asked) = _wanted(stage), stamp_paths(stage)
+            if workflow.dryrun:
+                if not made.exists():
+                    made = STAMPS / "dry-run" / made.name
+                    atomic_write_text(made, _locked(stage) or want)
+            else:
+                if not asked.exists():
+                    atomic_write_text(asked, want)
+                if not made.exists():
+                    atomic_write_text(made, _locked(stage) or want)
+            t = 0 if made.read_text(encoding="utf-8") == want else time.time()
+            os.utime(made, (t, t))
+            _stamps[name] = str(made)
+        return _stamps[name]
+
+    return stamp
 
 
 def record_params(stage):
     """The shell that records, once the job succeeded, the values it ran with (params_stamp)."""
-    made, asked = params_stamp(stage)
-    return f"cp {shlex.quote(asked)} {shlex.quote(made)}"
+    made, asked = stamp_paths(stage)
+    return f"cp {shlex.quote(str(asked))} {shlex.quote(str(made))}"
 
 
 def stage_outputs(stage):
@@ -141,4 +158,4 @@ def stage_inputs(stage):
                           else config["params"])
         else:
             result.append(path)
-    return result + [params_stamp(stage)[0]]
+    return result

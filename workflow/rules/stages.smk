@@ -27,6 +27,7 @@ for _stage in STAGES:
             _stage.rule
         input:
             stage_inputs(_stage),
+            stamp=params_stamp(_stage),
         output:
             stage_outputs(_stage),
         log:
