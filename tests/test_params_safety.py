@@ -294,3 +294,77 @@ def test_dvc_repro_with_a_hostile_model_name_runs_nothing(tmp_path):
     assert "Running stage 'check-params'" in out and "Running stage 'download'" not in out, \
         out[-3000:]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda raw: raw["data"]["train"][0].update(corpus="nope.corpus"),
+     r"'data.train\[0\].corpus' names corpus 'nope.corpus', which is not in the registry "
+     r"\(known: multi30k.train, "),
+    (lambda raw: raw["data"]["test"].update(corpus="wmt14.newstest2015"),
+     r"'data.test.corpus' names corpus 'wmt14.newstest2015', which is not in the registry"),
+    (lambda raw: raw["data"].update(dev=[]),
+     r"'data.dev' must name at least one corpus \(training keeps the checkpoint of the best "
+     r"dev perplexity\)"),
+    (lambda raw: raw["data"].update(train=[]), r"'data.train' must name at least one corpus$"),
+    (lambda raw: raw["data"]["train"].append({"corpus": "wmt14.newstest2014"}),
+     r"'data.test.corpus' names 'wmt14.newstest2014', which 'data.train\[2\]' names already: "
+     r"a corpus in two roles"),
+    (lambda raw: raw["data"]["dev"].append(dict(raw["data"]["test"])),
+     r"'data.test.corpus' names 'wmt14.newstest2014', which 'data.dev\[1\]' names already: a "
+     r"corpus in two roles"),
+    (lambda raw: raw["data"]["train"].append({"corpus": "wmt14.giga_fren", "max_lines": 5}),
+     r"'data.train\[2\].corpus' names 'wmt14.giga_fren', which 'data.train\[0\]' names "
+     r"already: the same corpus twice"),
+    (lambda raw: raw["analysis"].update(phrases=["a | b", "c |  | d"]),
+     r"'analysis.phrases\[1\]' must be paraphrases separated by '\|', none of them empty, got "
+     r"'c \|  \| d'"),
+    (lambda raw: raw["models"]["forward"].update(init_seed=2**70),
+     r"'models.forward.init_seed' must be <= 4294967295"),
+    (lambda raw: raw["models"]["transformer"].update(order_seed=-1),
+     r"'models.transformer.order_seed' must be >= 0"),
+    (lambda raw: raw["analysis"].update(max_position=10**9), r"'analysis.max_position' must be "
+                                                              r"<= 1000"),
+    (lambda raw: raw["analysis"].update(memory_steps=10**9), r"'analysis.memory_steps' must be "
+                                                              r"<= 1000"),
+])
+def test_data_analysis_and_seed_values_that_would_fail_a_later_stage_are_refused_by_the_check(
+        tmp_path, edit, says):
+    """Each of these passed `s2s check` and failed later: a mistyped corpus id at download
+    (naming neither the file nor the key), an empty dev set with a NaN dev perplexity and no
+    best checkpoint, an empty paraphrase in the analyze stage, a seed past 64 bits in training,
+    a million positions out of memory; and the test set trained on, or chosen on, was accepted
+    without a word."""
+    raw = smoke()
+    assert raw["data"]["test"]["corpus"] == "wmt14.newstest2014"
+    assert [c["corpus"] for c in raw["data"]["train"]] == ["wmt14.giga_fren", "wmt14.europarl_v7"]
+    edit(raw)
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError, match=f"^{path}: {says}") as e:
+        config.load(path)
+    assert "Traceback" not in str(e.value)
+
+
+def test_the_analysis_bounds_are_a_test_line_s_longest():
+    from s2s.config import AnalysisConfig
+    from s2s.data.prepare import MAX_EVAL_WORDS
+    import dataclasses as dc
+
+    bounds = {f.name: f.metadata["max"] for f in dc.fields(AnalysisConfig)
+              if f.name in ("max_position", "memory_steps")}
+    assert bounds == {"max_position": MAX_EVAL_WORDS, "memory_steps": MAX_EVAL_WORDS}
+
+
+def test_a_profile_that_does_not_name_itself_is_refused(tmp_path):
+    """`s2s profile bad` wrote params.yaml with its base's `profile: smoke` and said it was
+    profile 'bad': the report and the summary then named another profile."""
+    from s2s import profiles
+
+    folder = tmp_path / "profiles"
+    shutil.copytree(ROOT / "profiles", folder)
+    (folder / "bad.yaml").write_text("extends: smoke\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"^{folder / 'bad.yaml'}: 'profile' is 'smoke' \(from "
+                                          rf"{folder / 'smoke.yaml'}\), not the file's name: set "
+                                          r"`profile: bad` in it$"):
+        profiles.profile_text(folder / "bad.yaml")
+    (folder / "bad.yaml").write_text("extends: smoke\nprofile: bad\n", encoding="utf-8")
+    assert "\nprofile: bad\n" in profiles.profile_text(folder / "bad.yaml")

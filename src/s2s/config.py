@@ -212,7 +212,8 @@ class AnalysisConfig:
     sentences: int = field(default=1000, metadata=rng(1))  # test sentences for the statistics
     # source positions of gradient reach; at least the first 3, which the claim compares
     # (s2s.analysis.outputs.FIRST)
-    max_position: int = field(default=20, metadata=rng(3))
+    # at most a test line's longest (s2s.data.prepare.MAX_EVAL_WORDS), as memory_steps
+    max_position: int = field(default=20, metadata=rng(3, 1000))
     attention_system: str | None = None  # whose attention weights the report draws
     # a Transformer system whose cross-attention the report draws beside them (same sentences)
     cross_attention_system: str | None = None
@@ -223,7 +224,7 @@ class AnalysisConfig:
     # Memory (s2s.analysis.memory): the models whose encoder's response to a one-word change is
     # traced (empty: `models`), steps after the change, candidate words per context.
     memory_models: tuple[str, ...] = ()
-    memory_steps: int = field(default=12, metadata=rng(1))
+    memory_steps: int = field(default=12, metadata=rng(1, 1000))
     memory_candidates: int = field(default=20, metadata=rng(2))
 
     @staticmethod
@@ -791,6 +792,7 @@ def _check_cross_refs(p: Params) -> None:
     entries exist and can do what is asked of them. One check per section, in the file's order;
     the first problem raises ConfigError naming its key."""
     _check_names(p)
+    _check_data(p)
     _check_models(p)
     _check_systems(p)
     _check_rescore(p)
@@ -814,6 +816,36 @@ def _check_names(p: Params) -> None:
             check_name(p.rescore.baseline, p.source, "rescore.baseline")
     except ConfigError as e:
         raise _error(str(e), p.source, p.origins) from None
+
+
+def _check_data(p: Params) -> None:
+    """Every corpus is one of the registry's (s2s.data.sources), there is training data and a
+    dev set (training keeps the checkpoint of the best dev perplexity), and no corpus serves two
+    roles: a test set trained on, or chosen on as the dev set, measures nothing."""
+    from s2s.data.sources import CORPORA
+
+    d = p.data
+    roles = [*((f"data.train[{i}]", c) for i, c in enumerate(d.train)),
+             *((f"data.dev[{i}]", c) for i, c in enumerate(d.dev)), ("data.test", d.test),
+             *((("data.nbest", d.nbest),) if d.nbest is not None else ())]
+    for key, ref in roles:
+        if ref.corpus not in CORPORA:
+            raise _error(f"{p.source}: '{key}.corpus' names corpus '{ref.corpus}', which is not "
+                         f"in the registry (known: {', '.join(CORPORA)})", p.source, p.origins)
+    for key in ("train", "dev"):
+        if not getattr(d, key):
+            raise _error(f"{p.source}: 'data.{key}' must name at least one corpus"
+                         + (" (training keeps the checkpoint of the best dev perplexity)"
+                            if key == "dev" else ""), p.source, p.origins)
+    seen: dict[str, str] = {}
+    for key, ref in roles[:-1] if d.nbest is not None else roles:
+        if ref.corpus in seen:
+            first = seen[ref.corpus]
+            what = ("the same corpus twice" if first.split("[")[0] == key.split("[")[0]
+                    else "a corpus in two roles (a set trained or chosen on is no test of them)")
+            raise ConfigError(f"{p.source}: '{key}.corpus' names '{ref.corpus}', which "
+                              f"'{first}' names already: {what}")
+        seen[ref.corpus] = key
 
 
 def _check_models(p: Params) -> None:
@@ -926,6 +958,10 @@ def _check_report(p: Params) -> None:
 
 def _check_analysis(p: Params) -> None:
     a = p.analysis
+    for i, line in enumerate(a.phrases):  # s2s.analysis.probes.phrase_groups reads them
+        if not all(q.strip() for q in line.split("|")):
+            raise _error(f"{p.source}: 'analysis.phrases[{i}]' must be paraphrases separated by "
+                         f"'|', none of them empty, got {line!r}", p.source, p.origins)
     for i, m in enumerate(a.models):
         _check_capable_model(p, f"analysis.models[{i}]", m, "analysis")
     # The memory analysis traces analysis.models where memory_models is empty or not written.

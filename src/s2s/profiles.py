@@ -41,6 +41,10 @@ def profile_text(src: Path) -> str:
     the order and with the comments of its base where the base has them."""
     chain: list[Path] = []
     want = resolved(src, chain=chain)
+    if want.get("profile") != src.stem:  # the name the report, the summary and `s2s profile` show
+        where = next((f" (from {p})" for p in chain if "profile" in read_yaml(p)), "")
+        raise ConfigError(f"{src}: 'profile' is {want.get('profile')!r}{where}, not the file's "
+                          f"name: set `profile: {src.stem}` in it")
     if len(chain) == 1:
         return src.read_text(encoding="utf-8")
     raw = read_yaml(src)

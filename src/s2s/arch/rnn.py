@@ -38,8 +38,10 @@ class RNNConfig:
     embed_size: int = field(default=1000, metadata=rng(1))
     init_range: float = field(default=0.08, metadata=rng(0.0, lo_open=True))  # uniform init
     reverse_source: bool = False
-    init_seed: int = field(default=1, metadata=rng(0))
-    order_seed: int = field(default=1, metadata=rng(0))
+    # seeds: numpy's range, whose products the training seeds (s2s.train.dropout_seed) keep in
+    # torch's 64 bits
+    init_seed: int = field(default=1, metadata=rng(0, 2**32 - 1))
+    order_seed: int = field(default=1, metadata=rng(0, 2**32 - 1))
     # The LSTM forget gates' bias after the uniform init, in every LSTM layer (nn.LSTM: b_ih's
     # forget chunk, b_hh's forget chunk 0); 0.0 leaves the paper's uniform init untouched.
     forget_bias: float = 0.0

@@ -25,8 +25,8 @@ class TransformerConfig:
     recurrent: ClassVar[bool] = False  # no num_layers x hidden_size: its own size()
     arch: Literal["transformer"] = "transformer"
     reverse_source: bool = False
-    init_seed: int = 1
-    order_seed: int = 1
+    init_seed: int = field(default=1, metadata=rng(0, 2**32 - 1))  # as RNNConfig's
+    order_seed: int = field(default=1, metadata=rng(0, 2**32 - 1))
     # The ranges (metadata) are what params and records are checked against (s2s.schema.decode),
     # a `model` default even where no model of the file is a Transformer; __post_init__ checks
     # them again for a config built in code.
