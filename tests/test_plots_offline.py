@@ -70,3 +70,18 @@ def test_the_learning_curves_are_on_a_log_axis_and_figure3_on_a_linear_one(profi
     assert plots["figure3_length"]["template"] == "simple"
     spec = json.loads((ROOT / offline_plots.LOG_Y_TEMPLATE).read_text())
     assert spec["encoding"]["y"]["scale"] == {"type": "log"}
+
+
+def test_s2s_plots_outside_a_project_is_refused_and_makes_no_dvc_folder(tmp_path):
+    """It wrote its template to ./.dvc/tmp wherever it ran: the folder was then a DVC project
+    to every later s2s command in it or below (their project lock taken there)."""
+    from conftest import BIN, run
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    proc = run([str(BIN / "s2s"), "plots"], bare, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"{bare}: not in a DVC project (no .dvc/ here or above)" in proc.stderr
+    assert list(bare.iterdir()) == []
+    (tmp_path / ".dvc").mkdir()  # in a project's subfolder: the template goes to the project's
+    assert offline_plots.template_path(tmp_path).parent == tmp_path / ".dvc" / "tmp"

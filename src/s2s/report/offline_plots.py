@@ -81,10 +81,19 @@ def template_path(project: Path) -> Path:
 
 
 def show(dvc_args: list[str], project: Path = Path(".")) -> int:
-    """``dvc plots show --html-template <offline template> DVC_ARGS`` in `project`."""
+    """``dvc plots show --html-template <offline template> DVC_ARGS`` in `project`, a DVC
+    project or a folder inside one (as DVC finds it). Outside any it is refused before anything
+    is written: a ``.dvc/tmp/`` made there for the template made the folder a project to every
+    later command run in it or below."""
+    from s2s.projectlock import find_root
+
     if any(a == "--html-template" or a.startswith("--html-template=") for a in dvc_args):
         raise ValueError("s2s plots gives dvc plots show its own --html-template")
-    template = template_path(project)
+    root = find_root(Path(project))
+    if root is None:
+        raise ValueError(f"{Path(project).resolve()}: not in a DVC project (no .dvc/ here or "
+                         f"above): run s2s plots in the project whose plots to show")
+    template = template_path(root)
     dvc = Path(sys.executable).with_name("dvc")
     cmd = [str(dvc) if dvc.is_file() else "dvc", "plots", "show", "--html-template",
            str(template.resolve()), *dvc_args]
