@@ -297,11 +297,6 @@ def test_dvc_repro_with_a_hostile_model_name_runs_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("edit, says", [
-    (lambda raw: raw["data"]["train"][0].update(corpus="nope.corpus"),
-     r"'data.train\[0\].corpus' names corpus 'nope.corpus', which is not in the registry "
-     r"\(known: multi30k.train, "),
-    (lambda raw: raw["data"]["test"].update(corpus="wmt14.newstest2015"),
-     r"'data.test.corpus' names corpus 'wmt14.newstest2015', which is not in the registry"),
     (lambda raw: raw["data"].update(dev=[]),
      r"'data.dev' must name at least one corpus \(training keeps the checkpoint of the best "
      r"dev perplexity\)"),
@@ -329,8 +324,7 @@ def test_dvc_repro_with_a_hostile_model_name_runs_nothing(tmp_path):
 ])
 def test_data_analysis_and_seed_values_that_would_fail_a_later_stage_are_refused_by_the_check(
         tmp_path, edit, says):
-    """Each of these passed `s2s check` and failed later: a mistyped corpus id at download
-    (naming neither the file nor the key), an empty dev set with a NaN dev perplexity and no
+    """Each of these passed `s2s check` and failed later: an empty dev set with a NaN dev perplexity and no
     best checkpoint, an empty paraphrase in the analyze stage, a seed past 64 bits in training,
     a million positions out of memory; and the test set trained on, or chosen on, was accepted
     without a word."""
@@ -368,3 +362,25 @@ def test_a_profile_that_does_not_name_itself_is_refused(tmp_path):
         profiles.profile_text(folder / "bad.yaml")
     (folder / "bad.yaml").write_text("extends: smoke\nprofile: bad\n", encoding="utf-8")
     assert "\nprofile: bad\n" in profiles.profile_text(folder / "bad.yaml")
+
+
+@pytest.mark.parametrize("edit, key, corpus", [
+    (lambda raw: raw["data"]["train"][0].update(corpus="nope.corpus"), "data.train[0]",
+     "nope.corpus"),
+    (lambda raw: raw["data"]["test"].update(corpus="wmt14.newstest2015"), "data.test",
+     "wmt14.newstest2015"),
+])
+def test_a_corpus_id_the_registry_lacks_is_refused_by_the_check_naming_its_key(
+        tmp_path, edit, key, corpus):
+    """It passed `s2s check`; download then refused it naming neither the file nor the key."""
+    raw = smoke()
+    edit(raw)
+    path = write(tmp_path, raw)
+    proc = run([str(BIN / "s2s"), "--params", str(path), "check", "--out",
+                str(tmp_path / "ok.json")], tmp_path, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = proc.stderr.strip().splitlines()
+    assert len(said) == 1 and "Traceback" not in said[0], said
+    assert (f"{path}: '{key}.corpus' names corpus '{corpus}', which is not in the registry "
+            f"(known: multi30k.train, ") in said[0]
+    assert not (tmp_path / "ok.json").exists()

@@ -818,20 +818,21 @@ def _check_names(p: Params) -> None:
         raise _error(str(e), p.source, p.origins) from None
 
 
-def _check_data(p: Params) -> None:
-    """Every corpus is one of the registry's (s2s.data.sources), there is training data and a
-    dev set (training keeps the checkpoint of the best dev perplexity), and no corpus serves two
-    roles: a test set trained on, or chosen on as the dev set, measures nothing."""
-    from s2s.data.sources import CORPORA
-
+def data_roles(p: Params) -> list[tuple[str, CorpusRef]]:
+    """(key, corpus) of every corpus params `data` names: train, dev, test, then nbest."""
     d = p.data
-    roles = [*((f"data.train[{i}]", c) for i, c in enumerate(d.train)),
-             *((f"data.dev[{i}]", c) for i, c in enumerate(d.dev)), ("data.test", d.test),
-             *((("data.nbest", d.nbest),) if d.nbest is not None else ())]
-    for key, ref in roles:
-        if ref.corpus not in CORPORA:
-            raise _error(f"{p.source}: '{key}.corpus' names corpus '{ref.corpus}', which is not "
-                         f"in the registry (known: {', '.join(CORPORA)})", p.source, p.origins)
+    return [*((f"data.train[{i}]", c) for i, c in enumerate(d.train)),
+            *((f"data.dev[{i}]", c) for i, c in enumerate(d.dev)), ("data.test", d.test),
+            *((("data.nbest", d.nbest),) if d.nbest is not None else ())]
+
+
+def _check_data(p: Params) -> None:
+    """There is training data and a dev set (training keeps the checkpoint of the best dev
+    perplexity), and no corpus serves two roles: a test set trained on, or chosen on as the dev
+    set, measures nothing. (That each is a corpus of the registry is the check stage's:
+    s2s.stages.check, so that a change of the registry reruns no other stage.)"""
+    d = p.data
+    roles = data_roles(p)
     for key in ("train", "dev"):
         if not getattr(d, key):
             raise _error(f"{p.source}: 'data.{key}' must name at least one corpus"

@@ -40,12 +40,27 @@ def cli(args, params) -> None:
     main(params.source, out=args.out)
 
 
+def require_known_corpora(params_file: Path) -> None:
+    """Every corpus the file's `data` names is one of the registry's (s2s.data.sources): a
+    mistyped id is refused here, naming its key, not at download. (The stage depends on the
+    whole file, not on keys: it reads it again, whole.)"""
+    from s2s.config import ConfigError, data_roles, load
+    from s2s.data.sources import CORPORA
+
+    params = load(params_file)
+    for key, ref in data_roles(params):
+        if ref.corpus not in CORPORA:
+            raise ConfigError(f"{params.source}: '{key}.corpus' names corpus '{ref.corpus}', "
+                              f"which is not in the registry (known: {', '.join(CORPORA)})")
+
+
 def main(params_file: Path, *, out: Path) -> None:
     """The file was validated when it was loaded; record that it passed (and that it is
     complete: DVC reads its keys itself)."""
     from s2s.artifacts import ParamsCheck
     from s2s.config import PARAMS_FILE, require_complete
 
+    require_known_corpora(params_file)
     if Path(params_file).name == Path(PARAMS_FILE).name:  # the file DVC reads (Snakemake may run a profile)
         require_complete(params_file)
         if os.environ.get("DVC_STAGE"):  # run by DVC (Snakemake makes its rules from params)
