@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -160,6 +161,56 @@ def _not_made(path: Path, params_path: Path) -> str:
     if stage is None:
         return f"{path}: no such file"
     return f"{path}: no such file yet: `dvc repro {stage}` writes it"
+
+
+def _stage_inputs(args: argparse.Namespace, spec) -> list[tuple[str | None, Path, str]]:
+    """What the stage `spec` declares it reads: (its flag, or None for a dependency no flag
+    names; the path it reads in this run; the path dvc.yaml gives it)."""
+    passed = dict(spec.paths)
+    out: list[tuple[str | None, Path, str]] = []
+    for arg in stages.module(args.command).ARGS:
+        given, default = getattr(args, arg.dest, None), passed.get(arg.flag)
+        if arg.writes or given is None or default is None:
+            continue
+        if any(d == default or d.startswith(f"{default}/") for d in spec.deps):  # read, not kept
+            out.append((arg.flag, Path(given), default))
+    flagged = [default for _, _, default in out]
+    out += [(None, Path(d), d) for d in spec.deps
+            if not any(d == f or d.startswith(f"{f}/") for f in flagged)]
+    return out
+
+
+def _input_not_there(e: OSError, args: argparse.Namespace, spec, params) -> str | None:
+    """One line for a stage's input that is not there (FileNotFoundError) or lies under a file
+    where a folder belongs (NotADirectoryError): the file, the flag it came from, and the stage
+    that writes it (s2s.pipeline.producer). None where the file is none of the stage's declared
+    inputs: that error is not the user's to fix, and is shown as it is."""
+    from pathlib import PurePosixPath
+
+    from s2s import pipeline
+
+    if not isinstance(e.filename, (str, os.PathLike)):
+        return None
+    name = Path(e.filename)
+    target = Path(os.path.abspath(name))
+    for flag, given, default in _stage_inputs(args, spec):
+        root = Path(os.path.abspath(given))
+        if target != root and root not in target.parents:
+            continue
+        where = f"{name} (from {flag} {given})" if flag else str(name)
+        if isinstance(e, NotADirectoryError):
+            blocker = next((p for p in reversed([name, *name.parents]) if p.is_file()), given)
+            stage = pipeline.producer(params, default)
+            made = f": `dvc repro {stage}` writes the folder {default}" if stage else ""
+            return f"{where}: {blocker} is a file, not a folder{made}"
+        made_as = PurePosixPath(default, target.relative_to(root).as_posix())
+        stage = pipeline.producer(params, made_as)
+        if stage is None:
+            return f"{where}: no such file"
+        if Path(os.path.abspath(made_as)) == target:
+            return f"{where}: no such file yet: `dvc repro {stage}` writes it"
+        return f"{where}: no such file: `dvc repro {stage}` writes it as {made_as}"
+    return None
 
 
 def _cmd_profile(a, params_path: Path):
@@ -452,7 +503,13 @@ def main(argv: list[str] | None = None) -> int:
         # under `dvc repro` or inside a Snakemake run the engine holds it.
         with projectlock.for_stage():
             # the stage sees only the params keys its dvc.yaml entry declares
-            args.fn(args, only(params, spec.params, stage=spec.name))
+            try:
+                args.fn(args, only(params, spec.params, stage=spec.name))
+            except (FileNotFoundError, NotADirectoryError) as e:
+                said = _input_not_there(e, args, spec, params)
+                if said is None:  # not one of the stage's inputs: a bug's, shown as it is
+                    raise
+                raise type(e)(said) from e
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130

@@ -1,0 +1,95 @@
+"""Faults, sixth round, of the command line: a stage run before its input is made (or with a file
+where a folder belongs), a byte-order mark in a scored file, `-` for stdin and stdout and a file
+that lost its line breaks in translate-text, an output path of the train stage that could only
+fail at the end of training, and a checkpoint that is random bytes, cut short or a folder. Each
+is one line naming the file (and its flag), never a traceback, a half-written output or a wrong
+score. Nothing here trains or decodes more than an untrained 1x16 model on a few words."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import BIN, run
+from helpers import one_line_error, tiny_params_dict, untrained_forward, write_params
+
+
+def s2s(args, cwd: Path, **kw) -> subprocess.CompletedProcess:
+    return run([str(BIN / "s2s"), *map(str, args)], cwd, check=False, **kw)
+
+
+def s2s_input(args, cwd: Path, text: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run([str(BIN / "s2s"), *map(str, args)], cwd=cwd, input=text, text=True,
+                          capture_output=True, env=env, timeout=300)
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A project of the tiny params and nothing else: no data/, no models/."""
+    write_params(tmp_path / "params.yaml", tiny_params_dict())
+    return tmp_path
+
+
+@pytest.fixture
+def system(tmp_path) -> Path:
+    """The tiny params' system `forward`, untrained, in models/ and vocab/."""
+    from s2s import config
+
+    params = config.load(write_params(tmp_path / "params.yaml", tiny_params_dict()))
+    untrained_forward(params, tmp_path, words=("The", "man", "."), record_text=True)
+    return tmp_path
+
+
+TEXT = ["translate-text", "--system", "forward", "--vocab", "vocab"]
+
+
+# --- 1. a stage's input not made yet, or a file where a folder belongs ----------------------------
+
+
+def test_a_stage_before_its_input_names_the_file_its_flag_and_the_stage_that_writes_it(project):
+    one_line_error(s2s(["vocab"], project), "FileNotFoundError: data/prepared/train.tok.en (from "
+                   "--prepared data/prepared): no such file yet: `dvc repro prepare` writes it",
+                   status=1)
+    one_line_error(s2s(["evaluate"], project), "data/prepared/test.tok.fr (from --prepared "
+                   "data/prepared): no such file yet: `dvc repro prepare` writes it", status=1)
+    for lang in ("en", "fr"):  # the vocabularies there: the test set of --prepared is next
+        (project / "data" / "vocab").mkdir(parents=True, exist_ok=True)
+        (project / "data" / "vocab" / f"{lang}.tsv").write_text(
+            "<pad>\t0\n<unk>\t0\n<bos>\t0\n<eos>\t0\nman\t3\n")
+    (project / "pm").mkdir()
+    one_line_error(s2s(["translate", "forward", "--prepared", "pm"], project),
+                   "pm/test.tok.en (from --prepared pm): no such file: `dvc repro prepare` "
+                   "writes it as data/prepared/test.tok.en", status=1)
+    assert not (project / "outputs").exists()
+
+
+def test_a_file_given_for_a_folder_says_so_naming_the_flag(project):
+    (project / "odd.txt").write_text("not a folder\n")
+    one_line_error(s2s(["translate", "forward", "--vocab", "odd.txt"], project),
+                   "NotADirectoryError: odd.txt/en.tsv (from --vocab odd.txt): odd.txt is a file, "
+                   "not a folder: `dvc repro vocab` writes the folder data/vocab", status=1)
+
+
+def test_a_missing_file_that_is_no_declared_input_is_not_blamed_on_a_stage(project):
+    """Only a stage's declared inputs are mapped to the stage that writes them: any other
+    missing file (a bug's) is shown as it is."""
+    import argparse
+
+    from s2s import cli, config
+
+    params = config.load(project / "params.yaml")
+    args = argparse.Namespace(command="vocab", prepared=Path("data/prepared"),
+                              out=Path("data/vocab"), metrics=Path("metrics/vocab.json"))
+    spec = cli.stage_of(args, params)
+    os.chdir(project)
+    said = cli._input_not_there(FileNotFoundError(2, "No such file", "data/prepared/dev.tok.fr"),
+                                args, spec, params)
+    assert said == ("data/prepared/dev.tok.fr (from --prepared data/prepared): no such file yet: "
+                    "`dvc repro prepare` writes it")
+    for elsewhere in ("data/vocab/.tmp-en.tsv", "metrics/vocab.json", "/nowhere/x"):
+        assert cli._input_not_there(FileNotFoundError(2, "No such file", elsewhere),
+                                    args, spec, params) is None
