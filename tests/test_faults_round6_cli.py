@@ -7,6 +7,7 @@ score. Nothing here trains or decodes more than an untrained 1x16 model on a few
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -93,3 +94,20 @@ def test_a_missing_file_that_is_no_declared_input_is_not_blamed_on_a_stage(proje
     for elsewhere in ("data/vocab/.tmp-en.tsv", "metrics/vocab.json", "/nowhere/x"):
         assert cli._input_not_there(FileNotFoundError(2, "No such file", elsewhere),
                                     args, spec, params) is None
+
+
+# --- 2. a byte-order mark in a scored file ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["ref", "hyp"])
+def test_score_drops_a_byte_order_mark_as_prepare_does(tmp_path, which):
+    text = "The cat sat on the mat .\nA dog barks at the man .\n"
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_text(text)
+    marked.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    hyp, ref = (plain, marked) if which == "ref" else (marked, plain)
+    proc = s2s(["score", hyp, "-r", ref, "--json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    scores = json.loads(proc.stdout)["scores"][str(hyp)]
+    assert scores["bleu_tok"] == pytest.approx(100.0)
+    assert scores["bleu_sacre"] == pytest.approx(100.0)

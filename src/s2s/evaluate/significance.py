@@ -231,9 +231,12 @@ class FileScores:
 def score_files(hyp: Path, ref: Path, *, system: Path | None = None, tokenized: bool = False,
                 samples: int = N_SAMPLES, seed: int = SEED) -> FileScores:
     """Both scores of `hyp` (and `system`) against `ref`, one sentence per line, and with
-    `system` the paired bootstrap of `system` against `hyp` on tokenised BLEU."""
-    refs, hyps = read_lines(ref), read_lines(hyp)
-    sys_lines = read_lines(system) if system else None
+    `system` the paired bootstrap of `system` against `hyp` on tokenised BLEU. A UTF-8
+    byte-order mark at the start of a file is not part of its first line."""
+    # a leading byte-order mark is dropped, as prepare drops it from the corpora (s2s.data.text):
+    # kept, it is glued to the first word and costs that word's n-grams
+    refs, hyps = read_lines(ref, strip_bom=True), read_lines(hyp, strip_bom=True)
+    sys_lines = read_lines(system, strip_bom=True) if system else None
     texts = {str(hyp): hyps, **({str(system): sys_lines} if system else {})}
     scores = {f: score(lines, refs, tokenized=tokenized, hyp_name=f, ref_name=str(ref))
               for f, lines in texts.items()}
