@@ -75,6 +75,12 @@ def test_a_file_given_for_a_folder_says_so_naming_the_flag(project):
                    "not a folder: `dvc repro vocab` writes the folder data/vocab", status=1)
 
 
+def test_translate_text_names_the_flag_of_a_folder_that_is_a_file(system):
+    (system / "odd.txt").write_text("not a folder\n")
+    proc = s2s_input([*TEXT[:3], "--vocab", "odd.txt"], system, "The man .\n")
+    one_line_error(proc, "NotADirectoryError: --vocab odd.txt: a file, not a folder", status=1)
+
+
 def test_a_missing_file_that_is_no_declared_input_is_not_blamed_on_a_stage(project):
     """Only a stage's declared inputs are mapped to the stage that writes them: any other
     missing file (a bug's) is shown as it is."""
@@ -111,3 +117,51 @@ def test_score_drops_a_byte_order_mark_as_prepare_does(tmp_path, which):
     scores = json.loads(proc.stdout)["scores"][str(hyp)]
     assert scores["bleu_tok"] == pytest.approx(100.0)
     assert scores["bleu_sacre"] == pytest.approx(100.0)
+
+
+# --- 3. translate-text: `-`, CR line ends, a file that lost its line breaks ------------------------
+
+
+def test_a_dash_is_stdin_and_stdout(system):
+    proc = s2s_input([*TEXT, "-i", "-", "-o", "-"], system, "The man .\nThe\n")
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 2
+    assert not (system / "-").exists()
+    # a file named - is ./-
+    (system / "-").write_text("The man .\n")
+    proc = s2s_input([*TEXT, "-i", "./-", "-o", "out.txt"], system, "")
+    assert proc.returncode == 0, proc.stderr
+    assert len((system / "out.txt").read_text().splitlines()) == 1
+
+
+def test_a_line_holding_a_bare_cr_is_warned_of_naming_the_file(system):
+    (system / "mac.txt").write_bytes(b"The man .\rThe\rThe man .\r")
+    proc = s2s([*TEXT, "-i", "mac.txt"], system)
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 1  # read as sacreBLEU reads it: one line
+    warned = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
+    assert len(warned) == 1 and "mac.txt:1: a carriage return (CR) inside the line" in warned[0]
+    # CR LF line ends are plain line ends: no warning
+    (system / "dos.txt").write_bytes(b"The man .\r\nThe\r\n")
+    proc = s2s([*TEXT, "-i", "dos.txt"], system)
+    assert proc.returncode == 0 and "WARNING" not in proc.stderr, proc.stderr
+    assert len(proc.stdout.splitlines()) == 2
+
+
+def test_a_line_of_more_words_than_prepare_allows_is_refused_unless_asked(system):
+    from s2s.data.prepare import MAX_EVAL_WORDS
+
+    words = 20 * MAX_EVAL_WORDS
+    (system / "long.txt").write_text("The man .\n" + " ".join(["man"] * words) + "\n")
+    proc = s2s([*TEXT, "-i", "long.txt", "-o", "out.txt"], system)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if " ERROR " in ln]  # after the model's INFO
+    assert len(errors) == 1 and (f"ValueError: long.txt:2: a line of {words:,} words (at most "
+                                 f"{MAX_EVAL_WORDS:,}: did the file lose its line breaks?); "
+                                 f"--long-lines translates it anyway") in errors[0], proc.stderr
+    assert not (system / "out.txt").exists()
+    (system / "short.txt").write_text(" ".join(["man"] * (MAX_EVAL_WORDS + 1)) + "\n")
+    proc = s2s([*TEXT, "-i", "short.txt", "-o", "out.txt", "--long-lines", "--beam", "1"],
+               system)
+    assert proc.returncode == 0, proc.stderr
+    assert len((system / "out.txt").read_text().splitlines()) == 1

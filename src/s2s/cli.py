@@ -25,9 +25,16 @@ DVC_YAML = Path("dvc.yaml")
 
 
 def _read_input(path: Path | None) -> list[str]:
-    """Raw sentences from a file or stdin; invalid UTF-8 names the file (or <stdin>) and line."""
+    """Raw sentences from a file or stdin; invalid UTF-8 names the file (or <stdin>) and line.
+
+    Lines end at LF (the CR of a CR LF is dropped), as sacreBLEU and the Moses scripts read a
+    file, and as `prepare` and `s2s score` read theirs: a CR inside a line is not a line end, so
+    that the translations keep the line numbers of any reference read the same way. A line that
+    holds one (a file of old Mac line ends, CR only, is one long line) is warned of on stderr,
+    naming the file and its first such line."""
     from s2s.io import read_text
 
+    where = str(path) if path is not None else "<stdin>"
     if path is not None:
         text = read_text(path)  # a file, or a pipe (-i <(...)): _check_input checked it
     else:
@@ -41,7 +48,36 @@ def _read_input(path: Path | None) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    with_cr = [n for n, ln in enumerate(lines, 1) if "\r" in ln]
+    if with_cr:
+        log.warning("%s:%d: a carriage return (CR) inside the line (%s): lines end at LF "
+                    "only, as sacreBLEU and Moses read them, so each is translated as one "
+                    "sentence; a file of old Mac line ends (CR only)? convert it first: "
+                    "tr '\\r' '\\n'", where, with_cr[0],
+                    "1 line holds one" if len(with_cr) == 1 else f"{len(with_cr)} lines hold one")
+    return lines
+
+
+def _check_line_lengths(lines: list[str], where: str) -> None:
+    """Refuse a line of more words than prepare allows in dev and test (a file that lost its line
+    breaks), naming the file and line; --long-lines translates it anyway."""
+    from s2s.data.prepare import MAX_EVAL_WORDS
+
+    for n, line in enumerate(lines, 1):
+        if (words := len(line.split())) > MAX_EVAL_WORDS:
+            raise ValueError(f"{where}:{n}: a line of {words:,} words (at most "
+                             f"{MAX_EVAL_WORDS:,}: did the file lose its line breaks?); "
+                             f"--long-lines translates it anyway")
+
+
+def _stdio_or_path(text: str) -> Path | None:
+    """An argparse type for -i/-o: `-` is stdin or stdout (None), as for Unix tools; a file
+    named `-` is ./-."""
+    return None if text == "-" else Path(text)
+
+
+_TEXT_DEFAULTS = {"--models": "models", "--vocab": "data/vocab"}  # translate-text's folders
 
 
 def _check_input(path: Path | None) -> None:
@@ -86,10 +122,18 @@ def _cmd_translate_text(a, params_path: Path):
     t0 = time.perf_counter()
     _check_input(a.input)
     _check_output(a.output)
+    if not (Path(a.system) / api.EXPORT_FILE).is_file():  # a system of params: read from these
+        for flag, folder, stage in (("--models", a.models, "train"), ("--vocab", a.vocab, "vocab")):
+            if folder.exists() and not folder.is_dir():
+                raise NotADirectoryError(f"{flag} {folder}: a file, not a folder (the {stage} "
+                                         f"stage's; the default is {flag} "
+                                         f"{_TEXT_DEFAULTS[flag]})")
     # the system before the input: a wrong --system is said at once, not after stdin's end
     translator = api.load(a.system, params=params_path, models_dir=a.models,
                           vocab_dir=a.vocab, device=a.device)
     sentences = _read_input(a.input)
+    if not a.long_lines:
+        _check_line_lengths(sentences, str(a.input or "<stdin>"))
     beam = max(translator.beams) if a.beam is None else a.beam
     out = translator.translate(sentences, beam=beam, nbest=a.nbest, batch_size=a.batch_size,
                                source=str(a.input or "<stdin>"))
@@ -358,10 +402,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--system", required=True,
                    help="a system of params `systems` (ensemble5) or an export folder "
                         "(exports/ensemble5)")
-    s.add_argument("-i", "--input", type=Path, default=None,
-                   help="raw sentences, one per line (default: stdin)")
-    s.add_argument("-o", "--output", type=Path, default=None,
-                   help="translations, one per line (default: stdout)")
+    s.add_argument("-i", "--input", type=_stdio_or_path, default=None,
+                   help="raw sentences, one per line (LF line ends); - or none: stdin "
+                        "(a file named - is ./-)")
+    s.add_argument("-o", "--output", type=_stdio_or_path, default=None,
+                   help="translations, one per line; - or none: stdout")
+    s.add_argument("--long-lines", action="store_true",
+                   help="translate a line of more words than prepare allows in a test set "
+                        "(else refused: a file that lost its line breaks)")
     s.add_argument("--beam", type=_at_least(1), default=None,
                    help="beam width (default: the system's widest beam in params or export)")
     s.add_argument("--nbest", type=_at_least(1), default=1,
@@ -372,9 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sentences per batch at beam 12 (default: translate.batch_size)")
     s.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="where to decode (default: translate.device)")
-    s.add_argument("--models", type=Path, default=Path("models"),
+    s.add_argument("--models", type=Path, default=Path(_TEXT_DEFAULTS["--models"]),
                    help="folder of model dirs, for a system name")
-    s.add_argument("--vocab", type=Path, default=Path("data/vocab"),
+    s.add_argument("--vocab", type=Path, default=Path(_TEXT_DEFAULTS["--vocab"]),
                    help="vocabulary folder, for a system name")
 
     s = sub.add_parser(
