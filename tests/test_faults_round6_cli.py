@@ -165,3 +165,27 @@ def test_a_line_of_more_words_than_prepare_allows_is_refused_unless_asked(system
                system)
     assert proc.returncode == 0, proc.stderr
     assert len((system / "out.txt").read_text().splitlines()) == 1
+
+
+# --- 4. the train stage's outputs, checked before training ---------------------------------------
+
+
+@pytest.mark.parametrize("flag,make,says", [
+    ("--curves", "dir", "IsADirectoryError: --curves cv/x.csv: a folder, not a file to write"),
+    ("--metrics", "file-parent", "NotADirectoryError: --metrics cv/x.csv: cv is a file, not a "
+                                 "folder"),
+    ("--model-dir", "file", "NotADirectoryError: --model-dir cv/x.csv: a file, not a folder"),
+])
+def test_an_output_that_cannot_be_written_is_refused_before_training(project, flag, make, says):
+    target = project / "cv" / "x.csv"
+    if make == "dir":
+        target.mkdir(parents=True)
+    elif make == "file":
+        target.parent.mkdir()
+        target.write_text("")
+    else:
+        (project / "cv").write_text("")
+    proc = s2s(["train", "forward", flag, "cv/x.csv"], project)
+    one_line_error(proc, says, status=1)
+    for made in ("models", "metrics", "checkpoints"):
+        assert not (project / made).exists(), made

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from pathlib import Path
 
 from s2s import arch
 from s2s.layout import CURVES_DIR, TrainPaths
@@ -73,6 +75,32 @@ def cli(args, params) -> None:
     main(params, args.name, TrainPaths.from_args(args), stop_after=args.stop_after)
 
 
+# What the stage writes: files, and folders (the resume point's included, though no output).
+_OUT_FILES, _OUT_FOLDERS = ("--metrics", "--curves"), ("--model-dir", "--ckpt-dir", "--snapshots")
+
+
+def check_outputs(paths: TrainPaths) -> None:
+    """Refuse, in one line naming the path and its flag, an output that training would only fail
+    to write at its end: a file's path that is a folder, a folder's that is a file, or one under
+    a file or in a folder that cannot be written."""
+    for flag in (*_OUT_FILES, *_OUT_FOLDERS):
+        path = getattr(paths, flag[2:].replace("-", "_"))
+        if path is None:
+            continue
+        path = Path(path)
+        if flag in _OUT_FILES and path.is_dir():
+            raise IsADirectoryError(f"{flag} {path}: a folder, not a file to write")
+        if flag in _OUT_FOLDERS and path.exists() and not path.is_dir():
+            raise NotADirectoryError(f"{flag} {path}: a file, not a folder to write in")
+        # the nearest folder that is there: the file or folder is made in it
+        start = path.parent if flag in _OUT_FILES else path  # a file there is overwritten
+        there = next(p for p in (start, *start.parents) if p.exists())
+        if not there.is_dir():
+            raise NotADirectoryError(f"{flag} {path}: {there} is a file, not a folder")
+        if not os.access(there, os.W_OK | os.X_OK):
+            raise PermissionError(f"{flag} {path}: {there} cannot be written in")
+
+
 def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None = None) -> dict:
     """Train model `name` into `paths`: one process, or one per GPU (each running this function
     under torch.distributed); return its metrics as written."""
@@ -81,6 +109,7 @@ def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None
 
     # an unknown or bad model fails here, before any work
     job = train.TrainJob.of(params, name, snapshots=paths.snapshots is not None)
+    check_outputs(paths)  # and an output that could not be written, before hours of training
     world = distributed.World.from_env()
     if world.size == 1:
         claim_job_gpus()  # before CUDA starts: this job's GPUs, where Snakemake ran it locally
