@@ -189,3 +189,53 @@ def test_an_output_that_cannot_be_written_is_refused_before_training(project, fl
     one_line_error(proc, says, status=1)
     for made in ("models", "metrics", "checkpoints"):
         assert not (project / made).exists(), made
+
+
+# --- 5. checkpoints that are not checkpoints ------------------------------------------------------
+
+
+@pytest.fixture
+def model_pt(system) -> Path:
+    return system / "models" / "forward" / "model.pt"
+
+
+def test_random_bytes_are_not_a_torch_file(model_pt):
+    from s2s import checkpoint
+
+    model_pt.write_bytes(bytes(range(1, 256)) * 20)
+    with pytest.raises(checkpoint.CheckpointError) as e:
+        checkpoint.load_payload(model_pt)
+    assert str(e.value) == (f"{model_pt}: not a checkpoint: not a file torch.save writes (it "
+                            f"begins with neither a zip archive's header nor a pickle's)")
+
+
+def test_a_checkpoint_cut_short_says_so_in_a_whole_sentence(model_pt):
+    from s2s import checkpoint
+
+    data = model_pt.read_bytes()
+    for size in (100, len(data) // 2):
+        model_pt.write_bytes(data[:size])
+        with pytest.raises(checkpoint.CheckpointError) as e:
+            checkpoint.load_payload(model_pt)
+        assert str(e.value) == (f"{model_pt}: not a readable checkpoint: cut short ({size:,} "
+                                f"bytes, without the end of its zip archive: a copy or download "
+                                f"that stopped?)")
+    long = RuntimeError("PytorchStreamReader failed reading zip archive: failed finding central "
+                        "directory. This is an internal miniz error. If you are seeing this "
+                        "error, there is a high likelihood that your checkpoint file is corrupted "
+                        "or truncated and the download did not complete.")
+    assert checkpoint._first_line(long) == ("RuntimeError: PytorchStreamReader failed reading "
+                                            "zip archive: failed finding central directory. This "
+                                            "is an internal miniz error")  # whole sentences
+
+
+def test_a_folder_named_model_pt_is_said_to_be_a_folder(model_pt, system):
+    from s2s import checkpoint
+
+    model_pt.unlink()
+    model_pt.mkdir()
+    with pytest.raises(checkpoint.CheckpointError, match=r"model\.pt: a folder, not a checkpoint"):
+        checkpoint.load_payload(model_pt)
+    proc = s2s_input(TEXT, system, "The man .\n")
+    one_line_error(proc, f"IsADirectoryError: {Path('models/forward/model.pt')}: a folder, not a "
+                   f"checkpoint file", status=1)

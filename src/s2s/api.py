@@ -177,9 +177,14 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
                        f"(known: {', '.join(params.systems)})")
     sys_cfg, cfg = params.systems[str(system)], params.translate
     vocab_dir, models_dir = Path(vocab_dir), Path(models_dir)
-    missing = [p for p in (*(vocab_file(vocab_dir, lang) for lang in (SRC_LANG, TGT_LANG)),
-                           *(model_file(models_dir, m) for m in sys_cfg.members))
-               if not p.is_file()]
+    needed = (*(vocab_file(vocab_dir, lang) for lang in (SRC_LANG, TGT_LANG)),
+              *(model_file(models_dir, m) for m in sys_cfg.members))
+    for p in needed:
+        if p.is_dir():  # not "missing": the user has something there to move
+            kind = "vocabulary" if p.suffix == ".tsv" else "checkpoint"
+            raise IsADirectoryError(f"{p}: a folder, not a {kind} file (system '{system}' reads "
+                                    f"its {kind} there)")
+    missing = [p for p in needed if not p.is_file()]
     if missing:
         raise NotTrained(f"system '{system}' is not trained here ({missing[0]} is missing): run "
                          f"`dvc repro translate-{system}` first (it trains what the system "

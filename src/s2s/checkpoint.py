@@ -110,9 +110,32 @@ def save(path: Path, model: Model, *, src_vocab: Vocab, tgt_vocab: Vocab,
     atomic_write_with(Path(path), lambda f: torch.save(payload, f))
 
 
-def _first_line(e: BaseException) -> str:
+def _first_line(e: BaseException, limit: int = 200) -> str:
+    """The error's first line; a longer one cut after its last whole sentence that fits (torch's
+    zip reader goes on for 300 characters of advice), else at a word, marked with '...'."""
     lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
+    if not lines:
+        return type(e).__name__
+    line = lines[0]
+    if len(line) > limit:
+        end = line.rfind(". ", 0, limit)
+        if end > 0:
+            line = line[:end]
+        else:
+            cut = line.rfind(" ", 0, limit)
+            line = line[:cut if cut > 0 else limit] + "..."
+    return f"{type(e).__name__}: {line}"
+
+
+_ZIP, _PICKLE = b"PK\x03\x04", b"\x80"  # how torch.save's files begin: a zip, or the old pickle
+
+
+def _zip_cut_short(path: Path) -> bool:
+    """Whether a zip file lacks its end record (in its last 64 KiB): a copy or download cut
+    short."""
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - (1 << 16) - 22))
+        return b"PK\x05\x06" not in f.read()
 
 
 def load_payload(path: Path) -> dict:
@@ -120,12 +143,19 @@ def load_payload(path: Path) -> dict:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path}: checkpoint not found")
+    if path.is_dir():
+        raise CheckpointError(f"{path}: a folder, not a checkpoint file")
     try:
         size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(len(_ZIP))
     except OSError as e:
         raise CheckpointError(f"{path}: cannot read the checkpoint ({_first_line(e)})") from None
     if size == 0:
         raise CheckpointError(f"{path}: not a readable checkpoint (an empty file, 0 bytes)")
+    if not (head.startswith(_ZIP) or head.startswith(_PICKLE)):
+        raise CheckpointError(f"{path}: not a checkpoint: not a file torch.save writes (it begins "
+                              f"with neither a zip archive's header nor a pickle's)")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
@@ -136,6 +166,10 @@ def load_payload(path: Path) -> dict:
         raise CheckpointError(f"{path}: not an s2s checkpoint: it holds objects other than "
                               f"tensors and plain values, which are not loaded") from None
     except Exception as e:  # truncated, corrupted, or not a torch file at all
+        if head.startswith(_ZIP) and _zip_cut_short(path):
+            raise CheckpointError(f"{path}: not a readable checkpoint: cut short ({size:,} bytes, "
+                                  f"without the end of its zip archive: a copy or download that "
+                                  f"stopped?)") from None
         raise CheckpointError(f"{path}: not a readable checkpoint ({_first_line(e)})") from None
     fmt = payload.get("format") if isinstance(payload, dict) else None
     if fmt not in (FORMAT, *LEGACY_FORMATS) or not isinstance(payload.get("model"), dict):
