@@ -194,20 +194,60 @@ class IdsRecord:
             raise IdsError(f"{path}: not a readable record ({e}): {fix}") from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             raise IdsError(f"{path}: not an ids record of format {FORMAT}: {fix}")
-        try:
-            vocab = {lang: str(raw["vocab"][lang]) for lang in LANGS}
-            lines = {split: int(raw["lines"][split]) for split in SPLITS}
-            files = {}
-            for split in SPLITS:
-                for lang in LANGS:
-                    for name in (ids_file(split, lang), offsets_file(split, lang)):
-                        entry = raw["files"][name]
-                        files[name] = {"shape": [int(entry["shape"][0])],
-                                       "bytes": int(entry["bytes"]),
-                                       "sha256": str(entry["sha256"])}
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise IdsError(f"{path}: its entry {e} is missing or mistyped: {fix}") from None
+
+        def get(kind: type, *key: str | int, what: str | None = None):
+            return _field(raw, key, kind, path, fix, what=what)
+
+        vocab = {lang: get(str, "vocab", lang) for lang in LANGS}
+        lines = {split: get(int, "lines", split) for split in SPLITS}
+        files = {}
+        for split in SPLITS:
+            for lang in LANGS:
+                for name in (ids_file(split, lang), offsets_file(split, lang)):
+                    one = "a list of one integer"
+                    shape = get(list, "files", name, "shape", what=one)
+                    if len(shape) != 1:
+                        raise IdsError(f"{path}: 'files.{name}.shape' is {_shown(shape)}, not "
+                                       f"{one}: {fix}")
+                    files[name] = {"shape": [get(int, "files", name, "shape", 0)],
+                                   "bytes": get(int, "files", name, "bytes"),
+                                   "sha256": get(str, "files", name, "sha256")}
         return cls(vocab=vocab, lines=lines, files=files)
+
+
+_KINDS = {str: "a string", int: "an integer of at least 0", list: "a list", dict: "an object"}
+
+
+def _field(raw: dict, key: tuple[str | int, ...], kind: type, path: Path, fix: str, *,
+           what: str | None = None):
+    """The value of the record `raw` at `key` (object keys and list indices), of type `kind`
+    (`what`, in words); an IdsError naming the file, the key and what was expected where it is
+    missing or mistyped."""
+    value: object = raw
+    for i, part in enumerate(key):
+        expected = dict if isinstance(part, str) else list
+        if not isinstance(value, expected) or isinstance(part, str) and part not in value or (
+                isinstance(part, int) and len(value) <= part):
+            where = _key(key[:i]) or "the record"
+            if isinstance(value, expected):  # an object without the key, a list too short
+                raise IdsError(f"{path}: '{_key(key[:i + 1])}' is missing: {fix}")
+            raise IdsError(f"{path}: '{where}' is {_shown(value)}, not {_KINDS[expected]}: {fix}")
+        value = value[part]  # type: ignore[index]
+    if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
+        raise IdsError(f"{path}: '{_key(key)}' is {_shown(value)}, not "
+                       f"{what or _KINDS[kind]}: {fix}")
+    return value
+
+
+def _key(key: tuple[str | int, ...]) -> str:
+    """`key` as messages write it: ``files.train.en.npy.shape[0]``."""
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in key).lstrip(".")
+
+
+def _shown(value: object) -> str:
+    """A JSON value, shortened for a message."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _fix(folder: Path) -> str:
