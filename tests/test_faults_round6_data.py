@@ -9,6 +9,7 @@ key, or a rerun that cleans up after the dead; never a traceback or a silent del
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -38,6 +39,56 @@ def project(tmp_path, smoke_data) -> Path:
     for name in ("raw", "prepared", "vocab"):
         shutil.copytree(data / name, tmp_path / name)
     return tmp_path
+
+
+# --- a download manifest of the wrong shape ------------------------------------------------------
+
+
+MANIFESTS = {
+    "a_list": ("[]", "the file is a list, not an object of corpus records"),
+    "null": ("null", "the file is null, not an object of corpus records"),
+    "a_string": ('"x"', 'the file is "x", not an object of corpus records'),
+    "corpora_a_list": ('{"corpora": []}', "'corpora' is a list, not an object of corpus records"),
+    "a_corpus_a_string": ('{"corpora": {"wmt14.giga_fren": "x"}}',
+                          "'corpora.wmt14.giga_fren' is \"x\", not an object: that corpus is "
+                          "fetched again"),
+}
+
+
+@pytest.mark.parametrize("case", MANIFESTS)
+def test_a_manifest_of_the_wrong_shape_is_fetched_again_with_a_warning_not_a_traceback(
+        project, case):
+    """The manifest is the stage's own bookkeeping: one it cannot read (cut) or of another shape
+    keeps nothing, a warning names the file and the key, and the rerun writes a whole one."""
+    text, says = MANIFESTS[case]
+    good = json.loads((project / "raw" / "manifest.json").read_text())
+    (project / "raw" / "manifest.json").write_text(text + "\n")
+    proc = s2s(["download", "--out", "raw"], project)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    warned = [ln for ln in proc.stderr.splitlines() if "WARNING" in ln]
+    assert len(warned) == 1 and f"raw/manifest.json: {says}" in warned[0], proc.stderr
+    rewritten = json.loads((project / "raw" / "manifest.json").read_text())
+    assert rewritten["corpora"].keys() == good["corpora"].keys()
+    for cid, record in good["corpora"].items():
+        assert rewritten["corpora"][cid]["files"] == record["files"]
+
+
+def test_a_manifest_record_with_a_mistyped_file_entry_is_not_kept(project):
+    from s2s.data.download import reusable, requested_corpora
+    from s2s.config import load
+
+    params = load(project / "params.yaml")
+    wanted = requested_corpora(params.data)
+    path = project / "raw" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    cid = next(iter(manifest["corpora"]))
+    assert cid in reusable(project / "raw", wanted, Path(os.environ["S2S_MIRROR"]))
+    for damage in ({"sha256": 7}, "x", {"path": None}):
+        manifest["corpora"][cid]["files"]["en"] = damage
+        path.write_text(json.dumps(manifest))
+        kept = reusable(project / "raw", wanted, Path(os.environ["S2S_MIRROR"]))
+        assert cid not in kept and len(kept) == len(wanted) - 1
 
 
 # --- an ids record of the wrong shape ------------------------------------------------------------

@@ -93,8 +93,11 @@ def check_network(wanted: dict[str, int | None]) -> None:
 def reusable(out_dir: Path, wanted: dict[str, int | None], mirror: Path | None
              ) -> dict[str, dict]:
     """The previous run's manifest records of the corpora of `wanted` that are still complete
-    and come from the same source (their files are re-hashed), by corpus id."""
-    previous = _read_manifest(out_dir).get("corpora", {})
+    and come from the same source (their files are re-hashed), by corpus id. A manifest that
+    cannot be read, or is not of the shape this stage writes (cut, edited, of another version),
+    keeps nothing: as a corpus of its, it is fetched again (logged, naming the file and what is
+    wrong)."""
+    previous = _read_manifest(out_dir)
     return {cid: rec for cid in wanted
             if (rec := _reuse(out_dir, cid, previous.get(cid), mirror)) is not None}
 
@@ -114,22 +117,82 @@ def write_manifest(out_dir: Path, manifest: dict) -> Path:
     return path
 
 
-def _read_manifest(out_dir: Path) -> dict:
+def _read_manifest(out_dir: Path) -> dict[str, dict]:
+    """The corpora of the previous run's manifest, by id: only records of the shape
+    :func:`write_manifest` writes (:func:`_record_problem`); {} where there is no manifest, or
+    one that cannot be read (each case logged: those corpora are fetched again)."""
+    path = out_dir / MANIFEST
     try:
-        return json.loads((out_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError) as e:
+        log.warning("%s: not readable (%s): every corpus is fetched again", path, e)
+        return {}
+    if not isinstance(raw, dict) or not isinstance(raw.get("corpora"), dict):
+        what = ("the file is " + _json_kind(raw) if not isinstance(raw, dict) else
+                "'corpora' is " + _json_kind(raw.get("corpora", _MISSING)))
+        log.warning("%s: %s, not an object of corpus records: every corpus is fetched again",
+                    path, what)
+        return {}
+    records = {}
+    for cid, record in raw["corpora"].items():
+        problem = _record_problem(record)
+        if problem is None:
+            records[cid] = record
+        else:
+            key, what = problem
+            log.warning("%s: 'corpora.%s%s' is %s: that corpus is fetched again", path, cid, key,
+                        what)
+    return records
+
+
+_MISSING = object()
+
+
+def _record_problem(record) -> tuple[str, str] | None:
+    """The key (under the corpus's) and what is wrong with it, where a corpus record of the
+    manifest is not of the shape this stage writes (the keys its reuse reads); None if it is."""
+    if not isinstance(record, dict):
+        return "", f"{_json_kind(record)}, not an object"
+    for key in ("mode", "source"):
+        if key not in record:
+            return f".{key}", "missing"
+    files = record.get("files", _MISSING)
+    if not isinstance(files, dict):
+        return ".files", f"{_json_kind(files)}, not an object of 'en' and 'fr'"
+    for side in ("en", "fr"):
+        entry = files.get(side, _MISSING)
+        if not isinstance(entry, dict):
+            return f".files.{side}", f"{_json_kind(entry)}, not an object"
+        for key, kind in (("path", str), ("sha256", str), ("bytes", int), ("lines", int)):
+            value = entry.get(key, _MISSING)
+            if not isinstance(value, kind) or isinstance(value, bool):
+                return (f".files.{side}.{key}", f"{_json_kind(value)}, not "
+                        f"{'a string' if kind is str else 'an integer'}")
+    return None
+
+
+def _json_kind(value) -> str:
+    """What a JSON value is, for a message: ``missing``, ``null``, ``a list``, ``"x"``..."""
+    if value is _MISSING:
+        return "missing"
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "a list"
+    return json.dumps(value)[:40]
 
 
 def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> dict | None:
-    """The previous run's record of `cid` if its files are still exactly what it recorded and
-    the source is the same (the mirror's registry checksums, or the same network downloads)."""
-    if not old or not (out_dir / cid).is_dir():
+    """The previous run's record of `cid` (of the shape _record_problem checks) if its files are
+    still exactly what it recorded and the source is the same (the mirror's registry checksums,
+    or the same network downloads)."""
+    if old is None or not (out_dir / cid).is_dir():
         return None
     mode = "mirror" if mirror is not None else "network"
     if old.get("mode") != mode:
         return None
     entry = CORPORA[cid]
+    files = old["files"]
     if mode == "mirror":
         if entry.mirror is None or old.get("source") != corpus_source(entry, mirror):
             return None
@@ -138,15 +201,13 @@ def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> di
         if entry.network is None or old.get("source") != sorted(r.url for r in
                                                                   entry.network.remotes):
             return None
-        expected = {side: f.get("sha256") for side, f in old.get("files", {}).items()}
-    files = old.get("files", {})
-    if set(files) != {"en", "fr"} or set(raw_names(cid)) != {
-            Path(files[s]["path"]).name for s in ("en", "fr")}:
+        expected = {side: f["sha256"] for side, f in files.items()}
+    if set(raw_names(cid)) != {Path(files[s]["path"]).name for s in ("en", "fr")}:
         return None
     for side in ("en", "fr"):
         path = out_dir / files[side]["path"]
         if (not path.is_file() or file_stats(path)["sha256"] != expected[side]
-                or files[side].get("sha256") != expected[side]):
+                or files[side]["sha256"] != expected[side]):
             return None
     record = dict(old)
     record["files"] = {s: {**files[s]} for s in ("en", "fr")}

@@ -25,7 +25,11 @@ Every file is written under a temporary name and renamed; a corpus directory is 
 ``.tmp-*`` and renamed into place only when complete, and ``manifest.json`` is removed at the start
 and written last, so after an interrupted run nothing partial passes for complete. Interrupted
 downloads stay as ``<file>.part`` in the cache and are resumed, then verified, never trusted.
-Corpora already complete from the same source are kept (their files are re-hashed).
+Corpora already complete from the same source are kept (their files are re-hashed). A
+``manifest.json`` that is cut or not of the shape written here (edited, of another version)
+keeps nothing it does not describe as written here: those corpora are fetched again, with a
+warning naming the file and the key (the manifest is this stage's own bookkeeping, not an
+input to refuse).
 """
 
 from __future__ import annotations
