@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,48 @@ def test_an_ids_record_of_the_wrong_shape_names_the_key_and_what_was_expected(
         IdsRecord.read(ids)
     assert str(e.value) == (f"{ids}/ids.json: {says}: run the ids stage again "
                             f"(`dvc repro ids`, or `s2s ids --out {ids}`)")
+
+
+# --- temporaries a kill -9 left beside a metrics file or the manifest --------------------------
+
+
+KILLED_MID_WRITE = """
+import os, signal, sys
+from s2s.io import atomic_open
+with atomic_open(sys.argv[1]) as f:
+    f.write("{")
+    f.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def killed_mid_write(path: Path) -> Path:
+    """The temporary file a process killed while writing `path` left (s2s.io.atomic_open)."""
+    proc = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(path)], check=False)
+    assert proc.returncode == -signal.SIGKILL
+    (left,) = path.parent.glob(f".{path.name}.*.tmp")
+    return left
+
+
+@pytest.mark.parametrize("stage", ["vocab", "download"])
+def test_a_rerun_removes_the_temporaries_a_killed_run_left_and_no_live_ones(project, stage):
+    from s2s.io import owner_tag
+
+    if stage == "vocab":
+        written = project / "kv" / "v.json"
+        args = ["vocab", "--prepared", "prepared", "--out", "vocab", "--metrics", written]
+    else:
+        written = project / "raw" / "manifest.json"
+        args = ["download", "--out", "raw"]
+    dead = killed_mid_write(written)
+    older = written.with_name(f".{written.name}.0a1b2c3d.tmp")  # an earlier version's name
+    older.write_text("{")
+    live = written.with_name(f".{written.name}.{owner_tag()}-0a1b2c3d.tmp")  # this process's
+    live.write_text("{")
+    other = written.with_name(".other.json.0a1b2c3d.tmp")  # another file's: not this stage's
+    other.write_text("{")
+    proc = s2s(args, project)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not dead.exists() and not older.exists()
+    assert live.exists() and other.exists()
+    assert json.loads(written.read_text())

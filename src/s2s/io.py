@@ -3,8 +3,9 @@
 Writes go to a temporary file in the same directory, are fsynced, then renamed: a crash, a kill or
 a full disk never leaves a half-written file under its final name: the old file (or none) stays
 there. A failed write (a full disk: ENOSPC) is re-raised naming the final path, and its temporary
-file is removed. Only a kill -9 can leave a temporary ``.<name>.*.tmp`` behind;
-:func:`remove_temporaries` clears those where a stage keeps a folder across runs.
+file is removed. Only a kill -9 can leave a temporary ``.<name>.<owner>-*.tmp`` behind (its
+owner: :func:`owner_tag`); :func:`remove_temporaries` clears those where a stage keeps a folder
+across runs, :func:`remove_dead_temporaries` those of one file whose owner is gone.
 
 Temporary files and folders are created with the modes a plain ``open`` / ``mkdir`` asks for
 (0666 / 0777), so the kernel applies the process's umask when they are made: an output renamed
@@ -20,6 +21,7 @@ Reading: :func:`read_lines` is the one way a text file becomes lines, for every 
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import logging
@@ -54,10 +56,12 @@ def temp_dir(parent: Path, prefix: str) -> Path:
 
 
 def _temp_file(path: Path) -> tuple[int, str]:
-    """A new file ``.<name>.<random>.tmp`` next to `path`, opened for writing, with the mode a
-    plain open gives (0666 less the umask; tempfile.mkstemp makes 0600)."""
+    """A new file ``.<name>.<owner>-<random>.tmp`` next to `path` (its owner: :func:`owner_tag`,
+    so that a run can tell another's live temporary from a dead one's), opened for writing, with
+    the mode a plain open gives (0666 less the umask; tempfile.mkstemp makes 0600)."""
+    owner = owner_tag()
     for _ in range(_ATTEMPTS):
-        tmp = str(path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp"))
+        tmp = str(path.with_name(f".{path.name}.{owner}-{secrets.token_hex(4)}.tmp"))
         try:
             return os.open(tmp, _CREATE, 0o666), tmp
         except FileExistsError:
@@ -94,6 +98,22 @@ def remove_temporaries(folder: Path) -> list[Path]:
     removed = []
     for tmp in Path(folder).glob(".*.tmp"):
         if tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def remove_dead_temporaries(path: Path) -> list[Path]:
+    """Remove the temporary files of `path` (``.<name>.*.tmp`` beside it) that a process now gone
+    left (a kill -9 mid-write); a live process's, or one of another host, is left alone. What a
+    stage calls for each file it writes beside others' (a metrics file, a manifest)."""
+    path = Path(path)
+    removed = []
+    for tmp in sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp")):
+        m = _FILE_OWNER.search(tmp.name)
+        if tmp.is_file() and not tmp.is_symlink() and (
+                m is None or _alive(m[1], int(m[2]), m[3]) is False):
+            log.info("removing %s, left by a run that is gone", tmp)
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed
@@ -247,6 +267,7 @@ def _lines(path: Path, block: bytes, before: int, pos: int, rstrip: bool, strip_
 TMP_PREFIX = ".tmp-"  # of a corpus folder being built
 _TAG = r"h([0-9a-f]{8})p(\d+)s(\d+|x)"  # what owner_tag() writes
 _OWNER = re.compile(rf"-{_TAG}-[0-9a-f]+$")  # in a temporary folder's name
+_FILE_OWNER = re.compile(rf"\.{_TAG}-[0-9a-f]+\.tmp$")  # in a temporary file's (_temp_file)
 
 
 def _host() -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from s2s.config import CorpusRef, DataConfig
 from s2s.data.files import DownloadError, file_stats
-from s2s.io import TMP_PREFIX, remove, remove_leftovers
+from s2s.io import TMP_PREFIX, remove, remove_dead_temporaries, remove_leftovers
 from s2s.data.http import network_available, unreachable_hosts
 from s2s.data.mirror import MIRROR_ENV, corpus_source
 from s2s.data.sources import CORPORA, raw_names
@@ -104,10 +104,12 @@ def reusable(out_dir: Path, wanted: dict[str, int | None], mirror: Path | None
 
 def start_writing(out_dir: Path) -> None:
     """Make `out_dir` ready to be written: no manifest (present again only when all is
-    complete) and no ``.tmp-*`` folder a killed run left (:func:`remove_leftovers`)."""
+    complete), no ``.tmp-*`` folder a killed run left (:func:`remove_leftovers`), and no
+    temporary of the manifest one left (:func:`remove_dead_temporaries`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST).unlink(missing_ok=True)
     remove_leftovers(out_dir)
+    remove_dead_temporaries(out_dir / MANIFEST)
 
 
 def write_manifest(out_dir: Path, manifest: dict) -> Path:

@@ -29,7 +29,7 @@ Corpora already complete from the same source are kept (their files are re-hashe
 ``manifest.json`` that is cut or not of the shape written here (edited, of another version)
 keeps nothing it does not describe as written here: those corpora are fetched again, with a
 warning naming the file and the key (the manifest is this stage's own bookkeeping, not an
-input to refuse).
+input to refuse). Temporaries of the manifest that a killed run left are removed.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from s2s.data.prepare import (MAX_EVAL_WORDS, SeenPairs, filter_train, iter_raw_
                               read_pair, tokenize_parallel)
 from s2s.data.stream import workers_for
 from s2s.data.text import CorpusError
-from s2s.io import atomic_write_lines, whole_dir
+from s2s.io import atomic_write_lines, remove_dead_temporaries, whole_dir
 from s2s.layout import PreparePaths, prepared_file
 
 log = logging.getLogger("s2s.prepare")
@@ -81,6 +81,7 @@ def main(data: DataConfig, cfg: PrepareConfig, paths: PreparePaths, *, workers: 
             out_en.writelines(f"{line}\n" for line in en)
             out_fr.writelines(f"{line}\n" for line in fr)
 
+        remove_dead_temporaries(metrics_out)  # a killed run's
         seen = SeenPairs()  # de-duplication across all training corpora
         for ref in data.train:
             cleaned: dict[str, int] = {}

@@ -23,7 +23,8 @@ from s2s.dag import Arg, Stage, command
 from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
 from s2s.artifacts import VocabMetrics
 from s2s.data.stream import ordered_map, workers_for
-from s2s.io import atomic_write_lines, iter_lines, read_lines, whole_dir
+from s2s.io import (atomic_write_lines, iter_lines, read_lines, remove_dead_temporaries,
+                    whole_dir)
 from s2s.layout import VocabPaths, prepared_file, vocab_file
 
 log = logging.getLogger("s2s.vocab")
@@ -53,6 +54,7 @@ def main(cfg: VocabConfig, paths: VocabPaths, *, workers: int = 1) -> dict:
     # Both vocabularies or neither: the folder is written under a temporary name and renamed
     # when whole, so a failure on the French side never leaves a new en.tsv beside an old fr.tsv.
     with whole_dir(out_dir) as tmp:
+        remove_dead_temporaries(metrics_out)  # a killed run's
         for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
             metrics[lang] = _side(cfg, lang, size=size, prepared_dir=prepared_dir, out_dir=tmp,
                                   workers=workers)
