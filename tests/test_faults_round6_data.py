@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BIN, run
-from helpers import profile_dict, write_params
+from helpers import one_line_error, profile_dict, write_params
 
 
 def s2s(args, cwd: Path) -> subprocess.CompletedProcess:
@@ -41,6 +41,94 @@ def project(tmp_path, smoke_data) -> Path:
     for name in ("raw", "prepared", "vocab"):
         shutil.copytree(data / name, tmp_path / name)
     return tmp_path
+
+
+# --- an --out that is not the stage's own folder ------------------------------------------------
+
+
+CASES = {
+    # a folder of the user's: its files are not the stage's
+    "prepare_user_folder": (["prepare", "--raw", "raw", "--out", "pz", "--metrics", "m.json"],
+                            "--out pz: holds notes.txt, which the prepare stage does not write"),
+    # a folder holding the stage's own input
+    "vocab_holding_its_input": (["vocab", "--prepared", "dd/prepared", "--out", "dd",
+                                 "--metrics", "m.json"],
+                                "--out dd: holds dd/prepared, an input of the vocab stage"),
+    # the stage's input itself
+    "ids_into_its_vocab": (["ids", "--prepared", "prepared", "--vocab", "vocab", "--out",
+                            "vocab"], "--out vocab: is vocab, an input of the ids stage"),
+    # the current folder
+    "vocab_here": (["vocab", "--prepared", "prepared", "--out", ".", "--metrics", "m.json"],
+                   "--out .: the current folder; the vocab stage replaces its --out folder "
+                   "whole: name a folder of its own"),
+    # a file
+    "ids_over_a_file": (["ids", "--prepared", "prepared", "--vocab", "vocab", "--out",
+                         "odd.txt"], "--out odd.txt: a file, not a folder"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_an_out_that_is_not_the_stages_own_folder_is_refused_and_nothing_changes(project, case):
+    """The old stages deleted these (the current folder, their own input, the user's notes, a
+    file replaced by a folder); now one line names the path, and nothing is read or written."""
+    args, says = CASES[case]
+    (project / "pz").mkdir()
+    (project / "pz" / "notes.txt").write_text("mine\n")
+    (project / "dd").mkdir()
+    shutil.copytree(project / "prepared", project / "dd" / "prepared")
+    (project / "dd" / "notes.txt").write_text("mine\n")
+    (project / "odd.txt").write_text("mine\n")
+    before = tree(project)
+    proc = s2s(args, project)
+    line = one_line_error(proc, "OutDirError: ", says, status=1)
+    assert "name a folder of its own" in line
+    if case == "prepare_user_folder":
+        assert line.endswith("name a folder of its own, or remove it (run with -v for the "
+                             "traceback)"), line
+    assert tree(project) == before  # no metrics, no temporary folder, nothing removed
+
+
+def test_a_folder_holding_the_current_one_is_refused(project):
+    (project / "sub").mkdir()
+    before = tree(project)
+    proc = s2s(["--params", "../params.yaml", "vocab", "--prepared", "../prepared", "--out", "..",
+                "--metrics", "../m.json"], project / "sub")
+    one_line_error(proc, "--out ..: a folder holding the current one", status=1)
+    assert tree(project) == before
+
+
+def test_an_earlier_output_of_the_same_stage_is_still_replaced_whole(project):
+    """The legitimate case: the folder holds only what the stage writes (its metrics file too,
+    where --metrics puts it there), or nothing: it is replaced, no file of the old one left."""
+    from s2s.io import OutDirError, out_names, whole_dir
+    from s2s.stages import vocab as vocab_stage
+
+    out = project / "vocab"
+    (out / "en.tsv").write_text("old\n")
+    (out / "fr.tsv").unlink()
+    (out / "vocab.json").write_text("{}\n")
+    proc = s2s(["vocab", "--prepared", "prepared", "--out", "vocab", "--metrics",
+                "vocab/vocab.json"], project)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["en.tsv", "fr.tsv", "vocab.json"]
+    assert (out / "en.tsv").read_text().startswith("<pad>\t0\n")
+    assert json.loads((out / "vocab.json").read_text())["en"]["size"] > 4
+    empty = project / "empty"
+    empty.mkdir()
+    assert s2s(["vocab", "--prepared", "prepared", "--out", "empty", "--metrics", "m.json"],
+               project).returncode == 0
+    assert sorted(p.name for p in empty.iterdir()) == ["en.tsv", "fr.tsv"]
+    # a file put into the folder while the stage ran is not deleted either: the folder is
+    # checked again before it is replaced, and the stage's new one is removed instead
+    with pytest.raises(OutDirError, match=r"holds late\.txt, which the vocab stage does not "
+                                          r"write"):
+        with whole_dir(out, owns=out_names(vocab_stage.WRITES, out, out / "vocab.json"),
+                       what="the vocab stage") as tmp:
+            (tmp / "en.tsv").write_text("new\n")
+            (out / "late.txt").write_text("mine\n")
+    assert (out / "late.txt").read_text() == "mine\n"
+    assert (out / "en.tsv").read_text().startswith("<pad>\t0\n")
+    assert not list(project.glob(".tmp-*"))
 
 
 # --- a download manifest of the wrong shape ------------------------------------------------------

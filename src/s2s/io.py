@@ -14,7 +14,10 @@ from one has the mode any other file would have. Nothing here reads or sets the 
 A folder is written whole the same way (:func:`whole_dir`): under a temporary
 ``.tmp-<name>-<owner>-*`` name (:func:`owner_tag`: the host, PID and start time of the process
 writing it), renamed into place only when complete; only a temporary folder whose owner is gone
-is another run's leftover (:func:`owner_alive`, :func:`remove_leftovers`).
+is another run's leftover (:func:`owner_alive`, :func:`remove_leftovers`). A stage's ``--out``
+folder is replaced only when it holds nothing but what that stage writes
+(:func:`check_out_dir`): a folder of the user's, the current one, or one holding the stage's own
+inputs is refused in one line before anything is done.
 
 Reading: :func:`read_lines` is the one way a text file becomes lines, for every caller.
 """
@@ -30,7 +33,7 @@ import re
 import secrets
 import shutil
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator
@@ -326,10 +329,19 @@ def _alive(host: str, pid: int, start: str) -> bool | None:
 class corpus_dir:
     """A temporary folder ``out_dir/.tmp-<cid>-<owner>-*``, renamed to ``out_dir/<cid>``
     (replacing it) when the block succeeds and removed when it fails: a corpus folder (a
-    downloaded corpus, the prepared corpora, the ids) is always complete."""
+    downloaded corpus, the prepared corpora, the ids) is always complete.
 
-    def __init__(self, out_dir: Path, cid: str):
+    With `owns` (the names of the files the writer writes), ``out_dir/<cid>`` is checked by
+    :func:`check_out_dir` (with `inputs` and `what`) before the temporary folder is made, and
+    again before it is replaced (something may have been put there meanwhile)."""
+
+    def __init__(self, out_dir: Path, cid: str, *, owns: Collection[str] | None = None,
+                 inputs: Iterable[Path] = (), what: str = "the stage"):
         self.final = Path(out_dir) / cid
+        inputs = tuple(inputs)
+        self.check = (lambda: None) if owns is None else (
+            lambda: check_out_dir(self.final, owns, inputs=inputs, what=what))
+        self.check()
         self.final.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = temp_dir(Path(out_dir), f"{TMP_PREFIX}{cid}-{owner_tag()}-")
 
@@ -340,25 +352,88 @@ class corpus_dir:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
-        if self.final.exists():
+        try:
+            self.check()
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        if self.final.exists() or self.final.is_symlink():
             remove(self.final)
         os.replace(self.tmp, self.final)
 
 
-def whole_dir(path: Path) -> corpus_dir:
+def whole_dir(path: Path, *, owns: Collection[str] | None = None, inputs: Iterable[Path] = (),
+              what: str = "the stage") -> corpus_dir:
     """Folder `path` written whole (a :class:`corpus_dir` in its parent), once the temporaries of
     it that a run now gone left are removed (:func:`remove_leftovers`): what a stage writing one
-    folder (the prepared corpora, the vocabularies, the ids, an export) holds while it writes."""
+    folder (the prepared corpora, the vocabularies, the ids, an export) holds while it writes.
+    With `owns` (the names the stage writes there: :func:`out_names`), an existing `path` is
+    replaced only if :func:`check_out_dir` allows it, which is asked first."""
     path = Path(path)
-    remove_leftovers(path.parent, f"{TMP_PREFIX}{path.name}-")
-    return corpus_dir(path.parent, path.name)
+    folder = corpus_dir(path.parent, path.name, owns=owns, inputs=inputs, what=what)
+    remove_leftovers(path.parent, f"{TMP_PREFIX}{path.name}-", keep=folder.tmp)
+    return folder
 
 
-def remove_leftovers(out_dir: Path, prefix: str = TMP_PREFIX) -> None:
+def out_names(writes: Collection[str], out_dir: Path, *others: Path) -> frozenset[str]:
+    """The names a stage's output folder `out_dir` may hold (:func:`check_out_dir`): the files
+    `writes` it writes there, and those of its `others` (a metrics file) that lie in it."""
+    where = Path(out_dir).resolve()
+    return frozenset(writes) | {Path(p).name for p in others if Path(p).parent.resolve() == where}
+
+
+class OutDirError(ValueError):
+    """An output folder a stage may not replace (:func:`check_out_dir`); the message names it,
+    what is in the way, and what to do."""
+
+
+def check_out_dir(path: Path, owns: Collection[str], *, inputs: Iterable[Path] = (),
+                  flag: str = "--out", what: str = "the stage") -> None:
+    """Refuse, in one line, an output folder `path` that a stage writing the files `owns` (file
+    names; a folder's name with a ``/`` after it) may not replace whole: a file (or a link to
+    one), the current folder or one holding it, a folder that is or holds one of `inputs` (the
+    stage's own inputs), or a folder holding anything but the entries `owns` (a previous output
+    of the same stage, or nothing): the first few of those are named, and what to do. Changes
+    nothing; call it before any work."""
+    path = Path(path)
+    fix = "name a folder of its own"
+    if path.is_symlink() and not path.exists():
+        raise OutDirError(f"{flag} {path}: a link to nothing; {what} replaces its {flag} folder "
+                          f"whole: {fix}, or remove the link")
+    if path.exists() and not path.is_dir():
+        raise OutDirError(f"{flag} {path}: a file, not a folder; {what} writes a folder there: "
+                          f"{fix}")
+    where = path.resolve()
+    here = Path.cwd().resolve()
+    if here == where or where in here.parents:
+        which = "the current folder" if here == where else "a folder holding the current one"
+        raise OutDirError(f"{flag} {path}: {which}; {what} replaces its {flag} folder whole: "
+                          f"{fix}")
+    for source in inputs:
+        found = Path(source).resolve()
+        if found == where or where in found.parents:
+            raise OutDirError(f"{flag} {path}: {'is' if found == where else 'holds'} {source}, "
+                              f"an input of {what}, which replaces its {flag} folder whole: "
+                              f"{fix}")
+    if not path.is_dir():
+        return
+    foreign = sorted(e.name for e in path.iterdir()
+                     if (e.name + "/" if e.is_dir() and not e.is_symlink() else e.name) not in owns)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3
+                                          else "")
+        raise OutDirError(f"{flag} {path}: holds {shown}, which {what} does not write, and it "
+                          f"replaces its {flag} folder whole: {fix}, or remove it")
+
+
+def remove_leftovers(out_dir: Path, prefix: str = TMP_PREFIX, *, keep: Path | None = None
+                     ) -> None:
     """Remove the temporary folders ``prefix*`` of `out_dir` whose owner is gone; a live
     process's (or one of another host, whose life cannot be seen from here) is never touched: it
-    is still being written."""
+    is still being written. `keep`: this process's own, not logged."""
     for tmp in sorted(Path(out_dir).glob(f"{prefix}*")):
+        if tmp == keep:
+            continue
         alive = owner_alive(tmp.name)
         if alive is False:
             log.info("removing %s, left by a run that is gone", tmp)

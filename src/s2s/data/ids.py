@@ -57,6 +57,11 @@ def offsets_file(split: str, lang: str) -> str:
     return f"{split}.{lang}.offsets.npy"
 
 
+# every file of an ids folder: the ids stage replaces an --out that holds nothing else
+FOLDER_FILES = frozenset({RECORD, *(f(split, lang) for split in SPLITS for lang in LANGS
+                                    for f in (ids_file, offsets_file))})
+
+
 # --- writing -------------------------------------------------------------------------------------
 
 class ArrayWriter:

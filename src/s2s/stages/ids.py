@@ -13,7 +13,10 @@ The files are encoded in blocks of lines over `workers` processes (the threads o
 folder is written under a temporary name and renamed when complete, so a killed run leaves
 nothing a training job would read; a damaged or truncated file, or one of other vocabularies,
 is refused by its reader in one line and rebuilt here (``dvc repro`` reruns this stage when an
-output changed).
+output changed). An existing ``--out`` is replaced only if it holds nothing but these files (an
+earlier output); a folder with anything else in it, a file, the current folder or one holding
+``--prepared`` or ``--vocab`` is refused in one line before anything is read
+(:func:`s2s.io.check_out_dir`).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def cli(args, params) -> None:
 def main(paths: IdsPaths, *, workers: int = 1) -> dict:
     """Encode every split's two sides into ``paths.out``; returns the record (s2s.data.ids)."""
     from s2s.io import whole_dir
-    from s2s.data.ids import (LANGS, RECORD, SPLITS, IdsError, IdsRecord, ids_file,
+    from s2s.data.ids import (FOLDER_FILES, LANGS, RECORD, SPLITS, IdsError, IdsRecord, ids_file,
                               offsets_file, write_side)
     from s2s.data.stream import ordered_map
     from s2s.data.vocab import Vocab
@@ -56,11 +59,13 @@ def main(paths: IdsPaths, *, workers: int = 1) -> dict:
 
     t0 = time.perf_counter()
     prepared_dir, vocab_dir, out_dir = paths.prepared, paths.vocab, paths.out
-    vocabs = {lang: Vocab.load(vocab_file(vocab_dir, lang)) for lang in LANGS}
     lines: dict[str, int] = {}
     files: dict[str, dict] = {}
     tokens = 0
-    with whole_dir(out_dir) as tmp:
+    # an --out of anything but an earlier output of this stage is refused first (s2s.io)
+    with whole_dir(out_dir, owns=FOLDER_FILES, inputs=(prepared_dir, vocab_dir),
+                   what="the ids stage") as tmp:
+        vocabs = {lang: Vocab.load(vocab_file(vocab_dir, lang)) for lang in LANGS}
         for split in SPLITS:
             counted = {}
             for lang in LANGS:

@@ -11,7 +11,9 @@ Training corpora are streamed: read in chunks, each normalised, tokenised and fi
 s2s.data.stream.workers_for), de-duplicated in order by a 64-bit hash of the
 pair, and written as they go; memory holds a few chunks and the hash table (~16 bytes a pair),
 whatever the corpus's size. The folder is written under a temporary name and renamed when
-complete.
+complete. An existing ``--out`` is replaced only if it holds nothing but these files (an earlier
+output of this stage); a folder with anything else in it, a file, the current folder or one
+holding ``--raw`` is refused in one line before anything is read (:func:`s2s.io.check_out_dir`).
 
 Filters apply to training data only; dev and test keep every line (all 3003 sentences of
 newstest2014 are translated and scored, as in the paper). Order: normalise, drop empty and
@@ -44,8 +46,8 @@ from s2s.data.prepare import (MAX_EVAL_WORDS, SeenPairs, filter_train, iter_raw_
                               read_pair, tokenize_parallel)
 from s2s.data.stream import workers_for
 from s2s.data.text import CorpusError
-from s2s.io import atomic_write_lines, remove_dead_temporaries, whole_dir
-from s2s.layout import PreparePaths, prepared_file
+from s2s.io import atomic_write_lines, out_names, remove_dead_temporaries, whole_dir
+from s2s.layout import LANGS, SPLITS, PreparePaths, prepared_file, prepared_name
 
 log = logging.getLogger("s2s.prepare")
 
@@ -55,6 +57,9 @@ ARGS = (Arg("--raw", "data/raw"),
         Arg("--metrics", "metrics/prepare.json", writes=True,
             help="what each filter removed (JSON)"))
 PATHS = PreparePaths  # ARGS as one value, which cli builds and main takes
+# the files of its folder: an existing --out is replaced only if it holds nothing else
+WRITES = frozenset(prepared_name(split, lang, form) for split in SPLITS for lang in LANGS
+                   for form in ("tok", "raw"))
 
 
 def stages(params) -> list[Stage]:
@@ -74,7 +79,9 @@ def main(data: DataConfig, cfg: PrepareConfig, paths: PreparePaths, *, workers: 
     raw_dir, out_dir, metrics_out = paths.raw, paths.out, paths.metrics
     report: dict[str, dict] = {"train": {}, "dev": {}, "test": {}}
     utf8_lines = {"encoding": "utf-8", "newline": "\n"}
-    with (whole_dir(out_dir) as tmp,
+    # an --out of anything but an earlier output of this stage is refused first (s2s.io)
+    with (whole_dir(out_dir, owns=out_names(WRITES, out_dir, metrics_out), inputs=(raw_dir,),
+                    what="the prepare stage") as tmp,
           open(prepared_file(tmp, "train", "en"), "w", **utf8_lines) as out_en,
           open(prepared_file(tmp, "train", "fr"), "w", **utf8_lines) as out_fr):
         def write(en: list[str], fr: list[str]) -> None:

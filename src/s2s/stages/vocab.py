@@ -8,7 +8,10 @@ Writes: ``<out>/{en,fr}.tsv``: ``word<TAB>count``, the four specials first (coun
 The paper keeps 160,000 source and 80,000 target words; every other word becomes <unk>.
 The training files are counted in blocks of lines over `workers` processes
 (the threads of ``resources.vocab``, else of ``resources.default``), the counts
-merged: memory holds the counts and a few blocks, whatever the corpus's size.
+merged: memory holds the counts and a few blocks, whatever the corpus's size. An existing
+``--out`` is replaced only if it holds nothing but en.tsv and fr.tsv (an earlier output); a
+folder with anything else in it, a file, the current folder or one holding ``--prepared`` is
+refused in one line before anything is read (:func:`s2s.io.check_out_dir`).
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from s2s.dag import Arg, Stage, command
 from s2s.data.vocab import SPECIALS, build, count_words, unk_rate
 from s2s.artifacts import VocabMetrics
 from s2s.data.stream import ordered_map, workers_for
-from s2s.io import (atomic_write_lines, iter_lines, read_lines, remove_dead_temporaries,
-                    whole_dir)
-from s2s.layout import VocabPaths, prepared_file, vocab_file
+from s2s.io import (atomic_write_lines, iter_lines, out_names, read_lines,
+                    remove_dead_temporaries, whole_dir)
+from s2s.layout import LANGS, VocabPaths, prepared_file, vocab_file, vocab_name
 
 log = logging.getLogger("s2s.vocab")
 
@@ -35,6 +38,8 @@ ARGS = (Arg("--prepared", "data/prepared"),
         Arg("--metrics", "metrics/vocab.json", writes=True,
             help="vocabulary sizes and UNK rates (JSON)"))
 PATHS = VocabPaths  # ARGS as one value, which cli builds and main takes
+# the files of its folder: an existing --out is replaced only if it holds nothing else
+WRITES = frozenset(vocab_name(lang) for lang in LANGS)
 
 
 def stages(params) -> list[Stage]:
@@ -53,7 +58,9 @@ def main(cfg: VocabConfig, paths: VocabPaths, *, workers: int = 1) -> dict:
     metrics: dict = {}
     # Both vocabularies or neither: the folder is written under a temporary name and renamed
     # when whole, so a failure on the French side never leaves a new en.tsv beside an old fr.tsv.
-    with whole_dir(out_dir) as tmp:
+    # An --out of anything but an earlier output of this stage is refused first (s2s.io).
+    with whole_dir(out_dir, owns=out_names(WRITES, out_dir, metrics_out),
+                   inputs=(prepared_dir,), what="the vocab stage") as tmp:
         remove_dead_temporaries(metrics_out)  # a killed run's
         for lang, size in (("en", cfg.src_size), ("fr", cfg.tgt_size)):
             metrics[lang] = _side(cfg, lang, size=size, prepared_dir=prepared_dir, out_dir=tmp,
