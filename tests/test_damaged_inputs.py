@@ -550,3 +550,28 @@ def test_the_report_says_where_figure_3_or_its_length_drop_has_no_rows(tmp_path,
             assert dropped not in section  # said once
         if damage == "absent":
             assert f"absent: {path}" in proc.stderr
+
+
+def test_an_export_over_a_folder_of_the_user_s_is_refused_and_an_earlier_export_replaced(
+        tmp_path):
+    """export replaced whatever was at exports/<system> (a user's notes, anything); now only an
+    earlier export, and the refusal comes before anything is written."""
+    from s2s import config, exporting
+    from s2s.io import OutDirError
+
+    out = build_export(tmp_path, record_text=True)
+    first = (out / "export.json").read_bytes()
+    params = config.load(ROOT / "profiles" / "smoke.yaml")
+    again = dict(models_dir=tmp_path / "models", vocab_dir=tmp_path / "vocab",
+                 prepared_dir=tmp_path / "prepared")
+    assert again["models_dir"].is_dir() and again["vocab_dir"].is_dir()
+    exporting.export(params, "forward", out_dir=out, **again)  # an earlier export: replaced
+    assert sorted(p.name for p in out.iterdir()) == ["en.tsv", "export.json", "fr.tsv", "models"]
+    assert (out / "export.json").read_bytes() == first
+    (out / "notes.txt").write_text("mine\n")
+    with pytest.raises(OutDirError, match=rf"^--out {out}: holds notes.txt, which the export "
+                                          r"does not write"):
+        exporting.export(params, "forward", out_dir=out, **again)
+    assert (out / "notes.txt").read_text() == "mine\n"
+    with pytest.raises(OutDirError, match="is .*models, an input of the export"):
+        exporting.export(params, "forward", out_dir=again["models_dir"], **again)

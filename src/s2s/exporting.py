@@ -203,7 +203,10 @@ def export(params: Params, system: str, *, models_dir: Path, vocab_dir: Path,
     # any error (a full disk, a kill of a copy): the previous export stays as it was
     # the temporary folder of exports before it named its owner, which no version removes now
     shutil.rmtree(out_dir.parent / f".{out_dir.name}.tmp", ignore_errors=True)
-    with whole_dir(out_dir) as tmp:
+    # an existing folder is replaced only when it is an earlier export (s2s.io.check_out_dir)
+    owns = {EXPORT_FILE, vocab_name(SRC_LANG), vocab_name(TGT_LANG), "models/"}
+    with whole_dir(out_dir, owns=owns, inputs=(models_dir, vocab_dir, prepared_dir),
+                   what="the export") as tmp:
         record = _write_export(params, system, sys_cfg, tmp, models_dir=models_dir,
                                vocab_dir=vocab_dir, prepared_dir=prepared_dir)
     return record
