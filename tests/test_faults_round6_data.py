@@ -131,6 +131,30 @@ def test_an_earlier_output_of_the_same_stage_is_still_replaced_whole(project):
     assert not list(project.glob(".tmp-*"))
 
 
+def test_what_snakemake_a_killed_write_or_a_metrics_subfolder_leave_is_no_foreign_file(project):
+    """Refused at first, each a legitimate rerun: the `.snakemake_timestamp` Snakemake writes
+    into a directory() output after each job (and with --touch), a killed write's temporary of a
+    file the stage writes there, and --metrics in a subfolder of --out."""
+    out = project / "vocab"
+    (out / ".snakemake_timestamp").touch()
+    (out / ".en.tsv.0123abcd.tmp").write_text("cut")  # an older version's name
+    (out / ".vocab.json.h00000000p1s1-abcd.tmp").write_text("cut")
+    proc = s2s(["vocab", "--prepared", "prepared", "--out", "vocab", "--metrics",
+                "vocab/vocab.json"], project)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["en.tsv", "fr.tsv", "vocab.json"]
+    for _ in range(2):  # the second over the first's output, its metrics in a subfolder
+        proc = s2s(["vocab", "--prepared", "prepared", "--out", "v2", "--metrics",
+                    "v2/m/vocab.json"], project)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    assert sorted(p.name for p in (project / "v2").iterdir()) == ["en.tsv", "fr.tsv", "m"]
+    (out / ".not-ours.tmp").write_text("x")  # a temporary of no file the stage writes
+    proc = s2s(["vocab", "--prepared", "prepared", "--out", "vocab", "--metrics", "m.json"],
+               project)
+    assert proc.returncode == 1 and "holds .not-ours.tmp, vocab.json, which the vocab" in (
+        proc.stderr)
+
+
 # --- a download manifest of the wrong shape ------------------------------------------------------
 
 

@@ -377,9 +377,31 @@ def whole_dir(path: Path, *, owns: Collection[str] | None = None, inputs: Iterab
 
 def out_names(writes: Collection[str], out_dir: Path, *others: Path) -> frozenset[str]:
     """The names a stage's output folder `out_dir` may hold (:func:`check_out_dir`): the files
-    `writes` it writes there, and those of its `others` (a metrics file) that lie in it."""
+    `writes` it writes there, and those of its `others` (a metrics file) that lie in it, or the
+    subfolder of it they lie in (``m/`` for ``<out_dir>/m/vocab.json``)."""
     where = Path(out_dir).resolve()
-    return frozenset(writes) | {Path(p).name for p in others if Path(p).parent.resolve() == where}
+    names = set(writes)
+    for other in others:
+        found = Path(other).resolve()
+        if where in found.parents:
+            inside = found.relative_to(where).parts
+            names.add(inside[0] + ("/" if len(inside) > 1 else ""))
+    return frozenset(names)
+
+
+# What a workflow engine leaves in an output folder it declared: Snakemake's timestamp of a
+# directory() output (it writes one after each job, and with --touch).
+ENGINE_FILES = frozenset({".snakemake_timestamp"})
+
+
+def _owned(entry: Path, owns: Collection[str]) -> bool:
+    """`entry` of an output folder is one of `owns` (a folder's name with ``/`` after it), an
+    engine's file, or the temporary of an owned file (``.<name>.*.tmp``, a killed write's)."""
+    name = entry.name + ("/" if entry.is_dir() and not entry.is_symlink() else "")
+    if name in owns or name in ENGINE_FILES:
+        return True
+    return name.endswith(".tmp") and any(name.startswith(f".{own}.") for own in owns
+                                         if not own.endswith("/"))
 
 
 class OutDirError(ValueError):
@@ -417,8 +439,7 @@ def check_out_dir(path: Path, owns: Collection[str], *, inputs: Iterable[Path] =
                               f"{fix}")
     if not path.is_dir():
         return
-    foreign = sorted(e.name for e in path.iterdir()
-                     if (e.name + "/" if e.is_dir() and not e.is_symlink() else e.name) not in owns)
+    foreign = sorted(e.name for e in path.iterdir() if not _owned(e, owns))
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3
                                           else "")
