@@ -240,6 +240,10 @@ def test_a_change_of_params_reruns_what_reads_the_value_and_a_dry_run_changes_no
     snakemake(repo, "-n", "--config", "params=profiles/paper.yaml")
     stamps = repo / ".snakemake" / "s2s-params"
     assert not list(stamps.glob("*.json")) and list((stamps / "dry-run").glob("*.json"))
+    # nor do the commands that only look (no executor: Snakemake's dryrun is False there)
+    snakemake(repo, "--dag", "--config", "params=profiles/paper.yaml")
+    snakemake(repo, "--summary")
+    assert not list(stamps.glob("*.json"))
     snakemake(repo, "--touch", "--cores", "1")
     dry = snakemake(repo, "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr

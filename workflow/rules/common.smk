@@ -105,7 +105,9 @@ def params_stamp(stage):
     def stamp(wildcards):
         if name not in _stamps:
             want, (made, asked) = _wanted(stage), stamp_paths(stage)
-            if workflow.dryrun:
+            # a dry run, or a command that only looks (--dag, --summary, --list-changes: no
+            # executor plugin then, so Snakemake's dryrun says False)
+            if workflow.dryrun or workflow.executor_plugin is None:
                 if not made.exists():
                     made = STAMPS / "dry-run" / made.name
                     atomic_write_text(made, _locked(stage) or want)
