@@ -326,13 +326,15 @@ def test_snapshots_for_a_model_that_takes_none_is_a_users_message(smoke_repo, tm
 
 def test_a_line_longer_than_the_transformers_positions_is_refused_naming_the_line(smoke_repo,
                                                                                 tmp_path):
+    # past a test line's longest too: --long-lines asks for it (else it is refused as a file that
+    # lost its line breaks, tests/test_faults_round6_cli.py)
     (tmp_path / "in.en").write_text("A short one.\n" + " ".join(["word"] * 2004) + "\n")
-    proc = _s2s(["translate-text", "--system", "transformer", "-i", str(tmp_path / "in.en")],
-                smoke_repo)
+    proc = _s2s(["translate-text", "--system", "transformer", "--long-lines", "-i",
+                 str(tmp_path / "in.en")], smoke_repo)
     _one_line_error(proc, f"{tmp_path / 'in.en'}:2: 2004 tokens", "max_positions")
     # a recurrent system reads it (and the short line)
-    assert _s2s(["translate-text", "--system", "reversed", "-i", str(tmp_path / "in.en")],
-                smoke_repo).returncode == 0
+    assert _s2s(["translate-text", "--system", "reversed", "--long-lines", "-i",
+                 str(tmp_path / "in.en")], smoke_repo).returncode == 0
 
 
 def test_nbest_lines_name_the_kind_of_model_that_scored_them(smoke_repo):
