@@ -9,7 +9,6 @@ key, or a rerun that cleans up after the dead; never a traceback or a silent del
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, run
+from conftest import BIN, MIRROR, run
 from helpers import one_line_error, profile_dict, write_params
 
 
@@ -197,11 +196,11 @@ def test_a_manifest_record_with_a_mistyped_file_entry_is_not_kept(project):
     path = project / "raw" / "manifest.json"
     manifest = json.loads(path.read_text())
     cid = next(iter(manifest["corpora"]))
-    assert cid in reusable(project / "raw", wanted, Path(os.environ["S2S_MIRROR"]))
+    assert cid in reusable(project / "raw", wanted, MIRROR)
     for damage in ({"sha256": 7}, "x", {"path": None}):
         manifest["corpora"][cid]["files"]["en"] = damage
         path.write_text(json.dumps(manifest))
-        kept = reusable(project / "raw", wanted, Path(os.environ["S2S_MIRROR"]))
+        kept = reusable(project / "raw", wanted, MIRROR)
         assert cid not in kept and len(kept) == len(wanted) - 1
 
 
