@@ -62,13 +62,12 @@ def _read_input(path: Path | None) -> list[str]:
 def _check_line_lengths(lines: list[str], where: str) -> None:
     """Refuse a line of more words than prepare allows in dev and test (a file that lost its line
     breaks), naming the file and line; --long-lines translates it anyway."""
-    from s2s.data.prepare import MAX_EVAL_WORDS
+    from s2s.data.prepare import LOST_BREAKS, MAX_EVAL_WORDS, long_line
 
-    for n, line in enumerate(lines, 1):
-        if (words := len(line.split())) > MAX_EVAL_WORDS:
-            raise ValueError(f"{where}:{n}: a line of {words:,} words (at most "
-                             f"{MAX_EVAL_WORDS:,}: did the file lose its line breaks?); "
-                             f"--long-lines translates it anyway")
+    if (found := long_line(lines)) is not None:
+        n, words = found
+        raise ValueError(f"{where}:{n}: a line of {words:,} words (at most {MAX_EVAL_WORDS:,}: "
+                         f"{LOST_BREAKS}); --long-lines translates it anyway")
 
 
 def _stdio_or_path(text: str) -> Path | None:

@@ -30,6 +30,16 @@ log = logging.getLogger("s2s.prepare")
 
 _PARALLEL_MIN_LINES = 20_000
 MAX_EVAL_WORDS = 1000  # words per dev/test line (newstest2014's longest sentence has ~100)
+LOST_BREAKS = "did the file lose its line breaks?"  # what a longer line says of its file
+
+
+def long_line(lines: list[str], max_words: int = MAX_EVAL_WORDS) -> tuple[int, int] | None:
+    """(its 1-based number, its words) of the first of `lines` of more than `max_words` words,
+    or None: what prepare refuses in dev and test, and translate-text in its input."""
+    for n, line in enumerate(lines, 1):
+        if (words := len(line.split())) > max_words:
+            return n, words
+    return None
 
 
 @dataclass
@@ -62,11 +72,11 @@ def read_pair(raw_dir: Path, ref: CorpusRef, *, cleaned: dict[str, int] | None =
     en, fr = [normalize(s) for s in en], [normalize(s) for s in fr]
     if max_words is not None:
         for path, lines in ((pair.en, en), (pair.fr, fr)):
-            for n, line in enumerate(lines, 1):
-                if (words := line.count(" ") + 1) > max_words:
-                    where = f"{path}: <seg> {n}" if pair.format == "sgm" else f"{path}:{n}"
-                    raise CorpusError(f"{where}: a line of {words:,} words (at most {max_words:,} "
-                                      "in dev and test: did the file lose its line breaks?)")
+            if (found := long_line(lines, max_words)) is not None:
+                n, words = found
+                where = f"{path}: <seg> {n}" if pair.format == "sgm" else f"{path}:{n}"
+                raise CorpusError(f"{where}: a line of {words:,} words (at most {max_words:,} "
+                                  f"in dev and test: {LOST_BREAKS})")
     return en, fr
 
 
