@@ -81,7 +81,7 @@ def test_translate_text_names_the_flag_of_a_folder_that_is_a_file(system):
     one_line_error(proc, "NotADirectoryError: --vocab odd.txt: a file, not a folder", status=1)
 
 
-def test_a_missing_file_that_is_no_declared_input_is_not_blamed_on_a_stage(project):
+def test_a_missing_file_that_is_no_declared_input_is_not_blamed_on_a_stage(project, monkeypatch):
     """Only a stage's declared inputs are mapped to the stage that writes them: any other
     missing file (a bug's) is shown as it is."""
     import argparse
@@ -92,7 +92,7 @@ def test_a_missing_file_that_is_no_declared_input_is_not_blamed_on_a_stage(proje
     args = argparse.Namespace(command="vocab", prepared=Path("data/prepared"),
                               out=Path("data/vocab"), metrics=Path("metrics/vocab.json"))
     spec = cli.stage_of(args, params)
-    os.chdir(project)
+    monkeypatch.chdir(project)  # undone after the test: later tests read paths from the root
     said = cli._input_not_there(FileNotFoundError(2, "No such file", "data/prepared/dev.tok.fr"),
                                 args, spec, params)
     assert said == ("data/prepared/dev.tok.fr (from --prepared data/prepared): no such file yet: "
