@@ -204,6 +204,29 @@ def test_a_manifest_record_with_a_mistyped_file_entry_is_not_kept(project):
         assert cid not in kept and len(kept) == len(wanted) - 1
 
 
+def test_the_same_mirror_spelled_relative_or_absolute_is_reused_another_is_not(
+        project, monkeypatch, tmp_path_factory):
+    """S2S_MIRROR=../shared/data in one run and the absolute path in the next are one folder:
+    the corpora are kept, not copied again; a mirror elsewhere (a copy) is a new source."""
+    import os
+    from s2s.data.download import reusable, requested_corpora
+    from s2s.config import load
+
+    monkeypatch.chdir(project)
+    wanted = requested_corpora(load(project / "params.yaml").data)
+    path = project / "raw" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for record in manifest["corpora"].values():
+        record["source"] = os.path.relpath(record["source"], project)
+        assert record["source"].startswith("..")
+    path.write_text(json.dumps(manifest))
+    assert reusable(project / "raw", wanted, MIRROR).keys() == wanted.keys()
+    assert reusable(project / "raw", wanted, Path(os.path.relpath(MIRROR))).keys() == \
+        wanted.keys()
+    elsewhere = tmp_path_factory.mktemp("mirror-copy")
+    assert reusable(project / "raw", wanted, elsewhere) == {}
+
+
 # --- an ids record of the wrong shape ------------------------------------------------------------
 
 

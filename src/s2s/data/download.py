@@ -186,8 +186,8 @@ def _json_kind(value) -> str:
 
 def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> dict | None:
     """The previous run's record of `cid` (of the shape _record_problem checks) if its files are
-    still exactly what it recorded and the source is the same (the mirror's registry checksums,
-    or the same network downloads)."""
+    still exactly what it recorded and the source is the same (the same mirror folder, however
+    spelled, with the registry's checksums; or the same network downloads)."""
     if old is None or not (out_dir / cid).is_dir():
         return None
     mode = "mirror" if mirror is not None else "network"
@@ -196,7 +196,8 @@ def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> di
     entry = CORPORA[cid]
     files = old["files"]
     if mode == "mirror":
-        if entry.mirror is None or old.get("source") != corpus_source(entry, mirror):
+        if entry.mirror is None or not _same_folder(old.get("source"),
+                                                    corpus_source(entry, mirror)):
             return None
         expected = {"en": entry.mirror.en.sha256, "fr": entry.mirror.fr.sha256}
     else:
@@ -214,6 +215,17 @@ def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> di
     record = dict(old)
     record["files"] = {s: {**files[s]} for s in ("en", "fr")}
     return record
+
+
+def _same_folder(recorded_source, source: str) -> bool:
+    """Whether the mirror folder a manifest recorded is `source`, however either is spelled:
+    ``S2S_MIRROR=../shared/data`` in one run and the absolute path in the next name one folder
+    (a relative one is read from the project's root, where every stage runs), and its files
+    are re-hashed against the registry anyway; a copy of every corpus again would buy nothing.
+    """
+    if not isinstance(recorded_source, str):
+        return False
+    return recorded_source == source or Path(recorded_source).resolve() == Path(source).resolve()
 
 
 def remove_stale(out_dir: Path, wanted: set[str]) -> None:
