@@ -158,13 +158,13 @@ def test_what_snakemake_a_killed_write_or_a_metrics_subfolder_leave_is_no_foreig
 
 
 MANIFESTS = {
-    "a_list": ("[]", "the file is a list, not an object of corpus records"),
-    "null": ("null", "the file is null, not an object of corpus records"),
-    "a_string": ('"x"', 'the file is "x", not an object of corpus records'),
-    "corpora_a_list": ('{"corpora": []}', "'corpora' is a list, not an object of corpus records"),
+    "a_list": ("[]", "the file is list [], not an object of corpus records"),
+    "null": ("null", "the file is NoneType None, not an object of corpus records"),
+    "a_string": ('"x"', "the file is str 'x', not an object of corpus records"),
+    "corpora_a_list": ('{"corpora": []}', "'corpora' is list [], not an object of corpus records"),
     "a_corpus_a_string": ('{"corpora": {"wmt14.giga_fren": "x"}}',
-                          "'corpora.wmt14.giga_fren' is \"x\", not an object: that corpus is "
-                          "fetched again"),
+                          "'corpora.wmt14.giga_fren' must be a mapping, got str 'x': that corpus "
+                          "is fetched again"),
 }
 
 
@@ -187,21 +187,40 @@ def test_a_manifest_of_the_wrong_shape_is_fetched_again_with_a_warning_not_a_tra
         assert rewritten["corpora"][cid]["files"] == record["files"]
 
 
-def test_a_manifest_record_with_a_mistyped_file_entry_is_not_kept(project):
+DAMAGED_RECORDS = {
+    "sha256_a_number": (lambda r: r["files"]["en"].update(sha256=7),
+                        "'corpora.{cid}.files.en.sha256' must be a string, got int 7"),
+    "file_a_string": (lambda r: r["files"].update(en="x"),
+                      "'corpora.{cid}.files.en' must be a mapping, got str 'x'"),
+    "path_null": (lambda r: r["files"]["en"].update(path=None),
+                  "'corpora.{cid}.files.en.path' must be a string, got NoneType None"),
+    "of_an_older_version": (lambda r: r.pop("whole_corpus"),
+                            "missing key 'corpora.{cid}.whole_corpus'"),
+    "mode_unknown": (lambda r: r.update(mode="ftp"),
+                     "'corpora.{cid}.mode' must be one of ['mirror', 'network'], got str 'ftp'"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGED_RECORDS)
+def test_a_manifest_record_not_of_the_written_shape_is_not_kept_and_the_key_is_named(
+        project, caplog, case):
     from s2s.data.download import reusable, requested_corpora
     from s2s.config import load
 
+    damage, says = DAMAGED_RECORDS[case]
     params = load(project / "params.yaml")
     wanted = requested_corpora(params.data)
     path = project / "raw" / "manifest.json"
     manifest = json.loads(path.read_text())
     cid = next(iter(manifest["corpora"]))
-    assert cid in reusable(project / "raw", wanted, MIRROR)
-    for damage in ({"sha256": 7}, "x", {"path": None}):
-        manifest["corpora"][cid]["files"]["en"] = damage
-        path.write_text(json.dumps(manifest))
-        kept = reusable(project / "raw", wanted, MIRROR)
-        assert cid not in kept and len(kept) == len(wanted) - 1
+    assert reusable(project / "raw", wanted, MIRROR).keys() == wanted.keys()
+    damage(manifest["corpora"][cid])
+    path.write_text(json.dumps(manifest))
+    caplog.clear()
+    kept = reusable(project / "raw", wanted, MIRROR)
+    assert cid not in kept and len(kept) == len(wanted) - 1
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        f"{path}: {says.format(cid=cid)}: that corpus is fetched again"]
 
 
 def test_the_same_mirror_spelled_relative_or_absolute_is_reused_another_is_not(
@@ -231,16 +250,24 @@ def test_the_same_mirror_spelled_relative_or_absolute_is_reused_another_is_not(
 
 
 RECORDS = {
-    "files_a_list": (lambda r: r.update(files=[]), "'files' is [], not an object"),
+    "files_a_list": (lambda r: r.update(files=[]), "'files' must be a mapping, got list []"),
     "shape_a_string": (lambda r: r["files"]["train.en.npy"].update(shape="x"),
-                       "'files.train.en.npy.shape' is \"x\", not a list of one integer"),
+                       "'files.train.en.npy.shape' must be a list, got str 'x'"),
+    "shape_of_two": (lambda r: r["files"]["train.en.npy"].update(shape=[3, 4]),
+                     "'files.train.en.npy.shape' must be a list of 1, got list [3, 4]"),
     "shape_of_a_string": (lambda r: r["files"]["dev.fr.npy"].update(shape=["3"]),
-                          "'files.dev.fr.npy.shape[0]' is \"3\", not an integer of at least 0"),
+                          "'files.dev.fr.npy.shape[0]' must be an integer, got str '3'"),
+    "shape_negative": (lambda r: r["files"]["dev.fr.npy"].update(shape=[-3]),
+                       "'files.dev.fr.npy.shape[0]' must be >= 0, got -3"),
     "no_sha256": (lambda r: r["files"]["test.fr.offsets.npy"].pop("sha256"),
-                  "'files.test.fr.offsets.npy.sha256' is missing"),
-    "lines_negative": (lambda r: r["lines"].update(dev=-1),
-                       "'lines.dev' is -1, not an integer of at least 0"),
-    "vocab_null": (lambda r: r.update(vocab=None), "'vocab' is null, not an object"),
+                  "missing key 'files.test.fr.offsets.npy.sha256'"),
+    "no_file": (lambda r: r["files"].pop("test.fr.offsets.npy"),
+                "missing key 'files.test.fr.offsets.npy'"),
+    "no_split": (lambda r: r["lines"].pop("dev"), "missing key 'lines.dev'"),
+    "lines_negative": (lambda r: r["lines"].update(dev=-1), "'lines.dev' must be >= 0, got -1"),
+    "vocab_null": (lambda r: r.update(vocab=None), "'vocab' must be a mapping, got NoneType None"),
+    "unknown_key": (lambda r: r.update(extra=1),
+                    "unknown key 'extra' (expected one of: format, vocab, lines, files)"),
 }
 
 

@@ -16,6 +16,7 @@ import logging
 import urllib.parse
 from pathlib import Path
 
+from s2s.artifacts import RULES, ArtifactError, CorpusRecord
 from s2s.config import CorpusRef, DataConfig
 from s2s.data.files import DownloadError, file_stats
 from s2s.io import TMP_PREFIX, remove, remove_dead_temporaries, remove_leftovers
@@ -23,6 +24,7 @@ from s2s.data.http import network_available, unreachable_hosts
 from s2s.data.mirror import MIRROR_ENV, corpus_source
 from s2s.data.sources import CORPORA, raw_names
 from s2s.io import atomic_write_text
+from s2s.schema import decode, show
 
 log = logging.getLogger("s2s.download")
 
@@ -121,8 +123,9 @@ def write_manifest(out_dir: Path, manifest: dict) -> Path:
 
 def _read_manifest(out_dir: Path) -> dict[str, dict]:
     """The corpora of the previous run's manifest, by id: only records of the shape
-    :func:`write_manifest` writes (:func:`_record_problem`); {} where there is no manifest, or
-    one that cannot be read (each case logged: those corpora are fetched again)."""
+    :func:`write_manifest` writes (the report's :class:`s2s.artifacts.CorpusRecord`, checked by
+    :func:`s2s.schema.decode`); {} where there is no manifest, or one that cannot be read (each
+    case logged: those corpora are fetched again)."""
     path = out_dir / MANIFEST
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -132,60 +135,24 @@ def _read_manifest(out_dir: Path) -> dict[str, dict]:
         log.warning("%s: not readable (%s): every corpus is fetched again", path, e)
         return {}
     if not isinstance(raw, dict) or not isinstance(raw.get("corpora"), dict):
-        what = ("the file is " + _json_kind(raw) if not isinstance(raw, dict) else
-                "'corpora' is " + _json_kind(raw.get("corpora", _MISSING)))
+        what = (f"the file is {show(raw)}" if not isinstance(raw, dict) else
+                f"'corpora' is {show(raw.get('corpora'))}")
         log.warning("%s: %s, not an object of corpus records: every corpus is fetched again",
                     path, what)
         return {}
     records = {}
     for cid, record in raw["corpora"].items():
-        problem = _record_problem(record)
-        if problem is None:
-            records[cid] = record
+        try:
+            decode(CorpusRecord, record, str(path), f"corpora.{cid}", RULES)
+        except ArtifactError as e:
+            log.warning("%s: that corpus is fetched again", e)
         else:
-            key, what = problem
-            log.warning("%s: 'corpora.%s%s' is %s: that corpus is fetched again", path, cid, key,
-                        what)
+            records[cid] = record
     return records
 
 
-_MISSING = object()
-
-
-def _record_problem(record) -> tuple[str, str] | None:
-    """The key (under the corpus's) and what is wrong with it, where a corpus record of the
-    manifest is not of the shape this stage writes (the keys its reuse reads); None if it is."""
-    if not isinstance(record, dict):
-        return "", f"{_json_kind(record)}, not an object"
-    for key in ("mode", "source"):
-        if key not in record:
-            return f".{key}", "missing"
-    files = record.get("files", _MISSING)
-    if not isinstance(files, dict):
-        return ".files", f"{_json_kind(files)}, not an object of 'en' and 'fr'"
-    for side in ("en", "fr"):
-        entry = files.get(side, _MISSING)
-        if not isinstance(entry, dict):
-            return f".files.{side}", f"{_json_kind(entry)}, not an object"
-        for key, kind in (("path", str), ("sha256", str), ("bytes", int), ("lines", int)):
-            value = entry.get(key, _MISSING)
-            if not isinstance(value, kind) or isinstance(value, bool):
-                return (f".files.{side}.{key}", f"{_json_kind(value)}, not "
-                        f"{'a string' if kind is str else 'an integer'}")
-    return None
-
-
-def _json_kind(value) -> str:
-    """What a JSON value is, for a message: ``missing``, ``null``, ``a list``, ``"x"``..."""
-    if value is _MISSING:
-        return "missing"
-    if isinstance(value, (dict, list)):
-        return "an object" if isinstance(value, dict) else "a list"
-    return json.dumps(value)[:40]
-
-
 def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> dict | None:
-    """The previous run's record of `cid` (of the shape _record_problem checks) if its files are
+    """The previous run's record of `cid` (of the shape _read_manifest checks) if its files are
     still exactly what it recorded and the source is the same (the same mirror folder, however
     spelled, with the registry's checksums; or the same network downloads)."""
     if old is None or not (out_dir / cid).is_dir():

@@ -28,13 +28,14 @@ import io
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from s2s.data.vocab import Vocab
 from s2s.layout import LANGS, SPLITS
+from s2s.schema import Rules, decode, rng
 
 RECORD = "ids.json"
 ID_DTYPE = np.dtype("<i4")
@@ -57,9 +58,11 @@ def offsets_file(split: str, lang: str) -> str:
     return f"{split}.{lang}.offsets.npy"
 
 
+# the arrays of an ids folder, in the record's order
+_ARRAYS = tuple(f(split, lang) for split in SPLITS for lang in LANGS
+                for f in (ids_file, offsets_file))
 # every file of an ids folder: the ids stage replaces an --out that holds nothing else
-FOLDER_FILES = frozenset({RECORD, *(f(split, lang) for split in SPLITS for lang in LANGS
-                                    for f in (ids_file, offsets_file))})
+FOLDER_FILES = frozenset({RECORD, *_ARRAYS})
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -189,6 +192,8 @@ class IdsRecord:
 
     @classmethod
     def read(cls, folder: Path) -> IdsRecord:
+        """The record of `folder`, checked whole (:func:`s2s.schema.decode`, as every record
+        the pipeline reads): an IdsError naming the file, the key and what was expected."""
         path = Path(folder) / RECORD
         fix = _fix(folder)
         try:
@@ -199,60 +204,38 @@ class IdsRecord:
             raise IdsError(f"{path}: not a readable record ({e}): {fix}") from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             raise IdsError(f"{path}: not an ids record of format {FORMAT}: {fix}")
-
-        def get(kind: type, *key: str | int, what: str | None = None):
-            return _field(raw, key, kind, path, fix, what=what)
-
-        vocab = {lang: get(str, "vocab", lang) for lang in LANGS}
-        lines = {split: get(int, "lines", split) for split in SPLITS}
-        files = {}
-        for split in SPLITS:
-            for lang in LANGS:
-                for name in (ids_file(split, lang), offsets_file(split, lang)):
-                    one = "a list of one integer"
-                    shape = get(list, "files", name, "shape", what=one)
-                    if len(shape) != 1:
-                        raise IdsError(f"{path}: 'files.{name}.shape' is {_shown(shape)}, not "
-                                       f"{one}: {fix}")
-                    files[name] = {"shape": [get(int, "files", name, "shape", 0)],
-                                   "bytes": get(int, "files", name, "bytes"),
-                                   "sha256": get(str, "files", name, "sha256")}
-        return cls(vocab=vocab, lines=lines, files=files)
+        try:
+            held = decode(_Written, raw, str(path), "", Rules(IdsError))
+        except IdsError as e:
+            raise IdsError(f"{e}: {fix}") from None
+        for key, names in (("vocab", LANGS), ("lines", SPLITS), ("files", _ARRAYS)):
+            for name in names:
+                if name not in getattr(held, key):
+                    raise IdsError(f"{path}: missing key '{key}.{name}': {fix}")
+        return cls(vocab={lang: held.vocab[lang] for lang in LANGS},
+                   lines={split: held.lines[split] for split in SPLITS},
+                   files={name: {"shape": list(held.files[name].shape),
+                                 "bytes": held.files[name].bytes,
+                                 "sha256": held.files[name].sha256} for name in _ARRAYS})
 
 
-_KINDS = {str: "a string", int: "an integer of at least 0", list: "a list", dict: "an object"}
+@dataclass(frozen=True)
+class _Array:
+    """A file's entry of ``ids.json``, as :meth:`IdsRecord.read` checks it."""
+
+    shape: tuple[int] = field(metadata=rng(0))  # one length
+    bytes: int = field(metadata=rng(0))
+    sha256: str
 
 
-def _field(raw: dict, key: tuple[str | int, ...], kind: type, path: Path, fix: str, *,
-           what: str | None = None):
-    """The value of the record `raw` at `key` (object keys and list indices), of type `kind`
-    (`what`, in words); an IdsError naming the file, the key and what was expected where it is
-    missing or mistyped."""
-    value: object = raw
-    for i, part in enumerate(key):
-        expected = dict if isinstance(part, str) else list
-        if not isinstance(value, expected) or isinstance(part, str) and part not in value or (
-                isinstance(part, int) and len(value) <= part):
-            where = _key(key[:i]) or "the record"
-            if isinstance(value, expected):  # an object without the key, a list too short
-                raise IdsError(f"{path}: '{_key(key[:i + 1])}' is missing: {fix}")
-            raise IdsError(f"{path}: '{where}' is {_shown(value)}, not {_KINDS[expected]}: {fix}")
-        value = value[part]  # type: ignore[index]
-    if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
-        raise IdsError(f"{path}: '{_key(key)}' is {_shown(value)}, not "
-                       f"{what or _KINDS[kind]}: {fix}")
-    return value
+@dataclass(frozen=True)
+class _Written:
+    """``ids.json`` as the ids stage writes it (:meth:`IdsRecord.to_json`)."""
 
-
-def _key(key: tuple[str | int, ...]) -> str:
-    """`key` as messages write it: ``files.train.en.npy.shape[0]``."""
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in key).lstrip(".")
-
-
-def _shown(value: object) -> str:
-    """A JSON value, shortened for a message."""
-    text = json.dumps(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    format: int
+    vocab: dict[str, str]
+    lines: dict[str, int] = field(metadata=rng(0))
+    files: dict[str, _Array]
 
 
 def _fix(folder: Path) -> str:
