@@ -904,14 +904,16 @@ def test_an_interval_that_holds_0_is_never_dropped_because_another_is_missing(tm
         return Difference(0, 0, (lo + hi) / 2, lo, hi, 0.5, 0, 0, 0, 0, 1000, 1)
 
     # one interval holds 0, the other difference has none (a hypothesis file missing)
-    assert verdicts.verdict_of([ci(-0.5, 0.9), None], [0.2, 0.3]) == verdicts.NO_DIFFERENCE
-    assert verdicts.verdict_of([ci(0.2, 0.9), None], [0.5, -0.1]) == verdicts.FAILS
-    assert verdicts.verdict_of([ci(0.2, 0.9), None], [0.5, 0.3]) == verdicts.HOLDS
+    assert verdicts.verdict_of([ci(-0.5, 0.9), None]) == verdicts.NO_DIFFERENCE
+    assert verdicts.verdict_of([ci(0.2, 0.9), ci(-0.9, -0.1), None]) == verdicts.FAILS
+    # significant gains beside one with no interval: no verdict, whatever its point value
+    assert verdicts.verdict_of([ci(0.2, 0.9), None]) == verdicts.UNKNOWN
+    assert verdicts.verdict_of([ci(0.2, 0.9), ci(0.1, 0.3)]) == verdicts.HOLDS
     # some gains significant, the rest not, none significantly negative: no significant difference
-    assert verdicts.verdict_of([ci(0.2, 0.9), ci(-0.5, 0.9)], [0.5, 0.2]) == \
-        verdicts.NO_DIFFERENCE
-    assert verdicts.verdict_of([None, None], [0.2, 0.0]) == verdicts.NO_DIFFERENCE
-    assert verdicts.verdict_of([None], [-0.1]) == verdicts.FAILS
+    assert verdicts.verdict_of([ci(0.2, 0.9), ci(-0.5, 0.9)]) == verdicts.NO_DIFFERENCE
+    # no interval at all: a point difference, however large, is never a verdict
+    assert verdicts.verdict_of([None, None]) == verdicts.UNKNOWN
+    assert verdicts.verdict_of([None]) == verdicts.UNKNOWN
 
     # no bootstrap for reversal, but three seed pairs whose interval holds 0 (+2.5, -3.5, +3.2):
     # the point difference at the primary pair (+2.50) does not decide it
@@ -994,9 +996,9 @@ def test_the_reversal_argument_holds_only_where_every_early_snapshot_agrees():
     assert reach_claim(first, diff((0, -0.3, -0.1), (2, 0.1, 0.3))).status == verdicts.HOLDS
     # no snapshots at all: the point norms, and the evidence says there is no interval
     got = reach_claim(first, diff())
-    assert got.status == verdicts.HOLDS and got.differences[0].lo is None
+    assert got.status == verdicts.UNKNOWN and got.differences[0].lo is None
     assert "0.4 vs forward 0.2 (2.00x); no snapshot of training was measured" in got.evidence
-    assert "with no interval" in got.evidence
+    assert "with no interval, so no verdict" in got.evidence
 
     # no test sentence long enough was measured: no interval, no verdict ("cannot tell"), not
     # "no significant difference" read off NaN bounds
@@ -1077,8 +1079,25 @@ def test_rescoring_claim_counts_only_lstm_rescorers():
     got = {c.claim.split(" (")[0]: c
            for c in claims_.claims(params, _bleu(bleu), {}, {})}
     resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
-    assert resc.status == "does not hold" and "higher for 2 of 3 rescorers" in resc.evidence
+    # no paired bootstraps: the point values are the evidence, and no verdict
+    assert resc.status == "cannot tell" and "higher for 2 of 3 rescorers" in resc.evidence
     assert "gru" not in resc.evidence  # a GRU model is not the paper's LSTM
+    from s2s.evaluate.significance import Difference
+
+    intervals = {"forward": (0.1, 0.3), "reversed": (-0.5, -0.1), "ensemble5": (0.2, 0.6),
+                 "gru": (-9.0, -8.0)}  # the GRU's would make it fail, were it counted
+
+    def diff(a, b):
+        lo, hi = intervals[b.system]
+        return Difference(0, 0, (lo + hi) / 2, lo, hi, 0.5, 0, 0, 0, 0, 1000, 1)
+
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=diff))
+    resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
+    assert resc.status == "does not hold" and "95% CI -0.50 to -0.10" in resc.evidence
+    intervals["reversed"] = (0.05, 0.2)
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=diff))
+    assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status \
+        == "holds"
 
 
 def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
@@ -1240,13 +1259,15 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
                                     "reversed": {"12": _entry(11.0)},
                                     "ensemble2": {"12": _entry(13.0)}}})
 
+    # without the paired bootstraps (no hypothesis files), the point values are the evidence
+    # and no verdict: the baseline placed between the rows, above or below them alike
     got = claims_.baseline_strength(params, bleu(12.0))
     assert got.claim.endswith("(paper: 30.59 < 33.30 < 34.81)")
-    assert got.status == verdicts.HOLDS
+    assert got.status == verdicts.UNKNOWN
     assert got.evidence == ("forward beam 12 12.00: +1.00 against reversed beam 12 (11.00), "
                             "-1.00 against ensemble2 beam 12 (13.00)")
-    assert claims_.baseline_strength(params, bleu(13.5)).status == verdicts.FAILS
-    assert claims_.baseline_strength(params, bleu(10.5)).status == verdicts.FAILS
+    assert claims_.baseline_strength(params, bleu(13.5)).status == verdicts.UNKNOWN
+    assert claims_.baseline_strength(params, bleu(10.5)).status == verdicts.UNKNOWN
 
     from s2s.evaluate.significance import Difference
 
@@ -1268,9 +1289,13 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
     wrong = {**sure, ("reversed", "forward"): (-1.9, -0.1)}
     assert claims_.baseline_strength(params, bleu(12.0), diff(wrong)).status == verdicts.FAILS
 
-    # a hypothesis file missing (diff gives None): the point values decide, without intervals
+    # a hypothesis file missing (diff gives None): no verdict, and no interval claimed
     got = claims_.baseline_strength(params, bleu(13.5), lambda a, b: None)
-    assert got.status == verdicts.FAILS and "CI" not in got.evidence
+    assert got.status == verdicts.UNKNOWN and "CI" not in got.evidence
+    # one missing beside a significantly negative one: that one decides
+    got = claims_.baseline_strength(params, bleu(12.0), lambda a, b: None if b.system ==
+                                    "ensemble2" else diff(wrong)(a, b))
+    assert got.status == verdicts.FAILS
 
     missing = _bleu({"translate": {"forward": {"12": _entry(12.0)}}})
     got = claims_.baseline_strength(params, missing)

@@ -86,7 +86,7 @@ class BootstrapDiffs:
             if gone:
                 self.missing += [g for g in gone if g not in self.missing]
                 log.warning("no paired bootstrap of %s against %s (not found: %s): its verdict "
-                            "rests on its other intervals, or on the point difference",
+                            "rests on its other intervals (none: cannot tell)",
                             system.label, baseline.label, ", ".join(gone))
                 self._cache[key] = None
             else:

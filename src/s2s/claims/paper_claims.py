@@ -102,7 +102,7 @@ def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     ev = "; ".join(f"{s}: beam {b0} {x0:.2f} -> beam {b1} {x1:.2f}"
                    + (f" ({x1 - x0:+.2f}, 95% CI {d.lo:+.2f} to {d.hi:+.2f})" if d else "")
                    for (s, b0, x0, b1, x1), d in zip(pairs, ds))
-    return claim(key, verdict_of(ds, [p[4] - p[2] for p in pairs]),
+    return claim(key, verdict_of(ds),
                  f"higher for {len(better)} of {len(pairs)} systems ({ev})",
                  ours="; ".join(f"{s} {x0:.2f} at beam {b0} -> {x1:.2f} at beam {b1}"
                                 for s, b0, x0, b1, x1 in pairs),
@@ -132,7 +132,7 @@ def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     ev = f"baseline 1-best {b:.2f}; " + "; ".join(
         f"{n} {x:.2f} ({x - b:+.2f}" + (f", 95% CI {d.lo:+.2f} to {d.hi:+.2f}" if d else "")
         + ")" for (n, x), d in zip(rescored, ds))
-    return claim(key, verdict_of(ds, [x - b for _, x in rescored]),
+    return claim(key, verdict_of(ds),
                  f"higher for {len(better)} of {len(rescored)} rescorers ({ev})",
                  ours=f"baseline {b:.2f} -> " + ", ".join(f"{n} {x:.2f}" for n, x in rescored),
                  differences=tuple(_bleu_difference(f"{n} - baseline", x - b, d)
@@ -167,7 +167,7 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
                               _bleu_difference(f"{_name(stronger)} - {_name(base)}", hi - b,
                                                ds[1])))
     # both gaps must be above 0: base - weaker, stronger - base
-    return claim(key, verdict_of(ds, [b - lo, hi - b]), ev, **found)
+    return claim(key, verdict_of(ds), ev, **found)
 
 
 def cost_claim(params: Params, timing: Mapping[str, Timing],
@@ -270,8 +270,7 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
     """`better` beats `worse` at their widest common beam: on the test sentences (the paired
     bootstrap of these two systems) and over seeds (their replicas, paired on seeds); holds when
     both 95% intervals are above 0, does not hold when both are below. Without the bootstrap (a
-    hypothesis file missing) the interval over seeds decides alone; with neither interval, the
-    point difference."""
+    hypothesis file missing) the interval over seeds decides alone; with neither, no verdict."""
     beam = _common_beam(params, bleu, worse, better)
     if beam is None:
         return claim(key, UNKNOWN, f"no beam at which both '{worse}' and '{better}' were scored")
@@ -289,10 +288,8 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
         ev += f"; {seeds.design(params, worse, better)}"
     found = dict(ours=f"{worse} {lo:.2f} -> {better} {hi:.2f} at beam {beam}",
                  differences=tuple(diffs))
-    if d is None and (stats is None or stats.interval is None):  # no interval at all
-        return claim(key, verdict_of([d], [hi - lo]), ev, **found)
     # the bootstrap's sign (None: no hypothesis files), and the interval over seeds
-    way = seeds.verdict(None if d is None else sign_of(d, d.delta), stats)
+    way = seeds.verdict(sign_of(d), stats)
     if way is None:
         ev += f"; {seeds.NO_SEED_INTERVAL}"
     return claim(key, SIGN[way], ev, **found)

@@ -50,22 +50,24 @@ def difference(label: str, unit: str, value: float, interval: tuple[float, float
                            over=over if interval is not None or over != BOOTSTRAP else "")
 
 
-def sign_of(d, delta: float) -> int:
-    """+1 or -1: `d`'s 95% interval is above or below 0; 0: it holds 0. Without an interval
-    (`d` None: no hypothesis files to resample), the sign of the point difference `delta`."""
+def sign_of(d) -> int | None:
+    """+1 or -1: `d`'s 95% interval is above or below 0; 0: it holds 0; None: there is no
+    interval (`d` None: no hypothesis files to resample)."""
     if d is None:
-        return (delta > 0) - (delta < 0)
+        return None
     return 1 if d.lo > 0 else -1 if d.hi < 0 else 0
 
 
-def verdict_of(differences: list, deltas: list[float]) -> str:
+def verdict_of(differences: list) -> str:
     """Every difference positive and significant: holds; any significantly negative: does not
-    hold; else (some not significant) no significant difference. Each difference is judged by its
-    own interval where it has one, by its point value (`deltas`) where it has none
-    (:func:`sign_of`): an interval that holds 0 is never dropped because another is missing."""
-    signs = [sign_of(d, x) for d, x in zip(differences, deltas, strict=True)]
-    if signs and all(s > 0 for s in signs):
-        return HOLDS
-    if any(s < 0 for s in signs):
+    hold; any whose interval holds 0: no significant difference; else, where one has no interval
+    (no hypothesis files to resample), cannot tell: a point difference alone is never a verdict,
+    as a single seed pair is not (:func:`s2s.claims.seeds.verdict`)."""
+    signs = [sign_of(d) for d in differences]
+    if any(s == -1 for s in signs):
         return FAILS
-    return NO_DIFFERENCE
+    if any(s == 0 for s in signs):
+        return NO_DIFFERENCE
+    if not signs or any(s is None for s in signs):
+        return UNKNOWN
+    return HOLDS
