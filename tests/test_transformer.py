@@ -714,3 +714,36 @@ def test_a_source_the_length_check_lets_through_fits_the_search():
             assert hyp.tokens == () and hyp.finished
             continue
         assert len(hyp.tokens) == max_target_lengths(torch.tensor([n]), cfg).item()
+
+
+def test_a_hypothesis_cut_at_max_positions_is_scored_again_in_fp32_under_bf16():
+    """Under bf16 products the n-best lists are scored again in fp32 (score_sequences): a
+    hypothesis cut at max_len takes max_len steps there, none for an <EOS> it does not have. At
+    max_len == max_positions the rescoring took one step more and ran past the positions, on a
+    source the length check had let through."""
+    from s2s.config import TranslateConfig
+    from s2s.decode.translate import check_lengths, translate
+
+    model = tiny(3, dtype=torch.float32, max_positions=16)
+    with torch.no_grad():
+        model.proj.bias[EOS] = -1e4  # never ends a sentence: every hypothesis is cut
+    vocab = Vocab(("<pad>", "<unk>", "<bos>", "<eos>", "a", "b", "c"), "t" * 64)
+    cfg = TranslateConfig(max_len_a=1.5, max_len_b=10, device="cpu")
+    src = [[4, 5, 6, 7]]  # 1.5 x 4 + 10 = 16 target tokens = max_positions
+    check_lengths(src, configs=[model.cfg], cfg=cfg, where="test.en")
+    cpu = torch.device("cpu")
+    [got] = translate(model, src, cfg=cfg, beam=3, nbest=3, vocab=vocab, device=cpu,
+                      mm_dtype=torch.bfloat16)
+    [fp32] = translate(model, src, cfg=cfg, beam=3, nbest=3, vocab=vocab, device=cpu)
+    assert [(len(h.tokens), h.finished) for h in got] == [(16, False)] * 3
+    tgt = torch.tensor([h.tokens for h in got])
+    scores = score_sequences(model, torch.tensor(src * 3), torch.tensor([4] * 3), tgt,
+                             torch.tensor([16] * 3), bos=BOS, eos=EOS,
+                             finished=torch.tensor([False] * 3))
+    assert [h.score for h in got] == pytest.approx(scores.tolist(), abs=1e-5)
+    same = {h.tokens: h.score for h in fp32}  # the fp32 search's own scores, where it agrees
+    assert any(h.tokens in same for h in got)
+    for h in got:
+        if h.tokens in same:
+            assert h.score == pytest.approx(same[h.tokens], abs=1e-4)
+

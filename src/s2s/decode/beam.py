@@ -306,7 +306,10 @@ def score_sequences(
     state = model.encode(src, lengths)
     prev = torch.full((n_sent,), bos, dtype=torch.long, device=tgt.device)
     total = torch.zeros(n_sent, device=tgt.device)  # (N,)
-    n_steps = int(tgt_lengths.max()) + 1 if n_sent else 0
+    # a row's steps: its tokens, and its <EOS> where counted (a cut hypothesis has none: one
+    # step more would run a Transformer past max_positions when max_len reaches it)
+    ends = tgt_lengths + (1 if finished is None else finished.to(tgt_lengths.device).long())
+    n_steps = int(ends.max()) if n_sent else 0
     for t in range(n_steps):
         lprobs, state = model.step(prev, state)  # (N, V)
         total = total.to(torch.promote_types(lprobs.dtype, total.dtype))
