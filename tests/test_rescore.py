@@ -122,3 +122,41 @@ def test_rescoring_picks_the_best_weighted_sum_and_the_first_of_a_tie():
     # w 0.5: a -3, b -2; c -3, d -3, e -4.75
     assert pick(lists, lstm, weight=0.5) == ["b", "c"]
     assert pick(lists, lstm, weight=0.25) == ["a", "c"]  # a -1.75, b -2.5
+
+
+def test_a_source_or_hypothesis_longer_than_a_transformers_positions_is_refused_first(tmp_path):
+    """The rescorer writes every hypothesis with an <eos>: n tokens take n + 1 positions. Up to
+    the limit it scores (a hypothesis of max_positions - 1 tokens, a source of max_positions);
+    one more is refused before a model loads, naming the file and the line or sentence, where
+    the scorer had stopped mid-stage on the positions' error. A recurrent rescorer has no limit."""
+    from s2s.decode.rescore import check_lengths
+
+    m = model("transformer", 3)  # max_positions 32
+    limit = m.cfg.max_tokens()
+    nbest, source = tmp_path / "test.nbest", tmp_path / "test.tok.en"
+    fits = [Candidate(0, " ".join(["w1"] * (limit - 1)), -1.0), Candidate(1, "w2", -1.0)]
+    sources = [[4] * limit, [5] * 3]
+    check_lengths([[fits[0]], [fits[1]]], sources, configs=[m.cfg], nbest=nbest, source=source)
+    got = lstm_scores(m, fits, sources, vocab=VOCAB, src_pad=VOCAB.pad, batch_size=8,
+                      device=torch.device("cpu"), desc="")
+    assert got == pytest.approx(one_by_one(m, fits, sources), abs=ATOL)
+
+    long = Candidate(1, " ".join(["w3"] * limit), -2.0)
+    with pytest.raises(ValueError) as e:
+        check_lengths([[fits[0]], [fits[1], long]], sources, configs=[m.cfg], nbest=nbest,
+                      source=source)
+    assert str(e.value).startswith(
+        f"{nbest}: sentence 1: a hypothesis of {limit} tokens ({limit + 1} with the <eos> it is "
+        f"scored with): longer than the {limit} positions")
+    with pytest.raises(ValueError) as e:
+        check_lengths([[fits[0]], [fits[1]]], [[4] * limit, [5] * (limit + 1)],
+                      configs=[m.cfg], nbest=nbest, source=source)
+    assert str(e.value).startswith(f"{source}:2: {limit + 1} tokens: longer than the {limit} ")
+    # the old way: the scorer ran into the positions' error part-way through the stage
+    with pytest.raises(ValueError, match="max_positions"):
+        lstm_scores(m, [long], sources, vocab=VOCAB, src_pad=VOCAB.pad, batch_size=8,
+                    device=torch.device("cpu"), desc="")
+    lstm = model("seq2seq_lstm", 3)
+    check_lengths([[long]], [[4] * 500], configs=[lstm.cfg, lstm.cfg], nbest=nbest,
+                  source=source)
+

@@ -69,6 +69,33 @@ def read_nbest(path: Path, *, sentences: int) -> list[list[Candidate]]:
     return lists
 
 
+def check_lengths(lists: list[list[Candidate]], sources: list[list[int]], *, configs,
+                  nbest: Path, source: Path) -> None:
+    """Refuse, before a model loads, a source or a hypothesis longer than a member of the
+    rescorer has positions for (a Transformer's max_positions; a recurrent member has no
+    limit): it reads the source, and writes each hypothesis with an <eos>, which a hypothesis
+    the baseline's search cut at its length limit does not have (``n`` tokens need ``n + 1``
+    positions). Names the line of the source, or the sentence id of the n-best list."""
+    limits = [c.max_tokens() for c in configs if c.max_tokens() is not None]
+    if not limits:
+        return
+    limit = min(limits)
+    advice = "split the line, or rescore with a recurrent model"
+    for i, src in enumerate(sources):
+        if len(src) > limit:
+            raise ValueError(f"{source}:{i + 1}: {len(src)} tokens: longer than the {limit} "
+                             f"positions a member of the rescorer reads (max_positions); "
+                             f"{advice}")
+    for cands in lists:
+        for c in cands:
+            n = len(c.text.split())
+            if n + 1 > limit:
+                raise ValueError(f"{nbest}: sentence {c.sentence}: a hypothesis of {n} tokens "
+                                 f"({n + 1} with the <eos> it is scored with): longer than the "
+                                 f"{limit} positions a member of the rescorer writes "
+                                 f"(max_positions); {advice}")
+
+
 @torch.no_grad()
 def lstm_scores(model, cands: list[Candidate], sources: list[list[int]], *, vocab: Vocab,
                 src_pad: int, batch_size: int, device: torch.device, desc: str) -> list[float]:

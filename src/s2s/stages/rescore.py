@@ -71,7 +71,7 @@ def cli(args, params) -> None:
 def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
     from s2s.data.text import CorpusError, detokenize
     from s2s.data.vocab import Vocab
-    from s2s.decode.rescore import lstm_scores, nbest_path, pick, read_nbest
+    from s2s.decode.rescore import check_lengths, lstm_scores, nbest_path, pick, read_nbest
     from s2s.decode.translate import load_members
     from s2s import precision
     from s2s.device import for_stage
@@ -99,13 +99,15 @@ def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
         if rescorer not in cfg.rescorers:
             raise KeyError(f"{params.source}: no rescorer '{rescorer}' under 'rescore.rescorers' "
                            f"(known: {', '.join(cfg.rescorers)}, or 'oracle')")
+        src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
+        sources = [src_vocab.encode(s) for s in sources_tok]
+        configs = params.model_configs(cfg.rescorers[rescorer])
+        check_lengths(lists, sources, configs=configs.values(), nbest=nbest,
+                      source=paths.source)
         device = for_stage(params, "rescore", name=params.translate.device,
                            key="translate.device")
-        src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
-        model = load_members(params.model_configs(cfg.rescorers[rescorer]),
-                             models_dir=paths.models, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-                             device=device, combine=params.translate.combine)
-        sources = [src_vocab.encode(s) for s in sources_tok]
+        model = load_members(configs, models_dir=paths.models, src_vocab=src_vocab,
+                             tgt_vocab=tgt_vocab, device=device, combine=params.translate.combine)
         flat = [c for cands in lists for c in cands]
         with precision.strict_fp32(device):  # the models' own fp32 scores, TF32 off on a GPU
             lstm = lstm_scores(model, flat, sources, vocab=tgt_vocab, src_pad=src_vocab.pad,
