@@ -83,8 +83,10 @@ def test_bootstrap_says_no_significant_difference_for_the_same_system(smoke_data
     refs = tokenize_many((tmp / "prepared" / "test.raw.fr").read_text().splitlines(), "fr")
     hyp = _corrupt(refs, 3)
     d = paired_bootstrap(hyp, hyp, refs)
-    assert (d.delta, d.lo, d.hi) == (0.0, 0.0, 0.0) and not d.significant
-    assert "no significant difference" in d.describe()
+    assert (d.delta, d.lo, d.hi, d.p_value) == (0.0, 0.0, 0.0, 1.0) and not d.significant
+    assert d.describe() == "+0.00 BLEU (95% CI +0.00 to +0.00, p = 1.000: no significant difference)"
+    # outputs that differ: sacreBLEU's own p again (the references themselves: 1 / 1001)
+    assert paired_bootstrap(hyp, refs, refs).p_value == pytest.approx(1 / 1001)
 
 
 # --- progress ------------------------------------------------------------------------------------

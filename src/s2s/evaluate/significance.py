@@ -55,7 +55,8 @@ class Difference:
         baseline, system: the two scores (tokenised BLEU).
         delta: system - baseline.
         lo, hi: the 95% interval of the difference over the resamples.
-        p_value: sacreBLEU's paired-bootstrap p-value of the difference.
+        p_value: sacreBLEU's paired-bootstrap p-value of the difference (1 where no resample
+            differs at all).
         baseline_mean, baseline_ci, system_mean, system_ci: sacreBLEU's bootstrap mean and 95%
             half-width of each system (as its CLI prints ``μ = mean ± ci``).
         samples, seed: resamples drawn and their seed.
@@ -181,9 +182,13 @@ def paired_bootstrap(baseline: Sequence[str], system: Sequence[str], refs: Seque
     diffs = np.sort(np.array([s.score for s in sy_scores]) - np.array([s.score
                                                                          for s in bl_scores]))
     k = n_samples // 40
+    # sacreBLEU counts the resamples whose centred difference is strictly above the observed
+    # one: with no difference in any resample (the same output twice) it gives 1 / (n + 1),
+    # which would read as significant; nothing differs, so p is 1
+    p_value = 1.0 if not diffs.any() else float(sy.p_value)
     return Difference(baseline=float(bl.score), system=float(sy.score),
                       delta=float(sy.score - bl.score), lo=float(diffs[k]),
-                      hi=float(diffs[n_samples - k - 1]), p_value=float(sy.p_value),
+                      hi=float(diffs[n_samples - k - 1]), p_value=p_value,
                       baseline_mean=float(bl.mean), baseline_ci=float(bl.ci),
                       system_mean=float(sy.mean), system_ci=float(sy.ci), samples=n_samples,
                       seed=seed)
