@@ -37,7 +37,9 @@ padding is not counted, so work spent on padding shows as lower MFU. Default siz
 
 MFU = F_word x words/s / peak, the peak being the best 2048^3 torch.mm of this same run at the
 same thread count in the row's dtype (fp32 rows: fp32 peak; bf16 rows: bf16 peak, so a bf16 row's
-MFU says how much of the bf16 matrix engine it uses), measured before and after the rows.
+MFU says how much of the bf16 matrix engine it uses), measured before and after the rows. On a
+CPU without a bf16 engine, bf16 is emulated and the bf16 peak is a 512^3 product's (the peak line
+says which).
 
 Precision (`--precisions fp32,bf16`): every row in each. Our bf16 rows run s2s.train's step under
 `train.amp` (s2s.precision: bf16 products in the fused LSTM and loss, fp32 state, loss, weights and
@@ -471,13 +473,20 @@ def profile_steps(row: Row, corpus: common.Corpus, device: torch.device, *, step
 # ---------------------------------------------------------------------------------------------
 
 
+def _peak_size(device: torch.device, prec: str) -> tuple[int, int]:
+    """The n of the n^3 torch.mm a precision's peak is measured on, and its runs (each taken
+    before and after the rows): 2048^3, 8 runs; for bf16 without a bf16 engine, which is emulated
+    and takes minutes at 2048, 512^3, 2 runs."""
+    if prec == "bf16" and device.type == "cpu" and precision.bf16_engine(device) is None:
+        return 512, 2
+    return 2048, 8
+
+
 def _peak(device: torch.device, prec: str) -> tuple[float, float]:
     row_plan(prec, device).apply()  # fp32's peak under strict fp32 on CUDA, as its rows run
-    if prec != "bf16":
-        return common.peak_gemm_flops(device, dtype=torch.float32)
-    small = device.type == "cpu" and precision.bf16_engine(device) is None
-    return common.peak_gemm_flops(device, dtype=torch.bfloat16, n=512 if small else 2048,
-                                  reps=2 if small else 8)
+    n, reps = _peak_size(device, prec)
+    return common.peak_gemm_flops(device, dtype=torch.bfloat16 if prec == "bf16" else
+                                  torch.float32, n=n, reps=reps)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -597,9 +606,10 @@ def main(argv: list[str] | None = None) -> None:
         ["row", "batch", "params", "pad% s/t", "steps", "ms/step", "cpu ms", "tgt words/s",
          "MFLOP/word", "GFLOP/s", "MFU %", "cpu MFU %", "peak MiB", "vs ref"], table_rows))
     for p, (peak, peak_cpu) in peaks.items():
-        print(f"peak: {p} 2048^3 torch.mm {peak / 1e9:.1f} GFLOP/s at {threads} threads, "
-              f"{peak_cpu / 1e9:.1f} GFLOP per CPU second (best of 16 runs, before and after the "
-              f"rows)")
+        n, reps = _peak_size(device, p)
+        print(f"peak: {p} {n}^3 torch.mm {peak / 1e9:.1f} GFLOP/s at {threads} threads, "
+              f"{peak_cpu / 1e9:.1f} GFLOP per CPU second (best of {2 * reps} runs, before and "
+              f"after the rows)")
     print(f"vs ref: per-round ratio to the fp32 reference; load average "
           f"{os.getloadavg()[0]:.2f} at end")
     if probe and not all(v.get("exact", True) for v in probe.values()):

@@ -166,3 +166,26 @@ def test_train_benchmarks_rows_each_step_under_their_own_precisions_plan(monkeyp
         before = len(applied)
         runner(idx)
         assert applied[before:] == [(prec, False)], (impl, prec, applied)
+
+
+def test_train_benchmarks_peak_line_names_the_product_it_measured(monkeypatch):
+    """Without a bf16 engine the bf16 peak is a 512^3 product's, 2 runs (emulated bf16 takes
+    minutes at 2048); the peak line said 2048^3, best of 16, whatever was measured."""
+    from s2s import precision
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import common
+    import train as bench_train
+
+    calls = []
+    monkeypatch.setattr(common, "peak_gemm_flops", lambda device, *, dtype, n, reps: (
+        calls.append((dtype, n, reps)) or (1e9, 1e9)))
+    cpu = torch.device("cpu")
+    for engine, bf16 in ((None, (512, 2)), ("AMX", (2048, 8))):
+        monkeypatch.setattr(precision, "bf16_engine", lambda device, e=engine: e)
+        assert bench_train._peak_size(cpu, "bf16") == bf16
+        assert bench_train._peak_size(cpu, "fp32") == (2048, 8)
+        calls.clear()
+        bench_train._peak(cpu, "bf16")
+        bench_train._peak(cpu, "fp32")
+        assert calls == [(torch.bfloat16, *bf16), (torch.float32, 2048, 8)]
