@@ -288,6 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.single:
         configs = [c for c in configs if c[1] == 1]
     if args.alt_combine:
+        if args.single:
+            raise SystemExit("--alt-combine compares ensembles of 5, which --single leaves out")
         if cfg.combine != "mean_prob":
             raise SystemExit("--alt-combine reimplements combine=mean_prob only")
         configs += [("ensemble of 5, logaddexp combine", 5, 2),
@@ -320,12 +322,15 @@ def main(argv: list[str] | None = None) -> None:
                 common.sync(device)
             assert len(hyps) == len(sources), (len(hyps), len(sources))
             results[(label, beam)] = (clock, [h[0] for h in hyps])
-    plans["fp32"].apply()  # the naive reference and the drift check: fp32
-    first = "1 model" if "fp32" in precisions else "1 model bf16"
-    ours_b12 = results[(first, 12)][1]
-
+    # the base of "cost x" and of the drift check: the first precision's 1 model at beam 12
+    first_prec = precisions[0]
+    first = "1 model" if first_prec == "fp32" else "1 model bf16"
+    plans["fp32"].apply()  # the naive reference: fp32, compared with the fp32 row alone
     ref = None
-    if not args.no_reference:
+    if not args.no_reference and "fp32" not in precisions:
+        print("naive reference: not run (it runs in fp32, and no fp32 row was asked for)")
+    if not args.no_reference and "fp32" in precisions:
+        ours_b12 = results[("1 model", 12)][1]
         with common.Clock() as ref:
             # the search's own bound (float32: a float64 one differs by a token at some lengths)
             longest = translate_stage.max_target_lengths(
@@ -341,8 +346,10 @@ def main(argv: list[str] | None = None) -> None:
             ref, [Hypothesis(*o) for o in out])
 
     # Drift check: the first timed row again, last; load on a shared machine moves the numbers.
+    plans[first_prec].apply()
     with common.Clock() as again:
-        translate(models[0], sources, cfg=cfg, beam=12, nbest=1, vocab=tgt_vocab, device=device)
+        translate(models[0], sources, cfg=cfg, beam=12, nbest=1, vocab=tgt_vocab, device=device,
+                  mm_dtype=torch.bfloat16 if first_prec == "bf16" else None)
         common.sync(device)
 
     base = results[(first, 12)][0]
@@ -354,7 +361,8 @@ def main(argv: list[str] | None = None) -> None:
                      f"{len(sources) / clock.wall:.1f}", f"{1e3 * clock.wall / len(sources):.0f}",
                      f"{mean_len:.1f}", f"{eos:.0f}",
                      f"{getattr(clock, spent) / getattr(base, spent):.2f}",
-                     "" if ref is None else f"{getattr(ref, spent) / getattr(clock, spent):.2f}"])
+                     "" if ref is None or name.endswith(" bf16") else
+                     f"{getattr(ref, spent) / getattr(clock, spent):.2f}"])
     print(common.table(["system", "beam", "wall s", "cpu s", "sent/s", "ms/sent", "mean len",
                         "eos %", "cost x", "vs naive"], rows))
     for suffix in ("", " bf16"):
@@ -362,25 +370,32 @@ def main(argv: list[str] | None = None) -> None:
             continue
         e5b2 = results[(f"ensemble of 5{suffix}", 2)][0]
         one = results[(f"1 model{suffix}", 12)][0]
-        print(f"ensemble of 5 at beam 2 vs 1 model at beam 12{suffix}: {e5b2.cpu / one.cpu:.2f} x "
-              f"the cost in CPU time, {e5b2.wall / one.wall:.2f} x in wall time (paper: < 1)")
+        print(f"ensemble of 5 at beam 2 vs 1 model at beam 12{suffix}: "
+              f"{getattr(e5b2, spent) / getattr(one, spent):.2f} x the cost in {spent} time"
+              + ("" if spent == "wall" else f", {e5b2.wall / one.wall:.2f} x in wall time")
+              + " (paper: < 1)")
     if {"fp32", "bf16"} <= set(precisions):
         for name, _, beam in configs:
             a, b = results[(name, beam)], results[(f"{name} bf16", beam)]
             same = sum(x.tokens == y.tokens for x, y in zip(a[1], b[1]))
-            print(f"bf16 vs fp32, {name} beam {beam}: {a[0].cpu / b[0].cpu:.2f} x faster in CPU "
-                  f"time ({a[0].wall / b[0].wall:.2f} x wall), same 1-best on {same}/"
+            print(f"bf16 vs fp32, {name} beam {beam}: "
+                  f"{getattr(a[0], spent) / getattr(b[0], spent):.2f} x faster in {spent} time"
+                  + ("" if spent == "wall" else f" ({a[0].wall / b[0].wall:.2f} x wall)")
+                  + f", same 1-best on {same}/"
                   f"{len(sources)} sentences ({100 * same / len(sources):.1f}%)")
             if name == "1 model" and beam == 12 and same < len(sources):
                 print("  " + describe_gaps(models[0], sources, a[1], b[1], vocab=tgt_vocab,
                                            device=device))
-    if args.alt_combine:
-        alt = results[("ensemble of 5, logaddexp combine", 2)][0]
+    if args.alt_combine:  # in the first precision, as the base
+        sfx = first[len("1 model"):]
+        alt = results[(f"ensemble of 5, logaddexp combine{sfx}", 2)][0]
         same = all(a.tokens == b.tokens for k in (2, 12) for a, b in zip(
-            results[("ensemble of 5, logaddexp combine", k)][1], results[("ensemble of 5", k)][1]))
-        print(f"  with the logaddexp combine: {alt.cpu / base.cpu:.2f} x the cost in CPU time; "
-              f"same 1-best as Ensemble at beams 2 and 12: {same}")
-    print(f"load drift: 1 model beam 12 took {base.wall:.2f} s wall ({base.cpu:.2f} s CPU) first "
+            results[(f"ensemble of 5, logaddexp combine{sfx}", k)][1],
+            results[(f"ensemble of 5{sfx}", k)][1]))
+        print(f"  with the logaddexp combine{sfx}: "
+              f"{getattr(alt, spent) / getattr(base, spent):.2f} x the cost of {first} at beam "
+              f"12 in {spent} time; same 1-best as Ensemble at beams 2 and 12: {same}")
+    print(f"load drift: {first} beam 12 took {base.wall:.2f} s wall ({base.cpu:.2f} s CPU) first "
           f"and {again.wall:.2f} s ({again.cpu:.2f} s) last; load average "
           f"{os.getloadavg()[0]:.2f} at end")
     if ref is not None:

@@ -189,3 +189,36 @@ def test_train_benchmarks_peak_line_names_the_product_it_measured(monkeypatch):
         bench_train._peak(cpu, "bf16")
         bench_train._peak(cpu, "fp32")
         assert calls == [(torch.bfloat16, *bf16), (torch.float32, 2048, 8)]
+
+
+def test_decode_benchmark_in_bf16_alone_compares_bf16_with_bf16(monkeypatch, capsys):
+    """With --precisions bf16 the base row is bf16: its drift rerun ran in fp32, and the naive
+    (fp32) reference was set against bf16 rows. Now the rerun is bf16 and the naive reference,
+    fp32 only, is not run without an fp32 row, and says so."""
+    from s2s import precision
+    from s2s.decode import translate as translate_stage
+
+    if precision.bf16_engine(torch.device("cpu")) is None:
+        pytest.skip("no bf16 engine on this CPU: emulated bf16 search takes minutes")
+    monkeypatch.setattr(translate_stage, "progress", translate_stage.progress)  # decode sets it
+    monkeypatch.syspath_prepend(str(BENCH))
+    import decode
+
+    applied, calls = [], []
+    monkeypatch.setattr(precision.Precision, "apply", lambda self: applied.append(self.name))
+    translate = decode.translate
+
+    def recorded(system, sources, **kw):
+        calls.append((applied[-1], kw.get("mm_dtype")))
+        return translate(system, sources, **kw)
+
+    monkeypatch.setattr(decode, "translate", recorded)
+    monkeypatch.setattr(decode, "naive_beam_search", lambda *a, **k: pytest.fail("naive ran"))
+    decode.main(["--quick", "-n", "6", "--single", "--precisions", "bf16", "--threads", "1"])
+    assert calls == [("bf16", torch.bfloat16)] * 5  # warm-up, beams 1, 2, 12, the drift rerun
+    out = capsys.readouterr().out
+    assert "naive reference: not run (it runs in fp32, and no fp32 row was asked for)" in out
+    assert "load drift: 1 model bf16 beam 12 took" in out
+    with pytest.raises(SystemExit, match="--single leaves out"):
+        decode.main(["--quick", "-n", "6", "--single", "--alt-combine"])
+
