@@ -153,6 +153,8 @@ def measure(cell: str, mode: str, size: Size, pairs, batches, *, device: torch.d
             warmup: int, steps: int) -> dict:
     """Time `steps` trainer steps after `warmup` untimed ones (compilation happens there), the
     batches collated as the trainer collates them; the first step is checked and profiled."""
+    if warmup < 1:  # the first step is the check's: it would be in `timed` and not timed
+        raise ValueError(f"warmup must be at least 1, got {warmup}")
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
@@ -223,10 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="paper", choices=sorted(SIZES))
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--steps", type=int, default=20, help="timed steps per cell and precision")
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=3,
+                    help="untimed steps first, at least 1 (the first is checked and profiled)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args(argv)
+    if args.warmup < 1 or args.steps < 1:
+        ap.error(f"--warmup and --steps must be at least 1 (the first step is checked and "
+                 f"profiled, untimed), got {args.warmup} and {args.steps}")
     cells = [c for c in args.cells.split(",") if c]
     modes = [m for m in args.modes.split(",") if m]
     fp32_cells = [c for c in (args.fp32_cells or "").split(",") if c]

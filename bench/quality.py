@@ -18,10 +18,10 @@ metrics file exists is not run again, and one that was stopped resumes from its 
 
 The table: every run (the precision `auto` chose, from its own log of the choice, its training
 words/s and minutes, final and best dev perplexity, test perplexity, all evaluated in fp32), then
-per side the mean final dev perplexity of each precision over the seeds both have, and the paired
-relative differences auto/fp32 - 1 per seed with their mean: the bar is that mean within
-2%. Two seeds give no interval worth the name; the per-seed differences are printed so the
-spread can be read beside the mean.
+per side the mean final dev perplexity of each precision over the seeds both have, the paired
+relative differences auto/fp32 - 1 per seed, and the relative difference of the two means
+(mean auto / mean fp32 - 1): the bar is that within 2%. Two seeds give no interval worth the
+name; the per-seed differences are printed so the spread can be read beside it.
 """
 
 from __future__ import annotations

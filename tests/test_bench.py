@@ -84,6 +84,10 @@ def test_the_gpu_benchmark_measures_the_trainers_step_on_the_cpu_at_a_toy_size(t
     assert "tgt words/s" in proc.stdout and "a check of the script" in proc.stdout
     header = next(line for line in proc.stdout.splitlines() if line.startswith("cell "))
     assert "warm-up s  compiled  bf16 target" in header
+    # the first step is checked and profiled, untimed: with no warm-up it was counted as timed
+    # and each timed step was given the next one's batch
+    proc = bench("bench/gpu.py", "--device", "cpu", "--size", "tiny", "--warmup", "0")
+    assert proc.returncode == 2 and "--warmup and --steps must be at least 1" in proc.stderr
 
 
 @pytest.mark.parametrize("compiles", [True, False], ids=["compiled", "compile-fails"])
