@@ -84,6 +84,43 @@ def test_the_report_replaces_its_folders_whole_and_a_failure_leaves_the_old_ones
                                                       "tables"]
 
 
+@pytest.mark.parametrize("foreign", ["figures/notes.pdf", "tables/drafts/", "figures/.git/"])
+def test_the_report_refuses_figures_or_tables_folders_holding_what_it_does_not_write(
+        tmp_path, foreign):
+    """figures/ and tables/ under --out are replaced whole: an --out whose figures/ or tables/
+    is a folder of the user's (a PDF, a subfolder) is refused before anything is read, naming
+    it, and left as it was; one holding only PNGs, CSVs and Markdown files, as a report writes,
+    is replaced (the test above)."""
+    from s2s.config import load
+    from s2s.io import OutDirError
+    from s2s.layout import ReportPaths
+    from s2s.stages import report as stage
+
+    P, out = PUBLISHED, tmp_path / "report"
+    paths = ReportPaths(metrics=P / "metrics", translate=P / "outputs" / "translate",
+                        groups=P / "metrics" / "figure3.csv",
+                        manifest=P / "data" / "raw" / "manifest.json",
+                        claims=P / "outputs" / "claims" / "claims.json", out=out)
+    mine = out / foreign
+    if foreign.endswith("/"):
+        mine.mkdir(parents=True)
+        (mine / "keep.txt").write_text("mine")
+    else:
+        mine.parent.mkdir(parents=True)
+        mine.write_text("mine")
+    (out / "figures").mkdir(exist_ok=True)
+    (out / "figures" / "old.png").write_text("an earlier report's")
+    before = {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    folder, name = foreign.split("/")[:2]
+    with pytest.raises(OutDirError) as e:
+        stage.main(load(P / "params.yaml"), paths)
+    assert str(e.value) == (f"{out / folder}: holds {name}, which the report stage does not "
+                            f"write, and it replaces its {folder}/ folder under --out whole: "
+                            f"name a folder of its own, or remove it")
+    assert {p: p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == before
+    assert not (out / "report.md").exists()
+
+
 def test_the_forget_bias_table_names_the_beam_each_bleu_is_at(tmp_path):
     """Each model's BLEU is its system's at its widest beam: one beam for all goes into the
     header (the published 'beam 12'); where the systems' widest beams differ, a column says

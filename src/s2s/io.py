@@ -24,6 +24,7 @@ Reading: :func:`read_lines` is the one way a text file becomes lines, for every 
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
 import json
@@ -395,10 +396,13 @@ ENGINE_FILES = frozenset({".snakemake_timestamp"})
 
 
 def _owned(entry: Path, owns: Collection[str]) -> bool:
-    """`entry` of an output folder is one of `owns` (a folder's name with ``/`` after it), an
-    engine's file, or the temporary of an owned file (``.<name>.*.tmp``, a killed write's)."""
+    """`entry` of an output folder is one of `owns` (a folder's name with ``/`` after it; a
+    pattern, ``*.png``, for a writer whose names vary), an engine's file, or the temporary of an
+    owned file (``.<name>.*.tmp``, a killed write's)."""
     name = entry.name + ("/" if entry.is_dir() and not entry.is_symlink() else "")
     if name in owns or name in ENGINE_FILES:
+        return True
+    if any(fnmatch.fnmatchcase(name, own) for own in owns if "*" in own):
         return True
     return name.endswith(".tmp") and any(name.startswith(f".{own}.") for own in owns
                                          if not own.endswith("/"))
@@ -410,41 +414,42 @@ class OutDirError(ValueError):
 
 
 def check_out_dir(path: Path, owns: Collection[str], *, inputs: Iterable[Path] = (),
-                  flag: str = "--out", what: str = "the stage") -> None:
+                  flag: str = "--out", what: str = "the stage", folder: str | None = None
+                  ) -> None:
     """Refuse, in one line, an output folder `path` that a stage writing the files `owns` (file
-    names; a folder's name with a ``/`` after it) may not replace whole: a file (or a link to
-    one), the current folder or one holding it, a folder that is or holds one of `inputs` (the
-    stage's own inputs), or a folder holding anything but the entries `owns` (a previous output
-    of the same stage, or nothing): the first few of those are named, and what to do. Changes
-    nothing; call it before any work."""
+    names or patterns, :func:`_owned`; a folder's name with a ``/`` after it) may not replace
+    whole: a file (or a link to one), the current folder or one holding it, a folder that is or
+    holds one of `inputs` (the stage's own inputs), or a folder holding anything but the entries
+    `owns` (a previous output of the same stage, or nothing): the first few of those are named,
+    and what to do. `folder`: the folder in words where it is not the `flag` folder itself
+    ("its figures/ folder under --out"). Changes nothing; call it before any work."""
     path = Path(path)
+    named = f"{flag} {path}" if folder is None else str(path)
+    folder = folder or f"its {flag} folder"
     fix = "name a folder of its own"
     if path.is_symlink() and not path.exists():
-        raise OutDirError(f"{flag} {path}: a link to nothing; {what} replaces its {flag} folder "
-                          f"whole: {fix}, or remove the link")
+        raise OutDirError(f"{named}: a link to nothing; {what} replaces {folder} whole: {fix}, "
+                          f"or remove the link")
     if path.exists() and not path.is_dir():
-        raise OutDirError(f"{flag} {path}: a file, not a folder; {what} writes a folder there: "
-                          f"{fix}")
+        raise OutDirError(f"{named}: a file, not a folder; {what} writes a folder there: {fix}")
     where = path.resolve()
     here = Path.cwd().resolve()
     if here == where or where in here.parents:
         which = "the current folder" if here == where else "a folder holding the current one"
-        raise OutDirError(f"{flag} {path}: {which}; {what} replaces its {flag} folder whole: "
-                          f"{fix}")
+        raise OutDirError(f"{named}: {which}; {what} replaces {folder} whole: {fix}")
     for source in inputs:
         found = Path(source).resolve()
         if found == where or where in found.parents:
-            raise OutDirError(f"{flag} {path}: {'is' if found == where else 'holds'} {source}, "
-                              f"an input of {what}, which replaces its {flag} folder whole: "
-                              f"{fix}")
+            raise OutDirError(f"{named}: {'is' if found == where else 'holds'} {source}, an "
+                              f"input of {what}, which replaces {folder} whole: {fix}")
     if not path.is_dir():
         return
     foreign = sorted(e.name for e in path.iterdir() if not _owned(e, owns))
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3:,} more" if len(foreign) > 3
                                           else "")
-        raise OutDirError(f"{flag} {path}: holds {shown}, which {what} does not write, and it "
-                          f"replaces its {flag} folder whole: {fix}, or remove it")
+        raise OutDirError(f"{named}: holds {shown}, which {what} does not write, and it "
+                          f"replaces {folder} whole: {fix}, or remove it")
 
 
 def remove_leftovers(out_dir: Path, prefix: str = TMP_PREFIX, *, keep: Path | None = None

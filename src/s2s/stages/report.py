@@ -54,6 +54,10 @@ PATHS = ReportPaths  # ARGS as one value, which cli builds and main takes
 DATA_FILES = ("src/s2s/paper.yaml", "src/s2s/report/templates")
 
 
+# what figures/ and tables/ hold: the report's figures (PNG), its tables (CSV and Markdown)
+FIGURE_FILES, TABLE_FILES = ("*.png",), ("*.csv", "*.md")
+
+
 def stages(params: Params) -> list[Stage]:
     from s2s.paper import cost_systems
 
@@ -81,7 +85,7 @@ def cli(args, params) -> None:
 
 def main(params: Params, paths: ReportPaths) -> dict[str, Path]:
     """Write the report; return the paths written by name."""
-    from s2s.io import atomic_write_text, whole_dir
+    from s2s.io import atomic_write_text, check_out_dir, whole_dir
     from s2s.report.build import build
     from s2s.report.inputs import load
     from s2s.paper import check_answers
@@ -89,6 +93,11 @@ def main(params: Params, paths: ReportPaths) -> dict[str, Path]:
 
     t0 = time.perf_counter()
     check_answers(params)  # params name rows of the paper's tables, before anything is read
+    # figures/ and tables/ are replaced whole: refused where they hold anything a report does
+    # not write (a folder of the user's under --out), before anything is read
+    for folder, owns in ((paths.figures, FIGURE_FILES), (paths.tables, TABLE_FILES)):
+        check_out_dir(folder, owns, what="the report stage",
+                      folder=f"its {folder.name}/ folder under --out")
     art = load(params, paths)
     log.info("read %d files: %s", len(art.read), ", ".join(art.read))
     # figures/ and tables/ are each written whole, under a temporary name, and replace the old
