@@ -91,15 +91,24 @@ def test_bleu_record_holds_typed_entries_by_int_beam():
     assert "processes" not in TrainMetrics.from_json(TRAIN).to_json()
 
 
-def test_smoke_run_artifacts_round_trip():
-    """The files of a real run, where there is one (the smoke run of test_pipeline or a checkout
-    that ran `dvc repro`)."""
-    found = {Bleu: [ROOT / "metrics/bleu.json"], Manifest: [ROOT / "data/raw/manifest.json"],
-             TrainMetrics: sorted((ROOT / "metrics/train").glob("*.json")),
-             Timing: sorted((ROOT / "outputs/translate").glob("*/timing.json"))}
-    paths = [(r, p) for r, ps in found.items() for p in ps if p.is_file()]
-    if not paths:
-        pytest.skip("no pipeline outputs in this checkout")
+def _run_files(root: Path) -> list[tuple[type, Path]]:
+    """Every file of a run under `root` that one of the records reads, with the record."""
+    found = {Bleu: [root / "metrics/bleu.json"], Manifest: [root / "data/raw/manifest.json"],
+             TrainMetrics: sorted((root / "metrics/train").glob("*.json")),
+             Timing: sorted((root / "outputs/translate").glob("*/timing.json"))}
+    return [(r, p) for r, ps in found.items() for p in ps]
+
+
+@pytest.mark.parametrize("run", ["published", "smoke"])
+def test_a_real_runs_artifacts_round_trip(run, request):
+    """The files of a real run (the published one; the session's smoke run) read into their
+    records and write back to the same JSON: every file of each kind is there, and every key."""
+    root = ROOT / "reports" / "default" if run == "published" else \
+        request.getfixturevalue("smoke_run")
+    paths = _run_files(root)
+    kinds = {r for r, _ in paths}
+    assert kinds == {Bleu, Manifest, TrainMetrics, Timing}, kinds
+    assert all(p.is_file() for _, p in paths), [p for _, p in paths if not p.is_file()]
     for record, path in paths:
         assert record.read(path).to_json() == json.loads(path.read_text()), path
 

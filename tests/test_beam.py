@@ -87,6 +87,15 @@ def test_stops_as_soon_as_the_best_finished_hypothesis_beats_every_open_one():
     assert model.rows_per_step == [3]  # one finished of three, but no open prefix can catch up
 
 
+def test_nbest_beyond_the_beam_keeps_searching_until_nbest_are_finished():
+    """Rule 2 stops at max(beam, nbest) finished hypotheses: at beam 1, nbest 2 the search goes
+    on past the first finished one to give two."""
+    model = ScriptedModel({(): {A: 0.6, EOS: 0.4}, (A,): {EOS: 0.6, B: 0.4},
+                           (A, B): {EOS: 1.0}})
+    got = search(model, beam=1, nbest=2, max_len=10)[0]
+    assert_hyps(got, [((A,), log(0.36), True), ((A, B), log(0.24), True)])
+
+
 def test_stops_with_beam_finished_hypotheses_even_if_an_open_one_scores_higher():
     model = ScriptedModel({(): {A: 0.6, EOS: 0.3, B: 0.1}, (A,): {C: 0.9, EOS: 0.1}})
     got = search(model, beam=2, nbest=2)[0]

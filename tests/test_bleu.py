@@ -636,6 +636,9 @@ def test_an_edge_length_is_in_the_group_below_and_a_sparse_group_joins_its_small
     assert buckets._merge_sparse([50, 5, 30], 20) == [(0, 0), (1, 2)]
     assert buckets._merge_sparse([30, 5, 50], 20) == [(0, 1), (2, 2)]
     assert buckets._merge_sparse([5, 50, 5, 30], 20) == [(0, 1), (2, 3)]
+    # ties: the leftmost of the sparsest groups merges first; between equal neighbours, the left
+    assert buckets._merge_sparse([5, 30, 5, 30], 20) == [(0, 1), (2, 3)]
+    assert buckets._merge_sparse([30, 5, 30], 20) == [(0, 1), (2, 2)]
 
 
 def test_a_detokenised_hypothesis_with_unk_is_tokenised_back_to_its_tokens():

@@ -81,6 +81,36 @@ def test_training_filters_remove_what_they_should():
     assert counts.lines_out == 4 and counts.tokens_en == 3 + 1 + 2 + 3
 
 
+def test_the_filters_edges_max_len_the_ratio_and_its_minimum_length():
+    """A side of exactly max_len tokens is kept, one more is too long; a ratio of exactly
+    max_ratio is kept; the ratio filter applies only where the longer side has ratio_min_len
+    tokens or more (a 3-to-1 pair under it is kept)."""
+    pairs = [("a b c d e f", "u v w x y z"),  # 6 and 6: at max_len, kept
+             ("a b c d e f g", "u v w x y z"),  # 7: too long
+             ("a b c", "x"),  # ratio 3, but the longer side 3 < ratio_min_len: kept
+             ("a b c d", "x"),  # ratio 4, the longer side at ratio_min_len: removed
+             ("a b c d e f", "u v w x")]  # ratio 1.5 = max_ratio: kept (only beyond it)
+    cfg = PrepareConfig(max_len=6, max_ratio=1.5, ratio_min_len=4)
+    out_en = []
+    counts = prepare.filter_train([pairs], cfg, workers=1, seen=prepare.SeenPairs(),
+                                  write=lambda e, f: out_en.extend(e))
+    assert counts.removed == {"empty": 0, "too_long": 1, "ratio": 1, "duplicate": 0}
+    assert out_en == ["a b c d e f", "a b c", "a b c d e f"]
+
+
+def test_a_dev_or_test_line_of_max_words_is_kept_one_more_is_refused():
+    n = prepare.MAX_EVAL_WORDS
+    assert prepare.long_line(["a " * n, "b"]) is None
+    assert prepare.long_line(["x", "a " * (n + 1), "a " * (n + 5)]) == (2, n + 1)
+
+
+def test_the_unknown_rate_of_no_tokens_is_0():
+    from s2s.data.vocab import unk_rate
+
+    assert unk_rate([], {"a"}) == 0.0 and unk_rate(["", " "], {"a"}) == 0.0
+    assert unk_rate(["a b", "b c a"], {"a"}) == pytest.approx(3 / 5)
+
+
 def test_moses_escaped_corpus_keeps_its_tokens(tmp_path, mirror):
     """The Moses-tokenised Europarl sample goes through prepare's tokeniser as raw text does:
     "l' homme" stays "l' homme" (re-tokenising it as it was gave "l ' homme", 547 of these 999

@@ -914,6 +914,15 @@ def test_an_interval_that_holds_0_is_never_dropped_because_another_is_missing(tm
     # no interval at all: a point difference, however large, is never a verdict
     assert verdicts.verdict_of([None, None]) == verdicts.UNKNOWN
     assert verdicts.verdict_of([None]) == verdicts.UNKNOWN
+    assert verdicts.verdict_of([]) == verdicts.UNKNOWN
+    # an interval that touches 0 holds it (the same output twice: 0 to 0)
+    for lo, hi in ((0.0, 0.0), (0.0, 0.5), (-0.5, 0.0)):
+        assert verdicts.verdict_of([ci(lo, hi)]) == verdicts.NO_DIFFERENCE, (lo, hi)
+    from s2s.claims.seeds import SeedStats
+
+    for diffs in ((0.0, 0.0), (1.0, 1.0, 1.0)):  # an interval of width 0: at 0, or above it
+        assert SeedStats((1.0,) * len(diffs), tuple(1.0 + d for d in diffs),
+                         diffs).excludes_zero() == (1 if diffs[0] else 0)
 
     # no bootstrap for reversal, but three seed pairs whose interval holds 0 (+2.5, -3.5, +3.2):
     # the point difference at the primary pair (+2.50) does not decide it

@@ -47,6 +47,11 @@ def test_learning_rate_schedule_is_the_papers():
     assert train.lr_at(549, steps, cfg) == 0.35
     assert train.lr_at(550, steps, cfg) == 0.175
     assert train.lr_at(749, steps, cfg) == pytest.approx(0.7 / 2 ** 5)
+    # a halving interval binary floating point cannot hold: (5.3 - 5.0) / 0.1 is 2.9999999999999982,
+    # and step 530 (epoch 5.3) starts the fourth halving all the same
+    tenth = dataclasses.replace(cfg, decay_every=0.1)
+    assert [train.lr_at(s, steps, tenth) for s in (509, 510, 529, 530, 531)] == pytest.approx(
+        [0.7 / 2, 0.7 / 4, 0.7 / 8, 0.7 / 16, 0.7 / 16])
 
 
 def test_loss_falls_on_real_data(data):
