@@ -54,6 +54,32 @@ def test_learning_rate_schedule_is_the_papers():
         [0.7 / 2, 0.7 / 4, 0.7 / 8, 0.7 / 16, 0.7 / 16])
 
 
+def test_a_perplexity_beyond_a_floats_range_is_inf_not_a_traceback():
+    """A diverged model's mean NLL can pass 709 nats a token with its loss still finite:
+    math.exp raised OverflowError out of the evaluation; the perplexity is inf (never the best,
+    as a nan is not)."""
+    import math
+
+    from s2s.data.ids import IdCorpus
+    from s2s.model import build_model
+    from s2s.model.seq2seq import RNNConfig
+    from helpers import Specials, tiny_pairs
+
+    model = build_model(RNNConfig(num_layers=1, hidden_size=8, embed_size=8), src_vocab=30,
+                        tgt_vocab=31, pad=0)
+    model.init_weights(5)
+    corpus = IdCorpus.from_pairs(tiny_pairs())
+    finite = train.perplexity(model, corpus, vocab=Specials, device=torch.device("cpu"))
+    assert 1 < finite < 1e4
+    with torch.no_grad():
+        model.proj.weight.mul_(1e6)
+    assert train.perplexity(model, corpus, vocab=Specials, device=torch.device("cpu")) == math.inf
+    assert train.exp_mean(709.0 * 3, 3) == pytest.approx(math.exp(709.0))
+    assert train.exp_mean(710.0 * 3, 3) == math.inf
+    state = train.TrainState(fingerprint="f", window_nll=1e6, window_tok=10)
+    assert state.window_ppl == math.inf
+
+
 def test_loss_falls_on_real_data(data):
     tmp, params = data
     m = run_train(tmp, params, "forward", "fall")

@@ -21,6 +21,7 @@ import logging
 import math
 import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
@@ -258,7 +259,17 @@ def perplexity(model: Model, corpus: IdCorpus, *, vocab: Vocab, device: torch.de
                 f"checkpoint") from e
         ntok += b.ntokens
     model.train()
-    return math.exp(total.item() / ntok) if ntok else float("nan")
+    return exp_mean(total.item(), ntok) if ntok else float("nan")
+
+
+_LOG_MAX = math.log(sys.float_info.max)  # ~709.78: exp of more overflows a float
+
+
+def exp_mean(nll: float, tokens: int) -> float:
+    """exp(nll / tokens), a perplexity; inf beyond a float's range (a mean of over 709 nats a
+    token: a diverged model, whose loss is still finite), where math.exp would raise."""
+    mean = nll / tokens
+    return math.exp(mean) if mean <= _LOG_MAX else math.inf
 
 
 @dataclass
@@ -281,7 +292,7 @@ class TrainState:
 
     @property
     def window_ppl(self) -> float:
-        return math.exp(self.window_nll / self.window_tok)
+        return exp_mean(self.window_nll, self.window_tok)
 
     @property
     def words_per_sec(self) -> float:
@@ -640,7 +651,7 @@ class Run:
                                  device=self.device)
         row = dataclasses.asdict(CurveRow(
             step=state.step, epoch=round(state.step / self.steps_per_epoch, 4), lr=lr,
-            train_ppl=round(math.exp(state.window_nll / state.window_tok), 4),
+            train_ppl=round(state.window_ppl, 4),
             dev_ppl=round(dev_ppl, 4)))
         state.history.append(row)
         state.window_nll, state.window_tok = 0.0, 0
