@@ -192,3 +192,33 @@ def test_the_report_s_provenance_names_the_cpu_kind_training_ran_on(smoke_run):
 
     report = (smoke_run / "reports" / "report.md").read_text()
     assert f"training device(s): cpu ({cpu_kind()});" in report
+
+
+def _copy_published(dest):
+    """The published run's params and metrics: a run `s2s verify` reads, with no smoke run."""
+    from conftest import ROOT
+
+    return _copy_run(ROOT / "reports" / "default", dest)
+
+
+def test_strict_also_fails_on_a_number_different_or_missing_and_only_then(tmp_path):
+    """Without --strict the exit status follows the claims alone: a metrics file lost, or a
+    number beyond the seeds' spread, exits 0 (listed). --strict fails on either, naming them;
+    a number within the spread, or one of the run only, passes."""
+    ref, rerun = _copy_published(tmp_path / "ref"), _copy_published(tmp_path / "rerun")
+    proc = _verify(tmp_path, rerun, "--against", ref, "--strict")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--strict" not in proc.stdout
+    devs = [json.loads((ref / f"metrics/train/reversed_{i}.json").read_text())["dev_ppl"]
+            for i in range(1, 6)]
+    _edit_train(rerun, "reversed_1", dev_ppl=devs[0] + 1.5 * statistics.stdev(devs))  # within
+    assert _verify(tmp_path, rerun, "--against", ref, "--strict").returncode == 0
+    _edit_train(rerun, "attention", dev_ppl=1.5 * json.loads(
+        (ref / "metrics/train/attention.json").read_text())["dev_ppl"])  # beyond the spread
+    (rerun / "metrics/train/gru.json").unlink()  # a file lost
+    assert _verify(tmp_path, rerun, "--against", ref).returncode == 0  # the claims agree
+    proc = _verify(tmp_path, rerun, "--against", ref, "--strict")
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[-1] == (
+        "--strict: 4 numbers of the reference different or missing in this run: "
+        "train.gru.dev_ppl, train.gru.test_ppl, train.gru.best_dev_ppl, train.attention.dev_ppl")

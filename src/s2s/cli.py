@@ -166,7 +166,7 @@ def _cmd_verify(a, _params):
     from s2s import verify
 
     try:
-        status = verify.main(a.run, a.against)
+        status = verify.main(a.run, a.against, strict=a.strict)
     except verify.NotARun as e:
         log.error("%s", e)
         raise SystemExit(2) from None
@@ -466,10 +466,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "BLEU of every system and rescoring output) with the reference's: identical, "
                     "within the spread the reference's own seeds give (twice their standard "
                     "deviation), or different; then each claim's verdict. Exit status 0 when "
-                    "every claim of the reference has its verdict, 1 when not, 2 when RUN or the "
-                    "reference is not a run, or they are not of one configuration (another "
+                    "every claim of the reference has its verdict, 1 when not (with --strict, "
+                    "also when a number of the reference is different or missing), 2 when RUN or "
+                    "the reference is not a run, or they are not of one configuration (another "
                     "profile, or settings that differ but for where and how they ran).")
     s.set_defaults(fn=_cmd_verify)
+    s.add_argument("--strict", action="store_true",
+                   help="also fail (1) where a number of the reference is different in RUN or "
+                        "missing from it (a gate for CI: a file lost, a number beyond the seeds' "
+                        "spread)")
     s.add_argument("run", type=Path, help="a run: a folder with params.yaml and metrics/")
     s.add_argument("--against", type=Path, default=Path("reports/default"),
                    help="the reference run: the published run of the default profile "

@@ -2,8 +2,10 @@
 
 Training runs its products in bf16 where the CPU has a bf16 engine, and bf16 kernels differ
 between CPU kinds (Intel AMX, AMD AVX512-BF16) and thread counts, so a rerun on another machine
-is not bit-identical to the published run. This compares every number of RUN's metrics with the
-reference's and says, per number:
+is not bit-identical to the published run. This compares the numbers of RUN's metrics that a
+rerun moves (each model's dev, best dev and test perplexity; each system's tokenised BLEU at each
+beam and each rescoring output's, from ``bleu.json`` at 4 decimals; sacreBLEU's score follows the
+tokenised one from the same outputs) with the reference's and says, per number:
 
 - ``identical``: the same value as written (bit-identical runs agree to every digit);
 - ``within the seed spread``: the difference is at most twice the standard deviation that the
@@ -16,7 +18,8 @@ reference's and says, per number:
 A number or claim of one run only (a model, system or beam the other has not, a claim added
 since) is listed as not in both runs. Then one line per claim (``metrics/claims.json``): the same
 verdict or not; a claim missing from either run is "not run", never a verdict. The exit status is
-0 when every claim of the reference has the same verdict in RUN, 1 otherwise; 2 when RUN or the
+0 when every claim of the reference has the same verdict in RUN, 1 otherwise (with ``--strict``,
+also when a number of the reference is different in RUN or missing from it); 2 when RUN or the
 reference is not a run, or they are not runs of one configuration: of different profiles, or of
 one profile whose settings differ but for where and how it ran (:data:`HOW`: the scheduler's
 resources, devices, threads, precision, translation and rescoring batch sizes, log and
@@ -302,7 +305,9 @@ def _num(v: float | None) -> str:
     return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
 
 
-def main(run_dir: Path, against: Path) -> int:
+def main(run_dir: Path, against: Path, *, strict: bool = False) -> int:
+    """Print the comparison; the exit status (the module's docstring). `strict`: a number of the
+    reference that is different in RUN, or missing from it, fails too (1)."""
     try:
         ref = read_run(against)
     except NotARun as e:
@@ -310,10 +315,21 @@ def main(run_dir: Path, against: Path) -> int:
     run = read_run(run_dir)
     lines, claims = compare(run, ref)
     print(render(run, ref, lines, claims), end="")
+    status = 0
     if ref.claims is None:
         print("the reference has no metrics/claims.json: no verdict to compare")
-        return 1
-    return 0 if all(c[3] == "same verdict" for c in _of_reference(claims)) else 1
+        status = 1
+    elif not all(c[3] == "same verdict" for c in _of_reference(claims)):
+        status = 1
+    if strict:
+        failed = [x.key for x in lines if x.verdict == DIFFERENT
+                  or (x.verdict == MISSING and x.reference is not None)]
+        if failed:
+            print(f"--strict: {len(failed)} number{'s' if len(failed) > 1 else ''} of the "
+                  f"reference different or missing in this run: {', '.join(failed[:5])}"
+                  + (", ..." if len(failed) > 5 else ""))
+            status = 1
+    return status
 
 
 def _of_reference(claims: list) -> list:
