@@ -134,6 +134,16 @@ def test_exps_table_shows_only_differing_params_and_the_compared_numbers():
     assert rows["oracle"] == ["42.00", "42.00", "42.00"]
     assert rows["ensemble"] == ["holds", "holds", "n.s."]
     assert "md5" not in text
+    # the widest beam is the experiment's params', not the widest its summary holds: an
+    # experiment whose beam 12 was not scored shows "-", not its beam 1 beside the others' 12
+    beams = {**base, "systems": {"ensemble5": {"beams": [1, 12]}}}
+    unscored = {**summary, "bleu": {"ensemble5": {"b1": 20.0}}}
+    exps = experiments.experiments([_rev("workspace", beams, summary),
+                                    _rev("b" * 40, beams, unscored, name="cut")])
+    rows = {line.split()[0]: line.split()[1:]
+            for line in experiments.render(exps, width=80).splitlines()[2:]
+            if line.startswith("  ")}
+    assert rows["ensemble5"] == ["21.50", "-"]
 
 
 def test_long_experiment_names_are_cut_in_the_middle_so_a_sweep_stays_told_apart():

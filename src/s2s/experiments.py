@@ -198,7 +198,11 @@ def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:
             cells = []
             for e in exps:
                 beams = e.summary.get("bleu", {}).get(s) or {}
-                widest = max(beams, key=lambda b: int(b.lstrip("b")), default=None)
+                asked = e.params.get(f"systems.{s}.beams")
+                if isinstance(asked, list) and asked and all(isinstance(b, int) for b in asked):
+                    widest = f"b{max(asked)}"  # the experiment's widest: "-" where not scored
+                else:  # params not readable: the widest its summary holds
+                    widest = max(beams, key=lambda b: int(b.lstrip("b")), default=None)
                 cells.append(e.cell(SUMMARY_FILE, _num(beams.get(widest)) if widest else "-"))
             out.append((f"  {s}", cells))
     rescored = list(dict.fromkeys(r for e in exps for r in (e.summary.get("rescore") or {})))
