@@ -125,6 +125,24 @@ def test_the_wavefront_computes_what_the_layers_compute_one_after_the_other(N, T
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_the_wavefront_in_float64_is_the_layers_to_float64_rounding():
+    """A float64 stack (the reference checks') stays float64 through the wavefront's batched
+    products: they went through the fp32 product of 16-bit operands and came back off by 1e-8."""
+    stack = _stack().double()
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 7, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([7, 3, 5, 1])
+    runs = {}
+    for schedule in ("layers", "wavefront"):
+        stack.schedule = schedule
+        out, (h, c) = stack(x, lengths=lengths)
+        assert out.dtype == h.dtype == torch.float64
+        loss = (out ** 2).sum() + h.sum() + (c ** 3).sum()
+        runs[schedule] = [out, h, c, *torch.autograd.grad(loss, [x, *stack.parameters()])]
+    for a, b in zip(runs["wavefront"], runs["layers"]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
 def test_the_wavefront_in_bf16_is_as_close_to_fp32_as_the_layers_and_sums_in_fp32(monkeypatch):
     from s2s.model import recurrence
 

@@ -368,8 +368,8 @@ def _cuda_out_dtype(op: str, call) -> torch.Tensor | None:
 
 
 def _fp32_product(name: str, op, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    if a.dtype == FP32 and b.dtype == FP32:
-        return op(a, b)
+    if a.dtype == b.dtype and a.dtype not in (torch.bfloat16, torch.float16):
+        return op(a, b)  # fp32 as it is; fp64 (a reference check's) too, as full() leaves it
     if a.device.type == "cuda":
         out = _cuda_out_dtype(name, lambda: op(a, b, out_dtype=FP32))
         if out is not None:
@@ -381,7 +381,8 @@ def fp32_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``a @ b`` (2-D) with fp32 accumulation and an fp32 result, also for 16-bit operands: on
     CUDA cuBLAS writes the fp32 result itself (``out_dtype``), elsewhere (or where this torch
     lacks it) the operands are widened to fp32, exactly, and multiplied in fp32 (TF32 there only
-    where the plan allows it, which rounds no bf16 operand). fp32 operands: ``torch.mm``."""
+    where the plan allows it, which rounds no bf16 operand). fp32 (or fp64) operands:
+    ``torch.mm``."""
     return _fp32_product("mm", torch.mm, a, b)
 
 
