@@ -208,7 +208,24 @@ def test_phrases_pair_kinds_distances_and_unk():
     assert d["mean_pair_distance"] == pytest.approx(mean)
     assert d["paraphrase_distance"] == pytest.approx(1 / mean)
     assert d["swap_distance"] == pytest.approx(4 / mean)
+    assert d["paraphrase_pairs"] == d["swap_pairs"] == 1
+    assert np.isnan(d["paraphrase_sd"]) and np.isnan(d["swap_sd"])  # one pair: no spread
     assert d["nn_same_meaning"] == 1.0  # phrases 0 and 1 are each other's nearest
+    # two paraphrase pairs (a group of three: 0-1, 0-4, 1-4 are three), their relative spread
+    groups = probes.phrase_groups(["A man sees a dog | A dog is seen by a man | a man sees a dog",
+                                   ("A dog sees a man",)])
+    phrases = probes.encode_phrases(groups, vocab, lambda s: s)
+    vectors = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0], [0.0, 4.0]])
+    d = probes.phrase_distances(vectors, phrases)
+    assert probes.pair_kinds(phrases) == {(0, 1): "paraphrase", (0, 2): "paraphrase",
+                                          (1, 2): "paraphrase", (0, 3): "swap", (1, 3): "other",
+                                          (2, 3): "other"}  # "a man" is not "A man"
+    pairs = [1, 2, 5 ** 0.5, 4, 17 ** 0.5, 2]
+    mean = sum(pairs) / 6
+    para = np.array([1, 2, 5 ** 0.5]) / mean
+    assert d["paraphrase_distance"] == pytest.approx(para.mean())
+    assert d["paraphrase_sd"] == pytest.approx(np.std(para, ddof=1))
+    assert np.isnan(d["swap_sd"])  # one swap pair
 
 
 def test_only_lstm_seq2seq_models_are_traced():
@@ -327,9 +344,13 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     assert reach_claim.status == "cannot tell"  # no snapshots: no interval, no verdict
     assert f"rev {nr:.3g} vs fwd {nf:.3g}" in reach_claim.evidence
     fig2 = pd.read_csv(out / "figure2_summary.csv")
-    together = (fig2["paraphrase_distance"] < fig2["swap_distance"]).all()
-    assert fig2_claim.status == ("holds" if together else "does not hold")
+    # one paraphrase and one swap pair: no spread, no interval, no verdict
+    assert fig2[["paraphrase_sd", "swap_sd"]].isna().all(axis=None)
+    assert fig2_claim.status == "cannot tell" and fig2_claim.evidence.endswith(
+        "(under two pairs of a kind: analysis.phrases needs more), so no verdict")
+    # with the pairs' spread (6 of each kind), the intervals decide
     fig2["swap_distance"] = fig2["paraphrase_distance"] + 1.0
+    fig2[["paraphrase_sd", "swap_sd", "paraphrase_pairs", "swap_pairs"]] = 0.05, 0.05, 6, 6
     fig2.to_csv(out / "figure2_summary.csv", index=False)
     first = pd.read_csv(out / "gradient_reach_first.csv")  # what the reversal claim reads
     first.loc[first["model"] == "rev", "mean_norm"] = 2 * nf + 1
@@ -337,6 +358,12 @@ def test_stage_writes_artifacts_and_the_report_renders_them(tmp_path):
     reach_claim, fig2_claim = checks.analysis_claims(read_analysis(out))
     assert (reach_claim.status, fig2_claim.status) == ("cannot tell", "holds")
     assert f"rev {2 * nf + 1:.3g} vs fwd {nf:.3g}" in reach_claim.evidence
+    # the file of an analyze stage that wrote no standard deviations still reads: no verdict
+    fig2.drop(columns=["paraphrase_sd", "swap_sd"]).to_csv(out / "figure2_summary.csv",
+                                                            index=False)
+    _, fig2_claim = checks.analysis_claims(read_analysis(out))
+    assert fig2_claim.status == "cannot tell" and "rerun it), so no verdict" in \
+        fig2_claim.evidence
 
 
 def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path):
@@ -469,3 +496,30 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
              ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
     diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)
     assert checks.analysis_claims(read_analysis(out))[0].status == "no significant difference"
+
+
+def test_figure2s_verdict_rests_on_a_welch_interval_over_the_phrase_pairs():
+    """Each model's swaps - paraphrases relative distance with its 95% Welch interval from the
+    pairs' means and standard deviations: holds when every one is above 0, does not hold when
+    one is below, no significant difference when one holds 0."""
+    from s2s.claims.analyses import figure2_claim, pairs_interval
+
+    def row(model, para, swap, sd_p, sd_s, n=6):
+        return {"model": model, "paraphrase_distance": para, "swap_distance": swap,
+                "paraphrase_sd": sd_p, "swap_sd": sd_s, "paraphrase_pairs": n, "swap_pairs": n}
+
+    # 1.0 apart, sds 0.1 and 0.2 over 6 pairs each: se = sqrt(0.05 / 6); Welch's df =
+    # 0.0025 / (0.0017 / 5) = 7.35, floored to 7: t = 2.365
+    iv = pairs_interval(row("a", 0.5, 1.5, 0.1, 0.2))
+    half = 2.365 * (0.05 / 6) ** 0.5
+    assert (iv.lo, iv.hi) == pytest.approx((1.0 - half, 1.0 + half))
+    apart = row("a", 0.5, 1.5, 0.1, 0.2)
+    assert figure2_claim(pd.DataFrame([apart])).status == "holds"
+    got = figure2_claim(pd.DataFrame([apart, row("b", 1.2, 0.9, 0.05, 0.05)]))
+    assert got.status == "does not hold"
+    assert [d.label for d in got.differences] == ["a swaps - paraphrases", "b swaps - paraphrases"]
+    assert got.differences[1].hi < 0 and got.differences[1].over == "phrase pairs"
+    assert figure2_claim(pd.DataFrame([apart, row("b", 1.0, 1.1, 0.3, 0.3)])).status == \
+        "no significant difference"
+    assert "b: paraphrases 1.00 vs swaps 1.10 (swaps - paraphrases +0.10, 95% interval" in \
+        figure2_claim(pd.DataFrame([row("b", 1.0, 1.1, 0.3, 0.3)])).evidence

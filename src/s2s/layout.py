@@ -91,12 +91,16 @@ class AnalysisTable:
     columns: tuple[str, ...]
     numbers: tuple[str, ...] = ()
     float_format: str | None = MEASURED_FORMAT
+    # columns an earlier analyze stage did not write: a file without them is read with them
+    # empty (NaN), so that a published run's folder still reads
+    later: tuple[str, ...] = ()
 
 
 POINTS_COLUMNS = ("model", "reverse_source", "group", "phrase", "tokens", "unk", "x", "y")
 FIGURE2_COLUMNS = ("model", "reverse_source", "representation", "dim", "explained_pc1",
                    "explained_pc2", "mean_pair_distance", "paraphrase_distance",
-                   "paraphrase_pairs", "swap_distance", "swap_pairs", "nn_same_meaning")
+                   "paraphrase_pairs", "swap_distance", "swap_pairs", "nn_same_meaning",
+                   "paraphrase_sd", "swap_sd")
 HIST_COLUMNS = ("model", "stack", "layer", "bin_lo", "bin_hi", "count", "density")
 UNIT_COLUMNS = ("model", "stack", "layer", "unit", "mean_f", "half_life", "geo_mean_f",
                 "half_life_geo")
@@ -123,9 +127,9 @@ GATE_SHARE_COLUMNS = ("model", "layer", "gate_share")
 
 
 def _table(name: str, columns: tuple[str, ...], *, text: tuple[str, ...],
-           derived: bool = False) -> AnalysisTable:
+           derived: bool = False, later: tuple[str, ...] = ()) -> AnalysisTable:
     return AnalysisTable(name, columns, tuple(c for c in columns if c not in text),
-                         None if derived else MEASURED_FORMAT)
+                         None if derived else MEASURED_FORMAT, later)
 
 
 # key (a field of s2s.analysis.outputs.Analyses) -> its table. Measured first, then derived.
@@ -134,7 +138,8 @@ ANALYSIS_TABLES: dict[str, AnalysisTable] = {
     "points": _table("figure2.csv", POINTS_COLUMNS,
                      text=("model", "reverse_source", "phrase", "tokens", "unk")),
     "figure2": _table("figure2_summary.csv", FIGURE2_COLUMNS,
-                      text=("model", "reverse_source", "representation")),
+                      text=("model", "reverse_source", "representation"),
+                      later=("paraphrase_sd", "swap_sd")),
     # forget gates: their histogram, each unit's mean and half-life, per layer
     "hist": _table("forget_hist.csv", HIST_COLUMNS, text=("model", "stack")),
     "units": _table("forget_units.csv", UNIT_COLUMNS, text=("model", "stack")),

@@ -107,9 +107,8 @@ def read(analysis_dir: Path) -> Analyses:
     error naming the file (and the line); so is a forget-gate summary without a model whose gates
     the record says were traced (the report would say it has none)."""
     d = Path(analysis_dir)
-    frames: Mapping[str, pd.DataFrame] = {
-        key: read_table(d / spec.name, columns=spec.columns, numbers=spec.numbers)
-        for key, spec in ANALYSIS_TABLES.items()}
+    frames: Mapping[str, pd.DataFrame] = {key: _read_table(d, spec)
+                                          for key, spec in ANALYSIS_TABLES.items()}
     a = Analyses(meta=AnalysisMeta.read(d / ANALYSIS_META), **frames)
     summarised = set(a.forget["model"])
     missing = [m for m, x in a.meta.models.items() if x.forget_gates and m not in summarised]
@@ -118,6 +117,22 @@ def read(analysis_dir: Path) -> Analyses:
                             f"{', '.join(missing)}, whose forget gates {ANALYSIS_META} says "
                             "were traced")
     return a
+
+
+def _read_table(d: Path, spec: AnalysisTable) -> pd.DataFrame:
+    """Table `spec` of folder `d`, checked; its `later` columns (an earlier analyze stage's file
+    lacks them) empty where the file has none, in the entry's order."""
+    import numpy as np
+
+    path = d / spec.name
+    frame = read_table(path, columns=tuple(c for c in spec.columns if c not in spec.later),
+                       numbers=tuple(c for c in spec.numbers if c not in spec.later))
+    for c in spec.later:
+        if c not in frame.columns:
+            frame[c] = np.nan
+        elif c in spec.numbers:  # written by this stage: numbers, as every number column
+            read_table(path, columns=(c,), numbers=(c,))
+    return frame[list(spec.columns)]
 
 
 def read_if_present(analysis_dir: Path | None, files_read: list[str]) -> Analyses | None:

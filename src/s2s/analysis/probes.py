@@ -191,17 +191,23 @@ def pair_kinds(phrases: Sequence[Phrase]) -> dict[tuple[int, int], str]:
 
 def phrase_distances(vectors: np.ndarray, phrases: Sequence[Phrase]) -> dict[str, float]:
     """Mean Euclidean distance between paraphrases and between word-order swaps, each divided by
-    the mean distance over all pairs (so models of different scales compare), and the share of
-    phrases (of groups with two or more) whose nearest neighbour has the same meaning."""
+    the mean distance over all pairs (so models of different scales compare), with the standard
+    deviation of those relative distances over the pairs of each kind (n - 1; nan under two
+    pairs: what the Figure 2 claim's interval rests on), and the share of phrases (of groups
+    with two or more) whose nearest neighbour has the same meaning."""
     d = np.linalg.norm(vectors[:, None, :] - vectors[None, :, :], axis=-1)  # (G, G)
     kinds = pair_kinds(phrases)
     mean_all = float(np.mean([d[a, b] for a, b in kinds])) if kinds else float("nan")
     out = {"mean_pair_distance": mean_all}
+    spread = {}
     for kind in ("paraphrase", "swap"):
         sel = [d[a, b] for (a, b), k in kinds.items() if k == kind]
-        out[f"{kind}_distance"] = (float(np.mean(sel)) / mean_all if sel and mean_all > 0
+        relative = np.array(sel) / mean_all if sel and mean_all > 0 else None
+        out[f"{kind}_distance"] = (float(np.mean(sel)) / mean_all if relative is not None
                                    else float("nan"))
         out[f"{kind}_pairs"] = len(sel)
+        spread[f"{kind}_sd"] = (float(np.std(relative, ddof=1)) if relative is not None
+                                and len(relative) > 1 else float("nan"))
     groups = [p.group for p in phrases]
     eligible = [a for a in range(len(phrases)) if groups.count(groups[a]) > 1]
     hits = 0
@@ -210,7 +216,7 @@ def phrase_distances(vectors: np.ndarray, phrases: Sequence[Phrase]) -> dict[str
         row[a] = np.inf
         hits += groups[int(row.argmin())] == groups[a]
     out["nn_same_meaning"] = hits / len(eligible) if eligible else float("nan")
-    return out
+    return {**out, **spread}
 
 
 # --- Forget gates: an instrumented pass -----------------------------------------------------------
