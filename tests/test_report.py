@@ -966,6 +966,17 @@ def test_a_second_system_of_one_model_is_not_another_seed(tmp_path):
     assert seeds.replicas(params, "reversed") == ["reversed", "reversed_3", "reversed_2"]
     stats = seeds.paired(params, "forward", "reversed", value.get)
     assert stats.diffs == pytest.approx((2.5, 1.8, 3.2))  # forward_k with reversed_k
+    assert stats.unpaired == () and "unpaired" not in stats.describe("reversed", "forward")
+    # an experiment that changes one replica's seed breaks its pair: it is left out, and named
+    raw["models"]["reversed_3"]["init_seed"] = 14
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load(tmp_path / "params.yaml")
+    stats = seeds.paired(params, "forward", "reversed", value.get)
+    assert stats.diffs == pytest.approx((2.5, 1.8)) and stats.unpaired == ("forward_3",
+                                                                           "reversed_3")
+    assert stats.describe("reversed", "forward").endswith(
+        "(95% interval over 2 seed pairs -2.30 to +6.60); forward_3, reversed_3 unpaired (no "
+        "replica of the other side has their init and order seeds)")
 
 
 def test_the_reversal_argument_holds_only_where_every_early_snapshot_agrees():

@@ -97,6 +97,9 @@ class SeedStats:
     worse: tuple[float, ...]
     better: tuple[float, ...]
     diffs: tuple[float, ...]
+    # replicas of either side whose seeds no replica of the other side has (one whose seed an
+    # experiment changed): left out of the pairs, and named where the evidence is told
+    unpaired: tuple[str, ...] = ()
 
     @property
     def one_run(self) -> bool:
@@ -146,8 +149,11 @@ class SeedStats:
         iv = self.interval
         inter = (f"95% interval over {self.over} {iv[0]:+.2f} to {iv[1]:+.2f}"
                  if iv is not None else f"{self.pairs} seed pair: no interval over seeds")
+        alone = (f"; {', '.join(self.unpaired)} unpaired (no replica of the other side has "
+                 f"{'its' if len(self.unpaired) == 1 else 'their'} init and order seeds)"
+                 if self.unpaired else "")
         return (f"over seeds: {better} {side(self.better)} vs {worse} {side(self.worse)}; "
-                f"paired difference {self.mean:+.2f} ({inter})")
+                f"paired difference {self.mean:+.2f} ({inter}){alone}")
 
 
 def paired(params: Params, worse: str, better: str,
@@ -159,10 +165,13 @@ def paired(params: Params, worse: str, better: str,
     rw, rb = replicas(params, worse), replicas(params, better)
     if not rw and not rb:
         return None
+    unpaired: list[str] = []
     if rw and rb:
         by_seed = {seeds_of(params, params.systems[s].members[0]): s for s in rb}
         pairs = [(w, by_seed[k]) for w in rw
                  if (k := seeds_of(params, params.systems[w].members[0])) in by_seed]
+        taken = {s for pair in pairs for s in pair}
+        unpaired = [s for s in (*rw, *rb) if s not in taken]
     elif rw:
         pairs = [(w, better) for w in rw]
     else:
@@ -173,7 +182,8 @@ def paired(params: Params, worse: str, better: str,
         return None
     return SeedStats(worse=tuple(values[s] for s in (rw or [worse]) if values[s] is not None),
                      better=tuple(values[s] for s in (rb or [better]) if values[s] is not None),
-                     diffs=tuple(values[b] - values[w] for w, b in pairs))
+                     diffs=tuple(values[b] - values[w] for w, b in pairs),
+                     unpaired=tuple(unpaired))
 
 
 # what a claim's evidence adds where seeds.verdict gives none
