@@ -281,7 +281,7 @@ def _cmd_profile(a, params_path: Path):
                 f"{params_path} is now profile '{a.name}' (from {src}), but {DVC_YAML} was not "
                 f"regenerated ({e}): run `s2s dag write` once that is fixed") from e
     print(f"{params_path} is now profile '{a.name}' (from {src}), {DVC_YAML} regenerated; run "
-          f"`dvc repro`")
+          f"`dvc repro`, or `snakemake --profile workflow/profiles/local` (then `dvc commit -f`)")
 
 
 def _cmd_dag(a, params_path: Path):
