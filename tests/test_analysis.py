@@ -523,3 +523,13 @@ def test_figure2s_verdict_rests_on_a_welch_interval_over_the_phrase_pairs():
         "no significant difference"
     assert "b: paraphrases 1.00 vs swaps 1.10 (swaps - paraphrases +0.10, 95% interval" in \
         figure2_claim(pd.DataFrame([row("b", 1.0, 1.1, 0.3, 0.3)])).evidence
+    # a row without an interval beside one that decides: the verdict stands, and the evidence
+    # says why that row has none (and not "so no verdict")
+    nan = float("nan")
+    got = figure2_claim(pd.DataFrame([row("a", 1.2, 0.5, 0.05, 0.05),
+                                      row("b", nan, nan, nan, nan)]))
+    assert got.status == "does not hold"
+    assert got.evidence.endswith("; no interval over the phrase pairs of b (its distances are not "
+                                 "numbers (every phrase's vector the same))")
+    # an inconsistent row (one pair, yet a spread): no interval, not a division by zero
+    assert pairs_interval(row("c", 0.5, 1.5, 0.1, 0.2, n=1)) is None

@@ -122,22 +122,7 @@ def test_decode_benchmarks_fp32_rows_run_under_the_fp32_plan_after_a_warm_up(mon
     TF32 went on and its "fp32" rows ran TF32. Each translate() call must run under the plan of
     its row's precision (the plan applied last; on the CPU applying is a no-op, so it is
     recorded), and each precision's first call be an untimed warm-up on a few sentences."""
-    from s2s import precision
-    from s2s.decode import translate as translate_stage
-
-    monkeypatch.setattr(translate_stage, "progress", translate_stage.progress)  # decode sets it
-    monkeypatch.syspath_prepend(str(BENCH))
-    import decode
-
-    applied, calls = [], []
-    monkeypatch.setattr(precision.Precision, "apply", lambda self: applied.append(self.name))
-    translate = decode.translate
-
-    def recorded(system, sources, **kw):
-        calls.append((applied[-1] if applied else None, kw.get("mm_dtype"), len(sources)))
-        return translate(system, sources, **kw)
-
-    monkeypatch.setattr(decode, "translate", recorded)
+    decode, calls = _decode_spied(monkeypatch)
     decode.main(["--quick", "-n", "10", "--single", "--no-reference", "--threads", "1"])
     assert [c[0] for c in calls] == ["fp32"] * 4 + ["bf16"] * 4 + ["fp32"], calls
     assert [c[1] for c in calls] == [None] * 4 + [torch.bfloat16] * 4 + [None]
@@ -200,10 +185,33 @@ def test_decode_benchmark_in_bf16_alone_compares_bf16_with_bf16(monkeypatch, cap
     (fp32) reference was set against bf16 rows. Now the rerun is bf16 and the naive reference,
     fp32 only, is not run without an fp32 row, and says so."""
     from s2s import precision
-    from s2s.decode import translate as translate_stage
 
     if precision.bf16_engine(torch.device("cpu")) is None:
         pytest.skip("no bf16 engine on this CPU: emulated bf16 search takes minutes")
+    decode, calls = _decode_spied(monkeypatch)
+    monkeypatch.setattr(decode, "naive_beam_search", lambda *a, **k: pytest.fail("naive ran"))
+    decode.main(["--quick", "-n", "6", "--single", "--precisions", "bf16", "--threads", "1"])
+    # warm-up, beams 1, 2, 12, the drift rerun
+    assert [c[:2] for c in calls] == [("bf16", torch.bfloat16)] * 5
+    out = capsys.readouterr().out
+    assert "naive reference: not run (it runs in fp32, and no fp32 row was asked for)" in out
+    assert "load drift: 1 model bf16 beam 12 took" in out
+
+
+def test_decode_benchmark_refuses_to_compare_ensembles_it_leaves_out(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import decode
+
+    with pytest.raises(SystemExit, match="--single leaves out"):  # it raised a KeyError
+        decode.main(["--quick", "-n", "6", "--single", "--alt-combine"])
+
+
+def _decode_spied(monkeypatch):
+    """bench/decode.py with each translate() call recorded: (the plan applied last, its
+    mm_dtype, its sentences); on the CPU applying a plan is a no-op, so it is recorded."""
+    from s2s import precision
+    from s2s.decode import translate as translate_stage
+
     monkeypatch.setattr(translate_stage, "progress", translate_stage.progress)  # decode sets it
     monkeypatch.syspath_prepend(str(BENCH))
     import decode
@@ -213,16 +221,9 @@ def test_decode_benchmark_in_bf16_alone_compares_bf16_with_bf16(monkeypatch, cap
     translate = decode.translate
 
     def recorded(system, sources, **kw):
-        calls.append((applied[-1], kw.get("mm_dtype")))
+        calls.append((applied[-1] if applied else None, kw.get("mm_dtype"), len(sources)))
         return translate(system, sources, **kw)
 
     monkeypatch.setattr(decode, "translate", recorded)
-    monkeypatch.setattr(decode, "naive_beam_search", lambda *a, **k: pytest.fail("naive ran"))
-    decode.main(["--quick", "-n", "6", "--single", "--precisions", "bf16", "--threads", "1"])
-    assert calls == [("bf16", torch.bfloat16)] * 5  # warm-up, beams 1, 2, 12, the drift rerun
-    out = capsys.readouterr().out
-    assert "naive reference: not run (it runs in fp32, and no fp32 row was asked for)" in out
-    assert "load drift: 1 model bf16 beam 12 took" in out
-    with pytest.raises(SystemExit, match="--single leaves out"):
-        decode.main(["--quick", "-n", "6", "--single", "--alt-combine"])
+    return decode, calls
 

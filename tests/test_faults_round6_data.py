@@ -194,6 +194,7 @@ DAMAGED_RECORDS = {
                       "'corpora.{cid}.files.en' must be a mapping, got str 'x'"),
     "path_null": (lambda r: r["files"]["en"].update(path=None),
                   "'corpora.{cid}.files.en.path' must be a string, got NoneType None"),
+    "a_side_missing": (lambda r: r["files"].pop("fr"), "missing key 'corpora.{cid}.files.fr'"),
     "of_an_older_version": (lambda r: r.pop("whole_corpus"),
                             "missing key 'corpora.{cid}.whole_corpus'"),
     "mode_unknown": (lambda r: r.update(mode="ftp"),

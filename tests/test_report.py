@@ -1101,6 +1101,7 @@ def test_rescoring_claim_counts_only_lstm_rescorers():
     resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
     # no paired bootstraps: the point values are the evidence, and no verdict
     assert resc.status == "cannot tell" and "higher for 2 of 3 rescorers" in resc.evidence
+    assert resc.evidence.endswith("; " + verdicts.NO_BOOTSTRAP)  # why, in the evidence
     assert "gru" not in resc.evidence  # a GRU model is not the paper's LSTM
     from s2s.evaluate.significance import Difference
 
@@ -1285,7 +1286,7 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
     assert got.claim.endswith("(paper: 30.59 < 33.30 < 34.81)")
     assert got.status == verdicts.UNKNOWN
     assert got.evidence == ("forward beam 12 12.00: +1.00 against reversed beam 12 (11.00), "
-                            "-1.00 against ensemble2 beam 12 (13.00)")
+                            "-1.00 against ensemble2 beam 12 (13.00); " + verdicts.NO_BOOTSTRAP)
     assert claims_.baseline_strength(params, bleu(13.5)).status == verdicts.UNKNOWN
     assert claims_.baseline_strength(params, bleu(10.5)).status == verdicts.UNKNOWN
 
@@ -1312,10 +1313,11 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
     # a hypothesis file missing (diff gives None): no verdict, and no interval claimed
     got = claims_.baseline_strength(params, bleu(13.5), lambda a, b: None)
     assert got.status == verdicts.UNKNOWN and "CI" not in got.evidence
+    assert got.evidence.endswith("; " + verdicts.NO_BOOTSTRAP)
     # one missing beside a significantly negative one: that one decides
     got = claims_.baseline_strength(params, bleu(12.0), lambda a, b: None if b.system ==
                                     "ensemble2" else diff(wrong)(a, b))
-    assert got.status == verdicts.FAILS
+    assert got.status == verdicts.FAILS and verdicts.NO_BOOTSTRAP not in got.evidence
 
     missing = _bleu({"translate": {"forward": {"12": _entry(12.0)}}})
     got = claims_.baseline_strength(params, missing)

@@ -76,6 +76,7 @@ def test_a_perplexity_beyond_a_floats_range_is_inf_not_a_traceback():
     assert train.perplexity(model, corpus, vocab=Specials, device=torch.device("cpu")) == math.inf
     assert train.exp_mean(709.0 * 3, 3) == pytest.approx(math.exp(709.0))
     assert train.exp_mean(710.0 * 3, 3) == math.inf
+    assert math.isnan(train.exp_mean(math.nan, 3))
     state = train.TrainState(fingerprint="f", window_nll=1e6, window_tok=10)
     assert state.window_ppl == math.inf
 

@@ -462,14 +462,14 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "verify", formatter_class=_Help,
         help="does a rerun reproduce a published run? every number and claim, compared",
-        description="Compares every number of RUN's metrics (training perplexities, tokenised "
-                    "BLEU of every system and rescoring output) with the reference's: identical, "
-                    "within the spread the reference's own seeds give (twice their standard "
-                    "deviation), or different; then each claim's verdict. Exit status 0 when "
-                    "every claim of the reference has its verdict, 1 when not (with --strict, "
-                    "also when a number of the reference is different or missing), 2 when RUN or "
-                    "the reference is not a run, or they are not of one configuration (another "
-                    "profile, or settings that differ but for where and how they ran).")
+        description="Compares the numbers of RUN's metrics a rerun moves (training perplexities, "
+                    "tokenised BLEU of every system and rescoring output) with the reference's: "
+                    "identical, within the spread the reference's own seeds give (twice their "
+                    "standard deviation), or different; then each claim's verdict. Exit status "
+                    "0 when every claim of the reference has its verdict, 1 when not (with "
+                    "--strict, also when a number of the reference is different or missing), 2 "
+                    "when RUN or the reference is not a run, or they are not of one configuration "
+                    "(another profile, or settings that differ but for where and how they ran).")
     s.set_defaults(fn=_cmd_verify)
     s.add_argument("--strict", action="store_true",
                    help="also fail (1) where a number of the reference is different in RUN or "

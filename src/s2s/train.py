@@ -267,9 +267,10 @@ _LOG_MAX = math.log(sys.float_info.max)  # ~709.78: exp of more overflows a floa
 
 def exp_mean(nll: float, tokens: int) -> float:
     """exp(nll / tokens), a perplexity; inf beyond a float's range (a mean of over 709 nats a
-    token: a diverged model, whose loss is still finite), where math.exp would raise."""
+    token: a diverged model, whose loss is still finite), where math.exp would raise; nan of a
+    nan."""
     mean = nll / tokens
-    return math.exp(mean) if mean <= _LOG_MAX else math.inf
+    return math.inf if mean > _LOG_MAX else math.exp(mean)
 
 
 @dataclass

@@ -36,8 +36,9 @@ POINT_STORY = ("no snapshot of training was measured (the analyze stage was give
 class ReachBasis:
     """What the reversal argument's verdict rests on: `rows`, the rows of
     gradient_reach_training_diff.csv's first_share that decide it (the trained early snapshots;
-    where none was measured, the end of training; no rows: gradient_reach_first.csv's point
-    values at the end), `part` ("early", "end" or "point") and `story`, the sentence saying so."""
+    where none was measured, the end of training; no rows: no verdict, gradient_reach_first.csv's
+    point values at the end its evidence), `part` ("early", "end" or "point") and `story`, the
+    sentence saying so."""
 
     rows: pd.DataFrame
     part: str
@@ -134,19 +135,35 @@ class Interval:
     hi: float
 
 
+def no_interval(r: dict) -> str | None:
+    """Why one model's row of figure2_summary.csv gives no interval over its pairs (None: it
+    gives one)."""
+    import math
+
+    def finite(*keys: str) -> bool:
+        return all(isinstance(r.get(k), (int, float)) and math.isfinite(r[k]) for k in keys)
+
+    if min(r["paraphrase_pairs"], r["swap_pairs"]) < 2:
+        return "under two pairs of a kind: analysis.phrases needs more"
+    if not finite("paraphrase_distance", "swap_distance"):
+        return "its distances are not numbers (every phrase's vector the same)"
+    if not finite("paraphrase_sd", "swap_sd"):
+        return "the analyze stage wrote no standard deviations: rerun it"
+    return None
+
+
 def pairs_interval(r: dict) -> Interval | None:
     """The 95% Welch interval of one model's swaps - paraphrases relative distance, over its
-    pairs of each kind (figure2_summary.csv's means and standard deviations); None where the
-    standard deviations are not there (an earlier analyze stage's file) or a kind has under
-    two pairs. The pairs share phrases, so they are not independent draws: the interval is
-    the pairs' spread, read as a guide, not a test of the phrase set."""
+    pairs of each kind (figure2_summary.csv's means and standard deviations); None where
+    :func:`no_interval` says why not. The pairs share phrases, so they are not independent
+    draws: the interval is the pairs' spread, read as a guide, not a test of the phrase set."""
     import math
 
     from s2s.claims.seeds import t975
 
-    sp, ss = r.get("paraphrase_sd"), r.get("swap_sd")
-    if sp is None or ss is None or not (math.isfinite(sp) and math.isfinite(ss)):
+    if no_interval(r) is not None:
         return None
+    sp, ss = r["paraphrase_sd"], r["swap_sd"]
     n_p, n_s = r["paraphrase_pairs"], r["swap_pairs"]
     vp, vs = sp ** 2 / n_p, ss ** 2 / n_s
     diff = r["swap_distance"] - r["paraphrase_distance"]
@@ -177,13 +194,14 @@ def figure2_claim(summary: pd.DataFrame) -> Claim:
                    f"{r['paraphrase_pairs']} and {r['swap_pairs']} pairs" if iv else "") + ")")
 
     evidence = "relative distances: " + "; ".join(said(r, iv) for r, iv in zip(rows, intervals))
-    if any(iv is None for iv in intervals):
-        few = any(min(r["paraphrase_pairs"], r["swap_pairs"]) < 2
-                  for r, iv in zip(rows, intervals) if iv is None)
-        evidence += ("; no interval over the phrase pairs (" + (
-            "under two pairs of a kind: analysis.phrases needs more" if few else
-            "the analyze stage wrote no standard deviations: rerun it") + "), so no verdict")
-    return claim(key, verdict_of(intervals), evidence,
+    status = verdict_of(intervals)
+    lacking = [r for r, iv in zip(rows, intervals) if iv is None]
+    if lacking:
+        why = "; ".join(dict.fromkeys(no_interval(r) for r in lacking))
+        evidence += (f"; no interval over the phrase pairs of "
+                     f"{', '.join(r['model'] for r in lacking)} ({why})"
+                     + (", so no verdict" if status == UNKNOWN else ""))
+    return claim(key, status, evidence,
                  ours="paraphrases vs swaps: " + "; ".join(
                      f"{r['model']} {r['paraphrase_distance']:.2f} vs {r['swap_distance']:.2f}"
                      for r in rows),

@@ -86,7 +86,7 @@ class BootstrapDiffs:
             if gone:
                 self.missing += [g for g in gone if g not in self.missing]
                 log.warning("no paired bootstrap of %s against %s (not found: %s): its verdict "
-                            "rests on its other intervals (none: cannot tell)",
+                            "cannot hold without it (it may still fail on another's interval)",
                             system.label, baseline.label, ", ".join(gone))
                 self._cache[key] = None
             else:

@@ -17,7 +17,7 @@ from s2s.arch import LSTM_CELLS
 from s2s.artifacts import Bleu, Claim, ClaimDifference, CostTiming, Timing, TrainMetrics
 from s2s.claims import seeds
 from s2s.claims.verdicts import (BOOTSTRAP, NOT_RUN, SIGN, UNKNOWN,
-                                 DiffFn, claim, difference, sign_of, verdict_of)
+                                 DiffFn, claim, difference, judged, sign_of)
 from s2s.config import Params
 from s2s.layout import BASELINE
 from s2s.paper import (Ours, answer, baseline_ref, paper, perplexity_models,
@@ -102,8 +102,8 @@ def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     ev = "; ".join(f"{s}: beam {b0} {x0:.2f} -> beam {b1} {x1:.2f}"
                    + (f" ({x1 - x0:+.2f}, 95% CI {d.lo:+.2f} to {d.hi:+.2f})" if d else "")
                    for (s, b0, x0, b1, x1), d in zip(pairs, ds))
-    return claim(key, verdict_of(ds),
-                 f"higher for {len(better)} of {len(pairs)} systems ({ev})",
+    status, note = judged(ds)
+    return claim(key, status, f"higher for {len(better)} of {len(pairs)} systems ({ev}){note}",
                  ours="; ".join(f"{s} {x0:.2f} at beam {b0} -> {x1:.2f} at beam {b1}"
                                 for s, b0, x0, b1, x1 in pairs),
                  differences=tuple(_bleu_difference(f"{s} beam {b1} - beam {b0}", x1 - x0, d)
@@ -132,8 +132,9 @@ def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     ev = f"baseline 1-best {b:.2f}; " + "; ".join(
         f"{n} {x:.2f} ({x - b:+.2f}" + (f", 95% CI {d.lo:+.2f} to {d.hi:+.2f}" if d else "")
         + ")" for (n, x), d in zip(rescored, ds))
-    return claim(key, verdict_of(ds),
-                 f"higher for {len(better)} of {len(rescored)} rescorers ({ev})",
+    status, note = judged(ds)
+    return claim(key, status,
+                 f"higher for {len(better)} of {len(rescored)} rescorers ({ev}){note}",
                  ours=f"baseline {b:.2f} -> " + ", ".join(f"{n} {x:.2f}" for n, x in rescored),
                  differences=tuple(_bleu_difference(f"{n} - baseline", x - b, d)
                                    for (n, x), d in zip(rescored, ds)))
@@ -144,7 +145,8 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
     are rescored is stronger than the system of its first row (a single reversed LSTM) and weaker
     than that of its last (the ensemble of 5), each difference with its paired-bootstrap
     interval. Holds when both differences are positive and significant, does not hold when one is
-    significantly negative, and is no significant difference otherwise."""
+    significantly negative, is no significant difference when one's interval holds 0, and
+    cannot tell where an interval is missing (:func:`s2s.claims.verdicts.verdict_of`)."""
     key = "baseline_strength"
     spec_rows = _rows(key)
     ours = [answer(params, "table1", r) for r in spec_rows]
@@ -167,7 +169,8 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
                               _bleu_difference(f"{_name(stronger)} - {_name(base)}", hi - b,
                                                ds[1])))
     # both gaps must be above 0: base - weaker, stronger - base
-    return claim(key, verdict_of(ds), ev, **found)
+    status, note = judged(ds)
+    return claim(key, status, ev + note, **found)
 
 
 def cost_claim(params: Params, timing: Mapping[str, Timing],

@@ -2,7 +2,9 @@
 
 A verdict is one of :data:`VERDICTS`: :data:`HOLDS`, :data:`FAILS`, :data:`NO_DIFFERENCE` (the
 95% interval of a difference contains 0), :data:`UNKNOWN` (the profile has what the claim rests
-on, but the numbers are not there, or one seed pair gives no interval over seeds) or
+on, but the numbers are not there, or a difference has no interval: one seed pair gives none
+over seeds, a missing hypothesis file none over test sentences; a point difference alone is
+never a verdict) or
 :data:`NOT_RUN` (the profile has no system, row or stage the claim rests on: `quick` has no
 ensemble, baseline or rescoring). The report renders them as
 the claims stage wrote them (:class:`s2s.artifacts.Claim`), and lists the claims not run apart.
@@ -56,6 +58,19 @@ def sign_of(d) -> int | None:
     if d is None:
         return None
     return 1 if d.lo > 0 else -1 if d.hi < 0 else 0
+
+
+# what a claim's evidence adds where a missing paired bootstrap left it without a verdict
+NO_BOOTSTRAP = ("no paired bootstrap where the hypotheses or the references were not there "
+                "(the claims stage logs which), so no verdict")
+
+
+def judged(differences: list) -> tuple[str, str]:
+    """:func:`verdict_of` the differences, and what the evidence adds where a missing interval
+    left no verdict ("" otherwise)."""
+    status = verdict_of(differences)
+    missing = status == UNKNOWN and any(d is None for d in differences)
+    return status, f"; {NO_BOOTSTRAP}" if missing else ""
 
 
 def verdict_of(differences: list) -> str:

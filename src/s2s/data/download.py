@@ -143,7 +143,10 @@ def _read_manifest(out_dir: Path) -> dict[str, dict]:
     records = {}
     for cid, record in raw["corpora"].items():
         try:
-            decode(CorpusRecord, record, str(path), f"corpora.{cid}", RULES)
+            held = decode(CorpusRecord, record, str(path), f"corpora.{cid}", RULES)
+            for side in ("en", "fr"):  # a record's files are both sides' (the reuse reads both)
+                if side not in held.files:
+                    raise ArtifactError(f"{path}: missing key 'corpora.{cid}.files.{side}'")
         except ArtifactError as e:
             log.warning("%s: that corpus is fetched again", e)
         else:
