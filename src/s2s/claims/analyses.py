@@ -6,12 +6,14 @@ swaps apart). No I/O.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
 
 from s2s.analysis.outputs import FIRST, Analyses
 from s2s.artifacts import Claim
+from s2s.claims.seeds import t975
 from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN, UNKNOWN, claim,
                                  difference, verdict_of)
 
@@ -138,8 +140,6 @@ class Interval:
 def no_interval(r: dict) -> str | None:
     """Why one model's row of figure2_summary.csv gives no interval over its pairs (None: it
     gives one)."""
-    import math
-
     def finite(*keys: str) -> bool:
         return all(isinstance(r.get(k), (int, float)) and math.isfinite(r[k]) for k in keys)
 
@@ -157,10 +157,6 @@ def pairs_interval(r: dict) -> Interval | None:
     pairs of each kind (figure2_summary.csv's means and standard deviations); None where
     :func:`no_interval` says why not. The pairs share phrases, so they are not independent
     draws: the interval is the pairs' spread, read as a guide, not a test of the phrase set."""
-    import math
-
-    from s2s.claims.seeds import t975
-
     if no_interval(r) is not None:
         return None
     sp, ss = r["paraphrase_sd"], r["swap_sd"]
