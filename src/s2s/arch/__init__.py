@@ -128,6 +128,12 @@ def feature_name(configs) -> str:
     return "+".join(dict.fromkeys(c.feature() for c in configs))
 
 
+def max_tokens(configs) -> int | None:
+    """The fewest positions a model of `configs` reads or writes (a Transformer's
+    max_positions); None where none has a limit (recurrent models)."""
+    return min((n for c in configs if (n := c.max_tokens()) is not None), default=None)
+
+
 def config_record(cfg) -> dict[str, Any]:
     """`cfg` as checkpoints, fingerprints and exports record it: ``dataclasses.asdict`` without
     its class's LATER_FIELDS while they hold their defaults. A key added to a record later enters

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from s2s import arch
 from s2s.config import Params
 from s2s.data.batching import collate
 from s2s.data.text import CorpusError
@@ -76,10 +77,9 @@ def check_lengths(lists: list[list[Candidate]], sources: list[list[int]], *, con
     limit): it reads the source, and writes each hypothesis with an <eos>, which a hypothesis
     the baseline's search cut at its length limit does not have (``n`` tokens need ``n + 1``
     positions). Names the line of the source, or the sentence id of the n-best list."""
-    limits = [c.max_tokens() for c in configs if c.max_tokens() is not None]
-    if not limits:
+    limit = arch.max_tokens(configs)
+    if limit is None:
         return
-    limit = min(limits)
     advice = "split the line, or rescore with a recurrent model"
     for i, src in enumerate(sources):
         if len(src) > limit:

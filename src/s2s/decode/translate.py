@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from s2s import checkpoint, precision
+from s2s import arch, checkpoint, precision
 from s2s.config import TranslateConfig
 from s2s.data.batching import collate
 from s2s.data.vocab import Vocab
@@ -37,10 +37,9 @@ def check_lengths(sources: list[list[int]], *, configs, cfg: TranslateConfig, wh
     """Refuse, naming the line, a source longer than a member's positions allow (the search's
     longest target, ``max_len_a * S + max_len_b`` tokens, must fit as well); `lines` maps each
     source to its line number in `where` (default: 1, 2, ...)."""
-    limits = [c.max_tokens() for c in configs if c.max_tokens() is not None]
-    if not limits:
+    limit = arch.max_tokens(configs)
+    if limit is None:
         return
-    limit = min(limits)
     longest = max_target_lengths(torch.tensor([len(src) for src in sources]), cfg).tolist()
     for i, src in enumerate(sources):
         n = len(src)
