@@ -533,3 +533,27 @@ def test_figure2s_verdict_rests_on_a_welch_interval_over_the_phrase_pairs():
                                  "numbers (every phrase's vector the same))")
     # an inconsistent row (one pair, yet a spread): no interval, not a division by zero
     assert pairs_interval(row("c", 0.5, 1.5, 0.1, 0.2, n=1)) is None
+
+
+def test_a_later_column_reads_empty_where_absent_and_is_checked_where_written(tmp_path):
+    """figure2_summary.csv's spread columns: a folder of an earlier analyze stage (the published
+    run's) reads, with them empty; a file that has them holds numbers there, or is refused."""
+    import shutil
+
+    from s2s.analysis import outputs
+    from s2s.artifacts import ArtifactError
+    from conftest import ROOT
+
+    folder = tmp_path / "analysis"
+    shutil.copytree(ROOT / "reports" / "default" / "analysis", folder)
+    assert outputs.read(folder).figure2[["paraphrase_sd", "swap_sd"]].isna().all(axis=None)
+    table = pd.read_csv(folder / "figure2_summary.csv")
+    table["paraphrase_sd"], table["swap_sd"] = 0.25, "x"
+    table.to_csv(folder / "figure2_summary.csv", index=False)
+    with pytest.raises(ArtifactError, match=r"figure2_summary.csv:2: column 'swap_sd' must be a "
+                                            r"number, got 'x'"):
+        outputs.read(folder)
+    table["swap_sd"] = 0.5
+    table.to_csv(folder / "figure2_summary.csv", index=False)
+    assert outputs.read(folder).figure2[["paraphrase_sd", "swap_sd"]].values.tolist() == \
+        [[0.25, 0.5]] * len(table)

@@ -49,12 +49,14 @@ def _read_text(path: Path) -> str:
 
 
 def read_table(path: str | Path, *, columns: tuple[str, ...], numbers: tuple[str, ...] = (),
-               **read_csv):
+               later: tuple[str, ...] = (), **read_csv):
     """A CSV file a stage wrote (pandas ``to_csv``), checked before anything is drawn from it,
     then parsed by ``pandas.read_csv(**read_csv)``: UTF-8; a header holding `columns`; every row
     with as many fields as the header and a line end after the last (a file cut mid-row is an
-    error, never fewer points); each value of `numbers` a number (or empty). ArtifactError
-    naming the file, the line and what is wrong."""
+    error, never fewer points); each value of `numbers` a number (or empty). `later`: columns of
+    `columns` that a file of an earlier writer lacks: where absent they are neither required
+    nor checked (the caller fills them). ArtifactError naming the file, the line and what is
+    wrong."""
     import csv
     import io
 
@@ -72,7 +74,7 @@ def read_table(path: str | Path, *, columns: tuple[str, ...], numbers: tuple[str
     except csv.Error as e:
         raise ArtifactError(f"{path}: not CSV ({e})") from None
     header = rows[0]
-    missing = [c for c in columns if c not in header]
+    missing = [c for c in columns if c not in header and c not in later]
     if missing:
         raise ArtifactError(f"{path}: no column '{missing[0]}' (the header has: "
                             f"{', '.join(header) or 'nothing'})")
@@ -81,6 +83,8 @@ def read_table(path: str | Path, *, columns: tuple[str, ...], numbers: tuple[str
             raise ArtifactError(f"{path}:{n}: {len(row)} fields, the header has {len(header)}")
     frame = pd.read_csv(io.StringIO(text), **read_csv)
     for c in numbers:
+        if c in later and c not in header:
+            continue
         raw = frame[c].astype(str)
         values = pd.to_numeric(frame[c], errors="coerce")
         bad = values.isna() & frame[c].notna() & ~raw.isin(["", "nan", "NaN"])

@@ -124,14 +124,11 @@ def _read_table(d: Path, spec: AnalysisTable) -> pd.DataFrame:
     lacks them) empty where the file has none, in the entry's order."""
     import numpy as np
 
-    path = d / spec.name
-    frame = read_table(path, columns=tuple(c for c in spec.columns if c not in spec.later),
-                       numbers=tuple(c for c in spec.numbers if c not in spec.later))
+    frame = read_table(d / spec.name, columns=spec.columns, numbers=spec.numbers,
+                       later=spec.later)
     for c in spec.later:
         if c not in frame.columns:
             frame[c] = np.nan
-        elif c in spec.numbers:  # written by this stage: numbers, as every number column
-            read_table(path, columns=(c,), numbers=(c,))
     return frame[list(spec.columns)]
 
 
