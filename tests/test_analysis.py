@@ -388,11 +388,14 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
 
 def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     """Snapshots (as the train stage writes them) give gradient_reach_training*.csv, whose
-    early rows decide the reversal claim; memory rows for LSTM and GRU encoders."""
+    early rows decide the reversal claim with those of the seed pairs (the replicas fwd2 and
+    rev2 measured for them alone); memory rows for LSTM and GRU encoders."""
     configs = {"fwd": RNNConfig(num_layers=2, hidden_size=8, embed_size=6),
                "rev": RNNConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=True),
                "gru": RNNConfig(arch="cho", cell="gru", num_layers=1, hidden_size=8,
-                                embed_size=6)}
+                                embed_size=6),
+               "fwd2": RNNConfig(num_layers=2, hidden_size=8, embed_size=6),
+               "rev2": RNNConfig(num_layers=2, hidden_size=8, embed_size=6, reverse_source=True)}
     prepared, vocab_dir, models_dir = tiny_analysis_project(tmp_path, configs)
     with open(prepared / "test.tok.en", "a") as f:  # "a man", "a woman" twice: substitutable
         f.write("A woman is watching a dog .\nA man , a woman .\n")
@@ -400,7 +403,7 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
         f.write("Une femme regarde un chien .\nUn homme , une femme .\n")
     src_vocab, tgt_vocab = Vocab.load(vocab_dir / "en.tsv"), Vocab.load(vocab_dir / "fr.tsv")
     snaps = tmp_path / "snapshots"
-    for seed, name in enumerate(("fwd", "rev")):
+    for seed, name in enumerate(("fwd", "rev", "fwd2", "rev2")):
         for epoch, step in ((0.0, 0), (0.5, 3)):
             m = build_model(configs[name], src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab),
                             pad=0)
@@ -417,9 +420,12 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
                       models=["fwd", "rev"], phrases=(), sentences=6, max_position=8,
                       min_length=3, batch_size=2, bins=10,
                       memory_models=["fwd", "rev", "gru"], memory_steps=5, memory_candidates=5,
-                      bootstrap=200)
-    assert meta.gradient_reach_training.epochs == {"fwd": (0.0, 0.5, 2.0),
-                                                   "rev": (0.0, 0.5, 2.0)}
+                      reach_replicas=["fwd2", "rev2"],
+                      seed_pairs=[("fwd", "rev"), ("fwd2", "rev2")], bootstrap=200)
+    assert meta.gradient_reach_training.epochs == {m: (0.0, 0.5, 2.0)
+                                                   for m in ("fwd", "rev", "fwd2", "rev2")}
+    assert meta.gradient_reach_training.seed_pairs == (("fwd", "rev"), ("fwd2", "rev2"))
+    assert list(meta.models) == ["fwd", "rev"]  # the replicas are in no other table
     training = pd.read_csv(out / "gradient_reach_training.csv")
     assert tuple(training.columns) == layout.TRAINING_COLUMNS
     assert len(training) == 2 * 3 * 8
@@ -441,6 +447,14 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
         assert share.loc[e, "lo"] <= share.loc[e, "diff"] <= share.loc[e, "hi"]
         assert share.loc[e, "diff"] == pytest.approx(
             share.loc[e, "reversed_mean"] - share.loc[e, "forward_mean"], abs=1e-5)
+    # the seed pairs' table: the first pair's rows are those of the training difference, the
+    # replicas' their own (other weights: other numbers)
+    pairs = pd.read_csv(out / "gradient_reach_seed_pairs.csv")
+    assert tuple(pairs.columns) == layout.TRAINING_DIFF_COLUMNS
+    pd.testing.assert_frame_equal(pairs[pairs["forward"] == "fwd"].reset_index(drop=True), diff)
+    second = pairs[pairs["forward"] == "fwd2"]
+    assert set(second["reversed"]) == {"rev2"} and second["epoch"].tolist() == diff["epoch"].tolist()
+    assert not np.allclose(second["diff"], diff["diff"])
 
     decay = pd.read_csv(out / "memory_decay.csv")
     assert tuple(decay.columns) == layout.DECAY_COLUMNS
@@ -470,30 +484,60 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     assert "| epoch | norm fwd | norm rev |" in md and "| model | layer | half-life c |" in md
 
     # the reversal claim rests on the trained early snapshots (epoch 0.5 here; epoch 0 is the
-    # initialisation, shown as such and never judged), and says what comes later
+    # initialisation, shown as such and never judged), says what comes later, and needs the
+    # first pair's bootstrap interval and the interval over the seed pairs to agree
     claim = checks.analysis_claims(read_analysis(out))[0]
-    early = share[(share.index > 0) & (share.index <= 0.5)]
-    want = ("holds" if (early["lo"] > 0).any() and not (early["hi"] < 0).any() else
-            "does not hold" if (early["hi"] < 0).any() else "no significant difference")
-    assert claim.status == want
     assert "trained, early epoch 0.5 " in claim.evidence and "; later epoch 2 " in claim.evidence
     assert "; at initialisation (reading order) " in claim.evidence
-    # the initialisation alone cannot make the verdict
-    only_init = diff.copy()
-    only_init.loc[(only_init["statistic"] == "first_share") & (only_init["epoch"] == 0),
-                  ["diff", "lo", "hi"]] = [0.2, 0.1, 0.3]
-    only_init.loc[(only_init["statistic"] == "first_share") & (only_init["epoch"] == 0.5),
-                  ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
-    only_init.to_csv(out / "gradient_reach_training_diff.csv", index=False)
-    assert checks.analysis_claims(read_analysis(out))[0].status == "no significant difference"
-    diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] <= 0.5),
-             ["diff", "lo", "hi"]] = [0.2, 0.1, 0.3]
+    assert "over seeds, reversed - forward with 95% t-interval: epoch 0.5 " in claim.evidence
+    assert "] over 2 seed pairs" in claim.evidence
+
+    def early(table, epoch, diffs, bounds=None):  # first_share at `epoch`, one value a pair
+        rows = (table["statistic"] == "first_share") & (table["epoch"] == epoch)
+        table.loc[rows, "diff"] = diffs
+        if bounds is not None:
+            table.loc[rows, ["lo", "hi"]] = bounds
+
+    early(diff, 0.5, 0.2, (0.1, 0.3))
+    early(pairs, 0.5, [0.2, 0.22])  # mean 0.21, sd 0.014: 0.21 +- 12.706 * 0.01 = 0.08 to 0.34
     diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)
-    assert checks.analysis_claims(read_analysis(out))[0].status == "holds"
-    diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] == 0.5),
-             ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
-    diff.loc[(diff["statistic"] == "first_share") & (diff["epoch"] == 0.0),
-             ["diff", "lo", "hi"]] = [0.0, -0.1, 0.1]
+    pairs.to_csv(out / "gradient_reach_seed_pairs.csv", index=False)
+    claim = checks.analysis_claims(read_analysis(out))[0]
+    assert claim.status == "holds"
+    assert [(d.label, d.over) for d in claim.differences] == [
+        ("rev - fwd, epoch 0.5", "test sentences"),
+        ("reversed - forward over seeds, epoch 0.5", "2 seed pairs")]
+    assert (claim.differences[1].lo, claim.differences[1].hi) == pytest.approx(
+        (0.21 - 12.706 * 0.01, 0.21 + 12.706 * 0.01))
+    text = analysis_markdown(out, figures)
+    assert "Over the seed pairs (forward/reversed, the same seeds: fwd/rev, fwd2/rev2)" in text
+    # the seeds disagree: their interval holds 0, so the bootstrap's alone is no verdict
+    early(pairs, 0.5, [0.2, -0.1])
+    pairs.to_csv(out / "gradient_reach_seed_pairs.csv", index=False)
+    assert checks.analysis_claims(read_analysis(out))[0].status == "no significant difference"
+    # the initialisation alone cannot make the verdict
+    early(pairs, 0.5, [0.2, 0.22])
+    early(pairs, 0.0, [0.2, 0.22])
+    pairs.to_csv(out / "gradient_reach_seed_pairs.csv", index=False)
+    early(diff, 0.0, 0.2, (0.1, 0.3))
+    early(diff, 0.5, 0.0, (-0.1, 0.1))
+    diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)
+    assert checks.analysis_claims(read_analysis(out))[0].status == "no significant difference"
+    # a folder of an analyze stage before the seed pairs (or with one pair): no interval over
+    # seeds, so no verdict where the bootstrap's excludes 0, and the report says why
+    early(diff, 0.5, 0.2, (0.1, 0.3))
+    diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)
+    pairs[pairs["forward"] == "fwd"].to_csv(out / "gradient_reach_seed_pairs.csv", index=False)
+    claim = checks.analysis_claims(read_analysis(out))[0]
+    assert claim.status == "cannot tell"
+    assert "epoch 0.5 +0.200 over 1 seed pair, no interval" in claim.evidence
+    assert "no verdict without an interval over seeds" in claim.evidence
+    (out / "gradient_reach_seed_pairs.csv").unlink()
+    claim = checks.analysis_claims(read_analysis(out))[0]
+    assert claim.status == "cannot tell" and "epoch 0.5 no seed pair measured" in claim.evidence
+    assert "One forward and one reversed model were measured over training" in \
+        analysis_markdown(out, figures)
+    early(diff, 0.5, 0.0, (-0.1, 0.1))  # the bootstrap's holds 0: no seed pair can make it hold
     diff.to_csv(out / "gradient_reach_training_diff.csv", index=False)
     assert checks.analysis_claims(read_analysis(out))[0].status == "no significant difference"
 

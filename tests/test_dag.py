@@ -54,7 +54,8 @@ def test_the_pipeline_map_has_one_row_per_kind_of_stage_with_placeholders():
     assert train["writes"] == ("models/<model>, metrics/train/<model>.json, "
                                "metrics/curves/<model>.csv, snapshots/<model> (some)")
     assert train["params"] == ("model, models.<model>, train, prepare.lowercase, "
-                               "analysis.snapshots (some), analysis.models (some)")
+                               "analysis.snapshots (some), analysis.models (some), "
+                               "analysis.reach_replicas (some)")
     assert "src/" not in " ".join(r["reads"] for r in rows.values())  # no code dependencies
     assert rows["rescore-oracle"]["runs"] == "1"  # not one of the rescorers
     assert rows["translate-<system>"]["reads"] == "data/prepared, data/vocab, models/<model>"
@@ -107,9 +108,13 @@ def test_attention_stage_reads_the_profiles_attention_system(profile):
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.stem)
 def test_analyze_stage_reads_the_profiles_analysis_models(profile):
-    analysis = load(profile).analysis  # its models, and those whose memory it measures
-    assert model_deps(dag_of(profile)["analyze"]) == set(analysis.models) | set(
-        analysis.memory_models or ())
+    analysis = load(profile).analysis  # its models, those whose memory it measures, and the
+    # seed replicas of the gradient reach, whose snapshots it reads too
+    analyze = dag_of(profile)["analyze"]
+    assert model_deps(analyze) == set(analysis.models) | set(
+        analysis.memory_models or ()) | set(analysis.reach_replicas)
+    assert {d for d in analyze.deps if d.startswith("snapshots/")} == {
+        f"snapshots/{m}" for m in (*analysis.models, *analysis.reach_replicas)}
 
 
 @pytest.mark.parametrize("path", EXPECTED_READERS)
@@ -256,9 +261,11 @@ def test_the_command_lines_defaults_come_from_the_declaration_not_dvc_yaml(tmp_p
 
     params = load(ROOT / "profiles/smoke.yaml")
     monkeypatch.chdir(tmp_path)  # no dvc.yaml here
-    analysed = params.analysis.models[0]
-    plain = next(m for m in params.models if m not in params.analysis.models)
-    for name, snapshots in ((analysed, Path(f"snapshots/{analysed}")), (plain, None)):
+    analysed, replica = params.analysis.models[0], params.analysis.reach_replicas[0]
+    plain = next(m for m in params.models
+                 if m not in (*params.analysis.models, *params.analysis.reach_replicas))
+    for name, snapshots in ((analysed, Path(f"snapshots/{analysed}")),
+                            (replica, Path(f"snapshots/{replica}")), (plain, None)):
         a = cli.build_parser().parse_args(["train", name, "--curves", "elsewhere.csv"])
         spec = cli.stage_of(a, params)
         cli.fill_path_defaults(a, spec, cli.STAGE_PATHS["train"], cli.STAGE_OPTIONAL["train"])

@@ -891,6 +891,20 @@ TRAIN = ["train", "forward"]
      "a one-directional recurrent encoder"),
     (_edit(["analysis", "max_position"], 2), TRAIN,
      "'analysis.max_position' must be >= 3, got 2"),
+    # the gradient reach's seed replicas: models of params, new, replicas, and paired
+    (_edit(["analysis", "reach_replicas"], ["reversed_9"]), TRAIN,
+     "'analysis.reach_replicas[0]' names model 'reversed_9', which is not under 'models'"),
+    (_edit(["analysis", "reach_replicas"], ["forward_2", "reversed_2", "reversed_1"]), TRAIN,
+     "'analysis.reach_replicas[2]' names model 'reversed_1', which is already measured"),
+    (_edit(["analysis", "reach_replicas"], ["gru"]), TRAIN,
+     "'analysis.reach_replicas[0]' names model 'gru', which is no seed replica of a model of "
+     "'analysis.models' (forward, reversed_1, reversed_fb1): it must differ from one of them in "
+     "init_seed and order_seed alone"),
+    (_edit(["analysis", "reach_replicas"], ["forward_2", "reversed_2", "forward_3"]), TRAIN,
+     "'analysis.reach_replicas[2]' names model 'forward_3', which no reversed model of "
+     "'analysis.models' or 'analysis.reach_replicas' pairs with"),
+    (_edit(["analysis", "reach_replicas"], ["reversed_fb1_2"]), TRAIN,
+     "'analysis.reach_replicas[0]' names model 'reversed_fb1_2', which no forward model"),
 ])
 def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit, command, says):
     params = write_params(tmp_path / "params.yaml",

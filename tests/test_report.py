@@ -989,15 +989,38 @@ def test_the_reversal_argument_holds_only_where_every_early_snapshot_agrees():
                               "diff": (lo + hi) / 2, "lo": lo, "hi": hi}
                              for e, lo, hi in intervals])
 
+    def seeds(*epochs):  # (epoch, difference of each seed pair) of gradient_reach_seed_pairs.csv
+        return pd.DataFrame([{"epoch": e, "forward": f"forward_{i}", "reversed": f"reversed_{i}",
+                              "statistic": "first_share", "sentences": 100, "forward_mean": 0.1,
+                              "reversed_mean": 0.1 + d, "diff": d, "lo": d - 0.1, "hi": d + 0.1}
+                             for e, ds in epochs for i, d in enumerate(ds, 1)])
+
+    up = seeds(*((e, (0.2, 0.25, 0.3)) for e in (0, 0.25, 0.5, 1, 2)))  # 3 pairs, all above 0
     first = pd.DataFrame()
-    assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, 0.1, 0.3))).status == verdicts.HOLDS
-    # one early snapshot's interval holds 0: no significant difference, not holds
-    got = reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, -0.1, 0.3), (1, 0.2, 0.4)))
-    assert got.status == verdicts.NO_DIFFERENCE
-    assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, -0.3, -0.1))).status == verdicts.FAILS
-    # epoch 0 (the initialisation) and later epochs never decide
-    assert reach_claim(first, diff((0, -0.3, -0.1), (0.5, 0.1, 0.3), (2, -0.3, -0.1))).status \
+    assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, 0.1, 0.3)), up).status \
         == verdicts.HOLDS
+    # one early snapshot's interval holds 0: no significant difference, not holds
+    got = reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, -0.1, 0.3), (1, 0.2, 0.4)), up)
+    assert got.status == verdicts.NO_DIFFERENCE
+    down = seeds((0.25, (0.2, 0.25, 0.3)), (0.5, (-0.2, -0.25, -0.3)))
+    assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, -0.3, -0.1)), down).status \
+        == verdicts.FAILS
+    # the seed pairs disagree with the bootstrap (or among themselves): no significant difference
+    assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, -0.3, -0.1)), up).status \
+        == verdicts.NO_DIFFERENCE
+    split = seeds((0.25, (0.2, -0.25, 0.3)), (0.5, (0.2, 0.25, 0.3)))
+    assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, 0.1, 0.3)), split).status \
+        == verdicts.NO_DIFFERENCE
+    # one seed pair (or none measured): no interval over seeds, so no verdict where the
+    # bootstrap's excludes 0, as a system comparison of one seed pair has none
+    for alone in (seeds(*((e, (0.2,)) for e in (0.25, 0.5))), None):
+        got = reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, 0.1, 0.3)), alone)
+        assert got.status == verdicts.UNKNOWN
+        assert "no verdict without an interval over seeds" in got.evidence
+    # epoch 0 (the initialisation) and later epochs never decide
+    assert reach_claim(first, diff((0, -0.3, -0.1), (0.5, 0.1, 0.3), (2, -0.3, -0.1)),
+                       seeds((0, (-0.2, -0.25, -0.3)), (0.5, (0.2, 0.25, 0.3)),
+                             (2, (-0.2, -0.25, -0.3)))).status == verdicts.HOLDS
 
     # no trained early snapshot: the end of training's interval decides, not the point norms of
     # gradient_reach_first.csv (which say the reversed model's gradient is larger)
@@ -1005,15 +1028,22 @@ def test_the_reversal_argument_holds_only_where_every_early_snapshot_agrees():
                            "mean_norm": 0.2, "mean_share": 0.1},
                           {"model": "reversed_1", "reverse_source": True, "positions": 3,
                            "mean_norm": 0.4, "mean_share": 0.2}])
-    got = reach_claim(first, diff((0, 0.2, 0.4), (1, 0.1, 0.3), (2, -0.1, 0.3)))
+    got = reach_claim(first, diff((0, 0.2, 0.4), (1, 0.1, 0.3), (2, -0.1, 0.3)), up)
     assert got.status == verdicts.NO_DIFFERENCE
+    # the 3 pairs' differences 0.2, 0.25, 0.3: mean 0.25, sd 0.05, so 0.25 +- 4.303 * 0.05 / 3**.5
+    half = 4.303 * 0.05 / 3 ** 0.5
     assert [(d.label, d.lo, d.hi) for d in got.differences] == [
-        ("reversed_1 - forward, epoch 2", -0.1, 0.3)]
+        ("reversed_1 - forward, epoch 2", -0.1, 0.3),
+        ("reversed - forward over seeds, epoch 2", pytest.approx(0.25 - half),
+         pytest.approx(0.25 + half))]
+    assert got.differences[1].over == "3 seed pairs"
+    assert f"epoch 2 +0.250 [{0.25 - half:+.3f}, {0.25 + half:+.3f}] over 3 seed pairs" \
+        in got.evidence
     assert "end of training epoch 2 +0.100 [-0.100, +0.300]" in got.evidence
     assert "earlier epoch 1 +0.200 [+0.100, +0.300]" in got.evidence
     assert "none was measured (analysis.snapshots): it rests on the end of training (epoch 2)" \
         in got.evidence
-    assert reach_claim(first, diff((0, -0.3, -0.1), (2, 0.1, 0.3))).status == verdicts.HOLDS
+    assert reach_claim(first, diff((0, -0.3, -0.1), (2, 0.1, 0.3)), up).status == verdicts.HOLDS
     # no snapshots at all: the point norms, and the evidence says there is no interval
     got = reach_claim(first, diff())
     assert got.status == verdicts.UNKNOWN and got.differences[0].lo is None
@@ -1041,12 +1071,18 @@ def test_without_early_snapshots_the_reach_verdict_and_its_sections_rest_on_the_
     from s2s.report.sections.analysis import gradient_reach, reach_training
 
     a = read(Path(__file__).resolve().parents[1] / "reports" / "default" / "analysis")
-    assert reach_claim(a.reach_first, a.training_diff).status == verdicts.HOLDS
+    # its folder predates the seed pairs: no interval over seeds, no verdict
+    assert a.seed_pairs.empty
+    assert reach_claim(a.reach_first, a.training_diff, a.seed_pairs).status == verdicts.UNKNOWN
+    # a second seed pair alike (its differences 10% larger): the verdicts of both intervals
+    pairs = pd.concat([a.training_diff, a.training_diff.assign(
+        forward="forward_2", reversed="reversed_2", diff=a.training_diff["diff"] * 1.1)])
+    assert reach_claim(a.reach_first, a.training_diff, pairs).status == verdicts.HOLDS
     late = a.training_diff[~a.training_diff["epoch"].isin([0.25, 0.5])]
-    got = reach_claim(a.reach_first, late)
+    got = reach_claim(a.reach_first, late, pairs)
     assert got.status == verdicts.FAILS
-    assert [(d.label, d.value, d.lo, d.hi) for d in got.differences] == [
-        ("reversed_1 - forward, epoch 7.5", -0.129155, -0.13906, -0.118581)]
+    assert [(d.label, d.value, d.lo, d.hi) for d in got.differences][0] == (
+        "reversed_1 - forward, epoch 7.5", -0.129155, -0.13906, -0.118581)
     assert "earlier epoch 1 +0.432 [+0.426, +0.439]; epoch 2 +0.273 [+0.263, +0.283]" \
         in got.evidence
     b = dataclasses.replace(a, training_diff=late)
@@ -1223,6 +1259,7 @@ def _renamed(params_file: Path, out: Path, prefix: str) -> Path:
     an = raw["analysis"]
     an["models"] = [ren(m) for m in an["models"]]
     an["memory_models"] = [ren(m) for m in an.get("memory_models", [])]
+    an["reach_replicas"] = [ren(m) for m in an.get("reach_replicas", [])]
     an["attention_system"] = ren(an["attention_system"])
     if an.get("cross_attention_system"):
         an["cross_attention_system"] = ren(an["cross_attention_system"])

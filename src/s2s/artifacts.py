@@ -670,6 +670,9 @@ class ReachTrainingMeta(Record):
     statistics: dict[str, str]  # statistic -> its definition
     compared: tuple[str, ...]  # (forward, reversed) of the paired difference, or none
     bootstrap: BootstrapMeta
+    # (forward, reversed) of each seed pair of gradient_reach_seed_pairs.csv (none in a file
+    # written before it existed)
+    seed_pairs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -224,6 +224,11 @@ class AnalysisConfig:
     # Memory (s2s.analysis.memory): the models whose encoder's response to a one-word change is
     # traced (empty: `models`), steps after the change, candidate words per context.
     memory_models: tuple[str, ...] = ()
+    # Seed replicas of the forward and the reversed model of `models` whose gradient reach over
+    # training is measured too (their train stages keep snapshots), each paired with the model
+    # of the other reading order that shares its seeds (:func:`seed_pairs`): the reversal
+    # argument's interval over seeds. No other analysis reads them.
+    reach_replicas: tuple[str, ...] = ()
     memory_steps: int = field(default=12, metadata=rng(1, 1000))
     memory_candidates: int = field(default=20, metadata=rng(2))
 
@@ -787,6 +792,50 @@ def check_name(name: Any, source: Path | str, key: str) -> None:
                           f"YAML 1.1 readers such as PyYAML): pick another")
 
 
+SEEDS = ("init_seed", "order_seed")  # what seed replicas of one configuration differ in
+
+
+def model_record(p: Params, model: str) -> dict[str, Any]:
+    """What sets `model` apart: its config record (s2s.arch.config_record) and its own recipe
+    overrides (`models.<m>.train`; the shared `train` and its architecture's recipe are the same
+    for any two models of one architecture). `p`: a Params or a stage's view of it."""
+    from s2s.arch import config_record
+
+    return {**config_record(p.model_config(model)),
+            **{f"train.{k}": v for k, v in (p.models[model].get("train") or {}).items()}}
+
+
+def record_key(p: Params, model: str, leave_out: typing.Iterable[str] = ()) -> str:
+    """:func:`model_record` without the keys `leave_out`, as one string: equal for two models
+    that differ in those keys alone (`SEEDS`: two seed replicas)."""
+    import json
+
+    leave_out = set(leave_out)
+    return json.dumps({k: v for k, v in model_record(p, model).items() if k not in leave_out},
+                      sort_keys=True, default=str)
+
+
+def seed_pairs(p: Params, names: typing.Iterable[str]) -> list[tuple[str, str]]:
+    """The (forward, reversed) pairs among the models `names`: two models that differ in
+    ``reverse_source`` alone, their seeds and everything else the same, in the order of the
+    forward models in `names`; a model pairs once (the first partner in `names`)."""
+    names = list(dict.fromkeys(names))
+
+    def key(m: str) -> str:
+        return record_key(p, m, ("reverse_source",))
+
+    reversed_ = [m for m in names if p.model_config(m).reverse_source]
+    pairs, taken = [], set()
+    for f in names:
+        if p.model_config(f).reverse_source:
+            continue
+        partner = next((r for r in reversed_ if r not in taken and key(r) == key(f)), None)
+        if partner is not None:
+            pairs.append((f, partner))
+            taken.add(partner)
+    return pairs
+
+
 def _check_cross_refs(p: Params) -> None:
     """What the schema cannot say of one key alone: the names one section gives another's
     entries exist and can do what is asked of them. One check per section, in the file's order;
@@ -976,6 +1025,7 @@ def _check_analysis(p: Params) -> None:
             raise ConfigError(f"{e}; 'analysis.memory_models' is empty or not written, so the "
                               f"memory analysis traces 'analysis.models': name the models it "
                               f"should trace in 'analysis.memory_models'") from None
+    _check_reach_replicas(p)
     if a.attention_system is not None:
         _check_one_model_system(p, "analysis.attention_system", a.attention_system,
                                 "attention_map")
@@ -985,6 +1035,33 @@ def _check_analysis(p: Params) -> None:
                               f"'analysis.attention_system', which is null")
         _check_one_model_system(p, "analysis.cross_attention_system", a.cross_attention_system,
                                 "cross_attention_map")
+
+
+def _check_reach_replicas(p: Params) -> None:
+    """Each of `analysis.reach_replicas` a model that can be analysed, not already among
+    `analysis.models`, a seed replica of one of them (differing in init_seed and order_seed
+    alone), and paired (:func:`seed_pairs`) with a model of the other reading order among both
+    lists: an unpaired replica would keep snapshots that nothing reads."""
+    a = p.analysis
+    for i, m in enumerate(a.reach_replicas):
+        key = f"analysis.reach_replicas[{i}]"
+        _check_capable_model(p, key, m, "analysis")
+        if m in a.models or m in a.reach_replicas[:i]:
+            raise ConfigError(f"{p.source}: '{key}' names model '{m}', which is already "
+                              f"measured (in 'analysis.models' or earlier in this list)")
+    paired = {m for pair in seed_pairs(p, (*a.models, *a.reach_replicas)) for m in pair}
+    for i, m in enumerate(a.reach_replicas):
+        key = f"analysis.reach_replicas[{i}]"
+        if not any(record_key(p, m, SEEDS) == record_key(p, x, SEEDS) for x in a.models):
+            raise ConfigError(f"{p.source}: '{key}' names model '{m}', which is no seed replica "
+                              f"of a model of 'analysis.models' ({', '.join(a.models)}): it "
+                              f"must differ from one of them in {' and '.join(SEEDS)} alone")
+        if m not in paired:
+            other = "forward" if p.model_config(m).reverse_source else "reversed"
+            raise ConfigError(f"{p.source}: '{key}' names model '{m}', which no {other} model "
+                              f"of 'analysis.models' or 'analysis.reach_replicas' pairs with "
+                              f"(the same settings and seeds, the other reading order): add "
+                              f"its partner, or remove it")
 
 
 def _check_model(p: Params, key: str, model: str) -> None:

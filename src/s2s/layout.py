@@ -94,6 +94,8 @@ class AnalysisTable:
     # columns an earlier analyze stage did not write: a file without them is read with them
     # empty (NaN), so that a published run's folder still reads
     later: tuple[str, ...] = ()
+    # a file an earlier analyze stage did not write: a folder without it reads it as no rows
+    optional: bool = False
 
 
 POINTS_COLUMNS = ("model", "reverse_source", "group", "phrase", "tokens", "unk", "x", "y")
@@ -127,9 +129,10 @@ GATE_SHARE_COLUMNS = ("model", "layer", "gate_share")
 
 
 def _table(name: str, columns: tuple[str, ...], *, text: tuple[str, ...],
-           derived: bool = False, later: tuple[str, ...] = ()) -> AnalysisTable:
+           derived: bool = False, later: tuple[str, ...] = (),
+           optional: bool = False) -> AnalysisTable:
     return AnalysisTable(name, columns, tuple(c for c in columns if c not in text),
-                         None if derived else MEASURED_FORMAT, later)
+                         None if derived else MEASURED_FORMAT, later, optional)
 
 
 # key (a field of s2s.analysis.outputs.Analyses) -> its table. Measured first, then derived.
@@ -150,6 +153,10 @@ ANALYSIS_TABLES: dict[str, AnalysisTable] = {
                        text=("model", "reverse_source")),
     "training_diff": _table("gradient_reach_training_diff.csv", TRAINING_DIFF_COLUMNS,
                             text=("forward", "reversed", "statistic")),
+    # the same for every seed pair of a forward and a reversed model (analysis.reach_replicas):
+    # the reversal argument's interval over seeds
+    "seed_pairs": _table("gradient_reach_seed_pairs.csv", TRAINING_DIFF_COLUMNS,
+                         text=("forward", "reversed", "statistic"), optional=True),
     # at initialisation, no trained model (s2s.analysis.init_reach)
     "init_reach": _table("init_reach.csv", INIT_REACH_COLUMNS, text=("cell",)),
     # memory of a one-word change

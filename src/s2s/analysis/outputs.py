@@ -57,6 +57,7 @@ class Analyses:
     reach: pd.DataFrame  # gradient_reach.csv
     training: pd.DataFrame  # gradient_reach_training.csv
     training_diff: pd.DataFrame  # gradient_reach_training_diff.csv
+    seed_pairs: pd.DataFrame  # gradient_reach_seed_pairs.csv
     init_reach: pd.DataFrame  # init_reach.csv
     decay: pd.DataFrame  # memory_decay.csv
     half_life: pd.DataFrame  # memory_half_life.csv
@@ -121,9 +122,14 @@ def read(analysis_dir: Path) -> Analyses:
 
 def _read_table(d: Path, spec: AnalysisTable) -> pd.DataFrame:
     """Table `spec` of folder `d`, checked; its `later` columns (an earlier analyze stage's file
-    lacks them) empty where the file has none, in the entry's order."""
+    lacks them) empty where the file has none, in the entry's order; an `optional` table an
+    earlier analyze stage did not write, no rows."""
     import numpy as np
+    import pandas as pd
 
+    if spec.optional and not (d / spec.name).exists():
+        log.info("%s: not there (written by an earlier analyze stage): no rows", d / spec.name)
+        return pd.DataFrame(columns=list(spec.columns))
     frame = read_table(d / spec.name, columns=spec.columns, numbers=spec.numbers,
                        later=spec.later)
     for c in spec.later:

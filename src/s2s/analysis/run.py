@@ -149,33 +149,43 @@ def forget_stacks(summary: pd.DataFrame) -> pd.DataFrame:
 @dataclass(frozen=True)
 class Reach:
     """What :func:`run_gradient_reach` measured: the tables of gradient_reach.csv,
-    gradient_reach_training.csv and gradient_reach_training_diff.csv; the epochs measured per
-    model (its snapshots, then the end); the (forward, reversed) pair compared, or ()."""
+    gradient_reach_training.csv, gradient_reach_training_diff.csv and
+    gradient_reach_seed_pairs.csv; the epochs measured per model (its snapshots, then the end);
+    the (forward, reversed) pair compared, or (); the seed pairs compared over training."""
 
     reach: pd.DataFrame
     training: pd.DataFrame
     training_diff: pd.DataFrame
+    seed_pairs: pd.DataFrame
     epochs: dict[str, tuple[float, ...]] = field(default_factory=dict)
     compared: tuple[str, ...] = ()
+    pairs: tuple[tuple[str, str], ...] = ()
 
 
 def run_gradient_reach(models: Mapping[str, Path], load: Load, pairs: Pairs, *, vocab: Vocab,
                        batch_size: int, positions: int, snapshots_dir: Path | None,
-                       bootstrap: int) -> Reach:
+                       bootstrap: int, replicas: Mapping[str, Path] | None = None,
+                       seed_pairs: Sequence[tuple[str, str]] = ()) -> Reach:
     """Gradient reach of each model at the end of training and, where its train stage kept
-    snapshots (``<snapshots_dir>/<name>/``, s2s.snapshots), at each of them; and the first
+    snapshots (``<snapshots_dir>/<name>/``, s2s.snapshots), at each of them; the first
     forward and the first reversed model that have them compared epoch by epoch, per statistic
-    of FIRST_STATISTICS, by a paired bootstrap over the same sentences."""
+    of FIRST_STATISTICS, by a paired bootstrap over the same sentences; and each of
+    `seed_pairs` (forward, reversed: s2s.config.seed_pairs) that both have snapshots compared
+    the same way, for the interval over seeds. `replicas` (analysis.reach_replicas): models
+    measured for `seed_pairs` alone, in no other table."""
     ends, training = [], []
     per_sentence: dict[tuple[str, float], dict] = {}
     epochs: dict[str, tuple[float, ...]] = {}
     reverse: dict[str, bool] = {}
-    for name, path in models.items():
+    replicas = dict(replicas or {})
+    for name, path in {**models, **replicas}.items():
         model = load(name, path)
         rev = model.cfg.reverse_source
         r, per = measures.sentence_reach(model, name, pairs, vocab=vocab, batch_size=batch_size,
                                          positions=positions)
-        ends.append(measures.reach_frame(name, rev, r, positions))
+        own = name not in replicas  # a replica's numbers enter the seed pairs' table alone
+        if own:
+            ends.append(measures.reach_frame(name, rev, r, positions))
         folder = None if snapshots_dir is None else Path(snapshots_dir) / name
         if folder is None:
             continue
@@ -187,25 +197,36 @@ def run_gradient_reach(models: Mapping[str, Path], load: Load, pairs: Pairs, *, 
             r_e, per_e = measures.sentence_reach(
                 load(name, folder / s.file), f"{name} epoch {s.epoch:g}", pairs, vocab=vocab,
                 batch_size=batch_size, positions=positions)
-            training.append(measures.reach_frame(name, rev, r_e, positions, epoch=s.epoch,
-                                                 step=s.step))
+            if own:
+                training.append(measures.reach_frame(name, rev, r_e, positions,
+                                                     epoch=s.epoch, step=s.step))
             per_sentence[name, s.epoch] = per_e
         end = index.final_epoch
-        training.append(measures.reach_frame(name, rev, r, positions, epoch=end,
-                                             step=index.total_steps))
+        if own:
+            training.append(measures.reach_frame(name, rev, r, positions, epoch=end,
+                                                 step=index.total_steps))
         per_sentence[name, end] = per
         epochs[name] = tuple(s.epoch for s in index.snapshots) + (end,)
         reverse[name] = rev
-    fwd = [n for n, r in reverse.items() if not r]
-    rev_ = [n for n, r in reverse.items() if r]
+    fwd = [n for n, r in reverse.items() if not r and n not in replicas]
+    rev_ = [n for n, r in reverse.items() if r and n not in replicas]
     compared = (fwd[0], rev_[0]) if fwd and rev_ else ()
     diff = (measures.training_diff(per_sentence, forward=fwd[0], reversed_=rev_[0],
                                    samples=bootstrap)
             if compared else empty("training_diff"))
+    measured = tuple((f, r) for f, r in seed_pairs if f in epochs and r in epochs)
+    for f, r in seed_pairs:
+        if (f, r) not in measured:
+            log.warning("seed pair %s, %s: not both with snapshots: left out of the interval over "
+                        "seeds", f, r)
+    by_pair = [measures.training_diff(per_sentence, forward=f, reversed_=r, samples=bootstrap)
+               for f, r in measured]
     return Reach(reach=pd.concat(ends),
                  training=(pd.concat(training)[list(TRAINING_COLUMNS)] if training
                            else empty("training")),
-                 training_diff=diff, epochs=epochs, compared=compared)
+                 training_diff=diff,
+                 seed_pairs=pd.concat(by_pair) if by_pair else empty("seed_pairs"),
+                 epochs=epochs, compared=compared, pairs=measured)
 
 
 def first_positions(reach: pd.DataFrame, model: str, upto: int = FIRST) -> tuple[float, float]:
@@ -322,10 +343,13 @@ def run_init_reach() -> pd.DataFrame:
 
 def run_all(*, models: Mapping[str, Path], memory_models: Mapping[str, Path], load: Load,
             test: Pairs, src_vocab: Vocab, tgt_vocab: Vocab, settings: Settings,
-            snapshots_dir: Path | None, threads: int) -> Analyses:
+            snapshots_dir: Path | None, threads: int,
+            reach_replicas: Mapping[str, Path] | None = None,
+            seed_pairs: Sequence[tuple[str, str]] = ()) -> Analyses:
     """The five analyses of `models` (memory: of `memory_models`) on the test pairs `test`,
     their derived statistics, and the record of what was measured (no timings in it: DVC hashes
-    it, and a rerun writes the same bytes)."""
+    it, and a rerun writes the same bytes). `reach_replicas`, `seed_pairs`: the gradient reach
+    over training's seed pairs (:func:`run_gradient_reach`)."""
     cfg = settings
     sentences = Sentences.of(test, cfg)
     if cfg.phrases:
@@ -361,7 +385,8 @@ def run_all(*, models: Mapping[str, Path], memory_models: Mapping[str, Path], lo
                                            bins=cfg.bins)
     reach = run_gradient_reach(models, load, sentences.reach, vocab=tgt_vocab,
                                batch_size=cfg.batch_size, positions=cfg.max_position,
-                               snapshots_dir=snapshots_dir, bootstrap=cfg.bootstrap)
+                               snapshots_dir=snapshots_dir, bootstrap=cfg.bootstrap,
+                               replicas=reach_replicas, seed_pairs=seed_pairs)
     log.info("Figure 2, forget gates and gradient reach of %s: %.1fs", ", ".join(models),
              time.perf_counter() - t0)
     sources = [s for s, _ in sentences.gates]  # memory: the same substitutions for every model
@@ -388,7 +413,7 @@ def run_all(*, models: Mapping[str, Path], memory_models: Mapping[str, Path], lo
                                    definition=measures.REACH_DEFINITION),
         gradient_reach_training=A.ReachTrainingMeta(
             epochs=reach.epochs, first=FIRST, statistics=FIRST_STATISTICS,
-            compared=reach.compared,
+            compared=reach.compared, seed_pairs=reach.pairs,
             bootstrap=A.BootstrapMeta(samples=cfg.bootstrap, interval=0.95, seed=0,
                                       over="sentences (paired: the same sentences for both "
                                            "models)")),
@@ -396,6 +421,7 @@ def run_all(*, models: Mapping[str, Path], memory_models: Mapping[str, Path], lo
     return Analyses(
         meta=meta, points=points, figure2=fig2, hist=hist, units=units, forget=forget,
         reach=reach.reach, training=reach.training, training_diff=reach.training_diff,
+        seed_pairs=reach.seed_pairs,
         init_reach=run_init_reach(), decay=decay, half_life=half_life,
         reach_first=reach_first(as_written(reach.reach, "reach")),
         training_first=first_over_training(as_written(reach.training, "training")),

@@ -13,7 +13,8 @@ import pandas as pd
 
 from s2s.analysis.outputs import FIRST, Analyses
 from s2s.artifacts import Claim
-from s2s.claims.seeds import t975
+from s2s.claims import seeds
+from s2s.claims.seeds import SeedStats, t975
 from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN, UNKNOWN, claim,
                                  difference, verdict_of)
 
@@ -71,11 +72,44 @@ def interval(r) -> str:
     return f"{r['diff']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]"
 
 
-def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
-    """The reversal argument's verdict (:func:`reach_basis`): from the interval of each early
-    snapshot of gradient_reach_training_diff.csv (epochs <= EARLY), with what happens later;
-    where none was measured, from the end of training's interval there; without that table, no
-    verdict: the end of training's point values (gradient_reach_first.csv) are its evidence."""
+def over_seeds(seed_pairs: pd.DataFrame, epoch: float) -> SeedStats | None:
+    """gradient_reach_seed_pairs.csv's first_share at `epoch` over its seed pairs: each pair's
+    forward and reversed mean share and its paired difference (reversed - forward); None where
+    no pair was measured there."""
+    share = first_share(seed_pairs)
+    rows = share[(share["epoch"] == epoch) & share["diff"].notna()] if len(share) else share
+    if not len(rows):
+        return None
+    return SeedStats(worse=tuple(rows["forward_mean"]), better=tuple(rows["reversed_mean"]),
+                     diffs=tuple(rows["diff"]))
+
+
+def over_seeds_words(epoch: float, stats: SeedStats | None) -> str:
+    """:func:`over_seeds` at `epoch`, in words: the mean paired difference and its interval."""
+    if stats is None:
+        return f"epoch {epoch:g} no seed pair measured"
+    iv = stats.interval
+    return (f"epoch {epoch:g} {stats.mean:+.3f} "
+            + (f"[{iv[0]:+.3f}, {iv[1]:+.3f}] over {stats.over}" if iv is not None
+               else f"over {stats.over}, no interval"))
+
+
+# what the evidence adds where no interval over seeds left the reach without a verdict
+NO_REACH_SEEDS = ("no verdict without an interval over seeds: it needs two seed pairs or more of "
+                  "a forward and a reversed model with snapshots (analysis.reach_replicas names "
+                  "the seed replicas of analysis.models measured for it)")
+
+
+def reach_claim(first: pd.DataFrame, diff: pd.DataFrame,
+                seed_pairs: pd.DataFrame | None = None) -> Claim:
+    """The reversal argument's verdict (:func:`reach_basis`): from each early snapshot of
+    gradient_reach_training_diff.csv (epochs <= EARLY), with what happens later; where none was
+    measured, from the end of training; without that table, no verdict: the end of training's
+    point values (gradient_reach_first.csv) are its evidence. At each judged epoch, as a system
+    comparison is judged (s2s.claims.seeds.verdict), both the bootstrap interval over test
+    sentences of the first pair and the t-interval over the seed pairs of `seed_pairs`
+    (gradient_reach_seed_pairs.csv) must exclude 0 the same way; one seed pair gives no
+    interval over seeds, so no verdict unless the bootstrap's holds 0."""
     key = "gradient_reach"
     basis = reach_basis(diff)
     if basis.part != "point":
@@ -84,9 +118,12 @@ def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
             return claim(key, UNKNOWN, "no test sentence long enough for the gradient reach was "
                          "measured (the analyze stage's test sentences of at least its minimum "
                          "length): no interval; " + basis.story)
-        # holds when every judged interval is above 0, as verdict_of judges a claim
-        status = (HOLDS if (judged["lo"] > 0).all() else FAILS if (judged["hi"] < 0).any()
-                  else NO_DIFFERENCE)
+        pairs = seed_pairs if seed_pairs is not None else diff.iloc[0:0]
+        stats = {e: over_seeds(pairs, e) for e in judged["epoch"]}
+        ways = [seeds.verdict(1 if x["lo"] > 0 else -1 if x["hi"] < 0 else 0, stats[x["epoch"]])
+                for _, x in judged.iterrows()]
+        status = (HOLDS if all(w == 1 for w in ways) else FAILS if -1 in ways
+                  else NO_DIFFERENCE if 0 in ways else UNKNOWN)
         init = share[share["epoch"] == 0]
         late = share[(share["epoch"] > EARLY) & ~share.index.isin(judged.index)]
         r = judged.iloc[0]
@@ -94,13 +131,17 @@ def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
                     f"{r['reversed']} - {r['forward']} with 95% bootstrap interval: trained, "
                     + ("early " if basis.part == "early" else "end of training ")
                     + "; ".join(f"epoch {x['epoch']:g} {interval(x)}"
-                                for _, x in judged.iterrows()))
+                                for _, x in judged.iterrows())
+                    + "; over seeds, reversed - forward with 95% t-interval: "
+                    + "; ".join(over_seeds_words(e, st) for e, st in stats.items()))
         if len(init):
             evidence += f"; at initialisation (reading order) {interval(init.iloc[0])}"
         if len(late):  # after the early snapshots; before the end where that decides
             evidence += (("; later " if basis.part == "early" else "; earlier ")
                          + "; ".join(f"epoch {x['epoch']:g} {interval(x)}"
                                      for _, x in late.iterrows()))
+        if status == UNKNOWN:
+            evidence += "; " + NO_REACH_SEEDS
         return claim(
             key, status, evidence + "; " + basis.story,
             ours="; ".join(f"epoch {x['epoch']:g}: {x['reversed']} {x['reversed_mean']:.3f} vs "
@@ -109,7 +150,10 @@ def reach_claim(first: pd.DataFrame, diff: pd.DataFrame) -> Claim:
             differences=tuple(difference(f"{x['reversed']} - {x['forward']}, epoch "
                                          f"{x['epoch']:g}", "share", x["diff"],
                                          (x["lo"], x["hi"]), BOOTSTRAP)
-                              for _, x in judged.iterrows()))
+                              for _, x in judged.iterrows())
+            + tuple(difference(f"reversed - forward over seeds, epoch {e:g}", "share", st.mean,
+                               st.interval, st.over)
+                    for e, st in stats.items() if st is not None))
     fwd = first[~first["reverse_source"]]
     rev = first[first["reverse_source"]]
     if len(fwd) and len(rev):
@@ -214,4 +258,4 @@ ANALYSIS_CLAIMS = ("gradient_reach", "figure2")  # the keys analysis_claims give
 def analysis_claims(a: Analyses) -> list[Claim]:
     """The analyses' verdicts for the claims table (ANALYSIS_CLAIMS): the reversal argument,
     then Figure 2."""
-    return [reach_claim(a.reach_first, a.training_diff), figure2_claim(a.figure2)]
+    return [reach_claim(a.reach_first, a.training_diff, a.seed_pairs), figure2_claim(a.figure2)]

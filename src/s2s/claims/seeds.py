@@ -14,16 +14,13 @@ each replica.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from s2s.arch import config_record
-from s2s.config import Params
+from s2s.config import SEEDS, Params, model_record, record_key
 
-SEEDS = ("init_seed", "order_seed")
 # Student's t at 97.5% (two-sided 95%) for 1..30 degrees of freedom; beyond, the normal's 1.96.
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
@@ -34,18 +31,9 @@ def t975(df: int) -> float:
     return T975[df - 1] if df <= len(T975) else 1.96
 
 
-def _own(params: Params, model: str) -> dict:
-    """What sets `model` apart: its config record and its own recipe overrides
-    (`models.<m>.train`; the shared `train` and its architecture's recipe are the same for any
-    two models of one architecture)."""
-    return {**config_record(params.model_config(model)),
-            **{f"train.{k}": v for k, v in (params.models[model].get("train") or {}).items()}}
-
-
 def replica_key(params: Params, model: str) -> str:
     """Equal for two models that differ in their seeds alone."""
-    return json.dumps({k: v for k, v in _own(params, model).items() if k not in SEEDS},
-                      sort_keys=True, default=str)
+    return record_key(params, model, SEEDS)
 
 
 def seeds_of(params: Params, model: str) -> tuple[int, int]:
@@ -73,7 +61,7 @@ def replicas(params: Params, system: str) -> list[str]:
 
 def differences(params: Params, a: str, b: str) -> list[str]:
     """The config and recipe keys in which models `a` and `b` differ, seeds included."""
-    ra, rb = _own(params, a), _own(params, b)
+    ra, rb = model_record(params, a), model_record(params, b)
     return sorted(k for k in ra.keys() | rb.keys() if ra.get(k) != rb.get(k))
 
 

@@ -3,9 +3,11 @@
 one-word change in the encoders of `analysis.memory_models`, and the gradient at initialisation.
 The analyses are :mod:`s2s.analysis.run`'s, one function each.
 
-Reads:  ``<models>/<name>/model.pt`` for each name in `models` and `memory_models`,
-        ``<snapshots>/<name>/`` (the train stage's snapshots and their index
-        ``snapshots.json``, ``s2s.snapshots``) for each name in `models`, ``<vocab>/{en,fr}.tsv``,
+Reads:  ``<models>/<name>/model.pt`` for each name in `models`, `memory_models` and
+        `reach_replicas`, ``<snapshots>/<name>/`` (the train stage's snapshots and their index
+        ``snapshots.json``, ``s2s.snapshots``) for each name in `models` and `reach_replicas`
+        (the seed replicas whose gradient reach over training gives the reversal argument its
+        interval over seeds: s2s.config.seed_pairs pairs them), ``<vocab>/{en,fr}.tsv``,
         ``<prepared>/test.tok.{en,fr}``; the phrases of Figure 2 are given raw and tokenised here
         the way the prepare stage tokenises the source side.
 Writes: ``<out>/``: the tables of :data:`s2s.layout.ANALYSIS_TABLES` (each file's columns are
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from s2s import arch
 from s2s import artifacts as A
-from s2s.config import AnalysisConfig, Params
+from s2s.config import AnalysisConfig, Params, seed_pairs
 from s2s.dag import Arg, Stage, command
 from s2s.layout import AnalyzePaths, model_file, prepared_names
 
@@ -36,7 +38,8 @@ ARGS = (Arg("--prepared", "data/prepared"), Arg("--vocab", "data/vocab"), Arg("-
 PATHS = AnalyzePaths  # ARGS as one value, which cli builds and main takes
 
 
-MEMORY_KEYS = ("memory_models", "memory_steps", "memory_candidates")  # each with a default
+# each with a default: declared only where the file writes it (AnalysisConfig.written)
+DEFAULTED_KEYS = ("memory_models", "memory_steps", "memory_candidates", "reach_replicas")
 
 
 def memory_models(params: Params) -> tuple[str, ...]:
@@ -46,44 +49,53 @@ def memory_models(params: Params) -> tuple[str, ...]:
 
 def stages(params: Params) -> list[Stage]:
     models = params.analysis.models
-    both = tuple(dict.fromkeys((*models, *memory_models(params))))
+    replicas = tuple(AnalysisConfig.read(params, "reach_replicas"))
+    both = tuple(dict.fromkeys((*models, *memory_models(params), *replicas)))
     return [command(
         "analyze", "analyze", ARGS, include=("--snapshots",),
         parts={"--prepared": prepared_names("test"), "--models": both,
-               "--snapshots": tuple(models)},
+               "--snapshots": (*models, *replicas)},
         params=("analysis.models", "analysis.phrases", "analysis.sentences",
                 "analysis.max_position",
-                *(f"analysis.{k}" for k in MEMORY_KEYS
+                *(f"analysis.{k}" for k in DEFAULTED_KEYS
                   if AnalysisConfig.written(params, k)),
                 "prepare.lowercase", "model",
                 *(f"models.{m}" for m in both)),
         code=arch.modules(params, both),
         doc="Figure 2, the forget gates and the gradient reach (at the end and at the "
-            "snapshots of training)\nof the models analysis.models names; the memory of a "
-            "one-word change of analysis.memory_models\n(empty: analysis.models).")]
+            "snapshots of training)\nof the models analysis.models names, the gradient reach "
+            "over training of\nanalysis.reach_replicas (their seed replicas); the memory of a "
+            "one-word change of\nanalysis.memory_models (empty: analysis.models).")]
 
 
 def cli(args, params) -> None:
     cfg = params.analysis
     mem = memory_models(params)
+    replicas = tuple(AnalysisConfig.read(params, "reach_replicas"))
     main(AnalyzePaths.from_args(args), models=cfg.models, phrases=cfg.phrases,
          sentences=cfg.sentences, max_position=cfg.max_position,
          lowercase=params.prepare.lowercase, memory_models=mem,
          memory_steps=AnalysisConfig.read(params, "memory_steps"),
          memory_candidates=AnalysisConfig.read(params, "memory_candidates"),
-         expect=params.model_configs(dict.fromkeys((*cfg.models, *mem))))
+         reach_replicas=replicas, seed_pairs=seed_pairs(params, (*cfg.models, *replicas)),
+         expect=params.model_configs(dict.fromkeys((*cfg.models, *mem, *replicas))))
 
 
 def main(paths: AnalyzePaths, *, models: Sequence[str] | Mapping[str, Path],
          memory_models: Sequence[str] | Mapping[str, Path] = (),
+         reach_replicas: Sequence[str] | Mapping[str, Path] = (),
+         seed_pairs: Sequence[tuple[str, str]] = (),
          expect: Mapping[str, object] | None = None, threads: int = 1,
          **settings) -> A.AnalysisMeta:
     """Run the analyses (:func:`s2s.analysis.run.run_all`) and write their folder ``paths.out``;
-    return its record. `models`, `memory_models`: names under ``paths.models`` or name ->
-    model.pt mappings; ``paths.snapshots``: the train stages' snapshot folders (None: no reach
-    over training); `expect`: name -> the config params give that model (``params.model_config``),
-    so that a checkpoint of another model is refused; `settings`: the fields of
-    :class:`s2s.analysis.run.Settings` (phrases, sentences, max_position, lowercase, ...)."""
+    return its record. `models`, `memory_models`, `reach_replicas`: names under
+    ``paths.models`` or name -> model.pt mappings; `seed_pairs`: the (forward, reversed) seed
+    pairs among `models` and `reach_replicas` (s2s.config.seed_pairs) whose gradient reach over
+    training is compared; ``paths.snapshots``: the train stages' snapshot folders (None: no
+    reach over training); `expect`: name -> the config params give that model
+    (``params.model_config``), so that a checkpoint of another model is refused; `settings`: the
+    fields of :class:`s2s.analysis.run.Settings` (phrases, sentences, max_position, lowercase,
+    ...)."""
     import torch
 
     from s2s import checkpoint
@@ -108,7 +120,9 @@ def main(paths: AnalyzePaths, *, models: Sequence[str] | Mapping[str, Path],
     found = run.run_all(models=files, memory_models=_resolve(memory_models, paths.models),
                         load=load, test=test, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
                         settings=cfg, snapshots_dir=paths.snapshots,
-                        threads=torch.get_num_threads())
+                        threads=torch.get_num_threads(),
+                        reach_replicas=_resolve(reach_replicas, paths.models),
+                        seed_pairs=seed_pairs)
     written = outputs.write(paths.out, found)
     log.info("read %s, %s, %s; wrote %s in %.1fs", ", ".join(str(p) for p in files.values()),
              paths.vocab, paths.prepared / "test.tok.{en,fr}", ", ".join(map(str, written)),

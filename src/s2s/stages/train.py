@@ -2,15 +2,15 @@
 
 Reads:  ``<ids>/`` (the ids stage's arrays of every split, memory-mapped, checked against their
         record), ``<vocab>/{en,fr}.tsv``, params `model`, `models.<name>`, `train`; for the
-        models of `analysis.models`, `analysis.snapshots`.
+        models of `analysis.models` and `analysis.reach_replicas`, `analysis.snapshots`.
 Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model_dir>/best.pt``
         (lowest dev perplexity, kept beside it), ``<ckpt_dir>/last.pt`` (resume point, written every
         `checkpoint_every` steps; not a DVC output, so a killed run finds it and an experiment's
         never dirties the stage), ``metrics/train/<name>.json``,
         ``metrics/curves/<name>.csv``;
-        for the models of `analysis.models`, ``<snapshots>/epoch<E>.pt`` (the weights at each
-        epoch E of `analysis.snapshots` before the last step) and ``<snapshots>/snapshots.json``,
-        their index (``s2s.train.Snapshots``).
+        for the models of `analysis.models` and `analysis.reach_replicas`,
+        ``<snapshots>/epoch<E>.pt`` (the weights at each epoch E of `analysis.snapshots` before
+        the last step) and ``<snapshots>/snapshots.json``, their index (``s2s.train.Snapshots``).
 
 The procedure is :func:`s2s.train.run`'s: the recipe (the paper's SGD and schedule by default),
 a resume point whose :func:`~s2s.train.fingerprint` must match, and outputs that are those of a
@@ -41,25 +41,34 @@ ARGS = (Arg("--ids", "data/ids"), Arg("--vocab", "data/vocab"),
         Arg("--curves", f"metrics/{CURVES_DIR}/{{item}}.csv", writes=True),
         Arg("--snapshots", "snapshots/{item}", writes=True, optional=True,
             help="the weights at the epochs of analysis.snapshots (the models of "
-                 "analysis.models only)"))
+                 "analysis.models and analysis.reach_replicas only)"))
 PATHS = TrainPaths  # ARGS as one value, which cli builds and main takes
 
 
+def snapshot_list(params: Params, name: str) -> str | None:
+    """The params list that makes model `name`'s train stage keep snapshots:
+    ``analysis.models`` or ``analysis.reach_replicas`` (the list the stage declares), or None."""
+    if name in params.analysis.models:
+        return "analysis.models"
+    if name in AnalysisConfig.read(params, "reach_replicas"):
+        return "analysis.reach_replicas"
+    return None
+
+
 def stages(params: Params) -> list[Stage]:
-    analysed = set(params.analysis.models)
     snapshot_keys = ("analysis.snapshots",) * AnalysisConfig.written(params, "snapshots")
     return [command(
         f"train-{name}", "train", ARGS, item=name,
-        include=("--snapshots",) if name in analysed else (), parts={"--ckpt-dir": ()},
+        include=("--snapshots",) if listed else (), parts={"--ckpt-dir": ()},
         deps=("metrics/params.json",),
         params=("model", f"models.{name}", "train", "prepare.lowercase",
-                *((*snapshot_keys, "analysis.models") if name in analysed else ())),
+                *((*snapshot_keys, listed) if listed else ())),
         code=arch.modules(params, [name]),
         doc="" if i else "One stage per model of params `models`. checkpoints/<model>/last.pt "
                          "is the resume point: not an\noutput, so DVC never deletes it after a "
                          "kill and an experiment's never dirties a stage;\nit is resumed only if "
                          "its fingerprint (params, vocabulary, data) matches.")
-        for i, name in enumerate(params.models)]
+        for i, name in enumerate(params.models) for listed in (snapshot_list(params, name),)]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,11 +76,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli(args, params) -> None:
-    # the stage declares analysis.models exactly for the models it names (stages())
-    if args.snapshots is not None and not (params.declares("analysis.models")
-                                           and args.name in params.analysis.models):
-        raise ValueError(f"--snapshots: model '{args.name}' is not among analysis.models: "
-                         f"only their train stages keep snapshots")
+    # the stage declares the list that names its model (stages(), snapshot_list)
+    if args.snapshots is not None and not any(
+            params.declares(f"analysis.{key}") and args.name in getattr(params.analysis, key)
+            for key in ("models", "reach_replicas")):
+        raise ValueError(f"--snapshots: model '{args.name}' is not among analysis.models or "
+                         f"analysis.reach_replicas: only their train stages keep snapshots")
     main(params, args.name, TrainPaths.from_args(args), stop_after=args.stop_after)
 
 

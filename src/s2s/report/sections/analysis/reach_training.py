@@ -1,7 +1,8 @@
 """Gradient reach over training: the same measurement at the snapshots the train stages kept, the
-first source words' share per epoch (gradient_reach_training_first.csv) and reversed minus
-forward with its paired-bootstrap interval (gradient_reach_training_diff.csv), the numbers the
-reversal claim's verdict rests on."""
+first source words' share per epoch (gradient_reach_training_first.csv), reversed minus
+forward with its paired-bootstrap interval (gradient_reach_training_diff.csv) and over the seed
+pairs with its t-interval (gradient_reach_seed_pairs.csv), the numbers the reversal claim's
+verdict rests on."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from s2s.analysis.outputs import FIRST, Analyses
-from s2s.claims.analyses import EARLY, first_share, interval, reach_basis
+from s2s.claims.analyses import (EARLY, first_share, interval, over_seeds, over_seeds_words,
+                                 reach_basis)
 from s2s.report import figures
 from s2s.report.render import Image, Section, Table
 from s2s.report.sections import fixed, model_label, prose
@@ -48,6 +50,15 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
                     P.training_epoch(f"{r['epoch']:g}", f"{r['reversed_mean']:.3f}",
                                      f"{r['forward_mean']:.3f}", interval(r))
                     for _, r in rows.iterrows()]))
+        pairs = first_share(a.seed_pairs)
+        if len(pairs):
+            names = list(dict.fromkeys(f"{f}/{r}" for f, r in zip(pairs["forward"],
+                                                                  pairs["reversed"])))
+            blocks.append(P.training_seeds(", ".join(names), [
+                over_seeds_words(e, over_seeds(a.seed_pairs, e))
+                for e in sorted(set(pairs["epoch"]))]))
+        else:
+            blocks.append(P.training_no_seeds())
     rows = []
     for epoch, df in first.groupby("epoch", sort=True):
         row = {"epoch": f"{epoch:g}" + (" (initialisation)" if epoch == 0 else "")}
