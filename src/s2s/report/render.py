@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import html
+import numbers
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,19 +23,24 @@ NOT_RUN = "not run"
 
 
 def fmt(x: Any, nd: int = 2) -> str:
-    """A number for a rendered table; '-' for a missing one."""
-    if x is None or (isinstance(x, float) and x != x):
+    """A number for a rendered table; '-' for a missing one. A whole number (an int, or a value
+    of an integer column: numpy's, or pandas' Int64 with its NA) with thousands separators."""
+    if x is None or x is pd.NA or (isinstance(x, numbers.Real) and x != x):
         return "-"
-    if isinstance(x, float):
-        return f"{x:.{nd}f}"
-    if isinstance(x, int):
-        return f"{x:,}"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, numbers.Integral):
+        return f"{int(x):,}"
+    if isinstance(x, numbers.Real):
+        return f"{float(x):.{nd}f}"
     return str(x)
 
 
 def fmt_frame(df: pd.DataFrame, nd: dict[str, int]) -> pd.DataFrame:
     """`df` for a rendered table: each number by :func:`fmt`, with `nd` digits for its column
-    (default 2); strings as they are."""
+    (default 2); strings as they are. A count column that may miss a value must come as an
+    integer dtype that holds the missing one (pandas' Int64): with None in a plain column pandas
+    makes it float, and its counts would print with decimals."""
     out = df.copy().astype(object)
     for col in out.columns:
         out[col] = [fmt(v, nd.get(col, 2)) if not isinstance(v, str) else v for v in df[col]]

@@ -5,21 +5,25 @@ from __future__ import annotations
 import pandas as pd
 
 from s2s.artifacts import Timing
-from s2s.claims.verdicts import UNKNOWN
+from s2s.claims.verdicts import NOT_RUN as CLAIM_NOT_RUN, UNKNOWN
 from s2s.config import Params
 from s2s.report.render import NOT_RUN, Section, Table, fmt_frame
 from s2s.report.sections import Context, prose
 
 TITLE = "Decoding cost"
+COLUMNS = ["system", "models", "beam", "sentences", "seconds", "sents_per_sec", "ms_per_sentence",
+           "device", "threads", "precision", "status"]
 
 
 def sections(ctx: Context) -> list[Section]:
     P = prose("cost")
     cost = cost_table(ctx.params, ctx.art.timing)
     claim = next(c for c in ctx.art.claims.claims if c.key == "cost")  # inputs checked it
+    not_run = claim.status == CLAIM_NOT_RUN
+    note = P.cost_note(claim, not not_run and claim.status != UNKNOWN, not_run)
     table = Table(P.cost_title(),
                   fmt_frame(cost, {"seconds": 1, "sents_per_sec": 2, "ms_per_sentence": 1}),
-                  (P.cost_sources(), P.cost_note(claim, claim.status != UNKNOWN)), "cost",
+                  (P.cost_sources(), note), "cost",
                   numbers=cost)
     return [Section(TITLE, [table])]
 
@@ -43,4 +47,6 @@ def cost_table(params: Params, timing: dict[str, Timing]) -> pd.DataFrame:
                            sents_per_sec=b.sents_per_sec, status="measured",
                            ms_per_sentence=b.ms_per_sentence)
             rows.append(rec)
-    return pd.DataFrame(rows)
+    # counts stay whole where a system has no timing (None would make the columns float)
+    return pd.DataFrame(rows, columns=COLUMNS).astype(
+        {c: "Int64" for c in ("models", "beam", "sentences", "threads")})

@@ -37,4 +37,5 @@ def models_table(params: Params, train: dict[str, TrainMetrics]) -> pd.DataFrame
                      # the training loop's time, summed over every resume
                      "train minutes": m.train_seconds / 60 if m else None,
                      "status": "ours" if m else f"{NOT_RUN}: no metrics/train/{name}.json"})
-    return pd.DataFrame(rows)
+    # a count stays whole where a model has no metrics (None would make the column float)
+    return pd.DataFrame(rows).astype({"parameters": "Int64"})
