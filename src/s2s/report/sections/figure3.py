@@ -15,22 +15,41 @@ from s2s.report.render import Image, Section, Table
 from s2s.report.sections import Context, prose
 
 
+# The compared models that look back at every source word (attention over the encoder's states),
+# by `arch`, and what to call one; the others read the source into one fixed vector.
+LOOKS_BACK = {"attention": "Bahdanau et al.'s attention model", "transformer": "a Transformer"}
+
+
 def sections(ctx: Context) -> list[Section]:
     P, params = prose("figure3"), ctx.params
     fig = figures.figure3(ctx.art.groups, _figure3_curves(params, ctx.art),
                           ctx.fig_dir / "figure3.png", note=P.figure3_note())
-    parts: list = [] if len(ctx.art.groups) else [P.figure3_none()]
-    parts.append(Image("Figure 3 (ours)", fig, "figures/figure3.png",
-                       P.figure3_caption(params.evaluate.min_group)))
     compare = params.report.figure3_compare
     drop = length_drop_table(params, ctx.art)
-    if drop is not None and compare:
-        attend = all(params.model_config(params.systems[s].members[0]).arch
-                     in ("attention", "transformer") for s in compare)
-        parts.append(Table(P.length_drop_title(), drop, (P.length_drop_note(attend),), "length"))
+    shown = drop is not None and bool(compare)
+    parts: list = [] if len(ctx.art.groups) else [P.figure3_none(shown)]
+    parts.append(Image("Figure 3 (ours)", fig, "figures/figure3.png",
+                       P.figure3_caption(params.evaluate.min_group)))
+    if shown:
+        attend, fixed = looking_back(params, compare)
+        parts.append(Table(P.length_drop_title(), drop, (P.length_drop_note(attend, fixed),),
+                           "length"))
     elif compare and len(ctx.art.groups):  # said once, by figure3_none, where there are no groups
         parts.append(P.length_drop_none([params.report.figure3_system, *compare]))
     return [Section("Figure 3: BLEU by sentence length and word rarity", parts)]
+
+
+def looking_back(params: Params, compare) -> tuple[list[str], list[str]]:
+    """The compared systems that look back at the source words, each as 'name (what it is)', and
+    those that read it into one fixed vector (by name), in report.figure3_compare's order."""
+    attend, fixed = [], []
+    for s in compare:
+        arch = params.model_config(params.systems[s].members[0]).arch
+        if arch in LOOKS_BACK:
+            attend.append(f"{s} ({LOOKS_BACK[arch]})")
+        else:
+            fixed.append(s)
+    return attend, fixed
 
 
 def _figure3_curves(params: Params, art: Artifacts) -> list[tuple[str, str, str]]:
