@@ -1,8 +1,9 @@
 """Figures of the report (matplotlib, Agg canvas, no pyplot global state).
 
 * :func:`figure3`: the paper's Figure 3 from *our* group BLEU (``figure3.csv``): left, BLEU by
-  source sentence length; right, BLEU by average source-word frequency rank. Two curves: our
-  "LSTM" system and our "baseline". The paper's own curves are not data we have and are not drawn.
+  source sentence length; right, BLEU by average source-word frequency rank. Our "LSTM" system,
+  our "baseline" and the compared models, each curve in a style of its own (:func:`curve_styles`).
+  The paper's own curves are not data we have and are not drawn.
 * :func:`learning_curves`: small multiples of dev (solid) and train (dashed) perplexity per
   epoch, one panel per model; ensemble members share one panel as a band.
 * :func:`attention_weights`: heat maps of an attention model's weights on its own translations.
@@ -45,6 +46,20 @@ def save(fig: Figure, path: Path) -> Path:
     return path
 
 
+# Figure 3's first curves (our LSTM, the baseline, the first two compared models), then more:
+# every curve gets a style of its own (up to the colours and markers here, then they repeat).
+_COLORS = ("tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange", "tab:brown",
+           "tab:pink", "tab:gray", "tab:olive", "tab:cyan")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+_LINES = ("-", "--", "-.", ":")
+
+
+def curve_styles(n: int) -> list[dict]:
+    """`n` line styles for curves drawn on one panel, none left out."""
+    return [dict(color=_COLORS[i % len(_COLORS)], marker=_MARKERS[i % len(_MARKERS)],
+                 ls=_LINES[i % len(_LINES)]) for i in range(n)]
+
+
 def figure3(groups: pd.DataFrame, curves: list[tuple[str, str, str]], path: Path, *,
             note: str = "") -> Path:
     """Two panels of group BLEU. ``curves``: (legend label, system, beam) rows of ``groups``
@@ -55,9 +70,7 @@ def figure3(groups: pd.DataFrame, curves: list[tuple[str, str, str]], path: Path
                          "point at the group's mean"),
               "rarity": ("BLEU by average word-frequency rank",
                          "average frequency rank of the source words; point at the group's mean")}
-    styles = [dict(color="tab:red", marker="o"), dict(color="tab:blue", marker="s", ls="--"),
-              dict(color="tab:green", marker="^", ls="-."), dict(color="tab:purple", marker="D",
-                                                                  ls=":")]
+    styles = curve_styles(len(curves))
     beam = groups["beam"].fillna("").astype(str) if len(groups) else groups.get("beam")
     for ax, axis in zip(axes, ("length", "rarity")):
         absent = []
