@@ -31,7 +31,9 @@ CSV_COLUMNS = ["key", "claim", "paper", "ours", "verdict", "difference", "unit",
 
 def difference_text(d: ClaimDifference) -> str:
     """'reversed - forward: +13.18 BLEU [+12.10, +14.30]', then what the interval is over
-    where it is not the test sentences (', 3 seed pairs')."""
+    where it is not the test sentences (', 3 seed pairs'); a difference without an interval says
+    so, with what the missing one would be over where the claims stage names it
+    ('(no interval over 1 seed pair)', else '(no interval)')."""
     if d.unit == "gradient norm":
         def num(x: float) -> str:
             return f"{x:+.3g}"
@@ -41,8 +43,8 @@ def difference_text(d: ClaimDifference) -> str:
     text = f"{d.label}: {num(d.value)} {d.unit}"
     if d.lo is not None and d.hi is not None:
         text += f" [{num(d.lo)}, {num(d.hi)}]" + (f", {d.over}" if d.over != BOOTSTRAP else "")
-    elif d.over:  # a mean over seeds with no interval (one seed pair)
-        text += f", {d.over}: no interval"
+    else:  # e.g. a mean over one seed pair, or the phrase pairs' distances of Figure 2
+        text += f" (no interval over {d.over})" if d.over else " (no interval)"
     return text
 
 
