@@ -33,4 +33,5 @@ def build(params: Params, art: Artifacts, fig_dir: Path) -> Document:
         doc.sections.extend(section.sections(ctx))
         if section is summary:  # the answer at a glance comes before the contents
             doc.lead = len(doc.sections)
+    summary.relink(doc)  # its links, to the sections the document has
     return doc

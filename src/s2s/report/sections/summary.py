@@ -11,7 +11,7 @@ import pandas as pd
 from s2s.artifacts import Claim, ClaimDifference
 from s2s.claims.verdicts import (BOOTSTRAP, FAILS, HOLDS, NO_DIFFERENCE, NOT_RUN, UNKNOWN,
                                  VERDICTS)
-from s2s.report.render import Badge, Lines, Link, Section, Table, slug
+from s2s.report.render import Badge, Document, Lines, Link, Section, Table, slug
 from s2s.report.sections import Context, bleu, cost, paper_claims, perplexity, prose
 from s2s.report.sections.analysis import figure2, gradient_reach, reach_training
 
@@ -70,6 +70,20 @@ def details(ctx: Context, key: str) -> Link:
         return Link("Gradient reach", slug(title))
     title, words = DETAILS.get(key, OTHERWISE)
     return Link(words, slug(title))
+
+
+def relink(doc: Document) -> None:
+    """Point each summary link whose section the document does not have (an analysis verdict in
+    claims.json, the report rendered without --analysis) at the claims table's section instead,
+    which words every verdict. Called once the document holds all its sections."""
+    anchors = {s.anchor for s in doc.sections}
+    column = prose("summary").columns["details"]
+    fallback = Link(OTHERWISE[1], slug(OTHERWISE[0]))
+    for sec in doc.sections:
+        for t in sec.blocks:
+            if isinstance(t, Table) and t.key == "summary" and column in t.frame.columns:
+                t.frame[column] = [fallback if isinstance(v, Link) and v.anchor not in anchors
+                                   else v for v in t.frame[column]]
 
 
 def arrows(text: str) -> str:
