@@ -38,7 +38,8 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
             nr, sr = first[r]["mean_norm"], first[r]["mean_share"]
             ratio = nr / nf if nf > 0 else math.nan
             blocks.append(P.reach_end(FIRST, f, f"{nf:.3g}", r, f"{nr:.3g}", f"{ratio:.2f}",
-                                      f"{sf:.3f}", f"{sr:.3f}", nr > nf, story))
+                                      f"{sf:.3f}", f"{sr:.3f}", *reach_direction(nf, nr, sf, sr),
+                                      story))
     wide = reach.pivot_table(index="position", columns="model", values=["mean_norm", "mean_share"],
                              sort=False)
     count = reach.groupby("position")["sentences"].max()
@@ -54,6 +55,18 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
     blocks.append(Image("Gradient reach", fig, f"{rel_dir}/{FIGURES['reach']}",
                         P.reach_caption()))
     return Section(TITLE, blocks)
+
+
+def reach_direction(forward_norm: float, reversed_norm: float, forward_share: float,
+                    reversed_share: float) -> tuple[str, str]:
+    """The reversed model's gradient norm and share at the first source words against the
+    forward one's, each 'higher', 'lower' or 'equal' on the digits the text prints it with: the
+    text says 'more' or 'less' strongly only where the two agree."""
+    def word(f: float, r: float, digits: str) -> str:
+        f, r = float(f"{f:{digits}}"), float(f"{r:{digits}}")
+        return "higher" if r > f else "lower" if r < f else "equal"
+
+    return (word(forward_norm, reversed_norm, ".3g"), word(forward_share, reversed_share, ".3f"))
 
 
 sections = in_report(section)
