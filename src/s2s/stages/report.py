@@ -110,12 +110,13 @@ def main(params: Params, paths: ReportPaths) -> dict[str, Path]:
                    for sec in doc.sections for b in sec.blocks if isinstance(b, Image)}
         for name, table in doc.tables().items():
             csv_path, md_path = paths.table(name)
-            (tables / csv_path.name).write_text(table.csv_frame.to_csv(index=False),
-                                                encoding="utf-8")
+            atomic_write_text(tables / csv_path.name, table.csv_frame.to_csv(index=False))
+            # as report.md shows it: the title, what every row shares, the rows, the notes
+            lead = f"{md_text(table.lead)}\n\n" if table.lead else ""
             notes = "".join(f"\n{md_text(n)}\n" for n in table.notes)
-            (tables / md_path.name).write_text(
-                f"**{md_text(table.title)}**\n\n{md_table(table.frame)}\n{notes}",
-                encoding="utf-8")
+            atomic_write_text(tables / md_path.name,
+                              f"**{md_text(table.title)}**\n\n{lead}{md_table(table.frame)}\n"
+                              f"{notes}")
             written[f"{name}_csv"], written[f"{name}_md"] = csv_path, md_path
         markdown, html = to_markdown(doc), to_html(doc)  # the HTML holds the figures' bytes
     written["md"], written["html"] = paths.documents
