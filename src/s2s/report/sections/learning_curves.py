@@ -11,11 +11,14 @@ from s2s.report.sections import Context, prose
 
 def sections(ctx: Context) -> list[Section]:
     P = prose("learning_curves")
+    groups = curve_groups(ctx.params)
     fig = figures.learning_curves(ctx.art.curves, ctx.fig_dir / "learning_curves.png",
-                                  groups=curve_groups(ctx.params))
+                                  groups=groups)
+    # a band where a panel holds several members with curves (the figure draws it so)
+    band = any(sum(m in ctx.art.curves for m in ms) > 1 for ms in groups.values())
     return [Section("Learning curves", [
         Image("Learning curves", fig, "figures/learning_curves.png",
-              P.learning_curves_caption())])]
+              P.learning_curves_caption(band))])]
 
 
 def curve_groups(params: Params) -> dict[str, list[str]]:
