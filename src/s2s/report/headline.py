@@ -32,30 +32,44 @@ _CELLS = {"lstm": "LSTM", "peephole": "peephole LSTM", "gru": "GRU", "cho_gru": 
 
 def _model_words(cfg, count: int = 1) -> str:
     """A model in a few words, as a reader of the table needs it: "reversed LSTM, 2 x 384",
-    "Cho et al.'s encoder-decoder (GRU), 1 x 128"; `count` > 1: an ensemble of them."""
+    "Cho et al.'s encoder-decoder (GRU), 1 x 128"; `count` > 1: an ensemble of them ("ensemble of
+    3 reversed LSTMs (forget-gate bias 1), 2 x 384")."""
+    return f"{'ensemble of %d ' % count if count > 1 else ''}{_kind_words(cfg, count)}"
+
+
+def _kind_words(cfg, count: int = 1) -> str:
+    """What `count` models of `cfg` are, and their size: "reversed LSTMs, 2 x 384"."""
+    plural = "s" if count > 1 else ""
     if not cfg.recurrent:
-        kind = "Transformer" + ("s" if count > 1 else "")
+        kind = "Transformer" + plural
     else:
         cell = _CELLS.get(cfg.cell, cfg.cell)
-        if cfg.forget_bias:
-            cell += f" (forget-gate bias {cfg.forget_bias:g})"
+        bias = f" (forget-gate bias {cfg.forget_bias:g})" if cfg.forget_bias else ""
         if cfg.arch == "cho":
-            kind = f"Cho et al.'s encoder-decoder{'s' if count > 1 else ''} ({cell})"
+            kind = f"Cho et al.'s encoder-decoder{plural} ({cell}{bias})"
         elif cfg.arch == "attention":
-            kind = f"Bahdanau et al.'s attention model{'s' if count > 1 else ''} ({cell})"
+            kind = f"Bahdanau et al.'s attention model{plural} ({cell}{bias})"
         else:
-            kind = cell + ("s" if count > 1 else "")
+            kind = cell + plural + bias  # the cell's name is the noun: "LSTMs (forget-gate...)"
     if cfg.reverse_source:
         kind = f"reversed {kind}" if cfg.arch == "seq2seq" else f"{kind}, reversed source"
     elif cfg.arch == "seq2seq":
         kind = f"forward {kind}"
-    return f"{'ensemble of %d ' % count if count > 1 else ''}{kind}, {cfg.size()}"
+    return f"{kind}, {cfg.size()}"
 
 
 def _members_words(params: Params, members) -> str:
-    words = list(dict.fromkeys(_model_words(params.model_config(m), len(members))
-                               for m in members))
-    return "; ".join(words)
+    """An ensemble's members in words; a mixed one's each kind of model with the number of its
+    members ("ensemble of 3: 2 reversed LSTMs, 2 x 384; 1 forward LSTM, 2 x 384")."""
+    kinds: dict[str, list] = {}  # one model's words -> the configs of the members of that kind
+    for m in members:
+        cfg = params.model_config(m)
+        kinds.setdefault(_model_words(cfg), []).append(cfg)
+    if len(kinds) == 1:
+        cfgs = next(iter(kinds.values()))
+        return _model_words(cfgs[0], len(cfgs))
+    return f"ensemble of {len(members)}: " + "; ".join(
+        f"{len(cfgs)} {_kind_words(cfgs[0], len(cfgs))}" for cfgs in kinds.values())
 
 
 def system_words(params: Params, ours: Ours, *, baseline: bool = False) -> str:
