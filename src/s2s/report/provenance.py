@@ -18,7 +18,8 @@ def provenance(params: Params, *, train: dict[str, TrainMetrics], timing: dict[s
     """One line each: profile, parameter file and its sha256, git revision (and the code's, where
     it is not the project's checkout), versions, devices, and the data's corpora."""
     devices = sorted({m.machine() for m in train.values() if m.device})
-    dec = sorted({f"{t.device} ({t.threads} threads)" for t in timing.values()})
+    dec = sorted({f"{t.device} ({t.threads} thread{'' if t.threads == 1 else 's'})"
+                  for t in timing.values()})
     return [
         f"profile: {params.profile}",
         f"parameter file: {params.source} (sha256 {_sha256(Path(params.source))})",

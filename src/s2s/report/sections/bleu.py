@@ -153,13 +153,12 @@ def _model_conditions(params: Params, members: tuple[str, ...],
                       train: dict[str, TrainMetrics]) -> str:
     m = train.get(members[0]) if members else None
     cfg = params.model_config(members[0]) if members and members[0] in params.models else None
+    count = f"{len(members)} models" if len(members) != 1 else "1 model"
+    pairs_text = f"{m.train_pairs:,} train pairs" if m else "train pairs unknown"
     if cfg is not None and not cfg.recurrent:  # no layers x cells: its own description
-        pairs_text = f"{m.train_pairs:,} train pairs" if m else "train pairs unknown"
-        return f"{pairs_text}; {len(members)} model(s): {cfg.describe()}"
+        return f"{pairs_text}; {count}: {cfg.describe()}"
     layers = m.num_layers if m else (cfg.num_layers if cfg else "?")
     hidden = m.hidden_size if m else (cfg.hidden_size if cfg else "?")
-    pairs_text = f"{m.train_pairs:,} train pairs" if m else "train pairs unknown"
-    count = f"{len(members)} models" if len(members) > 1 else "1 model"
     layer_text = "1 layer" if layers == 1 else f"{layers} layers"
     return f"{pairs_text}; {count} of {layer_text} x {hidden} cells" + (
         f" ({cfg.describe()})" if cfg and cfg.arch != "seq2seq" else "")
