@@ -289,6 +289,77 @@ def test_models_table_lists_every_model_with_its_metrics(report):
     assert df.set_index("model").loc["reversed_1", "source"] == "reversed"
 
 
+def test_count_columns_stay_whole_where_a_row_has_no_value():
+    """A model without metrics, a system without timing: their counts are '-', and every other
+    row's still print as whole numbers ('12,098,279', '1,000', '1'), not as floats ('.00')."""
+    from s2s.report.sections import cost, models
+
+    params = load(FIXTURE)
+    first = next(iter(params.models))
+    df = models.models_table(params, _train({first: {"dev_ppl": 9.0, "parameters": 12098279}}))
+    shown = render_.fmt_frame(df, {"epochs": 2, "target words/s": 0, "train minutes": 1})
+    assert shown["parameters"].tolist() == ["12,098,279"] + ["-"] * (len(params.models) - 1)
+    system = next(iter(params.systems))
+    timing = {system: Timing.from_json({
+        "system": system, "members": list(params.systems[system].members), "device": "cpu",
+        "threads": 1, "precision": "fp32",
+        "beams": {str(b): {"sentences": 1000, "seconds": 12.5, "sents_per_sec": 80.0}
+                  for b in params.systems[system].beams}})}
+    df = cost.cost_table(params, timing)
+    shown = render_.fmt_frame(df, {"seconds": 1, "sents_per_sec": 2, "ms_per_sentence": 1})
+    row = shown.iloc[0]
+    assert (row["models"], row["beam"], row["sentences"], row["seconds"], row["threads"]) == (
+        str(len(params.systems[system].members)), str(params.systems[system].beams[0]), "1,000",
+        "12.5", "1")
+    other = shown[shown["system"] != system].iloc[0]
+    assert (other["sentences"], other["seconds"], other["threads"]) == ("-", "-", "-")
+    assert df["sentences"].dtype == "Int64"  # the CSV's numbers: 1000, not 1000.0
+    assert df.to_csv(index=False).splitlines()[1].split(",")[3] == "1000"
+
+
+def test_a_cost_claim_not_run_gets_its_own_sentence_and_a_verdict_in_our_numbers(tmp_path):
+    """'in our numbers' follows a verdict of our numbers only: a claim not run says so."""
+    import types
+
+    from s2s.artifacts import Claim
+    from s2s.report.sections import Context, cost
+
+    params = load(FIXTURE)
+
+    def note(status: str) -> str:
+        claim = Claim("cost", "Cheaper", "paper: x", status, "", (), "why")
+        art = types.SimpleNamespace(timing={}, claims=types.SimpleNamespace(claims=(claim,)))
+        [sec] = cost.sections(Context(params, art, tmp_path))
+        return sec.blocks[0].notes[1]
+
+    assert note(verdicts.NOT_RUN) == (
+        "Cheaper (paper: x): not checked, this profile does not run what it rests on (why).")
+    assert note(verdicts.HOLDS) == "Cheaper (paper: x): holds in our numbers (why)."
+    assert note(verdicts.UNKNOWN) == "Cheaper (paper: x): cannot tell (why)."
+
+
+def test_the_learning_curves_caption_names_the_ensemble_panel_only_where_there_is_one(tmp_path):
+    import types
+
+    from s2s.report.sections import Context, learning_curves
+
+    curves = {p.stem: pd.read_csv(p)
+              for p in (ROOT / "reports" / "default" / "metrics" / "curves").glob("*.csv")}
+
+    def caption(profile: str) -> str:
+        ctx = Context(load(ROOT / "profiles" / f"{profile}.yaml"),
+                      types.SimpleNamespace(curves=curves), tmp_path)
+        [sec] = learning_curves.sections(ctx)
+        return sec.blocks[0].caption
+
+    assert caption("quick") == ("Dev perplexity per epoch (solid) and train perplexity (dashed), "
+                                "one panel per model on a shared scale.")
+    assert caption("default") == (
+        "Dev perplexity per epoch (solid) and train perplexity (dashed), one panel per model on a "
+        "shared scale; the members of the largest ensemble share one panel, as a band from the "
+        "lowest to the highest member around their median.")
+
+
 def test_perplexity_cost_and_claims_are_computed(report):
     out, params = report["out"], report["params"]
     ppl = pd.read_csv(out / "tables" / "perplexity.csv")
@@ -327,6 +398,24 @@ def test_provenance(report):
     assert ("wmt14.newstest2014: 2 file(s) with sha256, en: 3,003, fr: 3,003 lines, from "
             "https://www.statmt.org/wmt14/test-full.tgz") in md
     assert "| en | " in md and "3.10%" in md  # the vocabulary table: UNK rate of test
+
+
+def test_counts_of_one_are_singular():
+    """One model, one thread, one word: no '1 model(s)', '1 threads', '1 words'."""
+    from s2s.report import provenance
+    from s2s.report.sections import prose
+
+    params = load(ROOT / "profiles" / "default.yaml")  # transformer: one model, no layers x cells
+    got = bleu_tables._model_conditions(params, ("transformer",), {})
+    assert got.startswith("train pairs unknown; 1 model: Transformer, ")
+    timing = {s: Timing.from_json({"system": s, "members": [s], "device": "cpu", "threads": n,
+                                   "precision": "fp32", "beams": {}})
+              for s, n in (("forward", 1), ("reversed", 2))}
+    lines = provenance.provenance(params, train={}, timing=timing, manifest=None)
+    assert "training device(s): unknown; decoding: cpu (1 thread), cpu (2 threads)" in lines
+    P = prose("examples")
+    assert P.example_title(7, 1) == "Test sentence 7 (1 word)"
+    assert P.example_title(7, 2) == "Test sentence 7 (2 words)"
 
 
 def test_the_revision_names_the_code_and_marks_uncommitted_changes_to_it(tmp_path):
@@ -603,6 +692,44 @@ def test_the_summary_is_one_table_of_the_claims_stage_numbers(report):
         assert f'<span class="badge badge-{kind}">{c["status"]}</span>' in shown
 
 
+def test_a_difference_without_an_interval_says_so():
+    """Under 'difference [95% interval]', a difference with none says '(no interval)', with what
+    it would be over where the claims stage names it."""
+    from s2s.artifacts import ClaimDifference
+
+    assert summary.difference_text(ClaimDifference(
+        "forward swaps - paraphrases", "distance", -0.00821, None, None, "")) == \
+        "forward swaps - paraphrases: -0.01 distance (no interval)"
+    assert summary.difference_text(ClaimDifference(
+        "reversed - forward", "BLEU", 2.5, None, None, "test sentences")) == \
+        "reversed - forward: +2.50 BLEU (no interval over test sentences)"
+    assert summary.difference_text(ClaimDifference(
+        "reversed - forward", "BLEU", 2.5, 1.0, 4.0, "3 seed pairs")) == \
+        "reversed - forward: +2.50 BLEU [+1.00, +4.00], 3 seed pairs"
+
+
+def test_summary_links_to_a_section_the_report_lacks_go_to_the_claims_table(tmp_path):
+    """The published run rendered without --analysis: its claims.json still has the analyses'
+    verdicts (Figure 2, gradient reach), whose sections are not in the document; their links
+    point at the claims table's section, and every link has its target."""
+    run = ROOT / "reports" / "default"
+    params = load(run / "params.yaml")
+    out = tmp_path / "report"
+    report_main(params, ReportPaths(
+        metrics=run / "metrics", translate=run / "outputs" / "translate",
+        groups=run / "metrics" / "figure3.csv", manifest=run / "data" / "raw" / "manifest.json",
+        claims=run / "outputs" / "claims" / "claims.json", out=out))
+    md = (out / "report.md").read_text(encoding="utf-8")
+    anchors = {render_.slug(line[3:]) for line in md.splitlines() if line.startswith("## ")}
+    links = re.findall(r"\]\(#([^)]+)\)", md)
+    assert links and set(links) <= anchors
+    rows = {line.split(" | ")[0][2:]: line  # the summary's, above the contents
+            for line in md.split("**Contents:**")[0].splitlines()
+            if line.startswith(("| Figure 2:", "| Reversal brings the first"))}
+    assert len(rows) == 2 and all(r.endswith("| [Claims](#the-papers-claims-checked) |")
+                        for r in rows.values()), rows
+
+
 def _claims_with_intervals(report, tmp_path: Path) -> Path:
     """claims.json of the report's tree, every BLEU difference with a paired-bootstrap interval
     (the longest summary: an interval per difference)."""
@@ -733,7 +860,7 @@ def test_with_one_seed_a_comparison_of_single_models_has_no_verdict():
 
     assert [difference_text(d) for d in rev.differences] == [
         "reversed - forward: +2.50 BLEU [+0.50, +4.00]",
-        "reversed - forward: +2.50 BLEU, 1 seed pair: no interval"]
+        "reversed - forward: +2.50 BLEU (no interval over 1 seed pair)"]
 
 
 def test_a_claim_not_run_names_only_the_rows_no_output_of_ours_answers():
@@ -1222,6 +1349,76 @@ def test_a_cost_file_the_claim_could_not_pair_is_refused_naming_the_key(tmp_path
     assert str(e.value).startswith(f"{path}: ") and says in str(e.value)
 
 
+def test_the_reach_text_says_more_or_less_only_where_norm_and_share_agree(tmp_path,
+                                                                          monkeypatch):
+    import types
+
+    from s2s.report.sections.analysis import gradient_reach
+
+    monkeypatch.setattr(gradient_reach, "reach_basis", lambda _: types.SimpleNamespace(story="S"))
+    monkeypatch.setattr(gradient_reach.figures, "gradient_reach",
+                        lambda reach, path, labels: path)
+
+    def verdict(norms, shares) -> str:
+        first = pd.DataFrame({"model": ["forward", "reversed_1"], "reverse_source": [False, True],
+                              "mean_norm": norms, "mean_share": shares})
+        reach = first.assign(position=1, sentences=10)
+        meta = types.SimpleNamespace(test=types.SimpleNamespace(reach_sentences=10,
+                                                                reach_min_length=5),
+                                     gradient_reach=types.SimpleNamespace(definition="D"))
+        a = types.SimpleNamespace(reach=reach, meta=meta, reach_first=first, training_diff=None)
+        sec = gradient_reach.section(a, tmp_path, "figures")
+        return sec.blocks[1].split(": ", 3)[-1].split(" The paper's argument")[0]
+
+    assert verdict([0.374, 0.237], [0.208, 0.165]) == (
+        "the reversed model's gradients reach the first source words less strongly once trained.")
+    assert verdict([0.2, 0.3], [0.2, 0.3]) == (
+        "the reversed model's gradients reach the first source words more strongly once trained.")
+    assert verdict([0.374, 0.237], [0.165, 0.208]) == (
+        "the norm and the share disagree on whether the reversed model's gradients reach the "
+        "first source words more or less strongly once trained (its norm is lower, its share "
+        "higher).")
+
+
+def test_the_table_files_state_what_every_row_shares_and_are_written_atomically(tmp_path,
+                                                                                 monkeypatch):
+    """tables/table1.md is the table as report.md shows it: its title, the conditions every row
+    shares (the table's lead), the rows, the notes; each table file goes through the atomic
+    writer (it fsyncs)."""
+    import s2s.io
+
+    written = []
+    atomic = s2s.io.atomic_write_text
+
+    def record(path, text):
+        written.append(Path(path).name)
+        return atomic(path, text)
+
+    monkeypatch.setattr(s2s.io, "atomic_write_text", record)
+    tree = build_tree(tmp_path)
+    render(tree)
+    tables = tree["out"] / "tables"
+    assert sorted(p.name for p in tables.iterdir()) == sorted(
+        n for n in written if n.endswith((".csv", ".md")) and n != "report.md")
+    md = (tree["out"] / "report.md").read_text(encoding="utf-8")
+    for name in ("table1", "table2"):
+        title, lead, *rest = (tables / f"{name}.md").read_text(encoding="utf-8").split("\n\n")
+        assert lead.startswith("Our conditions in every row: "), (name, lead)
+        assert f"{title}\n\n{lead}\n\n{rest[0]}\n" in md
+
+
+def test_an_ensemble_is_named_with_its_cell_in_the_plural_and_each_kind_counted():
+    from s2s.report import headline
+
+    params = load(ROOT / "profiles" / "default.yaml")
+    assert headline._members_words(params, ("reversed_fb1", "reversed_fb1_2", "reversed_fb1_3")) \
+        == "ensemble of 3 reversed LSTMs (forget-gate bias 1), 2 x 384"
+    assert headline._members_words(params, ("reversed_1", "reversed_2", "forward")) == \
+        "ensemble of 3: 2 reversed LSTMs, 2 x 384; 1 forward LSTM, 2 x 384"
+    assert headline._members_words(params, ("reversed_fb1",)) == \
+        "reversed LSTM (forget-gate bias 1), 2 x 384"
+
+
 def test_matplotlib_is_imported_only_by_the_report_figures():
     code = ("import sys; import s2s.cli, s2s.stages.evaluate, "
             "s2s.claims.paper_claims, s2s.claims.check, s2s.stages.claims, s2s.report.render, "
@@ -1461,6 +1658,94 @@ def test_the_length_drop_is_labelled_with_what_its_file_compares_and_the_note_wi
     rows = dict(zip(table["system"], table[column]))
     assert rows["forward beam 12"] == "-14.82 (-22.66 to -8.18)"  # forward - ensemble5
     P = figure3.prose("figure3")
-    assert "no model that looks back" in P.length_drop_note(False)
-    assert "Transformer" in P.length_drop_note(True)
+    attend, fixed = figure3.looking_back(params, params.report.figure3_compare)
+    assert (attend, fixed) == ([], ["forward"])
+    assert "no model that looks back" in P.length_drop_note(attend, fixed)
+
+
+def _figure3_ctx(tmp_path, compare: tuple[str, ...], *, groups: bool = True):
+    """figure3.sections' context on the published run's groups, BLEU and length drops, with
+    report.figure3_compare as given (and no groups where `groups` is false)."""
+    import types
+
+    from s2s.report.sections import Context
+
+    run = ROOT / "reports" / "default"
+    params = load(ROOT / "profiles" / "default.yaml")
+    params = dataclasses.replace(params, report=dataclasses.replace(
+        params.report, figure3_compare=compare))
+    g = pd.read_csv(run / "metrics" / "figure3.csv", keep_default_na=False, dtype={"beam": str})
+    art = types.SimpleNamespace(
+        groups=g if groups else g.iloc[:0],
+        bleu=Bleu.from_json(json.loads((run / "metrics" / "bleu.json").read_text())),
+        length_drop=pd.read_csv(run / "metrics" / "length_drop.csv", keep_default_na=False,
+                                dtype={"beam": str}))
+    return Context(params, art, tmp_path)
+
+
+def test_the_length_drop_note_names_the_compared_systems_that_look_back_at_the_source(tmp_path):
+    """The note names the compared systems that attend to the source, from
+    report.figure3_compare, and those that read it into one fixed vector; 'no model that looks
+    back' only where none does."""
+    from s2s.report.sections import figure3
+
+    def note(compare):
+        [sec] = figure3.sections(_figure3_ctx(tmp_path, compare))
+        [table] = [b for b in sec.blocks if isinstance(b, render_.Table)]
+        return table.notes[0].split(" The drop is")[0]
+
+    assert note(("attention", "transformer", "gru")) == (
+        "The paper's model reads the source into one fixed vector, and so does gru; attention "
+        "(Bahdanau et al.'s attention model) and transformer (a Transformer) look back at every "
+        "source word (neither trained by the paper; both trained here on the same data).")
+    assert note(("transformer",)) == (
+        "The paper's model reads the source into one fixed vector; transformer (a Transformer) "
+        "looks back at every source word (not trained by the paper; trained here on the same "
+        "data).")
+    assert note(("gru", "forward")) == (
+        "The paper's model reads the source into one fixed vector, and so does every model it is "
+        "compared with here: no model that looks back at the source words is drawn "
+        "(report.figure3_compare).")
+
+
+def test_without_figure3_groups_the_text_says_the_length_drop_table_it_shows(tmp_path):
+    """No groups, a length_drop.csv: the table is shown, and the text does not say it is not."""
+    from s2s.report.sections import figure3
+
+    [sec] = figure3.sections(_figure3_ctx(tmp_path, ("attention",), groups=False))
+    assert sec.blocks[0] == (
+        "No Figure 3: the evaluate stage's groups of test sentences (figure3.csv) were absent or "
+        "held no rows, so the figure below has no curves; the length-drop table under it is the "
+        "evaluate stage's length_drop.csv, which does not rest on those groups.")
+    assert [b.key for b in sec.blocks if isinstance(b, render_.Table)] == ["length"]
+    ctx = _figure3_ctx(tmp_path, ("attention",), groups=False)
+    ctx.art.length_drop = None  # neither: the table is not made, and the text says so
+    [sec] = figure3.sections(ctx)
+    assert sec.blocks[0].endswith("so the figure below has no curves and the length-drop table "
+                                  "is not made.")
+    assert not [b for b in sec.blocks if isinstance(b, render_.Table)]
+
+
+def test_figure3_draws_every_curve_past_the_fourth(tmp_path, monkeypatch):
+    """Six curves: six lines on each panel, each in a style of its own (none dropped)."""
+    from matplotlib.axes import Axes
+
+    from s2s.report import figures
+
+    drawn = []
+    plot = Axes.plot
+
+    def record(self, *args, **kwargs):
+        drawn.append((kwargs.get("label"), kwargs.get("color"), kwargs.get("marker")))
+        return plot(self, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "plot", record)
+    rows = [{"system": f"s{i}", "beam": "12", "axis": axis, "label": f"{lo}-{lo + 5}",
+             "mean": lo + 2.5, "bleu": 20.0 - i - g}
+            for i in range(6) for axis in ("length", "rarity") for g, lo in enumerate((1, 10))]
+    curves = [(f"curve {i}", f"s{i}", "12") for i in range(6)]
+    figures.figure3(pd.DataFrame(rows), curves, tmp_path / "f3.png")
+    labels = [label for label, _, _ in drawn]
+    assert labels == [f"curve {i}" for i in range(6)] * 2
+    assert len({(c, m) for _, c, m in drawn}) == 6
 
