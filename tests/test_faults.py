@@ -905,6 +905,13 @@ TRAIN = ["train", "forward"]
      "'analysis.models' or 'analysis.reach_replicas' pairs with"),
     (_edit(["analysis", "reach_replicas"], ["reversed_fb1_2"]), TRAIN,
      "'analysis.reach_replicas[0]' names model 'reversed_fb1_2', which no forward model"),
+    # sizes past a 32-bit integer: an OverflowError (a traceback) in a later stage
+    (_edit(["train", "batch_size"], 99999999999999999999999999999), TRAIN,
+     "'train.batch_size' must be <= 2147483647, got 99999999999999999999999999999"),
+    (_edit(["systems", "forward", "beams"], [1, 2**40]), TRAIN,
+     "'systems.forward.beams[1]' must be <= 2147483647, got 1099511627776"),
+    (_edit(["models", "forward", "hidden_size"], 2**63), TRAIN,
+     "'models.forward.hidden_size' must be <= 2147483647"),
 ])
 def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit, command, says):
     params = write_params(tmp_path / "params.yaml",

@@ -25,7 +25,7 @@ from typing import Any, Literal
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from s2s.schema import Rules, decode, rng, show
+from s2s.schema import MAX_SIZE, Rules, decode, rng, show
 
 PARAMS_FILE = "params.yaml"
 
@@ -54,7 +54,7 @@ class CorpusRef:
     """One corpus of the source registry (``s2s.data.sources``), optionally cut to its head."""
 
     corpus: str
-    max_lines: int | None = field(default=None, metadata=rng(1))
+    max_lines: int | None = field(default=None, metadata=rng(1, MAX_SIZE))
 
 
 @dataclass(frozen=True)
@@ -69,39 +69,42 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class PrepareConfig:
-    max_len: int = field(default=250, metadata=rng(1))  # tokens per side, training pairs only
+    max_len: int = field(default=250, metadata=rng(1, MAX_SIZE))  # tokens per side, training pairs
     max_ratio: float = field(default=1.5, metadata=rng(1.0))  # longer/shorter, training pairs only
-    ratio_min_len: int = field(default=1, metadata=rng(1))  # the ratio filter ignores shorter pairs
+    # the ratio filter ignores shorter pairs
+    ratio_min_len: int = field(default=1, metadata=rng(1, MAX_SIZE))
     dedup: bool = True
     lowercase: bool = False
 
 
 @dataclass(frozen=True)
 class VocabConfig:
-    src_size: int = field(default=160_000, metadata=rng(1))  # words, specials not counted
-    tgt_size: int = field(default=80_000, metadata=rng(1))
-    min_count: int = field(default=1, metadata=rng(1))
+    # words, specials not counted
+    src_size: int = field(default=160_000, metadata=rng(1, MAX_SIZE))
+    tgt_size: int = field(default=80_000, metadata=rng(1, MAX_SIZE))
+    min_count: int = field(default=1, metadata=rng(1, MAX_SIZE))
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int = field(default=0, metadata=rng(0))  # 0: torch's default
+    threads: int = field(default=0, metadata=rng(0, MAX_SIZE))  # 0: torch's default
     # bf16 matmuls with fp32 weights, state and loss (s2s.precision): true, false (fp32, bit for
     # bit as before) or auto (bf16 where the hardware has a bf16 matrix engine: AMX/AVX512-BF16 on
     # CPUs, tensor cores on CUDA GPUs of compute capability >= 8)
     amp: bool | Literal["auto"] = False
-    batch_size: int = field(default=128, metadata=rng(1))
+    batch_size: int = field(default=128, metadata=rng(1, MAX_SIZE))
     lr: float = field(default=0.7, metadata=rng(0.0, lo_open=True))
     epochs: float = field(default=7.5, metadata=rng(0.0, lo_open=True))
     decay_start: float = field(default=5.0, metadata=rng(0.0))  # epoch after which lr decays
     decay_every: float = field(default=0.5, metadata=rng(0.0, lo_open=True))  # epochs
     decay_factor: float = field(default=0.5, metadata=rng(0.0, 1.0, lo_open=True))
     clip_norm: float = field(default=5.0, metadata=rng(0.0, lo_open=True))
-    bucket_batches: int = field(default=100, metadata=rng(1))  # batches sorted together by length
+    # batches sorted together by length
+    bucket_batches: int = field(default=100, metadata=rng(1, MAX_SIZE))
     eval_every: float = field(default=0.5, metadata=rng(0.0, lo_open=True))  # epochs
-    checkpoint_every: int = field(default=500, metadata=rng(1))  # steps
-    log_every: int = field(default=50, metadata=rng(1))  # steps
+    checkpoint_every: int = field(default=500, metadata=rng(1, MAX_SIZE))  # steps
+    log_every: int = field(default=50, metadata=rng(1, MAX_SIZE))  # steps
     # The training recipe beyond the paper's (whose SGD and schedule are the defaults above).
     # An architecture brings its own (s2s.model: the Transformer's is Adam with the inverse
     # square-root warmup and label smoothing), and `models.<name>.train` overrides any key here.
@@ -111,7 +114,7 @@ class TrainConfig:
     # paper: `lr` until `decay_start`, then halved every `decay_every` epochs; inverse_sqrt:
     # linear warmup to `lr` over `warmup_steps`, then lr * sqrt(warmup_steps / step)
     schedule: Literal["paper", "inverse_sqrt"] = "paper"
-    warmup_steps: int = field(default=4000, metadata=rng(1))
+    warmup_steps: int = field(default=4000, metadata=rng(1, MAX_SIZE))
     label_smoothing: float = field(default=0.0, metadata=rng(0.0, 1.0))  # 0: the plain NLL
 
 
@@ -133,8 +136,9 @@ class SystemConfig:
     """One Table 1 system: a model or an ensemble, decoded at each beam width."""
 
     members: tuple[str, ...]
-    beams: tuple[int, ...]
-    nbest: int = field(default=1, metadata=rng(1))  # n-best entries written per sentence
+    beams: tuple[int, ...] = field(metadata=rng(1, MAX_SIZE))  # each decoded once
+    # n-best entries written per sentence
+    nbest: int = field(default=1, metadata=rng(1, MAX_SIZE))
 
     @property
     def widest_beam(self) -> int:
@@ -145,13 +149,13 @@ class SystemConfig:
 @dataclass(frozen=True)
 class TranslateConfig:
     # sentences per search batch at beam 12; narrower beams batch proportionally more sentences
-    batch_size: int = field(default=32, metadata=rng(1))
+    batch_size: int = field(default=32, metadata=rng(1, MAX_SIZE))
     max_len_a: float = field(default=1.5, metadata=rng(0.0))  # max target len = a * src + b
-    max_len_b: int = field(default=10, metadata=rng(1))
+    max_len_b: int = field(default=10, metadata=rng(1, MAX_SIZE))
     length_penalty: float = field(default=0.0, metadata=rng(0.0))  # 0: the paper's raw log-prob
     combine: Literal["mean_prob", "mean_logprob"] = "mean_prob"  # how an ensemble mixes members
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int = field(default=0, metadata=rng(0))
+    threads: int = field(default=0, metadata=rng(0, MAX_SIZE))
     # beam search with bf16 matmuls, as train.amp; n-best lists (nbest > 1) keep the search's
     # order and get fp32 scores, so rescoring and Table 2 see the model's own scores
     amp: bool | Literal["auto"] = False
@@ -164,14 +168,15 @@ class RescoreConfig:
     baseline: str | None
     weight: float = field(default=0.5, metadata=rng(0.0, 1.0))  # LSTM share of the score
     rescorers: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> members
-    batch_size: int = field(default=64, metadata=rng(1))
+    batch_size: int = field(default=64, metadata=rng(1, MAX_SIZE))
 
 
 @dataclass(frozen=True)
 class EvaluateConfig:
-    min_group: int = field(default=100, metadata=rng(1))  # sentences per Figure 3 group
-    length_edges: tuple[int, ...] = (4, 7, 8, 12, 17, 22, 28, 35, 79)  # paper's x ticks
-    rarity_groups: int = field(default=8, metadata=rng(1))
+    min_group: int = field(default=100, metadata=rng(1, MAX_SIZE))  # sentences per Figure 3 group
+    length_edges: tuple[int, ...] = field(  # the paper's x ticks
+        default=(4, 7, 8, 12, 17, 22, 28, 35, 79), metadata=rng(None, MAX_SIZE))
+    rarity_groups: int = field(default=8, metadata=rng(1, MAX_SIZE))
 
 
 @dataclass(frozen=True)
@@ -183,7 +188,7 @@ class PaperAnswer:
     rescore stage's 1-best). A system or rescorer the profile does not have is shown as not run."""
 
     system: str | None = None
-    beam: int | None = field(default=None, metadata=rng(1))
+    beam: int | None = field(default=None, metadata=rng(1, MAX_SIZE))
     rescore: str | None = None
     baseline: bool = False
 
@@ -195,7 +200,7 @@ class ReportConfig:
     # systems drawn beside it (at figure3_beam, else their widest beam): the models that look
     # back at the source (attention, Transformer), to see whether the fixed vector is what fades
     figure3_compare: tuple[str, ...] = ()
-    figure3_beam: int = field(default=12, metadata=rng(1))
+    figure3_beam: int = field(default=12, metadata=rng(1, MAX_SIZE))
     # paper row id (src/s2s/paper.yaml) -> our output; a row with no entry is not run
     table1: dict[str, PaperAnswer] = field(default_factory=dict)
     table2: dict[str, PaperAnswer] = field(default_factory=dict)
@@ -209,7 +214,8 @@ class AnalysisConfig:
 
     models: tuple[str, ...] = ("forward", "reversed_1")  # the forward and the reversed model
     phrases: tuple[str, ...] = ()  # Figure 2's phrases, raw English
-    sentences: int = field(default=1000, metadata=rng(1))  # test sentences for the statistics
+    # test sentences for the statistics
+    sentences: int = field(default=1000, metadata=rng(1, MAX_SIZE))
     # source positions of gradient reach; at least the first 3, which the claim compares
     # (s2s.analysis.outputs.FIRST)
     # at most a test line's longest (s2s.data.prepare.MAX_EVAL_WORDS), as memory_steps
@@ -217,7 +223,7 @@ class AnalysisConfig:
     attention_system: str | None = None  # whose attention weights the report draws
     # a Transformer system whose cross-attention the report draws beside them (same sentences)
     cross_attention_system: str | None = None
-    attention_examples: int = field(default=4, metadata=rng(1))
+    attention_examples: int = field(default=4, metadata=rng(1, MAX_SIZE))
     # Epochs at which the train stages of `models` keep a snapshot (s2s.snapshots): the gradient
     # reach over training time. 0: before the first update; the end is the final model.
     snapshots: tuple[float, ...] = field(default=(0.0, 0.25, 0.5, 1.0, 2.0), metadata=rng(0))
@@ -230,7 +236,7 @@ class AnalysisConfig:
     # argument's interval over seeds. No other analysis reads them.
     reach_replicas: tuple[str, ...] = ()
     memory_steps: int = field(default=12, metadata=rng(1, 1000))
-    memory_candidates: int = field(default=20, metadata=rng(2))
+    memory_candidates: int = field(default=20, metadata=rng(2, MAX_SIZE))
 
     @staticmethod
     def written(params, key: str) -> bool:
@@ -255,8 +261,9 @@ class TimingConfig:
     ``claims.cost.rows``, answered by `report.table1`) decode the test set in turns, each
     `repetitions` times in one process on one thread."""
 
-    repetitions: int = field(default=5, metadata=rng(2))
-    sentences: int = field(default=0, metadata=rng(0))  # the first N test sentences; 0: all
+    repetitions: int = field(default=5, metadata=rng(2, MAX_SIZE))
+    # the first N test sentences; 0: all
+    sentences: int = field(default=0, metadata=rng(0, MAX_SIZE))
 
 
 @dataclass(frozen=True)
@@ -264,10 +271,10 @@ class StageResources:
     """What one job of a stage asks a scheduler for (Snakemake, SLURM). No result depends on
     these, so no stage lists them in dvc.yaml. `gpus` > 1 for `train`: data-parallel training."""
 
-    threads: int = field(default=1, metadata=rng(1))
-    mem_mb: int = field(default=4000, metadata=rng(1))
-    runtime: int = field(default=60, metadata=rng(1))  # minutes
-    gpus: int = field(default=0, metadata=rng(0))
+    threads: int = field(default=1, metadata=rng(1, MAX_SIZE))
+    mem_mb: int = field(default=4000, metadata=rng(1, MAX_SIZE))
+    runtime: int = field(default=60, metadata=rng(1, MAX_SIZE))  # minutes
+    gpus: int = field(default=0, metadata=rng(0, MAX_SIZE))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Rules", "decode", "rng", "show"]
+__all__ = ["MAX_SIZE", "Rules", "decode", "rng", "show"]
+
+# The upper bound of a count or a size (a batch, a layer, a beam, a vocabulary): a C int. Python
+# reads any integer; torch, numpy and the samplers overflow past 64 bits, some past 32.
+MAX_SIZE = 2**31 - 1
 
 
 def rng(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,

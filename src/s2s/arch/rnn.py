@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from s2s.arch import GRU_CELLS, LSTM_CELLS
-from s2s.schema import rng
+from s2s.schema import MAX_SIZE, rng
 
 RECIPE: dict = {}  # the paper's SGD and schedule: params `train` as written
 
@@ -33,9 +33,9 @@ class RNNConfig:
     # cho_gru: Cho et al.'s eqs. 5-8 (reset gate before it)
     cell: Literal[LSTM_CELLS + GRU_CELLS] = "lstm"
     attention: Literal["additive", "dot", "general"] = "additive"  # the score, for `attention`
-    num_layers: int = field(default=4, metadata=rng(1))
-    hidden_size: int = field(default=1000, metadata=rng(1))
-    embed_size: int = field(default=1000, metadata=rng(1))
+    num_layers: int = field(default=4, metadata=rng(1, MAX_SIZE))
+    hidden_size: int = field(default=1000, metadata=rng(1, MAX_SIZE))
+    embed_size: int = field(default=1000, metadata=rng(1, MAX_SIZE))
     init_range: float = field(default=0.08, metadata=rng(0.0, lo_open=True))  # uniform init
     reverse_source: bool = False
     # seeds: numpy's range, whose products the training seeds (s2s.train.dropout_seed) keep in

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from s2s.schema import rng
+from s2s.schema import MAX_SIZE, rng
 
 # Vaswani et al. 2017 (§5.3, §5.4): Adam (0.9, 0.98, 1e-9), linear warmup then inverse square
 # root decay, label smoothing 0.1 (dropout is the model's: TransformerConfig.dropout). The peak
@@ -30,17 +30,17 @@ class TransformerConfig:
     # The ranges (metadata) are what params and records are checked against (s2s.schema.decode),
     # a `model` default even where no model of the file is a Transformer; __post_init__ checks
     # them again for a config built in code.
-    d_model: int = field(default=512, metadata=rng(1))
-    heads: int = field(default=8, metadata=rng(1))
+    d_model: int = field(default=512, metadata=rng(1, MAX_SIZE))
+    heads: int = field(default=8, metadata=rng(1, MAX_SIZE))
     # kv_heads == heads: multi-head; 1 < kv_heads < heads: grouped-query; 1: multi-query
-    kv_heads: int = field(default=8, metadata=rng(1))
-    ff_size: int = field(default=2048, metadata=rng(1))
-    encoder_layers: int = field(default=6, metadata=rng(1))
-    decoder_layers: int = field(default=6, metadata=rng(1))
+    kv_heads: int = field(default=8, metadata=rng(1, MAX_SIZE))
+    ff_size: int = field(default=2048, metadata=rng(1, MAX_SIZE))
+    encoder_layers: int = field(default=6, metadata=rng(1, MAX_SIZE))
+    decoder_layers: int = field(default=6, metadata=rng(1, MAX_SIZE))
     dropout: float = field(default=0.1, metadata=rng(0.0, 1.0, hi_open=True))
     positions: Literal["sinusoidal", "learned"] = "sinusoidal"
     # the longest source or target either kind of positions accepts
-    max_positions: int = field(default=1024, metadata=rng(1))
+    max_positions: int = field(default=1024, metadata=rng(1, MAX_SIZE))
     norm: Literal["pre", "post"] = "pre"
     tie_embeddings: bool = False  # the decoder's input embedding is the softmax layer's weight
 
