@@ -905,6 +905,13 @@ TRAIN = ["train", "forward"]
      "'analysis.models' or 'analysis.reach_replicas' pairs with"),
     (_edit(["analysis", "reach_replicas"], ["reversed_fb1_2"]), TRAIN,
      "'analysis.reach_replicas[0]' names model 'reversed_fb1_2', which no forward model"),
+    # the recipe's ranges: each of Adam's betas in [0, 1), label smoothing below 1
+    (_edit(["train", "adam_betas"], [0.9, 1.0]), TRAIN,
+     "'train.adam_betas[1]' must be < 1.0, got 1.0"),
+    (_edit(["models", "transformer", "train"], {"adam_betas": [-0.1, 0.98]}), TRAIN,
+     "'models.transformer.train.adam_betas[0]' must be >= 0.0, got -0.1"),
+    (_edit(["train", "label_smoothing"], 1.0), TRAIN,
+     "'train.label_smoothing' must be < 1.0, got 1.0"),
     # sizes past a 32-bit integer: an OverflowError (a traceback) in a later stage
     (_edit(["train", "batch_size"], 99999999999999999999999999999), TRAIN,
      "'train.batch_size' must be <= 2147483647, got 99999999999999999999999999999"),

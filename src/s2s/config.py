@@ -109,13 +109,16 @@ class TrainConfig:
     # An architecture brings its own (s2s.model: the Transformer's is Adam with the inverse
     # square-root warmup and label smoothing), and `models.<name>.train` overrides any key here.
     optimizer: Literal["sgd", "adam"] = "sgd"  # sgd: plain SGD, no momentum (§3.4)
-    adam_betas: tuple[float, float] = (0.9, 0.98)
+    # each in [0, 1): the decay of a moving average
+    adam_betas: tuple[float, float] = field(default=(0.9, 0.98),
+                                            metadata=rng(0.0, 1.0, hi_open=True))
     adam_eps: float = field(default=1e-9, metadata=rng(0.0, lo_open=True))
     # paper: `lr` until `decay_start`, then halved every `decay_every` epochs; inverse_sqrt:
     # linear warmup to `lr` over `warmup_steps`, then lr * sqrt(warmup_steps / step)
     schedule: Literal["paper", "inverse_sqrt"] = "paper"
     warmup_steps: int = field(default=4000, metadata=rng(1, MAX_SIZE))
-    label_smoothing: float = field(default=0.0, metadata=rng(0.0, 1.0))  # 0: the plain NLL
+    # 0: the plain NLL; 1 would spread all of the target's mass over the vocabulary
+    label_smoothing: float = field(default=0.0, metadata=rng(0.0, 1.0, hi_open=True))
 
 
 # The recipe keys beyond the paper's: a record of a `train` config (a fingerprint, an export)
