@@ -135,6 +135,30 @@ def test_a_duplicate_key_is_refused_with_its_line(tmp_path):
         config.load(path)
 
 
+def test_a_duplicate_key_beside_a_merge_key_is_refused_with_its_line(tmp_path):
+    """ruamel.yaml checks no mapping that has a merge key (`<<`): the last of two equal keys won
+    there. Every mapping is checked now, whatever it merges; anchors, aliases and merges whose
+    keys override the merged ones still read."""
+    base = profile_text("smoke")
+    old = "  forward_2: {reverse_source: false, init_seed: 12, order_seed: 112}\n"
+    assert old in base
+    forward = "  forward: {reverse_source: false, init_seed: 11, order_seed: 111}\n"
+    merged = base.replace(forward, "  forward: &fw {reverse_source: false, init_seed: 11, "
+                                   "order_seed: 111}\n")
+    ok = merged.replace(old, "  forward_2: {<<: *fw, init_seed: 12, order_seed: 112}\n")
+    assert config.load(write(tmp_path, ok)).model_config("forward_2").init_seed == 12
+    for bad in ("  forward_2: {<<: *fw, init_seed: 12, order_seed: 112, init_seed: 13}\n",
+                "  forward_2:\n    <<: *fw\n    init_seed: 12\n    order_seed: 112\n"
+                "    init_seed: 13\n",
+                "  forward_2:\n    <<: {reverse_source: false, init_seed: 12, init_seed: 13}\n"
+                "    order_seed: 112\n"):
+        text = merged.replace(old, bad)
+        path = write(tmp_path, text)
+        line = next(i for i, ln in enumerate(text.splitlines(), 1) if "init_seed: 13" in ln)
+        with pytest.raises(ConfigError, match=rf"^{path}:{line}:\d+: not valid YAML: found "
+                                              r"duplicate key \"init_seed\" with value \"13\""):
+            config.load(path)
+
 def test_dag_and_snakemake_read_params_with_the_same_reader(tmp_path):
     text = profile_text("smoke").replace("  lr: 0.7\n", "  lr: 0.7\n  lr: 70.0\n")
     path = write(tmp_path, text)

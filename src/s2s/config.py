@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ruamel.yaml import YAML
+from ruamel.yaml.constructor import SafeConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from s2s.schema import MAX_SIZE, Rules, decode, rng, show
@@ -536,12 +537,42 @@ def model_config(defaults: dict, overrides: dict, *, source: Path, name: str,
 # Loading
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _UniqueKeys(SafeConstructor):
+    """ruamel.yaml's safe constructor, refusing two equal keys in every mapping: ruamel checks
+    only a mapping without a merge key (``<<: *base``), where the last of two equal keys won.
+    The keys a merge brings in may still be overridden by the mapping's own (that is a merge);
+    two of its own, or two of one merged mapping's, may not."""
+
+    def flatten_mapping(self, node: Any) -> Any:
+        merged = getattr(node, "merge", None) or []  # flattened already (an alias read again)
+        seen: dict[Any, Any] = {}
+        for key_node, value_node in node.value[len(merged):]:
+            if key_node.tag == MERGE_TAG:
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                continue  # unhashable: the construction refuses it, with its own message
+            if key in seen:  # ruamel's error, as for a mapping without a merge key
+                first = {key: self.construct_object(seen[key], deep=True)}
+                self.check_mapping_key(node, key_node, first, key,
+                                       self.construct_object(value_node, deep=True))
+            seen[key] = value_node
+        return super().flatten_mapping(node)
+
+
 def read_yaml(path: str | Path) -> Any:
     """A YAML file read as DVC reads params.yaml and dvc.yaml (ruamel.yaml's safe loader, YAML 1.2:
-    ``off`` is a string, ``010`` is 10), with duplicate keys refused; ConfigError on any problem,
-    one line at the file's own line and column."""
+    ``off`` is a string, ``010`` is 10), with duplicate keys refused in every mapping, one with a
+    merge key (``<<``) too (:class:`_UniqueKeys`); ConfigError on any problem, one line at the
+    file's own line and column."""
     path = Path(path)
     reader = YAML(typ="safe", pure=True)
+    reader.Constructor = _UniqueKeys
     reader.allow_duplicate_keys = False
     try:
         text = path.read_text(encoding="utf-8")
