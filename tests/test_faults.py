@@ -905,6 +905,18 @@ TRAIN = ["train", "forward"]
      "'analysis.models' or 'analysis.reach_replicas' pairs with"),
     (_edit(["analysis", "reach_replicas"], ["reversed_fb1_2"]), TRAIN,
      "'analysis.reach_replicas[0]' names model 'reversed_fb1_2', which no forward model"),
+    # the report's answers to the paper's rows: an output the pipeline makes, a row of the paper
+    (_edit(["report", "table1", "forward_beam12"], {"system": "forwardd", "beam": 12}), TRAIN,
+     "'report.table1.forward_beam12.system' names system 'forwardd', which is not under "
+     "'systems'"),
+    (_edit(["report", "table1", "forward_beam12"], {"system": "forward", "beam": 7}), TRAIN,
+     "'report.table1.forward_beam12.beam' (7) is not a beam of system 'forward' (its beams: "
+     "1, 12)"),
+    (_edit(["report", "table2", "forward"], {"rescore": "fwd"}), TRAIN,
+     "'report.table2.forward.rescore' names rescorer 'fwd', which is neither under "
+     "'rescore.rescorers' (known: "),
+    (_edit(["report", "table1", "no_such_row"], {"system": "forward", "beam": 12}), TRAIN,
+     "'report.table1.no_such_row' is not a row of the paper's table1 in paper.yaml (rows: "),
     # the recipe's ranges: each of Adam's betas in [0, 1), label smoothing below 1
     (_edit(["train", "adam_betas"], [0.9, 1.0]), TRAIN,
      "'train.adam_betas[1]' must be < 1.0, got 1.0"),

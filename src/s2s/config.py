@@ -189,7 +189,8 @@ class PaperAnswer:
     paper's numbers: src/s2s/paper.yaml). Exactly one of: a system at a beam; a rescoring
     output (a rescorer of rescore.rescorers, `baseline` or `oracle`); or `baseline: true`, our
     stand-in for the paper's baseline (rescore.baseline's system at its widest beam, else the
-    rescore stage's 1-best). A system or rescorer the profile does not have is shown as not run."""
+    rescore stage's 1-best). The system, its beam and the rescorer must be the profile's (the
+    check refuses others, :func:`_check_report`); a row with no answer is shown as not run."""
 
     system: str | None = None
     beam: int | None = field(default=None, metadata=rng(1, MAX_SIZE))
@@ -1035,16 +1036,47 @@ def _check_report(p: Params) -> None:
                           f"beam of system '{r.figure3_system}'")
     for i, name in enumerate(r.figure3_compare):
         _check_system(p, f"report.figure3_compare[{i}]", name)
+    _check_answers(p)
+
+
+def _check_answers(p: Params) -> None:
+    """Each row of `report.table1` / `report.table2` is a row of the paper's (src/s2s/paper.yaml),
+    answered by exactly one output the pipeline makes: a system of `systems` at one of its
+    beams, a rescorer of `rescore.rescorers` or the rescore stage's own (baseline, oracle), or
+    the baseline. A name the profile lacks would turn the row, and the claims that read it,
+    into "not run" without a word."""
+    from s2s.layout import RESCORE_FIXED
+    from s2s.paper import check_answers  # imports nothing above this module
+
+    try:
+        check_answers(p)
+    except ConfigError as e:  # a row id of the file that wrote it
+        raise _error(str(e), p.source, p.origins) from None
     for table in ("table1", "table2"):
-        for row, answer in getattr(r, table).items():
+        for row, answer in getattr(p.report, table).items():
+            key = f"report.{table}.{row}"
             try:
-                _check_answer(p.source, f"report.{table}.{row}", answer)
+                _check_answer(p.source, key, answer)
             except ConfigError as e:
                 raise _error(str(e), p.source, p.origins) from None
             if p.rescore.baseline is None and (answer.rescore is not None or answer.baseline):
-                raise ConfigError(f"{p.source}: 'report.{table}.{row}' is answered by the "
-                                  f"baseline or a rescoring, but 'rescore.baseline' is null (no "
-                                  f"rescoring in this profile): remove the row")
+                raise ConfigError(f"{p.source}: '{key}' is answered by the baseline or a "
+                                  f"rescoring, but 'rescore.baseline' is null (no rescoring in "
+                                  f"this profile): remove the row")
+            if answer.system is not None:
+                _check_system(p, f"{key}.system", answer.system)
+                beams = p.systems[answer.system].beams
+                if answer.beam not in beams:
+                    raise ConfigError(f"{p.source}: '{key}.beam' ({answer.beam}) is not a beam "
+                                      f"of system '{answer.system}' (its beams: "
+                                      f"{', '.join(map(str, beams))})")
+            if answer.rescore is not None and answer.rescore not in (*p.rescore.rescorers,
+                                                                     *RESCORE_FIXED):
+                raise ConfigError(f"{p.source}: '{key}.rescore' names rescorer "
+                                  f"'{answer.rescore}', which is neither under "
+                                  f"'rescore.rescorers' (known: "
+                                  f"{', '.join(p.rescore.rescorers) or 'none'}) nor one of the "
+                                  f"rescore stage's own ({', '.join(RESCORE_FIXED)})")
 
 
 def _check_analysis(p: Params) -> None:
