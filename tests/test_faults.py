@@ -933,6 +933,10 @@ TRAIN = ["train", "forward"]
      "'models.transformer.train.adam_betas[0]' must be >= 0.0, got -0.1"),
     (_edit(["train", "label_smoothing"], 1.0), TRAIN,
      "'train.label_smoothing' must be < 1.0, got 1.0"),
+    # Table 2 rescores the baseline system's n-best lists: one hypothesis is none to choose from
+    (_edit(["systems", "baseline", "nbest"], 1), TRAIN,
+     "'systems.baseline.nbest' is 1, but 'rescore.baseline' names this system, whose n-best "
+     "lists Table 2 rescores: it must be more than 1"),
     # sizes past a 32-bit integer: an OverflowError (a traceback) in a later stage
     (_edit(["train", "batch_size"], 99999999999999999999999999999), TRAIN,
      "'train.batch_size' must be <= 2147483647, got 99999999999999999999999999999"),

@@ -1061,6 +1061,12 @@ def _check_rescore(p: Params) -> None:
         return
     if p.data.nbest is None:  # else the n-best lists are data.nbest's, not a system's
         _check_system(p, "rescore.baseline", p.rescore.baseline)
+        nbest = p.systems[p.rescore.baseline].nbest
+        if nbest < 2:
+            raise ConfigError(f"{p.source}: 'systems.{p.rescore.baseline}.nbest' is {nbest}, but "
+                              f"'rescore.baseline' names this system, whose n-best lists Table 2 "
+                              f"rescores: it must be more than 1 (a list of one hypothesis "
+                              f"leaves no choice to rescore)")
     for rname, members in p.rescore.rescorers.items():
         _check_members(p, f"rescore.rescorers.{rname}", members)
 
