@@ -937,6 +937,14 @@ TRAIN = ["train", "forward"]
     (_edit(["systems", "baseline", "nbest"], 1), TRAIN,
      "'systems.baseline.nbest' is 1, but 'rescore.baseline' names this system, whose n-best "
      "lists Table 2 rescores: it must be more than 1"),
+    # resources are asked by stage kind: one the pipeline has not is no job's
+    (_edit(["resources", "trian"], {"threads": 1}), TRAIN,
+     "'resources.trian' is not a stage kind of the pipeline (known: check, download, prepare"),
+    (lambda raw: _edit(["resources", "attention"], {"threads": 1})(
+        _edit(["analysis", "cross_attention_system"], None)(
+            _edit(["analysis", "attention_system"], None)(raw))), TRAIN,
+     "'resources.attention' is a stage kind this profile does not run (no "
+     "'analysis.attention_system')"),
     # sizes past a 32-bit integer: an OverflowError (a traceback) in a later stage
     (_edit(["train", "batch_size"], 99999999999999999999999999999), TRAIN,
      "'train.batch_size' must be <= 2147483647, got 99999999999999999999999999999"),

@@ -135,6 +135,7 @@ def test_a_duplicate_key_is_refused_with_its_line(tmp_path):
         config.load(path)
 
 
+
 def test_a_duplicate_key_beside_a_merge_key_is_refused_with_its_line(tmp_path):
     """ruamel.yaml checks no mapping that has a merge key (`<<`): the last of two equal keys won
     there. Every mapping is checked now, whatever it merges; anchors, aliases and merges whose
@@ -361,6 +362,21 @@ def test_data_analysis_and_seed_values_that_would_fail_a_later_stage_are_refused
         config.load(path)
     assert "Traceback" not in str(e.value)
 
+
+
+@pytest.mark.parametrize("profile", sorted((ROOT / "profiles").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_the_stage_kinds_the_check_knows_are_the_pipeline_s(profile):
+    """`resources` is checked against config.stage_kinds, without building the pipeline: the
+    kinds it runs must be those of the stages the pipeline generates (what Snakemake checks)."""
+    from s2s import pipeline
+    from s2s.stages import STAGES
+
+    params = config.load(profile)
+    kinds = config.stage_kinds(params)
+    assert list(kinds) == list(STAGES)
+    assert {k for k, why in kinds.items() if not why} == {s.kind for s in
+                                                          pipeline.generate(params)}
 
 def test_the_analysis_bounds_are_a_test_line_s_longest():
     from s2s.config import AnalysisConfig

@@ -889,6 +889,7 @@ def _check_cross_refs(p: Params) -> None:
     _check_rescore(p)
     _check_report(p)
     _check_analysis(p)
+    _check_resources(p)
     if list(p.evaluate.length_edges) != sorted(set(p.evaluate.length_edges)):
         raise _error(f"{p.source}: 'evaluate.length_edges' must be strictly increasing",
                      p.source, p.origins)
@@ -1178,6 +1179,36 @@ def _check_reach_replicas(p: Params) -> None:
                               f"of 'analysis.models' or 'analysis.reach_replicas' pairs with "
                               f"(the same settings and seeds, the other reading order): add "
                               f"its partner, or remove it")
+
+
+def stage_kinds(p: Params) -> dict[str, str]:
+    """The kinds of the stages the pipeline runs for params `p` (s2s.dag.Stage.kind: `train` for
+    every train-M), each with "" or why it has no stage here: those s2s.pipeline.generate gives
+    (a test holds the two the same), without building the pipeline. What `resources` is keyed
+    by, with `default` (Snakemake refuses another key, workflow/rules/common.smk)."""
+    from s2s.paper import cost_systems
+    from s2s.stages import STAGES  # the package's list only: no stage module is imported
+
+    why = {"rescore": "" if p.rescore.baseline is not None else "'rescore.baseline' is null",
+           "attention": ("" if p.analysis.attention_system is not None
+                         else "no 'analysis.attention_system'"),
+           "timing": ("" if len(cost_systems(p)) >= 2 else "'report.table1' answers no two "
+                      "rows of the cost claim with a translation")}
+    return {kind: why.get(kind, "") for kind in STAGES}
+
+
+def _check_resources(p: Params) -> None:
+    """Each key of `resources` is `default` or the kind of a stage this profile runs."""
+    kinds = stage_kinds(p)
+    for kind in p.resources:
+        if kind == "default":
+            continue
+        if kind not in kinds:
+            raise _error(f"{p.source}: 'resources.{kind}' is not a stage kind of the pipeline "
+                         f"(known: {', '.join(kinds)}, default)", p.source, p.origins)
+        if kinds[kind]:
+            raise _error(f"{p.source}: 'resources.{kind}' is a stage kind this profile does not "
+                         f"run ({kinds[kind]}): remove it", p.source, p.origins)
 
 
 def _check_model(p: Params, key: str, model: str) -> None:
