@@ -952,6 +952,11 @@ TRAIN = ["train", "forward"]
      "'systems.forward.beams[1]' must be <= 2147483647, got 1099511627776"),
     (_edit(["models", "forward", "hidden_size"], 2**63), TRAIN,
      "'models.forward.hidden_size' must be <= 2147483647"),
+    # a list of distinct things, each given twice
+    (_edit(["systems", "forward", "beams"], [12, 12]), TRAIN,
+     "'systems.forward.beams[1]' names beam 12 a second time: each beam is decoded once"),
+    (_edit(["report", "figure3_compare"], ["attention", "attention"]), TRAIN,
+     "'report.figure3_compare[1]' names system 'attention' a second time"),
 ])
 def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit, command, says):
     params = write_params(tmp_path / "params.yaml",

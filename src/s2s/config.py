@@ -1041,10 +1041,10 @@ def _check_systems(p: Params) -> None:
         if not system.beams:
             raise _error(f"{p.source}: 'systems.{sname}.beams' must list at least one width",
                          p.source, p.origins)
-        for i, b in enumerate(system.beams):
-            if b < 1:
-                raise _error(f"{p.source}: 'systems.{sname}.beams[{i}]' must be >= 1, got {b}",
-                             p.source, p.origins)
+        for i, b in enumerate(system.beams):  # each >= 1: the schema's range
+            if b in system.beams[:i]:
+                raise _error(f"{p.source}: 'systems.{sname}.beams[{i}]' names beam {b} a second "
+                             f"time: each beam is decoded once", p.source, p.origins)
         if system.nbest > system.widest_beam:
             raise ConfigError(f"{p.source}: 'systems.{sname}.nbest' ({system.nbest}) must not "
                               f"exceed its widest beam ({system.widest_beam})")
@@ -1080,6 +1080,9 @@ def _check_report(p: Params) -> None:
                           f"beam of system '{r.figure3_system}'")
     for i, name in enumerate(r.figure3_compare):
         _check_system(p, f"report.figure3_compare[{i}]", name)
+        if name in r.figure3_compare[:i]:
+            raise _error(f"{p.source}: 'report.figure3_compare[{i}]' names system '{name}' a "
+                         f"second time: each is drawn once", p.source, p.origins)
     _check_answers(p)
 
 
