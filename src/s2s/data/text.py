@@ -96,10 +96,13 @@ def normalize(line: str) -> str:
     Unicode space (U+00A0, \v, \f, \x1c-\x1f and the C1 U+0085 included) made one ASCII space.
 
     This is sacreBLEU's whitespace normalisation of the test sets plus NFC, so dev, test and
-    training text are normalised the same way.
+    training text are normalised the same way. The dropped characters go first, so that a
+    combining mark they separated from its base letter is composed with it ("cafe\u200b\u0301"
+    gives "caf\u00e9"): the result is NFC (none of the mirror's corpora has such a sequence, so
+    their prepared text is unchanged).
     """
-    line = unicodedata.normalize("NFC", line)
     line = _CONTROL.sub("", line)
+    line = unicodedata.normalize("NFC", line)
     return _WS.sub(" ", line).strip()
 
 
