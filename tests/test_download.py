@@ -278,6 +278,33 @@ def test_no_network_and_no_mirror_names_both_options(tmp_path, monkeypatch):
     assert not (tmp_path / "raw").exists()
 
 
+def test_no_network_names_both_options_even_where_a_host_is_known_to_be_gone(tmp_path,
+                                                                           monkeypatch):
+    # The paper's LIUM host has a known alternative (paper_statmt), which needs the network
+    # too: an air-gapped machine is told both options, not that LIUM's host is gone.
+    probed = []
+    monkeypatch.setattr(download, "network_available", lambda urls, timeout=3.0: False)
+    monkeypatch.setattr(download, "unreachable_hosts", lambda urls, timeout=3.0: probed.append(
+        urls) or sorted({u.split("/")[2] for u in urls}))
+    data = profile(CorpusRef("lium.selected"), dev=(CorpusRef("lium.ntst1213"),))
+    with pytest.raises(DownloadError) as err:
+        download_stage.main(data, out_dir=tmp_path / "raw", mirror=None)
+    msg = str(err.value)
+    assert msg.startswith("no mirror and no network: the download stage needs one of them")
+    assert "S2S_MIRROR=<dir>" in msg and "does not answer" not in msg
+    lium_host = CORPORA["lium.selected"].network.remotes[0].url.split("/")[2]
+    assert f"network access to {lium_host}, www.statmt.org" in msg
+    assert probed == []  # no host answers: no host is probed on its own
+    assert not (tmp_path / "raw").exists()
+    # Where some host answers, the gone host is named with its alternative.
+    monkeypatch.setattr(download, "network_available", lambda urls, timeout=3.0: True)
+    with pytest.raises(DownloadError, match=rf"^{re.escape(lium_host)} does not answer \(needed "
+                                            r"by lium\.selected, lium\.ntst1213\); nothing was "
+                                            r"fetched\. .*paper_statmt"):
+        download_stage.main(data, out_dir=tmp_path / "raw", mirror=None)
+    assert not (tmp_path / "raw").exists()
+
+
 def test_network_probe_answers_quickly_when_nothing_listens():
     # A loopback port with no listener: refused at once, no internet involved.
     with socket.socket() as s:  # a free loopback port, closed again: nothing listens there

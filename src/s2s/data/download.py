@@ -57,9 +57,10 @@ def requested_corpora(data: DataConfig) -> dict[str, int | None]:
 
 def check_network(wanted: dict[str, int | None]) -> None:
     """Refuse, before anything is fetched, corpora of `wanted` that have no download or fewer
-    pairs than asked, a host that does not answer where the registry knows an alternative to
-    it (in one line naming the host, its corpora and the alternative), and a machine that
-    reaches none of their hosts."""
+    pairs than asked, a machine that reaches none of their hosts (naming both options: a mirror
+    or the network), and then, on a machine some host answers, a host that does not answer
+    where the registry knows an alternative to it (in one line naming the host, its corpora
+    and the alternative)."""
     if not wanted:
         return
     problems = []
@@ -73,13 +74,9 @@ def check_network(wanted: dict[str, int | None]) -> None:
     if problems:
         raise DownloadError("these corpora cannot be downloaded; nothing was fetched:\n"
                             + "\n".join(f"  - {p}" for p in problems))
-    fragile = [(r.url, cid) for cid in wanted if CORPORA[cid].alternative
-               for r in CORPORA[cid].network.remotes]
-    for host in unreachable_hosts(url for url, _ in fragile):
-        cids = list(dict.fromkeys(cid for url, cid in fragile
-                                  if urllib.parse.urlsplit(url).hostname == host))
-        raise DownloadError(f"{host} does not answer (needed by {', '.join(cids)}); nothing was "
-                            f"fetched. {CORPORA[cids[0]].alternative}")
+    # No host answering at all is a machine without network, whatever hosts are known to be
+    # gone: it is told both options (a mirror, or the network), not an alternative host that it
+    # cannot reach either. Only where some host answers is each fragile host probed.
     urls = sorted({r.url for cid in wanted for r in CORPORA[cid].network.remotes})
     hosts = sorted({urllib.parse.urlsplit(u).hostname or "" for u in urls})
     if not network_available(urls):
@@ -90,6 +87,13 @@ def check_network(wanted: dict[str, int | None]) -> None:
             "../shared/data), or\n"
             f"  - give this machine network access to {', '.join(hosts)} "
             "(none answered within a few seconds).")
+    fragile = [(r.url, cid) for cid in wanted if CORPORA[cid].alternative
+               for r in CORPORA[cid].network.remotes]
+    for host in unreachable_hosts(url for url, _ in fragile):
+        cids = list(dict.fromkeys(cid for url, cid in fragile
+                                  if urllib.parse.urlsplit(url).hostname == host))
+        raise DownloadError(f"{host} does not answer (needed by {', '.join(cids)}); nothing was "
+                            f"fetched. {CORPORA[cids[0]].alternative}")
 
 
 def reusable(out_dir: Path, wanted: dict[str, int | None], mirror: Path | None
