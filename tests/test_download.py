@@ -597,6 +597,81 @@ def test_network_mode_builds_the_same_files_as_the_mirror(tmp_path, server, monk
                       mirror=None, cache_dir=tmp_path / "cache2")
 
 
+def serve_locally(monkeypatch, server: RangeServer, cid: str, path: str, body: bytes) -> None:
+    """Have the registry download `cid` from `server` (`body` at `path`), no checksum."""
+    server.files[path] = body
+    entry = CORPORA[cid]
+    remote = Remote(server.url(path))
+    swap = lambda parts: tuple(dataclasses.replace(p, remote=remote) for p in parts)  # noqa
+    monkeypatch.setitem(CORPORA, cid, dataclasses.replace(entry, network=NetworkSource(
+        en=swap(entry.network.en), fr=swap(entry.network.fr))))
+
+
+@needs_mirror
+def test_max_lines_beyond_a_corpus_of_unknown_size_is_refused_once_built(tmp_path, server,
+                                                                         monkeypatch):
+    # The registry does not know Tatoeba's size, so only the built corpus can say it holds
+    # fewer pairs than max_lines asks: the manifest recorded max_lines 200,000 over 142,787
+    # pairs, and prepare silently used fewer.
+    assert CORPORA["tatoeba.fra_eng"].pairs is None
+    serve_locally(monkeypatch, server, "tatoeba.fra_eng", "/fra-eng.zip",
+                  (MIRROR / "tatoeba-anki-fra-eng-2017-09-29/fra-eng.zip").read_bytes())
+    monkeypatch.setattr(download, "network_available", lambda urls, timeout=3.0: True)
+    out, cache = tmp_path / "raw", tmp_path / "cache"
+    with pytest.raises(DownloadError) as err:
+        download_stage.main(profile(CorpusRef("tatoeba.fra_eng", 200_000),
+                                    test=CorpusRef("tatoeba.fra_eng", 100)),
+                            out_dir=out, mirror=None, cache_dir=cache)
+    assert str(err.value) == (
+        "tatoeba.fra_eng: the corpus has 142,787 pairs; params data.train[0].max_lines asks for "
+        "200,000 (set max_lines <= 142,787, or leave it out for all); it was not kept, and no "
+        "manifest was written")
+    assert not (out / "manifest.json").exists() and not (out / "tatoeba.fra_eng").exists()
+    assert not list(out.glob(".tmp-*"))
+    # As many as it holds is served.
+    manifest = download_stage.main(profile(CorpusRef("tatoeba.fra_eng", 142_787),
+                                           test=CorpusRef("tatoeba.fra_eng", 100)),
+                                   out_dir=out, mirror=None, cache_dir=cache)
+    assert manifest["corpora"]["tatoeba.fra_eng"]["max_lines"] == 142_787
+
+
+@needs_mirror
+def test_max_lines_beyond_a_kept_corpus_is_refused_before_anything_is_touched(tmp_path, server,
+                                                                              monkeypatch):
+    # A kept corpus was not checked again (only those to fetch were): a rerun asking more
+    # pairs than it holds wrote a manifest with max_lines > pairs.
+    m = lambda rel: (MIRROR / rel).read_bytes()  # noqa: E731
+    serve_locally(monkeypatch, server, "wmt.newstest2012", "/dev.tgz", tgz(
+        {f"dev/newstest2012.{side}": m(f"wmt-newstest2012-2013-fren/newstest2012.{side}")
+         for side in ("en", "fr")}))
+    serve_locally(monkeypatch, server, "tatoeba.fra_eng", "/fra-eng.zip",
+                  m("tatoeba-anki-fra-eng-2017-09-29/fra-eng.zip"))
+    monkeypatch.setattr(download, "network_available", lambda urls, timeout=3.0: True)
+    out, cache = tmp_path / "raw", tmp_path / "cache"
+    first = download_stage.main(profile(CorpusRef("tatoeba.fra_eng", 1000),
+                                        test=CorpusRef("wmt.newstest2012")),
+                                out_dir=out, mirror=None, cache_dir=cache)
+    before = (out / "manifest.json").read_bytes()
+    requests = len(server.requests)
+    more = profile(CorpusRef("tatoeba.fra_eng", 150_000),
+                   dev=(CorpusRef("tatoeba.fra_eng", 10),),
+                   test=CorpusRef("wmt.newstest2012", 5000))
+    with pytest.raises(DownloadError) as err:
+        download_stage.main(more, out_dir=out, mirror=None, cache_dir=cache)
+    assert str(err.value) == (
+        "these corpora hold fewer pairs than the params ask; nothing was fetched:\n"
+        "  - tatoeba.fra_eng: the corpus has 142,787 pairs; params data.train[0].max_lines asks "
+        "for 150,000 (set max_lines <= 142,787, or leave it out for all)\n"
+        "  - wmt.newstest2012: the corpus has 3,003 pairs; params data.test.max_lines asks for "
+        "5,000 (set max_lines <= 3,003, or leave it out for all)")
+    # The previous run's output is as it was: its manifest, its corpora, nothing fetched.
+    assert (out / "manifest.json").read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == [
+        "manifest.json", "tatoeba.fra_eng", "wmt.newstest2012"]
+    assert len(server.requests) == requests
+    assert set(first["corpora"]) == {"tatoeba.fra_eng", "wmt.newstest2012"}
+
+
 @needs_mirror
 def test_a_damaged_download_is_discarded_only_if_it_is_still_the_copy_that_was_read(tmp_path):
     """The cache is shared: between reading a cut copy and discarding it, another process may

@@ -55,6 +55,28 @@ def requested_corpora(data: DataConfig) -> dict[str, int | None]:
     return wanted
 
 
+def pairs_shortfall(data: DataConfig, cid: str, pairs: int) -> str | None:
+    """Why the `pairs` pairs a corpus holds (as built or kept) cannot serve what `data` asks of
+    it: each params key whose ``max_lines`` is larger, in one line naming the corpus; None if
+    none is. The registry does not know the size of every corpus (Tatoeba's, LIUM's selection),
+    and a kept corpus is not checked against it again: this compares the pairs actually held.
+    """
+    asked = [(key, ref.max_lines) for key, ref in _refs(data)
+             if ref.corpus == cid and ref.max_lines is not None and ref.max_lines > pairs]
+    if not asked:
+        return None
+    return (f"{cid}: the corpus has {pairs:,} pairs; "
+            + ", ".join(f"params {key}.max_lines asks for {n:,}" for key, n in asked)
+            + f" (set max_lines <= {pairs:,}, or leave it out for all)")
+
+
+def _refs(data: DataConfig) -> list[tuple[str, CorpusRef]]:
+    """(params key, corpus) of every corpus `data` names (as s2s.config.data_roles)."""
+    return [*((f"data.train[{i}]", c) for i, c in enumerate(data.train)),
+            *((f"data.dev[{i}]", c) for i, c in enumerate(data.dev)), ("data.test", data.test),
+            *((("data.nbest", data.nbest),) if data.nbest is not None else ())]
+
+
 def check_network(wanted: dict[str, int | None]) -> None:
     """Refuse, before anything is fetched, corpora of `wanted` that have no download or fewer
     pairs than asked, a machine that reaches none of their hosts (naming both options: a mirror

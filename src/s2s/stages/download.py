@@ -18,8 +18,10 @@ Writes
     corpora, left by another profile, are removed) and ``out_dir/manifest.json``
     (:class:`s2s.artifacts.Manifest`: per corpus its source, files, sha256, bytes and lines).
 
-``max_lines`` is checked here (the source must hold that many pairs) but applied by ``prepare``:
-a corpus is always written whole, as its source has it, so its checksums are the source's.
+``max_lines`` is checked here (the source must hold that many pairs: before anything is fetched
+where the registry or the kept corpus knows its pairs, else once it is built, which is then
+removed) but applied by ``prepare``: a corpus is always written whole, as its source has it, so
+its checksums are the source's.
 
 Every file is written under a temporary name and renamed; a corpus directory is built under
 ``.tmp-*`` and renamed into place only when complete, and ``manifest.json`` is removed at the start
@@ -62,6 +64,8 @@ def main(data: DataConfig, *, out_dir: Path, mirror: Path | None,
          cache_dir: Path | None = None) -> dict:
     """Fetch every corpus `data` names into `out_dir`; return the manifest (also written there)."""
     from s2s.data import download, mirror as mirrored, network
+    from s2s.data.files import DownloadError
+    from s2s.io import remove
     from s2s.data.http import default_cache_dir
     from s2s.data.sources import CORPORA
 
@@ -74,6 +78,11 @@ def main(data: DataConfig, *, out_dir: Path, mirror: Path | None,
         mirrored.check_mirror(wanted, mirror)
     else:
         download.check_network({cid: n for cid, n in wanted.items() if cid not in kept})
+    short = [why for cid, record in kept.items()
+             if (why := download.pairs_shortfall(data, cid, record["pairs"])) is not None]
+    if short:
+        raise DownloadError("these corpora hold fewer pairs than the params ask; nothing was "
+                            "fetched:\n" + "\n".join(f"  - {why}" for why in short))
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     log.info("download: %d corpora (%s) from %s into %s", len(wanted), ", ".join(wanted),
              f"mirror {mirror}" if mirror else "the network", out_dir)
@@ -88,6 +97,10 @@ def main(data: DataConfig, *, out_dir: Path, mirror: Path | None,
             record = mirrored.copy_corpus(CORPORA[cid], mirror, out_dir)
         else:
             record = network.build_corpus(CORPORA[cid], out_dir, cache_dir)
+        why = download.pairs_shortfall(data, cid, record["pairs"])
+        if why is not None:  # a corpus of unknown size, known only once built
+            remove(out_dir / cid)  # no manifest either (start_writing): nothing passes for done
+            raise DownloadError(f"{why}; it was not kept, and no manifest was written")
         record["max_lines"] = max_lines
         record["lines"] = {side: f["lines"] for side, f in record["files"].items()}
         corpora[cid] = record
