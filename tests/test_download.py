@@ -168,6 +168,28 @@ def test_rerun_keeps_complete_corpora_rebuilds_damaged_ones_and_drops_stale(tmp_
     assert sha256(out / "multi30k.val" / "fr.txt") == CORPORA["multi30k.val"].mirror.fr.sha256
 
 
+@needs_mirror
+def test_a_kept_corpus_records_the_mirror_as_this_run_spells_it(tmp_path):
+    # The same folder through a link: the corpora are kept, and their records name the link,
+    # as the manifest's `mirror` does (they kept the previous run's spelling).
+    out = tmp_path / "raw"
+    data = profile(dev=(CorpusRef("multi30k.val"),))
+    download_stage.main(data, out_dir=out, mirror=MIRROR)
+    inodes = {p: p.stat().st_ino for p in out.glob("*/*")}
+    link = tmp_path / "mirror-link"
+    link.symlink_to(MIRROR, target_is_directory=True)
+    manifest = download_stage.main(data, out_dir=out, mirror=link)
+    assert {p: p.stat().st_ino for p in out.glob("*/*")} == inodes  # kept, not copied again
+    assert manifest == json.loads((out / "manifest.json").read_text())
+    assert manifest["mirror"] == str(link)
+    for cid, record in manifest["corpora"].items():
+        entry = CORPORA[cid]
+        assert record["source"] == str(link / Path(entry.mirror.en.path).parent)
+        assert record["files"]["en"]["source"] == str(link / entry.mirror.en.path)
+        assert record["files"]["fr"]["source"] == str(link / entry.mirror.fr.path)
+        assert record["files"]["en"]["sha256"] == entry.mirror.en.sha256
+
+
 @pytest.fixture
 def umask():
     """Set the process's umask for one test (returns the setter); the old one is restored."""

@@ -183,7 +183,9 @@ def _read_manifest(out_dir: Path) -> dict[str, dict]:
 def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> dict | None:
     """The previous run's record of `cid` (of the shape _read_manifest checks) if its files are
     still exactly what it recorded and the source is the same (the same mirror folder, however
-    spelled, with the registry's checksums; or the same network downloads)."""
+    spelled, with the registry's checksums; or the same network downloads). A mirror record's
+    source paths are those of `mirror`, as this run spells it (the manifest's top-level
+    ``mirror`` is too), not as the run that copied the files did."""
     if old is None or not (out_dir / cid).is_dir():
         return None
     mode = "mirror" if mirror is not None else "network"
@@ -210,6 +212,10 @@ def _reuse(out_dir: Path, cid: str, old: dict | None, mirror: Path | None) -> di
             return None
     record = dict(old)
     record["files"] = {s: {**files[s]} for s in ("en", "fr")}
+    if mode == "mirror":  # the folder as this run spells it, as the manifest's `mirror` does
+        record["source"] = corpus_source(entry, mirror)
+        for side, ref in (("en", entry.mirror.en), ("fr", entry.mirror.fr)):
+            record["files"][side]["source"] = str(mirror / ref.path)
     return record
 
 
