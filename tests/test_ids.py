@@ -5,7 +5,10 @@ size, and ids folders that are refused in one line where they are not what their
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -219,6 +222,71 @@ def test_a_misaligned_training_corpus_is_refused_and_nothing_is_written(raw, tmp
         prepare_stage.main(data, PrepareConfig(), PreparePaths(
             raw=bad, out=tmp_path / "prepared", metrics=tmp_path / "prepare.json"), workers=2)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw"]  # no folder, no leftover
+
+
+class _FullFile(io.FileIO):
+    """A file on a disk with `room` bytes left (shared by every file): the write past it fails
+    with ENOSPC, which names no file."""
+
+    room = 0
+
+    def write(self, b):
+        if len(b) > type(self).room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        type(self).room -= len(b)
+        return super().write(b)
+
+
+def fill_disk(monkeypatch, module, room: int) -> None:
+    """The plain open() of `module` opens files to write on a disk with `room` bytes left."""
+    _FullFile.room = room
+
+    def full_open(path, mode="r", *args, **kwargs):
+        if "w" not in mode:
+            return open(path, mode, *args, **kwargs)
+        buffered = io.BufferedWriter(_FullFile(path, "w"), buffer_size=4096)
+        return buffered if "b" in mode else io.TextIOWrapper(buffered, **kwargs)
+
+    monkeypatch.setattr(module, "open", full_open, raising=False)
+
+
+@pytest.mark.parametrize("room, full", [(0, "en"), (20_000, "en"), (60_000, "fr"),
+                                        (124_000, "en")])
+def test_a_full_disk_while_prepare_writes_the_training_text_names_the_file(
+        raw, tmp_path, monkeypatch, room, full):
+    # train.tok.{en,fr} are streamed through a plain open (not s2s.io.atomic_open, in a folder
+    # built whole): ENOSPC said "No space left on device" and named no file. Where fr meets the
+    # full disk first (60,000), en's close then flushed its last bytes onto it and raised again.
+    fill_disk(monkeypatch, prepare_stage, room)
+    with pytest.raises(OSError) as err:
+        run_prepare(raw, tmp_path, workers=1, chunk=10_000, monkeypatch=monkeypatch)
+    assert err.value.errno == errno.ENOSPC
+    assert err.value.filename is not None and str(err.value).startswith(
+        "[Errno 28] No space left on device: ")
+    name = Path(err.value.filename)
+    assert name.name == f"train.tok.{full}"
+    assert name.parent.name.startswith(f"{TMP_PREFIX}prepared-")
+    assert name.parent.parent == tmp_path
+    assert list(tmp_path.iterdir()) == []  # no folder, no leftover
+
+
+@pytest.mark.parametrize("room, full", [(0, "train.en.npy"), (5_000, "train.en.npy"),
+                                        (235_000, "train.en.offsets.npy"),
+                                        (300_000, "train.fr.npy")])
+def test_a_full_disk_while_the_ids_are_written_names_the_file(smoke_data, tmp_path, monkeypatch,
+                                                              room, full):
+    # ArrayWriter writes through a plain open too (in a folder built whole).
+    data, _ = smoke_data
+    fill_disk(monkeypatch, ids_lib, room)
+    out = tmp_path / "ids"
+    with pytest.raises(OSError) as err:
+        ids_stage.main(IdsPaths(prepared=data / "prepared", vocab=data / "vocab", out=out))
+    assert err.value.errno == errno.ENOSPC and err.value.filename is not None
+    name = Path(err.value.filename)
+    assert name.name == full
+    assert name.parent.name.startswith(f"{TMP_PREFIX}ids-") and name.parent.parent == tmp_path
+    assert str(name) in str(err.value)
+    assert list(tmp_path.iterdir()) == []  # no folder, no leftover
 
 
 # --- the ids -------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ The ids are those of :meth:`s2s.data.vocab.Vocab.encode` (``line.split()``, unkn
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -75,26 +76,42 @@ class ArrayWriter:
     def __init__(self, path: Path, dtype: np.dtype):
         self.path, self.dtype = Path(path), np.dtype(dtype)
         self.f = open(self.path, "wb")
-        self.f.write(b"\0" * _HEADER_BYTES)
+        with _naming(self.path):  # a full disk names the file, as the atomic writers do
+            self.f.write(b"\0" * _HEADER_BYTES)
         self.count = 0
         self.values = hashlib.sha256()
 
     def write(self, values: np.ndarray) -> None:
         data = np.ascontiguousarray(values, dtype=self.dtype).tobytes()
-        self.f.write(data)
+        with _naming(self.path):
+            self.f.write(data)
         self.values.update(data)
         self.count += len(data) // self.dtype.itemsize
 
     def close(self) -> dict:
         """Finish the file: its header, and the whole flushed to disk; returns its entry of the
         record."""
-        self.f.seek(0)
-        self.f.write(_npy_header(self.dtype, self.count))
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
+        with _naming(self.path):
+            self.f.seek(0)
+            self.f.write(_npy_header(self.dtype, self.count))
+            self.f.flush()
+            os.fsync(self.f.fileno())
+            self.f.close()
         return {"shape": [self.count], "bytes": _HEADER_BYTES + self.count * self.dtype.itemsize,
                 "sha256": self.values.hexdigest()}
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """An OSError that names no file (a full disk's ENOSPC) raised inside names `path`, as
+    s2s.io.atomic_open's do (s2s.data.stream.naming; not imported: the training stages, which
+    read ids, depend on this module alone of the data path)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno is not None and e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
+        raise
 
 
 def _npy_header(dtype: np.dtype, count: int) -> bytes:
@@ -167,8 +184,9 @@ def write_side(folder: Path, split: str, lang: str, chunks: Iterable[tuple[np.nd
             offsets.write(end + np.cumsum(lengths))
             end += int(lengths.sum())
     except BaseException:
-        ids.f.close()
-        offsets.f.close()
+        for f in (ids.f, offsets.f):  # quietly: the error raised is the first (a full disk's
+            with contextlib.suppress(OSError):  # would be the flush of the other file again)
+                f.close()
         raise
     return {ids_file(split, lang): ids.close(), offsets_file(split, lang): offsets.close()}
 

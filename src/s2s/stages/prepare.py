@@ -44,7 +44,7 @@ from s2s.config import DataConfig, PrepareConfig
 from s2s.dag import Arg, Stage, command
 from s2s.data.prepare import (MAX_EVAL_WORDS, SeenPairs, filter_train, iter_raw_pairs,
                               read_pair, tokenize_parallel)
-from s2s.data.stream import workers_for
+from s2s.data.stream import closing_named, naming, workers_for
 from s2s.data.text import CorpusError
 from s2s.io import atomic_write_lines, out_names, remove_dead_temporaries, whole_dir
 from s2s.layout import LANGS, SPLITS, PreparePaths, prepared_file, prepared_name
@@ -82,11 +82,14 @@ def main(data: DataConfig, cfg: PrepareConfig, paths: PreparePaths, *, workers: 
     # an --out of anything but an earlier output of this stage is refused first (s2s.io)
     with (whole_dir(out_dir, owns=out_names(WRITES, out_dir, metrics_out), inputs=(raw_dir,),
                     what="the prepare stage") as tmp,
-          open(prepared_file(tmp, "train", "en"), "w", **utf8_lines) as out_en,
-          open(prepared_file(tmp, "train", "fr"), "w", **utf8_lines) as out_fr):
+          closing_named(open(prepared_file(tmp, "train", "en"), "w", **utf8_lines)) as out_en,
+          closing_named(open(prepared_file(tmp, "train", "fr"), "w", **utf8_lines)) as out_fr):
         def write(en: list[str], fr: list[str]) -> None:
-            out_en.writelines(f"{line}\n" for line in en)
-            out_fr.writelines(f"{line}\n" for line in fr)
+            # a full disk names the file (as the atomic writers do), not only "No space left"
+            with naming(out_en.name):
+                out_en.writelines(f"{line}\n" for line in en)
+            with naming(out_fr.name):
+                out_fr.writelines(f"{line}\n" for line in fr)
 
         remove_dead_temporaries(metrics_out)  # a killed run's
         seen = SeenPairs()  # de-duplication across all training corpora
@@ -101,8 +104,9 @@ def main(data: DataConfig, cfg: PrepareConfig, paths: PreparePaths, *, workers: 
             raise CorpusError("no training pairs survived the filters: check data.train and "
                               "prepare.*")
         for f in (out_en, out_fr):
-            f.flush()
-            os.fsync(f.fileno())
+            with naming(f.name):
+                f.flush()
+                os.fsync(f.fileno())
 
         for split, refs in (("dev", data.dev), ("test", (data.test,))):
             raw_en, raw_fr = [], []
