@@ -151,6 +151,23 @@ def test_the_hash_table_keeps_first_occurrences_as_a_set_would():
     assert len(table) == len(seen) and len(table.table) >= 2 * len(seen)
 
 
+def test_the_hash_table_costs_what_the_docs_say():
+    # 8-byte slots, at most half full, doubled when more would be taken: 16 to 32 bytes a pair
+    # (docs/data.md said ~16).
+    seen = prepare.SeenPairs(capacity_log2=4)
+    rs = np.random.default_rng(5)
+    per_pair = []
+    for _ in range(200):
+        seen.add_new(rs.integers(1, 2 ** 63, 97, dtype=np.uint64))
+        per_pair.append(seen.table.nbytes / len(seen))
+    assert 16 <= min(per_pair) < 17 and 31 < max(per_pair) <= 32
+    root = Path(__file__).resolve().parents[1]
+    doc = " ".join((root / "docs" / "data.md").read_text().split())
+    assert "8-byte slots, kept at most half full and doubled when it would be more: 16-32 bytes " \
+           "a pair" in doc
+    assert "16-32 bytes a pair" in " ".join(prepare.SeenPairs.__doc__.split())
+
+
 # --- the streamed prepare ------------------------------------------------------------------------
 
 def write_corpus(folder: Path, en: list[str], fr: list[str]) -> None:
