@@ -13,17 +13,19 @@ from one has the mode any other file would have. Nothing here reads or sets the 
 
 A folder is written whole the same way (:func:`whole_dir`): under a temporary
 ``.tmp-<name>-<owner>-*`` name (:func:`owner_tag`: the host, PID and start time of the process
-writing it), renamed into place only when complete; only a temporary folder whose owner is gone
-is another run's leftover (:func:`owner_alive`, :func:`remove_leftovers`). A stage's ``--out``
-folder is replaced only when it holds nothing but what that stage writes
-(:func:`check_out_dir`): a folder of the user's, the current one, or one holding the stage's own
-inputs is refused in one line before anything is done.
+writing it), renamed into place only when complete (an old folder under the final name is first
+renamed aside, under such a name too, and deleted after: :func:`replace_dir`); only a temporary
+folder whose owner is gone is another run's leftover (:func:`owner_alive`,
+:func:`remove_leftovers`). A stage's ``--out`` folder is replaced only when it holds nothing but
+what that stage writes (:func:`check_out_dir`): a folder of the user's, the current one, or one
+holding the stage's own inputs is refused in one line before anything is done.
 
 Reading: :func:`read_lines` is the one way a text file becomes lines, for every caller.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import glob
 import hashlib
@@ -358,9 +360,36 @@ class corpus_dir:
         except BaseException:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
-        if self.final.exists() or self.final.is_symlink():
-            remove(self.final)
-        os.replace(self.tmp, self.final)
+        replace_dir(self.tmp, self.final)
+
+
+def replace_dir(new: Path, final: Path) -> None:
+    """Folder `new` renamed to `final`, replacing what is there, so that a kill at any point
+    leaves under the final name either the old folder whole or the new one whole, or nothing:
+    an old folder is first renamed aside (atomically, onto an empty temporary folder of the
+    ``.tmp-<name>-<owner>-*`` kind, which :func:`remove_leftovers` clears once its owner is
+    gone), the new one renamed into place, and the old one deleted last. A file or a link under
+    the final name is removed (one unlink, itself atomic)."""
+    new, final = Path(new), Path(final)
+    aside = None
+    if final.is_dir() and not final.is_symlink():
+        aside = temp_dir(final.parent, f"{TMP_PREFIX}{final.name}-{owner_tag()}-")
+        try:
+            os.replace(final, aside)  # a folder onto an empty one: one rename
+        except OSError:
+            aside.rmdir()
+            raise
+    elif final.exists() or final.is_symlink():
+        remove(final)
+    try:
+        os.replace(new, final)
+    except OSError:
+        if aside is not None:  # the old folder back where it was, if nothing took its place
+            with contextlib.suppress(OSError):
+                os.rename(aside, final)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def whole_dir(path: Path, *, owns: Collection[str] | None = None, inputs: Iterable[Path] = (),
