@@ -18,6 +18,7 @@ import typing
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from s2s import checkpoint, config, train
@@ -270,3 +271,54 @@ def test_a_rerun_after_a_change_of_an_input_file_equals_a_run_from_scratch(data,
     got = outputs(rerun)
     assert got == outputs(scratch)
     assert got != outputs(ref)  # the change reached the outputs
+
+
+# ---------------------------------------------------------------------------------------------
+# A gradient that is not finite: no checkpoint keeps its update
+
+
+@pytest.mark.parametrize("where", ["in_the_gradient", "after_clipping"])
+def test_a_non_finite_gradient_stops_before_a_checkpoint_keeps_it_and_the_rerun_resumes(
+        data, where, monkeypatch, caplog):
+    """An inf in one gradient element with a finite loss, at the 8th step (a checkpoint is due
+    after it): `in_the_gradient` (the norm is inf) stops the step before its update, and
+    `after_clipping` (the norm was finite, the update makes a weight inf) is refused at the
+    checkpoint. Either way last.pt keeps step 4, finite, and the error calls it the last good
+    checkpoint truthfully: the rerun resumes from it (it is never set aside as poisoned, nor
+    started from step 0) and ends with the outputs of a run from scratch."""
+    tmp, work = data
+    params = load(tiny(epochs=0.25, eval_every=0.125, amp=False), work, "inf-grad")
+    ref, poisoned = work / "inf-grad-scratch", work / f"inf-grad-{where}"
+    run(params, ref, prepared=tmp / "prepared", vocab=tmp / "vocab")
+
+    real, calls = torch.nn.utils.clip_grad_norm_, {"n": 0}
+
+    def clip(parameters, *args, **kwargs):
+        parameters = list(parameters)
+        calls["n"] += 1
+        first = next(p for p in parameters if p.grad is not None)
+        if calls["n"] == 8 and where == "in_the_gradient":
+            first.grad.view(-1)[0] = float("inf")
+        norm = real(parameters, *args, **kwargs)
+        if calls["n"] == 8 and where == "after_clipping":
+            first.grad.view(-1)[0] = float("inf")
+        return norm
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+    said = {"in_the_gradient": r"non-finite gradient norm \(inf\) with a finite loss .* at step 8",
+            "after_clipping": r"non-finite weights \('.*' holds NaN or inf\) at step 8"}[where]
+    with pytest.raises(train.TrainingError, match=said + r".*the last good checkpoint .*last\.pt"):
+        run(params, poisoned, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    monkeypatch.undo()
+    last = poisoned / "checkpoints" / "forward" / "last.pt"
+    kept = checkpoint.load_payload(last)
+    assert kept["step"] == 4
+    assert all(torch.isfinite(v).all() for v in kept["model"].values())
+
+    as_dvc_rerun(poisoned)
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        run(params, poisoned, prepared=tmp / "prepared", vocab=tmp / "vocab")
+    assert "at step 4 of 24" in caplog.text and "starting afresh" not in caplog.text
+    assert not last.with_name("last.pt.rejected").exists()
+    assert outputs(poisoned) == outputs(ref)
+

@@ -54,7 +54,8 @@ log = logging.getLogger("s2s.train")
 
 
 class TrainingError(RuntimeError):
-    """Training cannot go on (a non-finite loss); the last good checkpoint is kept."""
+    """Training cannot go on (a non-finite loss, gradient or weight; out of memory); the last good
+    checkpoint is kept."""
 
 
 # What torch's CPU allocator says when malloc fails: a plain RuntimeError (torch 2.13), not the
@@ -113,21 +114,24 @@ def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=cfg.lr, fused=True if on_cuda else None)
 
 
-def _clip(model: nn.Module, opt: torch.optim.Optimizer, clip_norm: float) -> None:
-    """The gradient's L2 norm clipped to `clip_norm` (§3.4), without a host read. For a fused SGD
-    the clipping is folded into its step: one pass over the gradients for the norm, and the step
-    divides them by max(norm / clip_norm, 1) (its `grad_scale`, which torch's GradScaler uses to
-    unscale), where clip_grad_norm_ would also rescale them in a pass of their own."""
+def _clip(model: nn.Module, opt: torch.optim.Optimizer,
+          clip_norm: float) -> torch.Tensor | None:
+    """The gradient's L2 norm clipped to `clip_norm` (§3.4), without a host read; returns the
+    norm before clipping (a 0-dim tensor, on the device; None where no parameter has a gradient,
+    with a fused SGD), which train_step reads with the loss. For a fused SGD the clipping is
+    folded into its step: one pass over the gradients for the norm, and the step divides them
+    by max(norm / clip_norm, 1) (its `grad_scale`, which torch's GradScaler uses to unscale),
+    where clip_grad_norm_ would also rescale them in a pass of their own."""
     if not (isinstance(opt, torch.optim.SGD) and opt.defaults.get("fused")):
-        nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-        return
+        return nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     if not grads:  # an empty share: the step changes nothing
         opt.grad_scale = None
-        return
+        return None
     norm = nn.utils.get_total_norm(grads, 2.0, foreach=True)  # a 0-dim tensor on the device
     # clip_grad_norm_'s coefficient max_norm / (norm + 1e-6), at most 1, as a divisor
     opt.grad_scale = torch.clamp((norm + 1e-6) / clip_norm, min=1.0)
+    return norm
 
 
 def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
@@ -181,6 +185,15 @@ def shard_loss(model: Model, pairs: Sequence[tuple[list[int], list[int]]] | Batc
     return nll, nll, b.ntokens
 
 
+class NonFiniteGradient(FloatingPointError):
+    """A step whose gradient norm is not finite (NaN or inf) though its loss is: raised by
+    train_step before the update, so the weights stay those before the step."""
+
+    def __init__(self, norm: float, nll: float):
+        super().__init__(f"non-finite gradient norm ({norm})")
+        self.norm, self.nll = norm, nll
+
+
 def train_step(model: nn.Module, opt: torch.optim.Optimizer,
                pairs: Sequence[tuple[list[int], list[int]]] | Batch | None, *, batch_size: int,
                lr: float, cfg: TrainConfig, vocab: Vocab, device: torch.device, autocast,
@@ -190,14 +203,17 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer,
     process's share (as shard_loss takes it): the loss summed per sentence and averaged over the
     batch, its gradient summed over processes, clipped to `clip_norm`, and one step of the
     recipe's optimizer at `lr`. Returns the batch's summed NLL and target tokens over all
-    processes; a non-finite NLL is returned before any update (the caller stops).
+    processes; a non-finite NLL is returned before any update (the caller stops), and a
+    non-finite gradient norm with a finite NLL raises NonFiniteGradient before any update (an
+    update would make every weight NaN, and the next checkpoint would keep them).
 
-    Reading the NLL is the step's one wait for the device: on a GPU, the backward pass and the
-    update may still be running when this returns (the next step's read waits for them), so a
-    caller that times steps synchronises the device before it stops its clock (at an
-    evaluation, say); over consecutive steps the time adds up. bench/train.py times this
-    function. `vote`: this rank's stop vote, summed over the ranks with the NLL (one collective
-    and one read for both); its `agreed` is set here."""
+    Reading the NLL and the gradient's norm together, after the backward pass and before the
+    update, is the step's one wait for the device: on a GPU, the update may still be running
+    when this returns (the next step's read waits for it), so a caller that times steps
+    synchronises the device before it stops its clock (at an evaluation, say); over consecutive
+    steps the time adds up. bench/train.py times this function. `vote`: this rank's stop vote,
+    summed over the ranks with the NLL (one collective and one read for all three); its
+    `agreed` is set here."""
     world = world or distributed.World()
     for group in opt.param_groups:
         group["lr"] = lr
@@ -205,13 +221,6 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer,
         total, nll, ntok = shard_loss(model, pairs, vocab=vocab, device=device, autocast=autocast,
                                       label_smoothing=cfg.label_smoothing)
         loss = total / batch_size  # summed per sentence, averaged over the batch (§3.4)
-        asked = vote is not None and vote.asks()
-        batch_nll, batch_tok, *votes = distributed.all_reduce_sum(
-            [nll.detach(), ntok] + ([float(asked)] if world.size > 1 else []), world, device)
-        if vote is not None:
-            vote.agreed = bool(votes[0]) if votes else asked
-    if not math.isfinite(batch_nll):
-        return batch_nll, int(batch_tok)
     with torch.profiler.record_function("zero_grad"):
         opt.zero_grad(set_to_none=True)
     with torch.profiler.record_function("backward"):
@@ -219,10 +228,38 @@ def train_step(model: nn.Module, opt: torch.optim.Optimizer,
             loss.backward()
         distributed.all_reduce_gradients(model, world)  # summed: the whole batch's gradient
     with torch.profiler.record_function("clip_grad_norm"):
-        _clip(model, opt, cfg.clip_norm)
+        norm = _clip(model, opt, cfg.clip_norm)
+    with torch.profiler.record_function("read_loss"):
+        asked = vote is not None and vote.asks()
+        batch_nll, batch_tok, grad_norm, *votes = _read_step(
+            nll, ntok, norm, [float(asked)] if world.size > 1 else [], world, device)
+        if vote is not None:
+            vote.agreed = bool(votes[0]) if votes else asked
+    if not math.isfinite(batch_nll):
+        return batch_nll, int(batch_tok)
+    if not math.isfinite(grad_norm):
+        if hasattr(opt, "grad_scale"):
+            opt.grad_scale = None
+        raise NonFiniteGradient(grad_norm / world.size, batch_nll)  # summed over the ranks
     with torch.profiler.record_function("optimizer_step"):
         opt.step()
     return batch_nll, int(batch_tok)
+
+
+def _read_step(nll: torch.Tensor, ntok: int, norm: torch.Tensor | None, votes: list[float],
+               world: distributed.World, device: torch.device) -> list[float]:
+    """[NLL, target tokens, gradient norm, *votes], each summed over the ranks (the norm, the
+    same on every rank, times their number), read from the device in one transfer: with several
+    processes in the step's one collective (s2s.distributed.all_reduce_sum); with one, the NLL
+    and the norm stacked on the NLL's device and read together. `norm` None (no gradient): 0."""
+    if world.size > 1:
+        return distributed.all_reduce_sum(
+            [nll.detach(), ntok, 0.0 if norm is None else norm.detach(), *votes], world, device)
+    if norm is None:
+        return [float(nll), float(ntok), 0.0]
+    got = torch.stack([nll.detach().to(torch.float64).reshape(()),
+                       norm.detach().to(nll.device, torch.float64).reshape(())]).tolist()
+    return [got[0], float(ntok), got[1]]
 
 
 @torch.no_grad()
@@ -583,8 +620,8 @@ class Run:
     def update(self, state: TrainState, idx: np.ndarray, batch, *,
                stop_after: int | None, stop: runguard.StopSignals | None = None) -> float:
         """One SGD step on this rank's share (`batch`) of minibatch `idx`, counted in `state`;
-        returns its learning rate. A non-finite loss, or a step out of memory, stops training
-        (TrainingError) with the last good checkpoint kept. With several processes, a stop
+        returns its learning rate. A non-finite loss or gradient norm, or a step out of memory,
+        stops training (TrainingError) before the update, with the last good checkpoint kept. With several processes, a stop
         signal seen by the step's collective votes in it (``stop_vote``: stop_together)."""
         t0 = time.perf_counter()
         lr = lr_at(state.step, self.steps_per_epoch, self.cfg)
@@ -597,6 +634,11 @@ class Run:
                 self.model, self.opt, batch, batch_size=len(idx), lr=lr, cfg=self.cfg,
                 vocab=self.tgt_vocab, device=self.device, autocast=self.autocast,
                 world=self.world, vote=self.stop_vote)
+        except NonFiniteGradient as e:  # the update not taken: no checkpoint will hold it
+            raise TrainingError(
+                f"{self.name}: non-finite gradient norm ({e.norm}) with a finite loss "
+                f"({e.nll / len(idx):g}) at step {state.step + 1} (epoch "
+                f"{state.step / self.steps_per_epoch:.2f}, lr {lr:g}); {self._kept()}") from e
         except RuntimeError as e:  # torch.OutOfMemoryError is one
             if out_of_memory(e) is None:
                 raise
@@ -634,7 +676,15 @@ class Run:
                 f"rerun: {self._kept()}")
 
     def save(self, state: TrainState) -> None:
-        """Write the resume point (rank 0)."""
+        """Write the resume point (rank 0). Weights that are not all finite are never written:
+        every rank (each holds the same weights) stops with a TrainingError naming the first
+        such tensor, and the last good checkpoint is kept (a rerun would set a poisoned one
+        aside and start afresh)."""
+        bad = _non_finite(self.model)
+        if bad is not None:
+            raise TrainingError(
+                f"{self.name}: non-finite weights ('{bad}' holds NaN or inf) at step "
+                f"{state.step}, not written; {self._kept()}")
         if not self.world.is_main:
             return
         # on the host once: the digest and torch.save would each copy a GPU Adam's moments
@@ -667,7 +717,7 @@ class Run:
         """Every rank stops after this step if any rank has a stop signal: rank 0 writes the
         resume point, and all raise Stopped once it is written. With several processes the ranks
         agree in the step's own collective (update's vote): a signal that comes after it (during
-        the backward pass, the evaluation or the checkpoint) stops them all after the next
+        the update, the evaluation or the checkpoint) stops them all after the next
         step."""
         signum = self.stop_agreed(stop, voted=True)
         if signum is None:
@@ -887,6 +937,16 @@ def dropout_seed(order_seed: int, step: int, world: distributed.World) -> int:
     resumed run draws the masks of an uninterrupted one, and of the rank (rank 0's is the
     one-process seed), so that no two ranks draw the same masks for their shares."""
     return order_seed * 1_000_003 + step + world.rank * (1 << 40)
+
+
+def _non_finite(model: nn.Module) -> str | None:
+    """The name of the model's first floating-point tensor holding NaN or inf, or None; one read
+    from the device for all of them."""
+    named = [(k, v) for k, v in model.state_dict().items() if v.is_floating_point()]
+    if not named:
+        return None
+    finite = torch.stack([torch.isfinite(v).all() for _, v in named]).tolist()
+    return next((k for (k, _), ok in zip(named, finite) if not ok), None)
 
 
 def _cpu_copy(model: nn.Module) -> dict[str, torch.Tensor]:
