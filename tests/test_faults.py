@@ -1021,3 +1021,54 @@ def test_same_params_and_seeds_give_bit_identical_checkpoints_hypotheses_and_ble
         bleu[name] = scores, (tmp_path / name / "figure3.csv").read_bytes()
     assert bleu["a"] == bleu["b"]  # other systems are absent, with their own paths as reason
     assert bleu["a"][0]["12"]["sentences"] == 60 and "bleu_tok" in bleu["a"][0]["12"]
+
+
+# ---------------------------------------------------------------------------------------------
+# A translate run killed by hand over an earlier run's outputs
+
+
+def test_a_killed_translate_over_an_earlier_run_leaves_only_its_own_files_and_evaluate_warns(
+        work, decoded, tmp_path, monkeypatch, caplog):
+    """The folder holds an earlier run's complete outputs (another model's hypotheses, a beam no
+    longer decoded, timing.json); a run killed after beam 1 leaves its own beam 1 and nothing of
+    the earlier run, above all no timing.json (the mark of a complete run) and no beam 12 of the
+    old model beside the new beam 1. Evaluate scores beam 1 as beam 1 of the new model, reports
+    beam 12 absent, and warns in one line that the folder has no timing.json."""
+    import logging
+
+    from s2s.decode import translate as decoding
+
+    out = tmp_path / "translate" / "forward"
+    shutil.copytree(decoded, out)
+    n = len((decoded / "beam1.tok.fr").read_text(encoding="utf-8").splitlines())
+    for name in ("beam1.tok.fr", "beam1.detok.fr", "beam12.tok.fr", "beam12.detok.fr",
+                 "beam5.tok.fr", "beam5.detok.fr"):
+        atomic_write_lines(out / name, ["une traduction du modèle ancien"] * n)
+    for name in ("beam1.nbest", "beam12.nbest"):
+        atomic_write_lines(out / name, [f"{i} ||| ancien ||| lstm=-1.0 ||| -1.0"
+                                        for i in range(n)])
+    assert (out / "timing.json").is_file()
+
+    real, calls = decoding.translate, {"n": 0}
+
+    def killed_at_beam_12(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt("killed while decoding beam 12")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(decoding, "translate", killed_at_beam_12)
+    with pytest.raises(KeyboardInterrupt):
+        work.translate(work.tmp / "a" / "models", out)
+    monkeypatch.undo()
+    want = {k: v for k, v in visible_files(decoded).items() if k.startswith("beam1.")}
+    assert visible_files(out) == want
+
+    with caplog.at_level(logging.WARNING, logger="s2s.evaluate.stage"):
+        evaluate_stage.main(work.params, EvaluatePaths(
+            translate=out.parent, rescore=tmp_path / "none", prepared=work.prepared,
+            vocab=work.vocab, metrics=tmp_path / "bleu.json", groups=tmp_path / "figure3.csv"))
+    said = [r.getMessage() for r in caplog.records if "timing.json" in r.getMessage()]
+    assert len(said) == 1 and f"{out}: no timing.json: its translate run did not finish" in said[0]
+    scores = json.loads((tmp_path / "bleu.json").read_text())["translate"]["forward"]
+    assert scores["12"]["absent"] is True and scores["1"]["sentences"] == n

@@ -20,7 +20,11 @@ Writes
   the fixed-vector model lose more on long sentences than the ones that look back at the source?).
 
 A missing output is reported as absent (the report shows it as "not run"); an output whose line
-count differs from the references is an error, never a score.
+count differs from the references is an error, never a score. A system's folder without its
+``timing.json`` (which translate writes last, after removing an earlier run's files first) is
+one whose translate run did not finish, or was not written by translate: one warning line names
+it, and its beam files are scored as they are (a killed run's are complete and its own; the
+beams it did not reach are absent).
 """
 
 from __future__ import annotations
@@ -69,7 +73,8 @@ def main(params: Params, paths: EvaluatePaths) -> dict:
     from s2s.evaluate import buckets
     from s2s.evaluate.bleu import (TOK_METHOD, corpus_bleu_sacre, corpus_bleu_tok,
                                    sentence_stats_tok, tok_signature)
-    from s2s.layout import GROUP_COLUMNS, RESCORE_FIXED, hypothesis_files, rescore_system
+    from s2s.layout import (GROUP_COLUMNS, RESCORE_FIXED, hypothesis_files, rescore_system,
+                            timing_file)
     from s2s.io import atomic_write_text, read_lines
 
     t0 = time.perf_counter()
@@ -111,6 +116,12 @@ def main(params: Params, paths: EvaluatePaths) -> dict:
     translate: dict[str, dict[int, BleuEntry]] = {}
     for system, scfg in params.systems.items():
         translate[system] = {}
+        folder, timing = paths.translation(system, 1).parent, timing_file(paths.translate, system)
+        if folder.is_dir() and not timing.is_file():
+            log.warning("%s: no %s: its translate run did not finish (a killed run leaves its "
+                        "complete beam files only) or did not write this folder; scoring the "
+                        "beam files it holds, rerun `s2s translate %s` for all of them", folder,
+                        timing.name, system)
         for beam in scfg.beams:
             entry, groups, stats = score(paths.translation(system, beam))
             translate[system][beam] = entry

@@ -8,13 +8,19 @@ Writes: ``<out>/beam<K>.tok.fr`` (Moses-tokenised, the paper's BLEU input),
         ``id ||| hypothesis ||| <kind>=<logprob> ||| score``, the kind of the system's models:
         ``lstm``, ``gru``, ``cho``, ``attention``, ``transformer``),
         ``<out>/timing.json`` (:class:`s2s.artifacts.Timing`): seconds and sentences/s per beam
-        width (the paper's cost claim).
+        width (the paper's cost claim), written last: the mark of a complete run. Before it writes
+        its first beam file, a run removes an earlier run's ``timing.json`` and then every beam
+        file of it (of any beam), so a killed run leaves only its own complete beam files and no
+        ``timing.json``, never an earlier run's files beside its own (the evaluate stage warns
+        of a system folder without ``timing.json``).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
+from pathlib import Path
 
 from s2s import arch
 from s2s.config import Params
@@ -45,6 +51,40 @@ def stages(params: Params) -> list[Stage]:
 
 def cli(args, params) -> None:
     main(params, args.system, TranslatePaths.from_args(args))
+
+
+# an output of a translate run, of any beam, in a system's folder (TranslatePaths.outputs), and
+# the temporary file of one (s2s.io.atomic_open's ``.<name>.<owner>-<random>.tmp``)
+_BEAM_FILE = re.compile(r"beam\d+\.(?:tok\.fr|detok\.fr|nbest)")
+_BEAM_TEMPORARY = re.compile(r"\.(beam\d+\.(?:tok\.fr|detok\.fr|nbest))\..+\.tmp")
+
+
+def clear_earlier_run(paths: TranslatePaths) -> list[Path]:
+    """Remove what an earlier run left in the system's folder: its ``timing.json`` first (the
+    mark of a complete run), then its beam files; returns those removed. The temporaries that a
+    killed run's writes left are removed too where their owner is gone (a live run's stay). A
+    kill in between leaves some of the earlier run's beam files without ``timing.json``: an
+    incomplete folder, as a killed run's."""
+    from s2s.io import remove_dead_temporaries
+
+    removed = []
+    if paths.timing.is_file() or paths.timing.is_symlink():
+        paths.timing.unlink()
+        removed.append(paths.timing)
+    remove_dead_temporaries(paths.timing)
+    if not paths.out.is_dir():
+        return removed
+    written = set()
+    for path in sorted(paths.out.iterdir()):
+        if _BEAM_FILE.fullmatch(path.name) and (path.is_file() or path.is_symlink()):
+            path.unlink()
+            removed.append(path)
+            written.add(path)
+        elif m := _BEAM_TEMPORARY.fullmatch(path.name):
+            written.add(paths.out / m[1])
+    for path in sorted(written):
+        remove_dead_temporaries(path)
+    return removed
 
 
 def main(params: Params, system: str, paths: TranslatePaths) -> dict:
@@ -98,6 +138,9 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
         nbest = [nbest_line(i, tgt_vocab.decode(h.tokens), feature, h.score)
                  for i, hs in enumerate(hyps) for h in hs]
         tok_file, detok_file, nbest_file = paths.outputs(beam)
+        if not beams:  # the first files of this run: none of an earlier run may stay beside them
+            for path in clear_earlier_run(paths):
+                log.info("removed %s, of an earlier run", path)
         atomic_write_lines(tok_file, best)
         atomic_write_lines(detok_file, [detokenize(s, "fr") for s in best])
         atomic_write_lines(nbest_file, nbest)
