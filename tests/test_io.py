@@ -88,3 +88,16 @@ def test_a_folder_replaces_a_file_or_a_link_and_a_failed_rename_puts_the_old_fol
     assert files(final) == {"old": "old"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file-out", "link-out", "new", "out"]
 
+
+def test_remove_dead_temporaries_in_a_folder_leaves_a_live_owners_and_other_files(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", "from s2s.io import owner_tag; print(owner_tag())"],
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, check=True,
+                          capture_output=True, text=True, timeout=120)
+    dead, live = proc.stdout.strip(), io.owner_tag()
+    names = [f".epoch1.pt.{dead}-0a1b.tmp", f".snapshots.json.{dead}-2c.tmp",
+             f".epoch2.pt.{live}-3d.tmp", "epoch1.pt", ".hidden.tmp"]
+    for name in names:
+        (tmp_path / name).write_text("", encoding="utf-8")
+    removed = io.remove_dead_temporaries_in(tmp_path)
+    assert sorted(p.name for p in removed) == sorted(names[:2])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])

@@ -322,3 +322,36 @@ def test_a_non_finite_gradient_stops_before_a_checkpoint_keeps_it_and_the_rerun_
     assert not last.with_name("last.pt.rejected").exists()
     assert outputs(poisoned) == outputs(ref)
 
+
+def test_a_run_removes_the_dead_temporaries_of_its_metrics_curves_and_snapshots(data):
+    """A kill -9 while the metrics, the curves or a snapshot are written leaves their temporary
+    files beside them (under DVC metrics/train/ is the report's input, whole); the next run
+    removes those of a run that is gone, and leaves a live one's and other files alone."""
+    import subprocess
+    import sys
+
+    from s2s.io import owner_tag
+
+    tmp, work = data
+    params = load(tiny(epochs=0.25, eval_every=0.125), work, "temporaries")
+    run_dir = work / "temporaries"
+    snaps = run_dir / "snapshots"
+    import os
+
+    dead = subprocess.run(  # the owner tag of a process that is gone
+        [sys.executable, "-c", "from s2s.io import owner_tag; print(owner_tag())"],
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, check=True, capture_output=True,
+        text=True, timeout=120).stdout.strip()
+    stray = [run_dir / f".metrics.json.{dead}-1a.tmp", run_dir / f".curves.csv.{dead}-2b.tmp",
+             snaps / f".epoch0.pt.{dead}-3c.tmp", snaps / f".snapshots.json.{dead}-4d.tmp"]
+    kept = [run_dir / f".metrics.json.{owner_tag()}-5e.tmp", run_dir / "notes.txt"]
+    for path in stray + kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("", encoding="utf-8")
+    train_stage.main(params, "forward", TrainPaths(
+        ids=ids_of(tmp / "prepared", tmp / "vocab", run_dir), vocab=tmp / "vocab",
+        model_dir=run_dir / "models" / "forward", ckpt_dir=run_dir / "checkpoints" / "forward",
+        metrics=run_dir / "metrics.json", curves=run_dir / "curves.csv", snapshots=snaps))
+    assert (snaps / "snapshots.json").is_file()
+    assert [p.name for p in stray if p.exists()] == []
+    assert all(p.exists() for p in kept)

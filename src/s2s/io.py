@@ -5,7 +5,8 @@ a full disk never leaves a half-written file under its final name: the old file 
 there. A failed write (a full disk: ENOSPC) is re-raised naming the final path, and its temporary
 file is removed. Only a kill -9 can leave a temporary ``.<name>.<owner>-*.tmp`` behind (its
 owner: :func:`owner_tag`); :func:`remove_temporaries` clears those where a stage keeps a folder
-across runs, :func:`remove_dead_temporaries` those of one file whose owner is gone.
+across runs, :func:`remove_dead_temporaries` those of one file whose owner is gone
+(:func:`remove_dead_temporaries_in`: of every file of a folder one stage writes alone).
 
 Temporary files and folders are created with the modes a plain ``open`` / ``mkdir`` asks for
 (0666 / 0777), so the kernel applies the process's umask when they are made: an output renamed
@@ -123,6 +124,17 @@ def remove_dead_temporaries(path: Path) -> list[Path]:
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed
+
+
+def remove_dead_temporaries_in(folder: Path) -> list[Path]:
+    """:func:`remove_dead_temporaries` of every file of `folder` with a temporary there (its
+    final file present or not): for a folder that one stage writes alone."""
+    finals = set()
+    for tmp in Path(folder).glob(".*.tmp"):
+        m = _FILE_OWNER.search(tmp.name)
+        if m is not None and m.start() > 1:
+            finals.add(tmp.name[1:m.start()])
+    return [t for final in sorted(finals) for t in remove_dead_temporaries(Path(folder) / final)]
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -40,7 +40,8 @@ from s2s.data.batching import (Batch, collate, collate_ids, epoch_batches, eval_
 from s2s.data.ids import IdCorpus, IdsRecord, ids_file, offsets_file, open_split
 from s2s.data.vocab import Vocab
 from s2s.device import for_resources
-from s2s.io import atomic_open, atomic_write_json, atomic_write_text, remove_temporaries
+from s2s.io import (atomic_open, atomic_write_json, atomic_write_text, remove_dead_temporaries,
+                    remove_dead_temporaries_in, remove_temporaries)
 from s2s.layout import BEST_FILE, CURVE_COLUMNS, MODEL_FILE, CurveRow, TrainPaths
 from s2s.losses import linear_cross_entropy, smoothed_cross_entropy, summed_nll
 from s2s.model import build_model, config_record
@@ -871,6 +872,10 @@ def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
         for folder in (paths.ckpt_dir, paths.model_dir):
             for tmp in remove_temporaries(folder):
                 log.info("%s: removed %s, left by a killed run", name, tmp)
+        # The metrics and curves files lie in folders other stages write to and depend on whole
+        # (metrics/train/, the report's input): only their own temporaries, a dead run's, go.
+        for path in (paths.metrics, paths.curves):
+            remove_dead_temporaries(path)
     per_epoch = steps_per_epoch(len(train), cfg.batch_size)
     total_steps = max(1, round(cfg.epochs * per_epoch))
     snaps = None if paths.snapshots is None else Snapshots(
@@ -1038,6 +1043,7 @@ class Snapshots:
         if not self.writer:
             return []
         self.out.mkdir(parents=True, exist_ok=True)
+        remove_dead_temporaries_in(self.out)  # a killed publish's
         written = []
         for epoch in self.due:
             src, dst = self.work / snapshot_file(epoch), self.out / snapshot_file(epoch)
