@@ -542,6 +542,31 @@ def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     assert checks.analysis_claims(read_analysis(out))[0].status == "no significant difference"
 
 
+def test_seed_pairs_are_forward_and_reversed_models_that_differ_in_reading_order_alone(
+        tmp_path):
+    """The default profile's reach measures three seed pairs; an experiment that changes one
+    replica's seed or setting unpairs it (the analyze stage leaves it out), and still runs."""
+    from s2s import config
+
+    from helpers import profile_dict, write_params
+
+    def pairs(edit=lambda raw: None):
+        raw = profile_dict("default")
+        edit(raw)
+        p = config.load(write_params(tmp_path / "params.yaml", raw))  # the check passes
+        return config.seed_pairs(p, (*p.analysis.models, *p.analysis.reach_replicas))
+
+    assert pairs() == [("forward", "reversed_1"), ("forward_2", "reversed_2"),
+                       ("forward_3", "reversed_3")]
+    assert pairs(lambda raw: raw["models"]["reversed_3"].update(init_seed=14)) == [
+        ("forward", "reversed_1"), ("forward_2", "reversed_2")]
+    assert pairs(lambda raw: raw["models"]["forward_2"].update(hidden_size=128)) == [
+        ("forward", "reversed_1"), ("forward_3", "reversed_3")]
+    # reversed_fb1 shares forward's seeds but not its forget bias: no pair of it
+    assert pairs(lambda raw: raw["analysis"].update(models=["forward", "reversed_fb1"])) == [
+        ("forward_2", "reversed_2"), ("forward_3", "reversed_3")]
+
+
 def test_figure2s_verdict_rests_on_a_welch_interval_over_the_phrase_pairs():
     """Each model's swaps - paraphrases relative distance with its 95% Welch interval from the
     pairs' means and standard deviations: holds when every one is above 0, does not hold when

@@ -1158,10 +1158,10 @@ def _check_analysis(p: Params) -> None:
 
 
 def _check_reach_replicas(p: Params) -> None:
-    """Each of `analysis.reach_replicas` a model that can be analysed, not already among
-    `analysis.models`, a seed replica of one of them (differing in init_seed and order_seed
-    alone), and paired (:func:`seed_pairs`) with a model of the other reading order among both
-    lists: an unpaired replica would keep snapshots that nothing reads."""
+    """Each of `analysis.reach_replicas` a model that can be analysed, named once and not among
+    `analysis.models`. Whether it pairs (:func:`seed_pairs`) is the analyze stage's to say (it
+    leaves an unpaired one out, with a warning): an experiment that changes one model's setting
+    or seed unpairs a replica, and must still run."""
     a = p.analysis
     for i, m in enumerate(a.reach_replicas):
         key = f"analysis.reach_replicas[{i}]"
@@ -1169,19 +1169,6 @@ def _check_reach_replicas(p: Params) -> None:
         if m in a.models or m in a.reach_replicas[:i]:
             raise ConfigError(f"{p.source}: '{key}' names model '{m}', which is already "
                               f"measured (in 'analysis.models' or earlier in this list)")
-    paired = {m for pair in seed_pairs(p, (*a.models, *a.reach_replicas)) for m in pair}
-    for i, m in enumerate(a.reach_replicas):
-        key = f"analysis.reach_replicas[{i}]"
-        if not any(record_key(p, m, SEEDS) == record_key(p, x, SEEDS) for x in a.models):
-            raise ConfigError(f"{p.source}: '{key}' names model '{m}', which is no seed replica "
-                              f"of a model of 'analysis.models' ({', '.join(a.models)}): it "
-                              f"must differ from one of them in {' and '.join(SEEDS)} alone")
-        if m not in paired:
-            other = "forward" if p.model_config(m).reverse_source else "reversed"
-            raise ConfigError(f"{p.source}: '{key}' names model '{m}', which no {other} model "
-                              f"of 'analysis.models' or 'analysis.reach_replicas' pairs with "
-                              f"(the same settings and seeds, the other reading order): add "
-                              f"its partner, or remove it")
 
 
 def stage_kinds(p: Params) -> dict[str, str]:

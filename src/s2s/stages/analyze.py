@@ -72,12 +72,19 @@ def cli(args, params) -> None:
     cfg = params.analysis
     mem = memory_models(params)
     replicas = tuple(AnalysisConfig.read(params, "reach_replicas"))
+    pairs = seed_pairs(params, (*cfg.models, *replicas))
+    paired = {m for pair in pairs for m in pair}
+    for m in replicas:
+        if m not in paired:
+            log.warning("analysis.reach_replicas: %s pairs with no model of the other reading "
+                        "order among analysis.models and analysis.reach_replicas (the same "
+                        "settings and seeds): left out of the interval over seeds", m)
     main(AnalyzePaths.from_args(args), models=cfg.models, phrases=cfg.phrases,
          sentences=cfg.sentences, max_position=cfg.max_position,
          lowercase=params.prepare.lowercase, memory_models=mem,
          memory_steps=AnalysisConfig.read(params, "memory_steps"),
          memory_candidates=AnalysisConfig.read(params, "memory_candidates"),
-         reach_replicas=replicas, seed_pairs=seed_pairs(params, (*cfg.models, *replicas)),
+         reach_replicas=replicas, seed_pairs=pairs,
          expect=params.model_configs(dict.fromkeys((*cfg.models, *mem, *replicas))))
 
 
