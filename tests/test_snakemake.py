@@ -127,6 +127,26 @@ def test_the_parameter_file_reaches_the_rules_shell_quoted(tmp_path):
     assert json.loads((repo / "metrics" / "params.json").read_text())  # the check ran on it
 
 
+def test_which_file_holds_the_same_params_reruns_nothing(tmp_path):
+    """`--config params=<file>` put `--params <file>` into every rule's command (a rule param)
+    and the file into the check rule's inputs: Snakemake compares both, so a later plain run
+    (params.yaml holding the same bytes) reran the check, which rewrote metrics/params.json, and
+    every job after it. The jobs now hear the file from S2S_PARAMS, outside the compared params,
+    and the check's inputs do not name it."""
+    repo = project(tmp_path / "repo")
+    shutil.copy(repo / "params.yaml", repo / "profiles" / "same.yaml")
+    snakemake(repo, "metrics/params.json", "--cores", "1", "--config",
+              "params=profiles/same.yaml")
+    made = (repo / "metrics" / "params.json").stat().st_mtime_ns
+    # the job read the file it was told
+    assert "profiles/same.yaml is valid" in (repo / "logs" / "check_params.log").read_text()
+    for config in ((), ("--config", "params=profiles/same.yaml")):
+        dry = snakemake(repo, "-n", "metrics/params.json", *config)
+        assert "Nothing to be done" in dry.stdout + dry.stderr, (config, dry.stdout[-3000:])
+    snakemake(repo, "metrics/params.json", "--cores", "1")  # a real run: nothing to run either
+    assert (repo / "metrics" / "params.json").stat().st_mtime_ns == made
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")

@@ -22,6 +22,10 @@ from s2s.runguard import Stopped
 log = logging.getLogger("s2s")
 
 DVC_YAML = Path("dvc.yaml")
+# The parameter file a stage reads where --params is not given: the Snakemake workflow sets it
+# for its jobs (`--config params=...`), outside the rule's params, which Snakemake compares: a
+# `--params` in the command reran every job when another file held the same parameters.
+PARAMS_ENV = "S2S_PARAMS"
 
 
 def _read_input(path: Path | None) -> list[str]:
@@ -362,7 +366,9 @@ STAGE_OPTIONAL: dict[str, dict[str, str]] = {}  # the same for paths a stage can
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="s2s", description=" ".join(
         __doc__.split("\n\n")[0].split()), formatter_class=_Help)
-    p.add_argument("--params", type=Path, default=Path(PARAMS_FILE), help="parameter file")
+    p.add_argument("--params", type=Path, default=None,
+                   help=f"parameter file (default: {PARAMS_FILE}; for a stage, ${PARAMS_ENV} "
+                        f"where set, as the Snakemake workflow sets it)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="debug logging, and tracebacks instead of one-line errors")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -539,6 +545,10 @@ def main(argv: list[str] | None = None) -> int:
         # every argument is dvc plots show's (argparse would take its flags for ours)
         argv = ["plots", "--", *argv[1:]]
     args = build_parser().parse_args(argv)
+    if args.params is None:
+        is_stage = args.command not in ("profile", "dag", "score", "translate-text", "exps",
+                                        "verify", "plots")
+        args.params = Path((os.environ.get(PARAMS_ENV) if is_stage else None) or PARAMS_FILE)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     try:

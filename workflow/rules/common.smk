@@ -136,17 +136,6 @@ def stage_outputs(stage):
     return [directory(o.path) if o.is_dir else o.path for o in stage.outs if not o.persist]
 
 
-def stage_cmd(stage):
-    """The stage's own command, with the parameter file passed on when it is not params.yaml."""
-    cmd = stage.cmd
-    if config["params"] != PARAMS_FILE:
-        if not cmd.startswith("s2s "):
-            raise ValueError(f"stage '{stage.name}': cannot pass --params to '{cmd}'")
-        # quoted: the path comes from a config file or --config, and goes to the rule's shell
-        cmd = f"s2s --params {shlex.quote(config['params'])} {cmd[len('s2s '):]}"
-    return cmd
-
-
 def stage_inputs(stage):
     """Other stages' outputs, and source paths. A source directory (src/s2s/report) becomes its
     files: Snakemake compares modification times, and editing a file leaves its folder's alone."""
@@ -155,9 +144,15 @@ def stage_inputs(stage):
         if path not in ALL_OUTPUTS and Path(path).is_dir():
             result += sorted(str(f) for f in Path(path).rglob("*")
                              if f.is_file() and "__pycache__" not in f.parts)
-        elif path == PARAMS_FILE:  # the file this run reads (a profile under --config params=)
-            result.append(ancient(config["params"]) if stage.kind == "check"
-                          else config["params"])
+        elif path == PARAMS_FILE:
+            # The check: none. It validates the file this run read already (PARAMS, above), and
+            # its record is constant: made once, not again on a change of the file, nor on a
+            # run of another file with the same values (Snakemake compares a rule's input files
+            # by name: `--config params=profiles/x.yaml` then a plain run reran it, and every
+            # job after it by time). The report: the file this run reads (a profile under
+            # --config params=), whose name and sha256 it prints.
+            if stage.kind != "check":
+                result.append(config["params"])
         else:
             result.append(path)
     return result
