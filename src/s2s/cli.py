@@ -578,8 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     except Stopped as e:  # a signal, after a final checkpoint: one line, status 128 + N
         log.error("%s", e)
         return e.exit_status
-    except (ValueError, RuntimeError, KeyError, OSError) as e:
-        # Bad input, bad params, a bad checkpoint: one clear line; the traceback with -v.
+    except (ValueError, RuntimeError, KeyError, OSError, OverflowError) as e:
+        # Bad input, bad params, a bad checkpoint, a number too large for numpy or torch: one
+        # clear line; the traceback with -v.
         if args.verbose:
             raise
         # a KeyError's str() is its message quoted; every other error's is the message
