@@ -67,8 +67,13 @@ SlurmctldPidFile=$STATE/slurmctld.pid
 SlurmdPidFile=$STATE/slurmd.pid
 SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd.log
-# No cgroups in a container: processes tracked by parent PID, no task binding.
-ProctrackType=proctrack/linuxproc
+# No cgroups in a container: processes tracked by process group, no task binding. Not by parent
+# PID (proctrack/linuxproc): at a time limit SIGTERM ends the batch shell (sbatch --wrap), the
+# job-step Snakemake it started (which catches SIGTERM) is re-parented to PID 1, and the SIGKILL
+# KillWait later never reached it, its srun or its stage, which outlived the job. The job's
+# processes keep the batch shell's process group (nothing there starts a session of its own), so
+# the signals reach every one of them wherever it is re-parented.
+ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory

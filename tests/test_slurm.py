@@ -13,12 +13,15 @@ editing the profile. Skipped where no SLURM controller answers (failed under CI=
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -66,16 +69,24 @@ def submit(repo: Path, site: Site, targets: tuple[str, ...] = (), *options: str,
     """`snakemake --profile workflow/profiles/slurm` with the site's account and partition and
     status checks 2 s after a submission (the profile's 10 s would only slow the tests). Bounded
     by `timeout -k`: on SIGTERM Snakemake waits for its running jobs. Jobs left in the queue
-    (a timeout, a failed test) are cancelled."""
+    (a timeout, a failed test) are cancelled, and processes of its jobs that outlive them are
+    killed (kill_left_behind): under CI=true the test then fails naming them."""
     cmd = ["timeout", "-k", "30", str(timeout), str(BIN / "snakemake"), *targets,
            "--profile", "workflow/profiles/slurm",
            "--default-resources", f"slurm_account={site.account}",
            f"slurm_partition={site.partition}",
            "--slurm-init-seconds-before-status-checks", "2", *options]
     try:
-        return run(cmd, repo, check=check, timeout=timeout + 60, env={"OMP_NUM_THREADS": "1"})
-    finally:
+        proc = run(cmd, repo, check=check, timeout=timeout + 60, env={"OMP_NUM_THREADS": "1"})
+    finally:  # also after a failure, which is then the one reported
         cancel_jobs_in(repo)
+        left = kill_left_behind(repo)
+    if left:
+        said = "processes of the test's SLURM jobs outlived them (killed): " + "; ".join(left)
+        if os.environ.get("CI") == "true":
+            pytest.fail(said)
+        warnings.warn(said)
+    return proc
 
 
 def cancel_jobs_in(workdir: Path) -> None:
@@ -84,6 +95,63 @@ def cancel_jobs_in(workdir: Path) -> None:
            if line.strip() and Path(line.split(maxsplit=1)[1]) == workdir]
     if ids:
         _query(["scancel", *ids])
+
+
+@functools.cache
+def kill_wait() -> int:
+    """Seconds SLURM waits between a job's SIGTERM and its SIGKILL (KillWait; 30 by default)."""
+    said = re.search(r"^KillWait\s*=\s*(\d+)", _query(["scontrol", "show", "config"]).stdout,
+                     re.M)
+    return int(said[1]) if said else 30
+
+
+def _ancestors() -> set[int]:
+    """This process and every process above it."""
+    pids, pid = set(), os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            # the parent PID is the second field after the command name, which is in parentheses
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    return pids
+
+
+def processes_in(workdir: Path) -> dict[int, str]:
+    """PID -> command line of every process working in `workdir` or below (the jobs of a
+    submission run there), this test's own process and its ancestors left out."""
+    root, mine, found = workdir.resolve(), _ancestors(), {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) in mine:
+            continue
+        try:
+            cwd = Path(os.readlink(proc / "cwd"))
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                errors="replace").strip()
+        except OSError:  # gone, a zombie, or another user's
+            continue
+        if cwd == root or root in cwd.parents:
+            found[int(proc.name)] = cmdline or f"[{proc.name}]"
+    return found
+
+
+def kill_left_behind(workdir: Path) -> list[str]:
+    """Processes of the jobs run in `workdir` that outlive them: given KillWait and 10 s to end
+    after the jobs were cancelled (SLURM's own SIGTERM, then SIGKILL), then killed. Each as
+    'PID command line'; none where SLURM ended every process of its jobs. A job-step Snakemake
+    re-parented to PID 1 once outlived its job for good (see ProctrackType in .ci/slurm.sh)."""
+    deadline = time.monotonic() + kill_wait() + 10
+    left = processes_in(workdir)
+    while left and time.monotonic() < deadline:
+        time.sleep(1)
+        left = processes_in(workdir)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:  # ended meanwhile
+            pass
+    return [f"{pid} {cmdline}" for pid, cmdline in left.items()]
 
 
 def submitted(log: str) -> list[tuple[str, str]]:
@@ -182,7 +250,12 @@ def timed_out(tmp_path_factory, site):
         assert reference.wait(timeout=900) == 0, (ref / "train.log").read_text()[-3000:]
     finally:
         if reference.poll() is None:
-            reference.kill()
+            # started in a session of its own: its whole group (the trainer's workers too)
+            try:
+                os.killpg(reference.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            reference.wait()
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-5000:]
     return repo, out, ref
