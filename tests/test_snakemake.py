@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import time
@@ -277,29 +278,69 @@ def test_a_change_of_params_reruns_what_reads_the_value_and_a_dry_run_changes_no
     time.sleep(1.1)  # a modification time Snakemake sees as later
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     assert planned_jobs(snakemake(repo, "-n").stdout) == {"report": 1, "all": 1}  # its sha256
-    params["models"]["reversed_3"]["order_seed"] += 1000  # read by that model's training
+    params["models"]["reversed_4"]["order_seed"] += 1000  # read by its training only
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     jobs = planned_jobs(snakemake(repo, "-n").stdout)
-    assert jobs["train_reversed_3"] == 1 and "check_params" not in jobs
+    assert jobs["train_reversed_4"] == 1 and "check_params" not in jobs
     assert jobs["translate_ensemble5"] == 1  # what reads the model
     assert "train_reversed_1" not in jobs and "prepare" not in jobs
     assert "translate_forward" not in jobs
-    seed = params["models"]["reversed_3"]["order_seed"]
-    params["models"]["reversed_3"]["order_seed"] -= 1000  # back, with no run between
+    seed = params["models"]["reversed_4"]["order_seed"]
+    params["models"]["reversed_4"]["order_seed"] -= 1000  # back, with no run between
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     assert planned_jobs(snakemake(repo, "-n").stdout) == {"report": 1, "all": 1}
 
     # the records lost (.snakemake deleted): dvc.lock says what DVC made the outputs with
     shutil.rmtree(repo / ".snakemake")
     stage = next(s for s in pipeline.generate(load(repo / "params.yaml"))
-                 if s.name == "train-reversed_3")
+                 if s.name == "train-reversed_4")
     made = dag.param_values(params, stage.params)
     (repo / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {
         stage.name: {"cmd": stage.cmd, "params": {"params.yaml": made}}}}))
-    params["models"]["reversed_3"]["order_seed"] = seed
+    params["models"]["reversed_4"]["order_seed"] = seed
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     jobs = planned_jobs(snakemake(repo, "-n").stdout)
-    assert jobs["train_reversed_3"] == 1 and "train_reversed_1" not in jobs
+    assert jobs["train_reversed_4"] == 1 and "train_reversed_1" not in jobs
+
+
+def test_the_engine_that_made_the_outputs_last_says_with_what(tmp_path):
+    """Snakemake's record of the values a stage's outputs were made with won over dvc.lock's
+    always: after `dvc repro` with a changed value `snakemake -n` planned the stage and every
+    one after it, which DVC found clean, and a value then set back by hand, with the outputs
+    still DVC's, was missed. dvc.lock's values count where DVC wrote the stage's entry after
+    Snakemake's record was written."""
+    repo = project(tmp_path / "repo", "default")
+    outs = []
+    for stage in pipeline.generate(load(repo / "params.yaml")):
+        for out in stage.outs:
+            path = repo / out.path
+            if out.is_dir:
+                path.mkdir(parents=True, exist_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+            outs.append(path)
+    snakemake(repo, "--touch", "--cores", "1")  # Snakemake's records: made with these values
+    params = profile_dict("default")
+    params["models"]["reversed_4"]["order_seed"] += 1000  # read by its training only
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    # `dvc repro`: every stage's entry in dvc.lock with this file's values, every output anew
+    (repo / "dvc.lock").write_text(yaml.safe_dump({"schema": "2.0", "stages": {
+        s.name: {"cmd": s.cmd, "params": {"params.yaml": dag.param_values(params, s.params)}}
+        for s in pipeline.generate(load(repo / "params.yaml"))}}))
+    now = time.time()
+    for path in outs:
+        for p in (path, *(path.rglob("*") if path.is_dir() else ())):
+            os.utime(p, (now, now))
+    time.sleep(1.1)  # a stamp dated by the next run is later than these
+    dry = snakemake(repo, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+    # set back by hand: the outputs are still DVC's, made with the other value
+    params["models"]["reversed_4"]["order_seed"] -= 1000
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    jobs = planned_jobs(snakemake(repo, "-n").stdout)
+    assert jobs["train_reversed_4"] == 1 and jobs["translate_reversed_4"] == 1
+    assert jobs["translate_ensemble5"] == 1 and "train_reversed_1" not in jobs
 
 
 def test_lint_leaves_only_the_software_deployment_lint(plan_repo):

@@ -78,23 +78,62 @@ def _locked(stage):
         return None
 
 
+def _lock_entry(stage):
+    """dvc.lock's whole entry of `stage` (command, dependencies, params, outputs' hashes), as
+    JSON; None where it has none. DVC rewrites it when it runs the stage or adopts its outputs."""
+    entry = _lock().get(stage.name)
+    return None if entry is None else json.dumps(entry, sort_keys=True, default=str)
+
+
 def _wanted(stage):
     """This run's values of the params keys `stage` reads, as JSON."""
     return json.dumps(dag.param_values(PARAM_VALUES, stage.params), sort_keys=True, default=str)
 
 
+def _record_text(values, entry):
+    """A record: the values a stage's outputs were made with, and dvc.lock's entry of the stage
+    as it was then (both JSON)."""
+    return json.dumps({"values": json.loads(values),
+                       "dvc_lock": None if entry is None else json.loads(entry)},
+                      sort_keys=True, default=str)
+
+
+# A record of an older workflow: the values alone, compared alone (dvc.lock's entry unseen).
+_UNSEEN = object()
+
+
+def _read_record(path):
+    """(values, dvc.lock's entry then) of a record, as JSON; None where there is none, or it is
+    damaged. A record of an older workflow holds the values alone: its entry is _UNSEEN."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict) and set(data) == {"values", "dvc_lock"}:
+        seen = data["dvc_lock"]
+        return (json.dumps(data["values"], sort_keys=True, default=str),
+                None if seen is None else json.dumps(seen, sort_keys=True, default=str))
+    return json.dumps(data, sort_keys=True, default=str), _UNSEEN
+
+
 def stamp_paths(stage):
-    """(made, asked): `made` holds the values of the params keys `stage` reads that its outputs
-    were last made with; `asked` this run's, which the job copies over `made` when it succeeds."""
+    """(made, asked): `made` records the values of the params keys `stage` reads that Snakemake
+    last made its outputs with, and dvc.lock's entry of the stage then; `asked` this run's, which
+    the job copies over `made` when it succeeds. The names depend on the values alone: they are
+    in the rule's params (record_params), which Snakemake compares."""
     digest = hashlib.sha256(_wanted(stage).encode()).hexdigest()[:16]
     return STAMPS / f"{stage.rule}.json", STAMPS / f"{stage.rule}.{digest}.json"
 
 
 def params_stamp(stage):
     """The input function of `stage`'s stamp: a file dated now where the values its outputs were
-    made with (`made`, stamp_paths) differ from this run's, 1970 where they are the same, so
-    Snakemake reruns the job after a change of a value it reads and after no other, even where
-    it has no record of running it (outputs of `dvc repro`: its own `params` trigger needs one).
+    made with differ from this run's, 1970 where they are the same, so Snakemake reruns the job
+    after a change of a value it reads and after no other, even where it has no record of
+    running it (outputs of `dvc repro`: its own `params` trigger needs one).
+    The values the outputs were made with are those of the engine that wrote its record last:
+    Snakemake's (`made`, stamp_paths), unless dvc.lock's entry of the stage is no longer the one
+    that record saw; then dvc.lock's (DVC ran the stage, or adopted its outputs, since). The
+    record says which by what it holds, not by its date: the stamp is `made` itself, dated here.
     Seen for the first time (a new project, a deleted .snakemake), the record is dvc.lock's
     values where it has them, else this run's (the outputs there are taken as made with them).
     A dry run writes no record: it is called when Snakemake builds the jobs, after it knows it
@@ -104,19 +143,22 @@ def params_stamp(stage):
 
     def stamp(wildcards):
         if name not in _stamps:
-            want, (made, asked) = _wanted(stage), stamp_paths(stage)
+            want, entry, (made, asked) = _wanted(stage), _lock_entry(stage), stamp_paths(stage)
             # a dry run, or a command that only looks (--dag, --summary, --list-changes: no
             # executor plugin then, so Snakemake's dryrun says False)
-            if workflow.dryrun or workflow.executor_plugin is None:
-                if not made.exists():
+            looking = workflow.dryrun or workflow.executor_plugin is None
+            record = _read_record(made)
+            if record is None:
+                record = (_locked(stage) or want, entry)
+                if looking:
                     made = STAMPS / "dry-run" / made.name
-                    atomic_write_text(made, _locked(stage) or want)
-            else:
-                if not asked.exists():
-                    atomic_write_text(asked, want)
-                if not made.exists():
-                    atomic_write_text(made, _locked(stage) or want)
-            t = 0 if made.read_text(encoding="utf-8") == want else time.time()
+                atomic_write_text(made, _record_text(*record))
+            if not looking:  # this run's; dvc.lock's entry may differ from a former run's
+                atomic_write_text(asked, _record_text(want, entry))
+            values, seen = record
+            if seen is not _UNSEEN and entry != seen:  # DVC wrote the stage's entry since
+                values = _locked(stage) or values
+            t = 0 if values == want else time.time()
             os.utime(made, (t, t))
             _stamps[name] = str(made)
         return _stamps[name]
@@ -145,14 +187,17 @@ def stage_inputs(stage):
             result += sorted(str(f) for f in Path(path).rglob("*")
                              if f.is_file() and "__pycache__" not in f.parts)
         elif path == PARAMS_FILE:
-            # The check: none. It validates the file this run read already (PARAMS, above), and
-            # its record is constant: made once, not again on a change of the file, nor on a
-            # run of another file with the same values (Snakemake compares a rule's input files
-            # by name: `--config params=profiles/x.yaml` then a plain run reran it, and every
-            # job after it by time). The report: the file this run reads (a profile under
-            # --config params=), whose name and sha256 it prints.
+            # The report: the file this run reads (a profile under --config params=), whose
+            # name and sha256 it prints. The check: params.yaml whichever file this run reads,
+            # and `ancient`, so only that it exists. It validates the file this run read already
+            # (PARAMS, above), and its record is constant: made once, not again on a change of
+            # the file, nor on a run of another file with the same values (Snakemake compares
+            # the names of a job's input files with its last run's: the check reran when
+            # `--config params=profiles/x.yaml` named another, and every job after it by time).
             if stage.kind != "check":
                 result.append(config["params"])
+            elif Path(PARAMS_FILE).exists():
+                result.append(ancient(PARAMS_FILE))
         else:
             result.append(path)
     return result
