@@ -32,6 +32,12 @@ try:
 except (ValueError, OSError) as e:  # a ConfigError is a ValueError
     refuse(e)
 
+# The file every job's `s2s` reads (the default of a stage's --params), in the environment the
+# jobs inherit (a SLURM job's Snakemake reads this file again and sets it too): not in the
+# commands, which Snakemake compares with those of the last run, so a run of another file with
+# the same values reruns nothing through them.
+os.environ.update(S2S_PARAMS=config["params"])  # set, not read: no `envvars` to declare
+
 
 def hold_project():
     """One writer per project (s2s.projectlock): this run holds the project until it ends, or

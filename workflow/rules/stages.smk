@@ -3,9 +3,10 @@
 # reruns it, as in DVC), resources from `resources.<kind>` of the parameter file.
 # The command travels in `params`: those are evaluated here, in the loop, while `shell:` is only
 # evaluated when a job runs, after the loop has ended. The parameter file reaches the command as
-# S2S_PARAMS (the default of `s2s --params` for a stage), not in `params`: Snakemake compares a
-# rule's params with those it last ran with, and the file's name is no value a stage reads (a
-# run of `--config params=profiles/x.yaml`, then a plain one, reran every job). S2S_JOB_GPUS tells the stage how many GPUs
+# S2S_PARAMS in the jobs' environment (the default of a stage's `s2s --params`; rules/common.smk),
+# not in `params`: Snakemake compares a rule's params with those it last ran with, and the file's
+# name is no value a stage reads (`--config params=profiles/x.yaml`, then a plain run, reran every
+# job). S2S_JOB_GPUS tells the stage how many GPUs
 # its job asked for: on a local machine it claims that many free ones for itself (s2s.device),
 # under SLURM the scheduler has already given them. S2S_JOB_THREADS is the threads Snakemake gave
 # the job (a rule's threads, cut to --cores on a local run): a data stage starts no more
@@ -46,6 +47,5 @@ for _stage in STAGES:
             gpu=_res.gpus,
             **_site,
         shell:
-            "S2S_PARAMS={config[params]:q} S2S_JOB_GPUS={resources.gpu} S2S_JOB_THREADS={threads}"
-            " {params.cmd} > {log} 2>&1"
+            "S2S_JOB_GPUS={resources.gpu} S2S_JOB_THREADS={threads} {params.cmd} > {log} 2>&1"
             " && {params.record}"
