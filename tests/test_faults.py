@@ -976,6 +976,8 @@ def test_a_missing_or_broken_params_file_or_profile_is_refused_from_the_cli(work
     missing = tmp_path / "nope.yaml"
     proc = work.s2s(*train_args, params=missing)
     assert_clean_cli_error(proc, str(missing), "parameter file not found")
+    proc = work.s2s(*train_args, params=tmp_path)
+    assert_clean_cli_error(proc, f"{tmp_path}: a folder, not a parameter file")
     tabs = tmp_path / "tabs.yaml"
     tabs.write_text("profile: smoke\ntrain:\n\tlr: 0.7\n")
     proc = work.s2s(*train_args, params=tabs)

@@ -579,6 +579,8 @@ def read_yaml(path: str | Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: parameter file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a folder, not a parameter file") from None
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
