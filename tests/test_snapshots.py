@@ -75,12 +75,15 @@ def test_snapshots_are_the_weights_before_that_steps_update_and_a_rerun_writes_t
         setup, caplog):
     data, work, params = setup
     fresh = work / "fresh"
-    run(params, fresh, data)
+    with caplog.at_level(logging.WARNING, logger="s2s.train"):
+        run(params, fresh, data)
     index = snapshots.read_index(fresh / "snapshots")
     spe, total = index.steps_per_epoch, index.total_steps
     assert total == spe and index.final_epoch == 1.0
     assert [(s.epoch, s.step) for s in index.snapshots] == [
         (0.0, 0), (0.25, round(0.25 * spe)), (0.5, round(0.5 * spe))]  # 1 and 2: the end, past it
+    assert (f"analysis.snapshots 1, 2: at or past the end of training ({total} steps, {spe} an "
+            f"epoch): no snapshot there") in caplog.text  # said, not dropped without a word
     # epoch 0 is the initialisation
     first = checkpoint.load_model(fresh / "snapshots" / "epoch0.pt",
                                   src_vocab=_vocab(data, "en"), tgt_vocab=_vocab(data, "fr"))
@@ -123,7 +126,7 @@ def test_only_the_analysed_models_train_stages_take_snapshots(setup, tmp_path):
     (tmp_path / "params.yaml").write_text(re.sub(r"^  snapshots: .*\n(  +#.*\n)?", "", text,
                                                  flags=re.M))
     params = config.load(tmp_path / "params.yaml")
-    assert "snapshots" not in (tmp_path / "params.yaml").read_text().split("analysis:")[1]
+    assert not re.search(r"^  snapshots:", (tmp_path / "params.yaml").read_text(), flags=re.M)
     by_name = {s.name: s for s in train_stage.stages(params)}
     fwd, rev5 = by_name["train-forward"], by_name["train-reversed_5"]
     assert "--snapshots snapshots/forward" in fwd.cmd

@@ -1000,6 +1000,11 @@ class Snapshots:
                  ckpt_dir: Path, out_dir: Path, fingerprint: str,
                  save: Callable[..., None], writer: bool = True):
         self.due = snapshots_due(epochs, steps_per_epoch=steps_per_epoch, total_steps=total_steps)
+        past = sorted(set(map(float, epochs)) - set(self.due))
+        if past and writer:  # the end is models/<m>/model.pt; say so rather than drop them
+            log.warning("analysis.snapshots %s: at or past the end of training (%d steps, %d "
+                        "an epoch): no snapshot there; the end is the model itself",
+                        ", ".join(f"{e:g}" for e in past), total_steps, steps_per_epoch)
         self.steps_per_epoch, self.total_steps = steps_per_epoch, total_steps
         self.work = Path(ckpt_dir) / "snapshots"
         self.out = Path(out_dir)
