@@ -844,6 +844,7 @@ def _edit(path: list, value):
 
 
 TRAIN = ["train", "forward"]
+CHECK = ["check"]  # the check stage: what needs more than the file (paper.yaml, the stages)
 
 
 @pytest.mark.parametrize("edit, command, says", [
@@ -906,10 +907,10 @@ TRAIN = ["train", "forward"]
     (_edit(["report", "table1", "forward_beam12"], {"system": "forward", "beam": 7}), TRAIN,
      "'report.table1.forward_beam12.beam' (7) is not a beam of system 'forward' (its beams: "
      "1, 12)"),
-    (_edit(["report", "table2", "forward"], {"rescore": "fwd"}), TRAIN,
+    (_edit(["report", "table2", "forward"], {"rescore": "fwd"}), CHECK,
      "'report.table2.forward.rescore' names rescorer 'fwd', which is neither under "
      "'rescore.rescorers' (known: "),
-    (_edit(["report", "table1", "no_such_row"], {"system": "forward", "beam": 12}), TRAIN,
+    (_edit(["report", "table1", "no_such_row"], {"system": "forward", "beam": 12}), CHECK,
      "'report.table1.no_such_row' is not a row of the paper's table1 in paper.yaml (rows: "),
     # a Transformer's positions: a training pair of prepare.max_len tokens, and its search
     (_edit(["models", "transformer", "max_positions"], 40), TRAIN,
@@ -932,11 +933,11 @@ TRAIN = ["train", "forward"]
      "'systems.baseline.nbest' is 1, but 'rescore.baseline' names this system, whose n-best "
      "lists Table 2 rescores: it must be more than 1"),
     # resources are asked by stage kind: one the pipeline has not is no job's
-    (_edit(["resources", "trian"], {"threads": 1}), TRAIN,
+    (_edit(["resources", "trian"], {"threads": 1}), CHECK,
      "'resources.trian' is not a stage kind of the pipeline (known: check, download, prepare"),
     (lambda raw: _edit(["resources", "attention"], {"threads": 1})(
         _edit(["analysis", "cross_attention_system"], None)(
-            _edit(["analysis", "attention_system"], None)(raw))), TRAIN,
+            _edit(["analysis", "attention_system"], None)(raw))), CHECK,
      "'resources.attention' is a stage kind this profile does not run (no "
      "'analysis.attention_system')"),
     # sizes past a 32-bit integer: an OverflowError (a traceback) in a later stage
@@ -956,12 +957,16 @@ def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit,
     params = write_params(tmp_path / "params.yaml",
                           edit(tiny_params_dict()) if edit else tiny_params_dict())
     out = tmp_path / "out"
-    paths = (["--ids" if command[0] == "train" else "--prepared",
-              str(work.ids if command[0] == "train" else work.prepared), "--vocab",
-              str(work.vocab)]
-             + (["--model-dir", str(out / "m"), "--ckpt-dir", str(out / "c"), "--metrics",
-                 str(out / "m.json"), "--curves", str(out / "c.csv")] if command[0] == "train"
-                else ["--models", str(out / "models"), "--out", str(out / "t")]))
+    if command == CHECK:
+        paths = ["--out", str(out / "params.json")]
+    else:
+        paths = (["--ids" if command[0] == "train" else "--prepared",
+                  str(work.ids if command[0] == "train" else work.prepared), "--vocab",
+                  str(work.vocab)]
+                 + (["--model-dir", str(out / "m"), "--ckpt-dir", str(out / "c"), "--metrics",
+                     str(out / "m.json"), "--curves", str(out / "c.csv")]
+                    if command[0] == "train"
+                    else ["--models", str(out / "models"), "--out", str(out / "t")]))
     t0 = time.monotonic()
     proc = work.s2s(*command, *paths, params=params)
     assert_clean_cli_error(proc, str(params), says)

@@ -367,16 +367,19 @@ def test_data_analysis_and_seed_values_that_would_fail_a_later_stage_are_refused
 @pytest.mark.parametrize("profile", sorted((ROOT / "profiles").glob("*.yaml")),
                          ids=lambda p: p.stem)
 def test_the_stage_kinds_the_check_knows_are_the_pipeline_s(profile):
-    """`resources` is checked against config.stage_kinds, without building the pipeline: the
-    kinds it runs must be those of the stages the pipeline generates (what Snakemake checks)."""
+    """`resources` is checked against the check stage's stage_kinds, without building the
+    pipeline: the kinds it runs must be those of the stages the pipeline generates (what
+    Snakemake checks)."""
     from s2s import pipeline
     from s2s.stages import STAGES
+    from s2s.stages.check import stage_kinds
 
     params = config.load(profile)
-    kinds = config.stage_kinds(params)
+    kinds = stage_kinds(params)
     assert list(kinds) == list(STAGES)
     assert {k for k, why in kinds.items() if not why} == {s.kind for s in
                                                           pipeline.generate(params)}
+
 
 def test_the_analysis_bounds_are_a_test_line_s_longest():
     from s2s.config import AnalysisConfig

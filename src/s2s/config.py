@@ -891,7 +891,6 @@ def _check_cross_refs(p: Params) -> None:
     _check_rescore(p)
     _check_report(p)
     _check_analysis(p)
-    _check_resources(p)
     if list(p.evaluate.length_edges) != sorted(set(p.evaluate.length_edges)):
         raise _error(f"{p.source}: 'evaluate.length_edges' must be strictly increasing",
                      p.source, p.origins)
@@ -1085,24 +1084,12 @@ def _check_report(p: Params) -> None:
         if name in r.figure3_compare[:i]:
             raise _error(f"{p.source}: 'report.figure3_compare[{i}]' names system '{name}' a "
                          f"second time: each is drawn once", p.source, p.origins)
-    _check_answers(p)
-
-
-def _check_answers(p: Params) -> None:
-    """Each row of `report.table1` / `report.table2` is a row of the paper's (src/s2s/paper.yaml),
-    answered by exactly one output the pipeline makes: a system of `systems` at one of its
-    beams, a rescorer of `rescore.rescorers` or the rescore stage's own (baseline, oracle), or
-    the baseline. A name the profile lacks would turn the row, and the claims that read it,
-    into "not run" without a word."""
-    from s2s.layout import RESCORE_FIXED
-    from s2s.paper import check_answers  # imports nothing above this module
-
-    try:
-        check_answers(p)
-    except ConfigError as e:  # a row id of the file that wrote it
-        raise _error(str(e), p.source, p.origins) from None
+    # Each answer to a paper's row is one output the pipeline makes: a system at one of its
+    # beams, a rescoring, or the baseline (a name the profile lacks would turn the row, and the
+    # claims that read it, into "not run" without a word). Which rows are the paper's, and which
+    # rescorers the rescore stage has of its own, the check stage says (s2s.stages.check).
     for table in ("table1", "table2"):
-        for row, answer in getattr(p.report, table).items():
+        for row, answer in getattr(r, table).items():
             key = f"report.{table}.{row}"
             try:
                 _check_answer(p.source, key, answer)
@@ -1119,13 +1106,6 @@ def _check_answers(p: Params) -> None:
                     raise ConfigError(f"{p.source}: '{key}.beam' ({answer.beam}) is not a beam "
                                       f"of system '{answer.system}' (its beams: "
                                       f"{', '.join(map(str, beams))})")
-            if answer.rescore is not None and answer.rescore not in (*p.rescore.rescorers,
-                                                                     *RESCORE_FIXED):
-                raise ConfigError(f"{p.source}: '{key}.rescore' names rescorer "
-                                  f"'{answer.rescore}', which is neither under "
-                                  f"'rescore.rescorers' (known: "
-                                  f"{', '.join(p.rescore.rescorers) or 'none'}) nor one of the "
-                                  f"rescore stage's own ({', '.join(RESCORE_FIXED)})")
 
 
 def _check_analysis(p: Params) -> None:
@@ -1171,36 +1151,6 @@ def _check_reach_replicas(p: Params) -> None:
         if m in a.models or m in a.reach_replicas[:i]:
             raise ConfigError(f"{p.source}: '{key}' names model '{m}', which is already "
                               f"measured (in 'analysis.models' or earlier in this list)")
-
-
-def stage_kinds(p: Params) -> dict[str, str]:
-    """The kinds of the stages the pipeline runs for params `p` (s2s.dag.Stage.kind: `train` for
-    every train-M), each with "" or why it has no stage here: those s2s.pipeline.generate gives
-    (a test holds the two the same), without building the pipeline. What `resources` is keyed
-    by, with `default` (Snakemake refuses another key, workflow/rules/common.smk)."""
-    from s2s.paper import cost_systems
-    from s2s.stages import STAGES  # the package's list only: no stage module is imported
-
-    why = {"rescore": "" if p.rescore.baseline is not None else "'rescore.baseline' is null",
-           "attention": ("" if p.analysis.attention_system is not None
-                         else "no 'analysis.attention_system'"),
-           "timing": ("" if len(cost_systems(p)) >= 2 else "'report.table1' answers no two "
-                      "rows of the cost claim with a translation")}
-    return {kind: why.get(kind, "") for kind in STAGES}
-
-
-def _check_resources(p: Params) -> None:
-    """Each key of `resources` is `default` or the kind of a stage this profile runs."""
-    kinds = stage_kinds(p)
-    for kind in p.resources:
-        if kind == "default":
-            continue
-        if kind not in kinds:
-            raise _error(f"{p.source}: 'resources.{kind}' is not a stage kind of the pipeline "
-                         f"(known: {', '.join(kinds)}, default)", p.source, p.origins)
-        if kinds[kind]:
-            raise _error(f"{p.source}: 'resources.{kind}' is a stage kind this profile does not "
-                         f"run ({kinds[kind]}): remove it", p.source, p.origins)
 
 
 def _check_model(p: Params, key: str, model: str) -> None:

@@ -1,4 +1,7 @@
-"""Stage `check-params`: the parameter file, validated before any stage uses it.
+"""Stage `check-params`: the parameter file, validated before any stage uses it: what loading
+it checks (s2s.config), and what needs more than the file: that its corpora are the registry's,
+its answers the paper's rows and the rescore stage's outputs, its resources the pipeline's stage
+kinds.
 
 Reads:  the parameter file (``--params``; the command loads and validates all of it first).
 Writes: ``<out>`` (``metrics/params.json``): ``{"valid": true, "name_pattern": ...}``. The stage
@@ -27,7 +30,7 @@ ARGS = (Arg("--out", OUT, writes=True,
 
 def stages(params: Params) -> list[Stage]:
     return [command(
-        "check-params", "check", ARGS, deps=(PARAMS_FILE,),
+        "check-params", "check", ARGS, deps=(PARAMS_FILE, "src/s2s/paper.yaml"),
         code=arch.modules(params, params.models, part="config"),
         doc="The parameter file, validated first, whole: it reruns on any change of the file "
             "(a key\n`dvc exp run -S` adds included), so a file `s2s check` refuses never "
@@ -54,13 +57,72 @@ def require_known_corpora(params_file: Path) -> None:
                               f"which is not in the registry (known: {', '.join(CORPORA)})")
 
 
+def require_known_answers(params: Params) -> None:
+    """Each row `report.table1` / `report.table2` answers is a row of the paper's (paper.yaml),
+    and a rescoring that answers one is a rescorer of `rescore.rescorers` or the rescore stage's
+    own (baseline, oracle): a name the profile lacks would turn the row, and the claims that read
+    it, into "not run" at the end of the pipeline. (The systems and beams of the answers are
+    checked when the file is loaded: s2s.config.)"""
+    from s2s.config import ConfigError
+    from s2s.layout import RESCORE_FIXED
+    from s2s.paper import check_answers
+
+    check_answers(params)
+    for table in ("table1", "table2"):
+        for row, answer in getattr(params.report, table).items():
+            own = (*params.rescore.rescorers, *RESCORE_FIXED)
+            if answer.rescore is not None and answer.rescore not in own:
+                raise ConfigError(f"{params.source}: 'report.{table}.{row}.rescore' names "
+                                  f"rescorer '{answer.rescore}', which is neither under "
+                                  f"'rescore.rescorers' (known: "
+                                  f"{', '.join(params.rescore.rescorers) or 'none'}) nor one of "
+                                  f"the rescore stage's own ({', '.join(RESCORE_FIXED)})")
+
+
+def stage_kinds(params: Params) -> dict[str, str]:
+    """The kinds of the stages the pipeline runs for `params` (s2s.dag.Stage.kind: `train` for
+    every train-M), each with "" or why it has no stage here: those s2s.pipeline.generate gives
+    (a test holds the two the same), without building the pipeline. What `resources` is keyed
+    by, with `default` (Snakemake refuses another key, workflow/rules/common.smk)."""
+    from s2s.paper import cost_systems
+    from s2s.stages import STAGES  # the package's list only: no stage module is imported
+
+    p = params
+    why = {"rescore": "" if p.rescore.baseline is not None else "'rescore.baseline' is null",
+           "attention": ("" if p.analysis.attention_system is not None
+                         else "no 'analysis.attention_system'"),
+           "timing": ("" if len(cost_systems(p)) >= 2 else "'report.table1' answers no two "
+                      "rows of the cost claim with a translation")}
+    return {kind: why.get(kind, "") for kind in STAGES}
+
+
+def require_known_resources(params: Params) -> None:
+    """Each key of `resources` is `default` or the kind of a stage this profile runs (the
+    Snakemake workflow refuses another when it reads the file; DVC never reads them)."""
+    from s2s.config import ConfigError
+
+    kinds = stage_kinds(params)
+    for kind in params.resources:
+        if kind == "default":
+            continue
+        if kind not in kinds:
+            raise ConfigError(f"{params.source}: 'resources.{kind}' is not a stage kind of the "
+                              f"pipeline (known: {', '.join(kinds)}, default)")
+        if kinds[kind]:
+            raise ConfigError(f"{params.source}: 'resources.{kind}' is a stage kind this "
+                              f"profile does not run ({kinds[kind]}): remove it")
+
+
 def main(params_file: Path, *, out: Path) -> None:
     """The file was validated when it was loaded; record that it passed (and that it is
     complete: DVC reads its keys itself)."""
     from s2s.artifacts import ParamsCheck
-    from s2s.config import PARAMS_FILE, require_complete
+    from s2s.config import PARAMS_FILE, load, require_complete
 
     require_known_corpora(params_file)
+    params = load(params_file)
+    require_known_answers(params)
+    require_known_resources(params)
     if Path(params_file).name == Path(PARAMS_FILE).name:  # the file DVC reads (Snakemake may run a profile)
         require_complete(params_file)
         if os.environ.get("DVC_STAGE"):  # run by DVC (Snakemake makes its rules from params)
