@@ -975,6 +975,28 @@ def test_bad_params_are_refused_by_the_cli_before_any_work(work, tmp_path, edit,
     assert time.monotonic() - t0 < 60
 
 
+def test_a_stage_dvc_runs_refuses_a_params_file_named_by_the_environment(work, tmp_path):
+    """S2S_PARAMS (the Snakemake workflow's, for its jobs) names a stage's parameter file; under
+    `dvc repro` (DVC_STAGE set), where DVC hashes params.yaml, one naming another file is
+    refused; where no DVC runs the stage, it is read, and said."""
+    (tmp_path / "params.yaml").write_text(work.params_path.read_text())
+    other = tmp_path / "other.yaml"
+    other.write_text(work.params_path.read_text())
+    out = tmp_path / "p.json"
+
+    def check(**env):
+        return run([str(BIN / "s2s"), "check", "--out", str(out)], tmp_path, check=False,
+                   env=env)
+
+    proc = check(S2S_PARAMS=str(other), DVC_STAGE="check-params")
+    assert_clean_cli_error(proc, f"$S2S_PARAMS names {other}, but DVC runs this stage and "
+                                 f"tracks params.yaml")
+    assert not out.exists()
+    proc = check(S2S_PARAMS=str(other))  # a Snakemake job's
+    assert proc.returncode == 0, proc.stderr
+    assert f"parameter file {other} (from $S2S_PARAMS)" in proc.stderr and out.exists()
+
+
 def test_a_missing_or_broken_params_file_or_profile_is_refused_from_the_cli(work, tmp_path):
     train_args = ("train", "forward", "--ids", "p", "--vocab", "v", "--model-dir", "m",
                   "--ckpt-dir", "c", "--metrics", "x.json", "--curves", "c.csv")

@@ -363,6 +363,20 @@ STAGE_PATHS: dict[str, dict[str, str]] = {}  # subcommand -> {flag: dest}, fille
 STAGE_OPTIONAL: dict[str, dict[str, str]] = {}  # the same for paths a stage can do without
 
 
+def _check_params_env(params: Path) -> None:
+    """Under `dvc repro` (DVC sets DVC_STAGE for a stage's command) a stage reads params.yaml,
+    the file DVC hashes: a parameter file named by $S2S_PARAMS (the Snakemake workflow's, or one
+    exported by hand) would make outputs DVC records under other values."""
+    named = os.environ.get(PARAMS_ENV)
+    if named and os.environ.get("DVC_STAGE") and params == Path(named) and (
+            Path(named).resolve() != Path(PARAMS_FILE).resolve()):
+        raise ValueError(f"${PARAMS_ENV} names {named}, but DVC runs this stage and tracks "
+                         f"{PARAMS_FILE}: unset {PARAMS_ENV} (only the Snakemake workflow sets "
+                         f"it, for its own jobs)")
+    if named and params == Path(named):
+        log.info("parameter file %s (from $%s)", named, PARAMS_ENV)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="s2s", description=" ".join(
         __doc__.split("\n\n")[0].split()), formatter_class=_Help)
@@ -558,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("score", "translate-text", "exps", "verify", "plots"):  # no stage
             args.fn(args, args.params)
             return 0
+        _check_params_env(args.params)
         params = load(args.params)  # the whole file is validated before any stage works
         spec = stage_of(args, params)  # an unknown model or system named first
         fill_path_defaults(args, spec, STAGE_PATHS[args.command], STAGE_OPTIONAL[args.command])
