@@ -136,7 +136,10 @@ def test_lines_read_in_blocks_are_the_whole_files_lines(tmp_path):
 
 # --- de-duplication ------------------------------------------------------------------------------
 
-def test_the_hash_table_keeps_first_occurrences_as_a_set_would():
+@pytest.mark.parametrize("grow_slice", [prepare.GROW_SLICE, 3])
+def test_the_hash_table_keeps_first_occurrences_as_a_set_would(grow_slice, monkeypatch):
+    # 3: the doubled table takes the old one's keys three slots at a time, across many slices
+    monkeypatch.setattr(prepare, "GROW_SLICE", grow_slice)
     rs = np.random.default_rng(1)
     table, seen = prepare.SeenPairs(capacity_log2=2), set()
     for _ in range(300):  # grows from 4 slots to thousands

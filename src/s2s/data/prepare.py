@@ -182,12 +182,15 @@ def filter_chunk(job: tuple[list[tuple[str, str]], PrepareConfig]) -> _Filtered:
                      hashes)
 
 
+GROW_SLICE = 1 << 18  # slots of the old table inserted into the doubled one at a time
+
+
 class SeenPairs:
     """The 64-bit hashes of the pairs kept so far, in one open-addressing table (numpy, linear
     probing, 0 for an empty slot, at most half full): 8-byte slots, doubled when more than half
     would be taken, so 16-32 bytes a pair; for the moment it doubles, the old table, the new one
-    and the rehash's working arrays are held at once (~115 bytes a pair measured). A Python set
-    of the tokenised string pairs took ~1.8 KB a pair."""
+    and the working arrays of one slice's keys are held at once (~52 bytes a pair measured). A
+    Python set of the tokenised string pairs took ~1.8 KB a pair."""
 
     def __init__(self, capacity_log2: int = 16):
         self.table = np.zeros(1 << capacity_log2, dtype=np.uint64)
@@ -227,10 +230,17 @@ class SeenPairs:
         return new
 
     def _grow(self) -> None:
-        held = self.table[self.table != 0]
-        self.table = np.zeros(2 * len(self.table), dtype=np.uint64)
+        """Double the table, its keys inserted again a slice of the old table at a time: the
+        working arrays of one insertion (~45 bytes a key) are those of a slice, not of every key
+        (which had the doubling take ~100 bytes a pair beyond the old table). Which slots the
+        keys take depends on the order; which keys the table holds, all that add_new reads,
+        does not."""
+        old = self.table
+        self.table = np.zeros(2 * len(old), dtype=np.uint64)
         self.size = 0
-        self._insert(held)
+        for start in range(0, len(old), GROW_SLICE):
+            part = old[start:start + GROW_SLICE]
+            self._insert(part[part != 0])
 
 
 def filter_train(chunks: Iterable[list[tuple[str, str]]], cfg: PrepareConfig, *, workers: int,
