@@ -1050,6 +1050,33 @@ def test_same_params_and_seeds_give_bit_identical_checkpoints_hypotheses_and_ble
 # A translate run killed by hand over an earlier run's outputs
 
 
+def test_translate_removes_only_its_own_earlier_files(work, decoded, tmp_path):
+    """A folder another system's complete run holds (its timing.json says so) is refused before
+    anything is decoded or removed; in a folder whose files no timing.json claims, a run removes
+    the beam files it writes again and leaves the others (and a file of the user's) alone."""
+    from s2s.artifacts import Timing
+
+    shared = tmp_path / "shared"
+    shutil.copytree(decoded, shared)
+    timing = Timing.read(shared / "timing.json")
+    other = dataclasses.replace(timing, system="reversed")
+    other.write(shared / "timing.json")
+    before = visible_files(shared)
+    with pytest.raises(ValueError, match=r"timing.json is system 'reversed''s, not 'forward''s: "
+                                         r"give --out the system's own folder \(nothing removed"):
+        work.translate(work.tmp / "a" / "models", shared)
+    assert visible_files(shared) == before
+
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    for name in ("beam5.tok.fr", "beam12.tok.fr", "notes.txt"):
+        (loose / name).write_text("kept?\n", encoding="utf-8")
+    work.translate(work.tmp / "a" / "models", loose)
+    assert (loose / "beam5.tok.fr").read_text() == "kept?\n"  # no beam of this system
+    assert (loose / "notes.txt").read_text() == "kept?\n"
+    assert (loose / "beam12.tok.fr").read_text() == (decoded / "beam12.tok.fr").read_text()
+
+
 def test_a_killed_translate_over_an_earlier_run_leaves_only_its_own_files_and_evaluate_warns(
         work, decoded, tmp_path, monkeypatch, caplog):
     """The folder holds an earlier run's complete outputs (another model's hypotheses, a beam no

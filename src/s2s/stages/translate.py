@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from s2s import arch
@@ -59,10 +60,30 @@ _BEAM_FILE = re.compile(r"beam\d+\.(?:tok\.fr|detok\.fr|nbest)")
 _BEAM_TEMPORARY = re.compile(r"\.(beam\d+\.(?:tok\.fr|detok\.fr|nbest))\..+\.tmp")
 
 
-def clear_earlier_run(paths: TranslatePaths) -> list[Path]:
+def earlier_run(paths: TranslatePaths, system: str) -> bool:
+    """Whether the folder holds a complete earlier run of `system` (its ``timing.json`` says so).
+    A folder whose ``timing.json`` is another system's is refused, before anything is decoded or
+    removed: --out must be the system's own folder (as the pipeline lays it out)."""
+    from s2s.artifacts import ArtifactError, Timing
+
+    if not paths.timing.is_file():
+        return False
+    try:
+        named = Timing.read(paths.timing).system
+    except ArtifactError:  # damaged: a run of this system's, whose mark is not to be trusted
+        return False
+    if named != system:
+        raise ValueError(f"{paths.out}: its {paths.timing.name} is system '{named}''s, not "
+                         f"'{system}''s: give --out the system's own folder (nothing removed)")
+    return True
+
+
+def clear_earlier_run(paths: TranslatePaths, beams: Sequence[int], *, own: bool) -> list[Path]:
     """Remove what an earlier run left in the system's folder: its ``timing.json`` first (the
-    mark of a complete run), then its beam files; returns those removed. The temporaries that a
-    killed run's writes left are removed too where their owner is gone (a live run's stay). A
+    mark of a complete run), then its beam files: those of `beams` (this run writes them again),
+    and, where the folder held a complete earlier run of this system (`own`:
+    :func:`earlier_run`), those of any other beam too; returns those removed. The temporaries that
+    a killed run's writes left are removed too where their owner is gone (a live run's stay). A
     kill in between leaves some of the earlier run's beam files without ``timing.json``: an
     incomplete folder, as a killed run's."""
     from s2s.io import remove_dead_temporaries
@@ -74,9 +95,11 @@ def clear_earlier_run(paths: TranslatePaths) -> list[Path]:
     remove_dead_temporaries(paths.timing)
     if not paths.out.is_dir():
         return removed
+    mine = {p.name for b in beams for p in paths.outputs(b)}
     written = set()
     for path in sorted(paths.out.iterdir()):
-        if _BEAM_FILE.fullmatch(path.name) and (path.is_file() or path.is_symlink()):
+        if _BEAM_FILE.fullmatch(path.name) and (own or path.name in mine) and (
+                path.is_file() or path.is_symlink()):
             path.unlink()
             removed.append(path)
             written.add(path)
@@ -106,6 +129,7 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
         raise KeyError(f"{params.source}: no system '{system}' under 'systems' "
                        f"(known: {', '.join(params.systems)})")
     sys_cfg, cfg = params.systems[system], params.translate
+    own = earlier_run(paths, system)
     configs = params.model_configs(sys_cfg.members)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -139,7 +163,7 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
                  for i, hs in enumerate(hyps) for h in hs]
         tok_file, detok_file, nbest_file = paths.outputs(beam)
         if not beams:  # the first files of this run: none of an earlier run may stay beside them
-            for path in clear_earlier_run(paths):
+            for path in clear_earlier_run(paths, sys_cfg.beams, own=own):
                 log.info("removed %s, of an earlier run", path)
         atomic_write_lines(tok_file, best)
         atomic_write_lines(detok_file, [detokenize(s, "fr") for s in best])
