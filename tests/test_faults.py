@@ -912,15 +912,13 @@ CHECK = ["check"]  # the check stage: what needs more than the file (paper.yaml,
      "'rescore.rescorers' (known: "),
     (_edit(["report", "table1", "no_such_row"], {"system": "forward", "beam": 12}), CHECK,
      "'report.table1.no_such_row' is not a row of the paper's table1 in paper.yaml (rows: "),
-    # a Transformer's positions: a training pair of prepare.max_len tokens, and its search
+    # a Transformer's positions: a training pair of prepare.max_len tokens, after its <bos>
     (_edit(["models", "transformer", "max_positions"], 40), TRAIN,
-     "'models.transformer.max_positions' is 40, fewer than the 65 positions model "
-     "'transformer' needs: "
-     "41 for a training pair's target of prepare.max_len (40) tokens read after its <bos>, 65 "
-     "for the longest target the search writes for a source of that length (translate.max_len_a"
-     " x 40 + translate.max_len_b = 1.5 x 40 + 5)"),
+     "'models.transformer.max_positions' is 40, fewer than the 41 positions model "
+     "'transformer' needs for a training pair's target of prepare.max_len (40) tokens, read "
+     "after its <bos>"),
     (_edit(["model", "max_positions"], 40), TRAIN,
-     "'model.max_positions' is 40, fewer than the 65 positions model 'transformer' needs"),
+     "'model.max_positions' is 40, fewer than the 41 positions model 'transformer' needs"),
     # the recipe's ranges: each of Adam's betas in [0, 1), label smoothing below 1
     (_edit(["train", "adam_betas"], [0.9, 1.0]), TRAIN,
      "'train.adam_betas[1]' must be < 1.0, got 1.0"),

@@ -971,40 +971,22 @@ def _check_models(p: Params) -> None:
     _check_positions(p)
 
 
-def _float32(x: float) -> float:
-    """`x` rounded to the nearest float32 (as a float32 tensor holds it)."""
-    import struct
-
-    return struct.unpack("f", struct.pack("f", x))[0]
-
-
 def _check_positions(p: Params) -> None:
     """A model with a table of positions (a Transformer's max_positions) has enough of them for
-    what it is certain to meet: a training pair of prepare.max_len tokens (its target read after
-    its <bos>: max_len + 1 positions; its source: max_len), and, in a system, the longest target
-    the search writes for a source of that length (s2s.decode.translate.max_target_lengths:
-    max_len_a x S + max_len_b, the product in float32 rounded down). Else the first long batch,
-    or the first long test line, fails with a message that names no params key."""
-    length = p.prepare.max_len
-    in_system = {m for s in p.systems.values() for m in s.members}
-    a, b = p.translate.max_len_a, p.translate.max_len_b
-    searched = int(_float32(_float32(a) * _float32(float(length)))) + b
+    a training pair of prepare.max_len tokens (its target read after its <bos>: max_len + 1
+    positions; its source: max_len), which training is certain to meet; else its first long
+    batch fails with a message that names no params key. (A test line, whose length no params
+    bound, is checked against the search's need by the translate stage, naming the line.)"""
+    need = p.prepare.max_len + 1
     for name in p.models:
         have = p.model_config(name).max_tokens()
-        if have is None:
-            continue
-        need = {f"{length + 1} for a training pair's target of prepare.max_len ({length}) "
-                f"tokens read after its <bos>": length + 1}
-        if name in in_system:
-            need[f"{searched} for the longest target the search writes for a source of that "
-                 f"length (translate.max_len_a x {length} + translate.max_len_b = {a:g} x "
-                 f"{length} + {b})"] = searched
-        most = max(need.values())
-        if have < most:
+        if have is not None and have < need:
             key = ("model.max_positions" if "max_positions" not in p.models[name]
                    and "max_positions" in p.model else f"models.{name}.max_positions")
-            raise _error(f"{p.source}: '{key}' is {have}, fewer than the {most} positions model "
-                         f"'{name}' needs: {', '.join(need)}", p.source, p.origins)
+            raise _error(f"{p.source}: '{key}' is {have}, fewer than the {need} positions model "
+                         f"'{name}' needs for a training pair's target of prepare.max_len "
+                         f"({p.prepare.max_len}) tokens, read after its <bos>", p.source,
+                         p.origins)
 
 
 def _check_model_defaults(p: Params) -> None:
