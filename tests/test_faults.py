@@ -868,6 +868,15 @@ CHECK = ["check"]  # the check stage: what needs more than the file (paper.yaml,
      "'models.forward.train.optimizer' must be one of ['sgd', 'adam'], got str 'lbfgs'"),
     (_edit(["models", "gru", "cell"], "peephole"), TRAIN,
      "'models.gru.cell' is 'peephole', which only the 'seq2seq' arch has"),
+    # a shared setting of `model` that one model cannot take: named where it is written
+    (lambda raw: _edit(["model", "cell"], "peephole")(
+        _edit(["models", "gru"], {k: v for k, v in raw["models"]["gru"].items()
+                                  if k != "cell"})(raw)), TRAIN,
+     "'model.cell' is 'peephole', which only the 'seq2seq' arch has (model 'gru' is arch 'cho'): "
+     "use 'lstm' or 'gru', or give models.gru a cell of its own"),
+    (_edit(["model", "forget_bias"], 1.0), TRAIN,
+     "'models.baseline': forget_bias 1.0 is for LSTM cells; cell 'cho_gru' has no forget gate "
+     "(model.forget_bias, not set in 'models.baseline')"),
     (_edit(["analysis", "models"], ["forward", "reversed_9"]), TRAIN,
      "'analysis.models[1]' names model 'reversed_9'"),
     (_edit(["analysis", "attention_system"], "forward"), TRAIN,

@@ -531,7 +531,11 @@ def model_config(defaults: dict, overrides: dict, *, source: Path, name: str,
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"{source}: 'models.{name}': {e}") from None
+        # the settings the message names that the model takes from `model`, not its own
+        shared = [k for k in kwargs if k not in overrides and re.search(rf"\b{k}\b", str(e))]
+        raise ConfigError(f"{source}: 'models.{name}': {e}"
+                          + (f" ({', '.join(f'model.{k}' for k in shared)}, not set in "
+                             f"'models.{name}')" if shared else "")) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -964,9 +968,11 @@ def _check_models(p: Params) -> None:
         cfg = p.model_config(name)
         p.train_config(name)  # its recipe, checked
         if getattr(cfg, "cell", None) == "peephole" and cfg.arch != "seq2seq":
-            raise ConfigError(f"{p.source}: 'models.{name}.cell' is 'peephole', which only the "
-                              f"'seq2seq' arch has (this model's arch is '{cfg.arch}'): use "
-                              f"'lstm' or 'gru'")
+            key = f"models.{name}.cell" if "cell" in overrides else "model.cell"
+            raise ConfigError(f"{p.source}: '{key}' is 'peephole', which only the 'seq2seq' arch "
+                              f"has (model '{name}' is arch '{cfg.arch}'): use 'lstm' or 'gru'"
+                              + ("" if "cell" in overrides else
+                                 f", or give models.{name} a cell of its own"))
     _check_model_defaults(p)
     _check_positions(p)
 
