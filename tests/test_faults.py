@@ -910,10 +910,10 @@ CHECK = ["check"]  # the check stage: what needs more than the file (paper.yaml,
      "'analysis.reach_replicas[0]' names model 'transformer' (transformer), which cannot do "
      "this"),
     # the report's answers to the paper's rows: an output the pipeline makes, a row of the paper
-    (_edit(["report", "table1", "forward_beam12"], {"system": "forwardd", "beam": 12}), TRAIN,
+    (_edit(["report", "table1", "forward_beam12"], {"system": "forwardd", "beam": 12}), CHECK,
      "'report.table1.forward_beam12.system' names system 'forwardd', which is not under "
      "'systems'"),
-    (_edit(["report", "table1", "forward_beam12"], {"system": "forward", "beam": 7}), TRAIN,
+    (_edit(["report", "table1", "forward_beam12"], {"system": "forward", "beam": 7}), CHECK,
      "'report.table1.forward_beam12.beam' (7) is not a beam of system 'forward' (its beams: "
      "1, 12)"),
     (_edit(["report", "table2", "forward"], {"rescore": "fwd"}), CHECK,
@@ -936,7 +936,7 @@ CHECK = ["check"]  # the check stage: what needs more than the file (paper.yaml,
     (_edit(["train", "label_smoothing"], 1.0), TRAIN,
      "'train.label_smoothing' must be < 1.0, got 1.0"),
     # Table 2 rescores the baseline system's n-best lists: one hypothesis is none to choose from
-    (_edit(["systems", "baseline", "nbest"], 1), TRAIN,
+    (_edit(["systems", "baseline", "nbest"], 1), CHECK,
      "'systems.baseline.nbest' is 1, but 'rescore.baseline' names this system, whose n-best "
      "lists Table 2 rescores: it must be more than 1"),
     # resources are asked by stage kind: one the pipeline has not is no job's

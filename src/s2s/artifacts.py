@@ -670,9 +670,10 @@ class ReachTrainingMeta(Record):
     statistics: dict[str, str]  # statistic -> its definition
     compared: tuple[str, ...]  # (forward, reversed) of the paired difference, or none
     bootstrap: BootstrapMeta
-    # (forward, reversed) of each seed pair of gradient_reach_seed_pairs.csv (none in a file
-    # written before it existed)
-    seed_pairs: tuple[tuple[str, str], ...] = ()
+    # (forward, reversed) of each seed pair of gradient_reach_seed_pairs.csv; None (no key): a
+    # file written before it existed, which round-trips as it was
+    seed_pairs: tuple[tuple[str, str], ...] | None = dataclasses.field(default=None,
+                                                                      metadata=OMIT_NONE)
 
 
 @dataclass(frozen=True)

@@ -189,8 +189,8 @@ class PaperAnswer:
     paper's numbers: src/s2s/paper.yaml). Exactly one of: a system at a beam; a rescoring
     output (a rescorer of rescore.rescorers, `baseline` or `oracle`); or `baseline: true`, our
     stand-in for the paper's baseline (rescore.baseline's system at its widest beam, else the
-    rescore stage's 1-best). The system, its beam and the rescorer must be the profile's (the
-    check refuses others, :func:`_check_report`); a row with no answer is shown as not run."""
+    rescore stage's 1-best). The check stage refuses a system, a beam or a rescorer the profile
+    lacks (s2s.stages.check); loaded, such a row is shown as not run, as a row with no answer."""
 
     system: str | None = None
     beam: int | None = field(default=None, metadata=rng(1, MAX_SIZE))
@@ -1051,12 +1051,6 @@ def _check_rescore(p: Params) -> None:
         return
     if p.data.nbest is None:  # else the n-best lists are data.nbest's, not a system's
         _check_system(p, "rescore.baseline", p.rescore.baseline)
-        nbest = p.systems[p.rescore.baseline].nbest
-        if nbest < 2:
-            raise ConfigError(f"{p.source}: 'systems.{p.rescore.baseline}.nbest' is {nbest}, but "
-                              f"'rescore.baseline' names this system, whose n-best lists Table 2 "
-                              f"rescores: it must be more than 1 (a list of one hypothesis "
-                              f"leaves no choice to rescore)")
     for rname, members in p.rescore.rescorers.items():
         _check_members(p, f"rescore.rescorers.{rname}", members)
 
@@ -1072,10 +1066,9 @@ def _check_report(p: Params) -> None:
         if name in r.figure3_compare[:i]:
             raise _error(f"{p.source}: 'report.figure3_compare[{i}]' names system '{name}' a "
                          f"second time: each is drawn once", p.source, p.origins)
-    # Each answer to a paper's row is one output the pipeline makes: a system at one of its
-    # beams, a rescoring, or the baseline (a name the profile lacks would turn the row, and the
-    # claims that read it, into "not run" without a word). Which rows are the paper's, and which
-    # rescorers the rescore stage has of its own, the check stage says (s2s.stages.check).
+    # Whether each answer names an output the pipeline makes (a system at one of its beams, a
+    # rescorer), and a row of the paper's, the check stage says (s2s.stages.check): loaded,
+    # a row whose output the profile lacks is shown as not run.
     for table in ("table1", "table2"):
         for row, answer in getattr(r, table).items():
             key = f"report.{table}.{row}"
@@ -1087,13 +1080,6 @@ def _check_report(p: Params) -> None:
                 raise ConfigError(f"{p.source}: '{key}' is answered by the baseline or a "
                                   f"rescoring, but 'rescore.baseline' is null (no rescoring in "
                                   f"this profile): remove the row")
-            if answer.system is not None:
-                _check_system(p, f"{key}.system", answer.system)
-                beams = p.systems[answer.system].beams
-                if answer.beam not in beams:
-                    raise ConfigError(f"{p.source}: '{key}.beam' ({answer.beam}) is not a beam "
-                                      f"of system '{answer.system}' (its beams: "
-                                      f"{', '.join(map(str, beams))})")
 
 
 def _check_analysis(p: Params) -> None:

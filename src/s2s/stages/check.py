@@ -59,17 +59,37 @@ def require_known_corpora(params_file: Path) -> None:
 
 def require_known_answers(params: Params) -> None:
     """Each row `report.table1` / `report.table2` answers is a row of the paper's (paper.yaml),
-    and a rescoring that answers one is a rescorer of `rescore.rescorers` or the rescore stage's
-    own (baseline, oracle): a name the profile lacks would turn the row, and the claims that read
-    it, into "not run" at the end of the pipeline. (The systems and beams of the answers are
-    checked when the file is loaded: s2s.config.)"""
+    answered by an output the pipeline makes: a system of `systems` at one of its beams, or a
+    rescorer of `rescore.rescorers` or the rescore stage's own (baseline, oracle). A name the
+    profile lacks, loaded, is a row shown as not run: a typo would turn the row, and the claims
+    that read it, into "not run" at the end of the pipeline. And the rescored baseline's n-best
+    lists hold more than one hypothesis, or rescoring has nothing to choose."""
     from s2s.config import ConfigError
     from s2s.layout import RESCORE_FIXED
     from s2s.paper import check_answers
 
     check_answers(params)
+    p = params
+    if p.rescore.baseline is not None and p.data.nbest is None:
+        nbest = p.systems[p.rescore.baseline].nbest
+        if nbest < 2:
+            raise ConfigError(f"{p.source}: 'systems.{p.rescore.baseline}.nbest' is {nbest}, but "
+                              f"'rescore.baseline' names this system, whose n-best lists Table 2 "
+                              f"rescores: it must be more than 1 (a list of one hypothesis "
+                              f"leaves no choice to rescore)")
     for table in ("table1", "table2"):
         for row, answer in getattr(params.report, table).items():
+            key = f"report.{table}.{row}"
+            if answer.system is not None:
+                if answer.system not in p.systems:
+                    raise ConfigError(f"{p.source}: '{key}.system' names system "
+                                      f"'{answer.system}', which is not under 'systems' (known: "
+                                      f"{', '.join(p.systems)})")
+                beams = p.systems[answer.system].beams
+                if answer.beam not in beams:
+                    raise ConfigError(f"{p.source}: '{key}.beam' ({answer.beam}) is not a beam "
+                                      f"of system '{answer.system}' (its beams: "
+                                      f"{', '.join(map(str, beams))})")
             own = (*params.rescore.rescorers, *RESCORE_FIXED)
             if answer.rescore is not None and answer.rescore not in own:
                 raise ConfigError(f"{params.source}: 'report.{table}.{row}.rescore' names "
