@@ -8,6 +8,8 @@ its own session; the analyses' tiny project; a command's one-line error.
 
 from __future__ import annotations
 
+import errno
+import io
 import math
 import os
 import subprocess
@@ -281,3 +283,16 @@ def report_args(run: Path, out: Path) -> list[str]:
         "--analysis", run / "analysis", "--prepared", run / "data" / "prepared",
         "--cost", run / "timing" / "cost.json",
         "--claims", run / "outputs" / "claims" / "claims.json", "--out", out)]
+
+
+class FullFile(io.FileIO):
+    """A file on a disk with `room` bytes left (shared by every file): the write past it fails
+    with ENOSPC, which names no file, as a full disk's does."""
+
+    room = 0
+
+    def write(self, b):
+        if len(b) > type(self).room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        type(self).room -= len(b)
+        return super().write(b)

@@ -46,7 +46,7 @@ import torch
 import yaml
 
 from conftest import BIN, MIRROR, RangeServer, make_project, run, run_data_stages
-from helpers import start, tiny_params_dict, write_params
+from helpers import FullFile, start, tiny_params_dict, write_params
 from s2s import checkpoint, config
 from s2s.config import CorpusRef, DataConfig, PrepareConfig
 from s2s.data import download
@@ -359,27 +359,15 @@ def test_kill_9_during_decoding_leaves_no_partial_output_and_the_rerun_is_byte_i
 # A full disk
 
 
-class _FullFile(io.FileIO):
-    """A file on a disk with `room` bytes left: the write past it fails with ENOSPC."""
-
-    room = 0
-
-    def write(self, b):
-        if len(b) > type(self).room:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        type(self).room -= len(b)
-        return super().write(b)
-
-
 def fill_disk(monkeypatch, room: int) -> None:
     """Every file opened with os.fdopen for writing (the atomic writers) hits a full disk."""
     real = os.fdopen
-    _FullFile.room = room
+    FullFile.room = room
 
     def fdopen(fd, mode="r", *args, **kwargs):
         if "w" not in mode:
             return real(fd, mode, *args, **kwargs)
-        buffered = io.BufferedWriter(_FullFile(fd, "w"))
+        buffered = io.BufferedWriter(FullFile(fd, "w"))
         return buffered if "b" in mode else io.TextIOWrapper(buffered, **kwargs)
 
     monkeypatch.setattr(os, "fdopen", fdopen)

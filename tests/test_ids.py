@@ -8,7 +8,6 @@ from __future__ import annotations
 import errno
 import io
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -20,7 +19,7 @@ import pytest
 import torch
 
 from conftest import BIN
-from helpers import one_line_error
+from helpers import FullFile, one_line_error
 from s2s.data import ids as ids_lib
 from s2s.data import prepare
 from s2s.data.batching import collate, collate_ids, epoch_batches, eval_batches, load_parallel
@@ -244,27 +243,14 @@ def test_a_misaligned_training_corpus_is_refused_and_nothing_is_written(raw, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw"]  # no folder, no leftover
 
 
-class _FullFile(io.FileIO):
-    """A file on a disk with `room` bytes left (shared by every file): the write past it fails
-    with ENOSPC, which names no file."""
-
-    room = 0
-
-    def write(self, b):
-        if len(b) > type(self).room:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        type(self).room -= len(b)
-        return super().write(b)
-
-
 def fill_disk(monkeypatch, module, room: int) -> None:
     """The plain open() of `module` opens files to write on a disk with `room` bytes left."""
-    _FullFile.room = room
+    FullFile.room = room
 
     def full_open(path, mode="r", *args, **kwargs):
         if "w" not in mode:
             return open(path, mode, *args, **kwargs)
-        buffered = io.BufferedWriter(_FullFile(path, "w"), buffer_size=4096)
+        buffered = io.BufferedWriter(FullFile(path, "w"), buffer_size=4096)
         return buffered if "b" in mode else io.TextIOWrapper(buffered, **kwargs)
 
     monkeypatch.setattr(module, "open", full_open, raising=False)

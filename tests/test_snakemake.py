@@ -79,6 +79,21 @@ def dvc_index(repo: Path) -> dict[str, tuple]:
 
 
 @pytest.mark.parametrize("profile", PROFILES)
+def made_already(repo: Path) -> list[Path]:
+    """Every output of `repo`'s stages, made (empty files and folders); their paths."""
+    outs = []
+    for stage in pipeline.generate(load(repo / "params.yaml")):
+        for out in stage.outs:
+            path = repo / out.path
+            if out.is_dir:
+                path.mkdir(parents=True, exist_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+            outs.append(path)
+    return outs
+
+
 def test_the_generated_stages_are_what_dvc_reads(profile, plan_repo):
     (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")
     params = load(plan_repo / "params.yaml")
@@ -248,14 +263,7 @@ def test_a_change_of_params_reruns_what_reads_the_value_and_a_dry_run_changes_no
     nothing: it planned every job of the default again after `-n --config params=paper`, before
     or after the first real run."""
     repo = project(tmp_path / "repo", "default")
-    for stage in pipeline.generate(load(repo / "params.yaml")):  # every result, made already
-        for out in stage.outs:
-            path = repo / out.path
-            if out.is_dir:
-                path.mkdir(parents=True, exist_ok=True)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.touch()
+    made_already(repo)  # every result
     # a dry run of another profile, the first run here: it writes no record (it wrote its own
     # values as the default's outputs', and the next real run reran every job)
     snakemake(repo, "-n", "--config", "params=profiles/paper.yaml")
@@ -310,16 +318,7 @@ def test_the_engine_that_made_the_outputs_last_says_with_what(tmp_path):
     still DVC's, was missed. dvc.lock's values count where DVC wrote the stage's entry after
     Snakemake's record was written."""
     repo = project(tmp_path / "repo", "default")
-    outs = []
-    for stage in pipeline.generate(load(repo / "params.yaml")):
-        for out in stage.outs:
-            path = repo / out.path
-            if out.is_dir:
-                path.mkdir(parents=True, exist_ok=True)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.touch()
-            outs.append(path)
+    outs = made_already(repo)
     snakemake(repo, "--touch", "--cores", "1")  # Snakemake's records: made with these values
     params = profile_dict("default")
     params["models"]["reversed_4"]["order_seed"] += 1000  # read by its training only

@@ -77,6 +77,19 @@ def _temp_file(path: Path) -> tuple[int, str]:
 
 
 @contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """Make an OSError that names no file (a full disk's ENOSPC, EIO) raised inside name `path`,
+    the file being written: one line that says which file could not be written. Wrap only the
+    writes to `path` (an error of another file must not be given its name)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno is not None and e.filename is None:
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
+        raise
+
+
+@contextmanager
 def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary sibling of `path`; on success it replaces `path`, on error it is removed."""
     path = Path(path)
@@ -84,19 +97,17 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     fd, tmp = _temp_file(path)
     try:
         kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
-        with os.fdopen(fd, mode, **kwargs) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
+        with naming(path):  # ENOSPC and friends say nothing of the file: name it
+            with os.fdopen(fd, mode, **kwargs) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+    except BaseException:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        if isinstance(e, OSError) and e.errno is not None and e.filename is None:
-            # ENOSPC and friends say nothing of the file: name the one that could not be written.
-            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
         raise
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from s2s.data.vocab import Vocab
+from s2s.io import naming
 from s2s.layout import LANGS, SPLITS
 from s2s.schema import Rules, decode, rng
 
@@ -76,14 +77,14 @@ class ArrayWriter:
     def __init__(self, path: Path, dtype: np.dtype):
         self.path, self.dtype = Path(path), np.dtype(dtype)
         self.f = open(self.path, "wb")
-        with _naming(self.path):  # a full disk names the file, as the atomic writers do
+        with naming(self.path):  # a full disk names the file, as the atomic writers do
             self.f.write(b"\0" * _HEADER_BYTES)
         self.count = 0
         self.values = hashlib.sha256()
 
     def write(self, values: np.ndarray) -> None:
         data = np.ascontiguousarray(values, dtype=self.dtype).tobytes()
-        with _naming(self.path):
+        with naming(self.path):
             self.f.write(data)
         self.values.update(data)
         self.count += len(data) // self.dtype.itemsize
@@ -91,7 +92,7 @@ class ArrayWriter:
     def close(self) -> dict:
         """Finish the file: its header, and the whole flushed to disk; returns its entry of the
         record."""
-        with _naming(self.path):
+        with naming(self.path):
             self.f.seek(0)
             self.f.write(_npy_header(self.dtype, self.count))
             self.f.flush()
@@ -99,19 +100,6 @@ class ArrayWriter:
             self.f.close()
         return {"shape": [self.count], "bytes": _HEADER_BYTES + self.count * self.dtype.itemsize,
                 "sha256": self.values.hexdigest()}
-
-
-@contextlib.contextmanager
-def _naming(path: Path) -> Iterator[None]:
-    """An OSError that names no file (a full disk's ENOSPC) raised inside names `path`, as
-    s2s.io.atomic_open's do (s2s.data.stream.naming; not imported: the training stages, which
-    read ids, depend on this module alone of the data path)."""
-    try:
-        yield
-    except OSError as e:
-        if e.errno is not None and e.filename is None:
-            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
-        raise
 
 
 def _npy_header(dtype: np.dtype, count: int) -> bytes:

@@ -3,9 +3,9 @@ that their memory does not grow with the corpus and their time falls with their 
 
 :func:`workers_for` says how many processes a data stage uses; :func:`ordered_map` runs a
 function over chunks in them, a few chunks ahead, and gives the results in the chunks' order
-(so every output is the one a single process writes). :func:`naming` and :func:`closing_named`
-make a failed write of a file a stage streams into the folder it builds whole name that file, as
-:func:`s2s.io.atomic_open` does for its own.
+(so every output is the one a single process writes). :func:`closing_named` makes a failed
+write or close of a file a stage streams into the folder it builds whole name that file
+(:func:`s2s.io.naming`, as :func:`s2s.io.atomic_open` does for its own).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from typing import IO, Any, TypeVar
+
+from s2s.io import naming
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -73,20 +74,6 @@ def ordered_map(fn: Callable[[T], R], items: Iterable[T], *, workers: int,
         finally:
             for f in pending:
                 f.cancel()
-
-
-@contextmanager
-def naming(path: Path) -> Iterator[None]:
-    """Make an OSError that names no file (a full disk's ENOSPC, EIO) raised inside name `path`,
-    the file being written, as :func:`s2s.io.atomic_open` does for its own: one line that says
-    which file could not be written. Wrap only the writes to `path` (an error of another file
-    must not be given its name)."""
-    try:
-        yield
-    except OSError as e:
-        if e.errno is not None and e.filename is None:
-            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
-        raise
 
 
 @contextmanager

@@ -44,9 +44,9 @@ from s2s.config import DataConfig, PrepareConfig
 from s2s.dag import Arg, Stage, command
 from s2s.data.prepare import (MAX_EVAL_WORDS, SeenPairs, filter_train, iter_raw_pairs,
                               read_pair, tokenize_parallel)
-from s2s.data.stream import closing_named, naming, workers_for
+from s2s.data.stream import closing_named, workers_for
 from s2s.data.text import CorpusError
-from s2s.io import atomic_write_lines, out_names, remove_dead_temporaries, whole_dir
+from s2s.io import atomic_write_lines, naming, out_names, remove_dead_temporaries, whole_dir
 from s2s.layout import LANGS, SPLITS, PreparePaths, prepared_file, prepared_name
 
 log = logging.getLogger("s2s.prepare")
