@@ -622,8 +622,9 @@ class Run:
                stop_after: int | None, stop: runguard.StopSignals | None = None) -> float:
         """One SGD step on this rank's share (`batch`) of minibatch `idx`, counted in `state`;
         returns its learning rate. A non-finite loss or gradient norm, or a step out of memory,
-        stops training (TrainingError) before the update, with the last good checkpoint kept. With several processes, a stop
-        signal seen by the step's collective votes in it (``stop_vote``: stop_together)."""
+        stops training (TrainingError) before the update, with the last good checkpoint kept.
+        With several processes, a stop signal seen by the step's collective votes in it
+        (``stop_vote``: stop_together)."""
         t0 = time.perf_counter()
         lr = lr_at(state.step, self.steps_per_epoch, self.cfg)
         if self.model_cfg.dropout > 0:  # masks a function of the step: a resumed run draws the same

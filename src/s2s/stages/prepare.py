@@ -8,10 +8,10 @@ Writes: ``<out>/{train,dev,test}.tok.{en,fr}`` (tokenised, one sentence per line
 
 Training corpora are streamed: read in chunks, each normalised, tokenised and filtered by one of
 `workers` processes (the threads of ``resources.prepare``, else of ``resources.default``:
-s2s.data.stream.workers_for), de-duplicated in order by a 64-bit hash of the
-pair, and written as they go; memory holds a few chunks and the hash table (16-32 bytes a pair,
-more for the moment it doubles: :class:`s2s.data.prepare.SeenPairs`), whatever the corpus's size. The folder is written under a temporary name and renamed when
-complete. An existing ``--out`` is replaced only if it holds nothing but these files (an earlier
+s2s.data.stream.workers_for), de-duplicated in order by a 64-bit hash of the pair, and written
+as they go; memory holds a few chunks and the hash table (16-32 bytes a pair, more for the
+moment it doubles: :class:`s2s.data.prepare.SeenPairs`), whatever the corpus's size. The folder
+is written under a temporary name and renamed when complete. An existing ``--out`` is replaced only if it holds nothing but these files (an earlier
 output of this stage); a folder with anything else in it, a file, the current folder or one
 holding ``--raw`` is refused in one line before anything is read (:func:`s2s.io.check_out_dir`).
 
