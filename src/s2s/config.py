@@ -915,9 +915,10 @@ def _check_names(p: Params) -> None:
         raise _error(str(e), p.source, p.origins) from None
 
 
-def data_roles(p: Params) -> list[tuple[str, CorpusRef]]:
-    """(key, corpus) of every corpus params `data` names: train, dev, test, then nbest."""
-    d = p.data
+def data_roles(p: Params | DataConfig) -> list[tuple[str, CorpusRef]]:
+    """(key, corpus) of every corpus params `data` names (of params, or `data` itself): train,
+    dev, test, then nbest."""
+    d = p if isinstance(p, DataConfig) else p.data
     return [*((f"data.train[{i}]", c) for i, c in enumerate(d.train)),
             *((f"data.dev[{i}]", c) for i, c in enumerate(d.dev)), ("data.test", d.test),
             *((("data.nbest", d.nbest),) if d.nbest is not None else ())]

@@ -17,7 +17,7 @@ import urllib.parse
 from pathlib import Path
 
 from s2s.artifacts import RULES, ArtifactError, CorpusRecord
-from s2s.config import CorpusRef, DataConfig
+from s2s.config import CorpusRef, DataConfig, data_roles
 from s2s.data.files import DownloadError, file_stats
 from s2s.io import TMP_PREFIX, remove, remove_dead_temporaries, remove_leftovers
 from s2s.data.http import network_available, unreachable_hosts
@@ -37,9 +37,7 @@ def requested_corpora(data: DataConfig) -> dict[str, int | None]:
     A corpus named twice keeps the larger request. An unknown id is a DownloadError that lists
     every unknown id and the known ones.
     """
-    refs: list[CorpusRef] = [*data.train, *data.dev, data.test]
-    if data.nbest is not None:
-        refs.append(data.nbest)
+    refs: list[CorpusRef] = [ref for _, ref in data_roles(data)]
     unknown = [r.corpus for r in refs if r.corpus not in CORPORA]
     if unknown:
         raise DownloadError(f"unknown corpus id(s): {', '.join(dict.fromkeys(unknown))} "
@@ -61,20 +59,13 @@ def pairs_shortfall(data: DataConfig, cid: str, pairs: int) -> str | None:
     none is. The registry does not know the size of every corpus (Tatoeba's, LIUM's selection),
     and a kept corpus is not checked against it again: this compares the pairs actually held.
     """
-    asked = [(key, ref.max_lines) for key, ref in _refs(data)
+    asked = [(key, ref.max_lines) for key, ref in data_roles(data)
              if ref.corpus == cid and ref.max_lines is not None and ref.max_lines > pairs]
     if not asked:
         return None
     return (f"{cid}: the corpus has {pairs:,} pairs; "
             + ", ".join(f"params {key}.max_lines asks for {n:,}" for key, n in asked)
             + f" (set max_lines <= {pairs:,}, or leave it out for all)")
-
-
-def _refs(data: DataConfig) -> list[tuple[str, CorpusRef]]:
-    """(params key, corpus) of every corpus `data` names (as s2s.config.data_roles)."""
-    return [*((f"data.train[{i}]", c) for i, c in enumerate(data.train)),
-            *((f"data.dev[{i}]", c) for i, c in enumerate(data.dev)), ("data.test", data.test),
-            *((("data.nbest", data.nbest),) if data.nbest is not None else ())]
 
 
 def check_network(wanted: dict[str, int | None]) -> None:
