@@ -78,7 +78,6 @@ def dvc_index(repo: Path) -> dict[str, tuple]:
         }
 
 
-@pytest.mark.parametrize("profile", PROFILES)
 def made_already(repo: Path) -> list[Path]:
     """Every output of `repo`'s stages, made (empty files and folders); their paths."""
     outs = []
@@ -94,6 +93,7 @@ def made_already(repo: Path) -> list[Path]:
     return outs
 
 
+@pytest.mark.parametrize("profile", PROFILES)
 def test_the_generated_stages_are_what_dvc_reads(profile, plan_repo):
     (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")
     params = load(plan_repo / "params.yaml")
