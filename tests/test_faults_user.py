@@ -318,6 +318,17 @@ def test_verbose_works_after_the_subcommand_too(smoke_repo, tmp_path):
     assert _s2s(["check", "--out", "p.json", "-v"], tmp_path).returncode == 0
 
 
+def test_params_works_after_the_subcommand_too(tmp_path):
+    # `s2s check --params X` was "unrecognized arguments: --params": only `s2s --params X check`
+    from helpers import profile_text
+
+    (tmp_path / "other.yaml").write_text(profile_text("smoke"), encoding="utf-8")
+    proc = _s2s(["check", "--out", "p.json", "--params", "other.yaml"], tmp_path)
+    assert proc.returncode == 0 and "other.yaml is valid" in proc.stderr, proc.stderr
+    proc = _s2s(["check", "--out", "q.json", "--params", "nowhere.yaml"], tmp_path)
+    _one_line_error(proc, "nowhere.yaml: parameter file not found")
+
+
 def test_snapshots_for_a_model_that_takes_none_is_a_users_message(smoke_repo, tmp_path):
     proc = _s2s(["train", "attention", "--snapshots", str(tmp_path / "x")], smoke_repo)
     _one_line_error(proc, "--snapshots: model 'attention' is not among analysis.models")

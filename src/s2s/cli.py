@@ -529,9 +529,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "reruns what the change touches.")
     s.add_argument("name", nargs="?", help="a profile of profiles/ (default: show them)")
     s.set_defaults(fn=None)
-    for sp in sub.choices.values():  # -v after the subcommand too (`s2s train forward -v`)
+    for sp in sub.choices.values():  # -v and --params after the subcommand too
         sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="debug logging, and tracebacks instead of one-line errors")
+        sp.add_argument("--params", type=Path, default=argparse.SUPPRESS,
+                        help="parameter file (as before the command: `s2s --params FILE ...`)")
     return p
 
 
