@@ -43,14 +43,12 @@ def cli(args, params) -> None:
     main(params.source, out=args.out)
 
 
-def require_known_corpora(params_file: Path) -> None:
+def require_known_corpora(params: Params) -> None:
     """Every corpus the file's `data` names is one of the registry's (s2s.data.sources): a
-    mistyped id is refused here, naming its key, not at download. (The stage depends on the
-    whole file, not on keys: it reads it again, whole.)"""
-    from s2s.config import ConfigError, data_roles, load
+    mistyped id is refused here, naming its key, not at download."""
+    from s2s.config import ConfigError, data_roles
     from s2s.data.sources import CORPORA
 
-    params = load(params_file)
     for key, ref in data_roles(params):
         if ref.corpus not in CORPORA:
             raise ConfigError(f"{params.source}: '{key}.corpus' names corpus '{ref.corpus}', "
@@ -66,10 +64,11 @@ def require_known_answers(params: Params) -> None:
     lists hold more than one hypothesis, or rescoring has nothing to choose."""
     from s2s.config import ConfigError
     from s2s.layout import RESCORE_FIXED
-    from s2s.paper import check_answers
+    from s2s.paper import TABLES, check_answers
 
     check_answers(params)
     p = params
+    own = (*p.rescore.rescorers, *RESCORE_FIXED)
     if p.rescore.baseline is not None and p.data.nbest is None:
         nbest = p.systems[p.rescore.baseline].nbest
         if nbest < 2:
@@ -77,8 +76,8 @@ def require_known_answers(params: Params) -> None:
                               f"'rescore.baseline' names this system, whose n-best lists Table 2 "
                               f"rescores: it must be more than 1 (a list of one hypothesis "
                               f"leaves no choice to rescore)")
-    for table in ("table1", "table2"):
-        for row, answer in getattr(params.report, table).items():
+    for table in TABLES:
+        for row, answer in getattr(p.report, table).items():
             key = f"report.{table}.{row}"
             if answer.system is not None:
                 if answer.system not in p.systems:
@@ -90,7 +89,6 @@ def require_known_answers(params: Params) -> None:
                     raise ConfigError(f"{p.source}: '{key}.beam' ({answer.beam}) is not a beam "
                                       f"of system '{answer.system}' (its beams: "
                                       f"{', '.join(map(str, beams))})")
-            own = (*params.rescore.rescorers, *RESCORE_FIXED)
             if answer.rescore is not None and answer.rescore not in own:
                 raise ConfigError(f"{params.source}: 'report.{table}.{row}.rescore' names "
                                   f"rescorer '{answer.rescore}', which is neither under "
@@ -139,8 +137,8 @@ def main(params_file: Path, *, out: Path) -> None:
     from s2s.artifacts import ParamsCheck
     from s2s.config import PARAMS_FILE, load, require_complete
 
-    require_known_corpora(params_file)
-    params = load(params_file)
+    params = load(params_file)  # whole: the stage depends on the whole file, not on keys
+    require_known_corpora(params)
     require_known_answers(params)
     require_known_resources(params)
     if Path(params_file).name == Path(PARAMS_FILE).name:  # the file DVC reads (Snakemake may run a profile)
