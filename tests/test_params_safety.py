@@ -94,6 +94,18 @@ def test_a_baseline_that_is_not_a_name_is_refused_even_with_external_nbest_lists
         config.load(path)
 
 
+@pytest.mark.parametrize("name", [*HOSTILE, "smoke\nstages: {}"])
+def test_a_profile_name_that_is_not_a_name_is_refused(tmp_path, name):
+    # The profile's name is written into the report, the exports' records and `dag show`'s
+    # text: a newline there would add lines to them.
+    raw = smoke()
+    raw["profile"] = name
+    path = write(tmp_path, raw)
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert str(e.value).startswith(f"{path}: 'profile' is not a valid name"), e.value
+
+
 @pytest.mark.parametrize("key", ["off", "yes", "on", "No", "y"])
 def test_yaml_1_1_booleans_are_refused_as_names(tmp_path, key):
     # To DVC (YAML 1.2) `off` is the string "off"; to PyYAML it is False: never a name.

@@ -103,9 +103,9 @@ def _edit_default(folder: Path, old: str, new: str) -> None:
 def test_a_bad_value_of_a_base_profile_is_reported_against_the_base(tmp_path, old, new, says):
     folder = _profiles(tmp_path)
     _edit_default(folder, old, new)
-    base, child, grand = folder / "default.yaml", folder / "x.yaml", folder / "y.yaml"
+    base, child, grand = folder / "default.yaml", folder / "x.yaml", folder / "z.yaml"
     child.write_text("extends: default\nprofile: x\n", encoding="utf-8")
-    grand.write_text("extends: x\nprofile: y\n", encoding="utf-8")
+    grand.write_text("extends: x\nprofile: z\n", encoding="utf-8")
     for path in (base, child, grand):
         with pytest.raises(config.ConfigError) as e:
             config.load(path)
@@ -122,9 +122,9 @@ def test_a_bad_value_of_a_base_profile_is_reported_against_the_base(tmp_path, ol
 def test_a_bad_value_is_reported_against_the_profile_that_sets_it_last(tmp_path):
     folder = _profiles(tmp_path)
     _edit_default(folder, "  lr: 0.7\n", "  lr: oops\n")
-    child, grand = folder / "x.yaml", folder / "y.yaml"
+    child, grand = folder / "x.yaml", folder / "z.yaml"
     child.write_text("extends: default\nprofile: x\ntrain: {lr: still}\n", encoding="utf-8")
-    grand.write_text("extends: x\nprofile: y\n", encoding="utf-8")
+    grand.write_text("extends: x\nprofile: z\n", encoding="utf-8")
     with pytest.raises(config.ConfigError) as e:
         config.load(grand)
     assert str(e.value) == (f"{child} (extended by {grand}): 'train.lr' must be a number, "

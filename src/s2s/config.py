@@ -8,8 +8,8 @@ the same keys as the stage's ``params``, so DVC reruns exactly what a change tou
 The file is read as DVC reads it (:func:`read_yaml`: YAML 1.2, ruamel.yaml), with duplicate keys
 refused, so that s2s and DVC never see two different parameter sets in one file (PyYAML's YAML 1.1
 reads ``off`` as False and ``010`` as 8, and keeps the last of two equal keys). Names that reach
-``dvc.yaml``'s commands and paths (models, systems, rescorers) must match :data:`NAME_PATTERN`,
-and every number must be finite.
+``dvc.yaml``'s commands and paths (models, systems, rescorers), and the profile's name (in the
+report's and exports' text), must match :data:`NAME_PATTERN`, and every number must be finite.
 """
 
 from __future__ import annotations
@@ -905,6 +905,7 @@ def _check_names(p: Params) -> None:
     if not p.models:
         raise _error(f"{p.source}: 'models' must name at least one model", p.source, p.origins)
     try:
+        check_name(p.profile, p.source, "profile")  # in the report, the exports and `s2s dag show`
         for section, names in (("models", p.models), ("systems", p.systems),
                                ("rescore.rescorers", p.rescore.rescorers)):
             for name in names:
