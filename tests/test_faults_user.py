@@ -329,6 +329,21 @@ def test_params_works_after_the_subcommand_too(tmp_path):
     _one_line_error(proc, "nowhere.yaml: parameter file not found")
 
 
+def test_an_empty_path_or_a_folder_for_a_file_is_one_line_naming_it(tmp_path):
+    # `--out ""` was "PosixPath('.') has an empty name"; a folder given for the file was the
+    # rename's error, naming the temporary beside it
+    from helpers import profile_text
+
+    (tmp_path / "params.yaml").write_text(profile_text("smoke"), encoding="utf-8")
+    for args in (["check", "--out", ""], ["--params", "", "check"]):
+        proc = _s2s(args, tmp_path)
+        _one_line_error(proc, "an empty path: name a file or a folder", status=2)
+    (tmp_path / "taken").mkdir()
+    proc = _s2s(["check", "--out", "taken"], tmp_path)
+    _one_line_error(proc, "a folder, where a file is to be written: 'taken'")
+    assert list((tmp_path / "taken").iterdir()) == [] and not list(tmp_path.glob(".*.tmp"))
+
+
 def test_snapshots_for_a_model_that_takes_none_is_a_users_message(smoke_repo, tmp_path):
     proc = _s2s(["train", "attention", "--snapshots", str(tmp_path / "x")], smoke_repo)
     _one_line_error(proc, "--snapshots: model 'attention' is not among analysis.models")

@@ -315,6 +315,14 @@ def _cmd_dag(a, params_path: Path):
 # for the params named by --params, so nothing here repeats a path or reads dvc.yaml back.
 
 
+def _path(text: str) -> Path:
+    """A path argument: an empty one (``--out ""``, an unset shell variable) is refused here, where
+    it would otherwise be the current folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path: name a file or a folder")
+    return Path(text)
+
+
 def _path_default_help(arg) -> str:
     shown = arg.path.replace("{item}", "<NAME>")
     return f"default: {shown}, as dvc.yaml passes it" + (
@@ -380,7 +388,7 @@ def _check_params_env(params: Path) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="s2s", description=" ".join(
         __doc__.split("\n\n")[0].split()), formatter_class=_Help)
-    p.add_argument("--params", type=Path, default=None,
+    p.add_argument("--params", type=_path, default=None,
                    help=f"parameter file (default: {PARAMS_FILE}; for a stage, ${PARAMS_ENV} "
                         f"where set, as the Snakemake workflow sets it)")
     p.add_argument("-v", "--verbose", action="store_true",
@@ -393,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.set_defaults(fn=fn)
         STAGE_PATHS[name], STAGE_OPTIONAL[name] = {}, {}
         for arg in args:
-            sp.add_argument(arg.flag, type=Path, default=None, dest=arg.dest, metavar="PATH",
+            sp.add_argument(arg.flag, type=_path, default=None, dest=arg.dest, metavar="PATH",
                             help=f"{arg.meaning}"
                                  f"{', optional' if arg.optional else ''}; "
                                  f"{_path_default_help(arg)}")
@@ -439,9 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sentences per batch at beam 12 (default: translate.batch_size)")
     s.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
                    help="where to decode (default: translate.device)")
-    s.add_argument("--models", type=Path, default=Path(_TEXT_DEFAULTS["--models"]),
+    s.add_argument("--models", type=_path, default=Path(_TEXT_DEFAULTS["--models"]),
                    help="folder of model dirs, for a system name")
-    s.add_argument("--vocab", type=Path, default=Path(_TEXT_DEFAULTS["--vocab"]),
+    s.add_argument("--vocab", type=_path, default=Path(_TEXT_DEFAULTS["--vocab"]),
                    help="vocabulary folder, for a system name")
 
     s = sub.add_parser(
@@ -452,10 +460,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "a second file, sacreBLEU's paired bootstrap resampling of SYSTEM against "
                     "HYP and the 95% interval of the tokenised-BLEU difference.")
     s.set_defaults(fn=_cmd_score)
-    s.add_argument("hyp", type=Path, help="hypotheses, one per line (the baseline if two)")
-    s.add_argument("system", type=Path, nargs="?", default=None,
+    s.add_argument("hyp", type=_path, help="hypotheses, one per line (the baseline if two)")
+    s.add_argument("system", type=_path, nargs="?", default=None,
                    help="a second system's hypotheses, compared with HYP")
-    s.add_argument("-r", "--ref", type=Path, required=True, help="references, one per line")
+    s.add_argument("-r", "--ref", type=_path, required=True, help="references, one per line")
     s.add_argument("--tokenized", action="store_true",
                    help="HYP, SYSTEM and --ref are Moses-tokenised already (e.g. beam12.tok.fr "
                         "and test.tok.fr); else they are raw text (beam12.detok.fr, test.raw.fr)")
@@ -495,8 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also fail (1) where a number of the reference is different in RUN or "
                         "missing from it (a gate for CI: a file lost, a number beyond the seeds' "
                         "spread)")
-    s.add_argument("run", type=Path, help="a run: a folder with params.yaml and metrics/")
-    s.add_argument("--against", type=Path, default=Path("reports/default"),
+    s.add_argument("run", type=_path, help="a run: a folder with params.yaml and metrics/")
+    s.add_argument("--against", type=_path, default=Path("reports/default"),
                    help="the reference run: the published run of the default profile "
                         "(reports/default, from the folder the command runs in)")
 
@@ -532,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     for sp in sub.choices.values():  # -v and --params after the subcommand too
         sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="debug logging, and tracebacks instead of one-line errors")
-        sp.add_argument("--params", type=Path, default=argparse.SUPPRESS,
+        sp.add_argument("--params", type=_path, default=argparse.SUPPRESS,
                         help="parameter file (as before the command: `s2s --params FILE ...`)")
     return p
 

@@ -27,6 +27,7 @@ Reading: :func:`read_lines` is the one way a text file becomes lines, for every 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fnmatch
 import glob
 import hashlib
@@ -93,6 +94,8 @@ def naming(path: Path) -> Iterator[None]:
 def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     """Open a temporary sibling of `path`; on success it replaces `path`, on error it is removed."""
     path = Path(path)
+    if path.is_dir():  # else the rename fails, naming the temporary beside it
+        raise IsADirectoryError(errno.EISDIR, "a folder, where a file is to be written", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _temp_file(path)
     try:
