@@ -150,6 +150,27 @@ def test_a_run_of_other_settings_is_not_a_rerun_but_one_on_other_hardware_is(run
     assert "differs from" in proc.stderr and "in 1 setting (train.epochs)" in proc.stderr
 
 
+def test_a_setting_that_only_adds_measurements_keeps_a_rerun_a_rerun(runs, tmp_path):
+    # A rerun of a profile that has since gained seed replicas of the reach, or a rescorer, was
+    # "not a rerun" (exit 2): no number of the published run could be checked against it.
+    import yaml
+
+    ref, rerun = runs
+    raw = yaml.safe_load((ref / "params.yaml").read_text())
+    del raw["analysis"]["reach_replicas"]
+    raw["rescore"]["rescorers"].pop("gru")
+    (ref / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("settings that add measurements, not in both runs: analysis.reach_replicas, "
+            "rescore.rescorers.gru\n") in proc.stdout
+    # a rescorer of both runs with other members is another configuration
+    raw["rescore"]["rescorers"]["forward"] = ["forward_2"]
+    (ref / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 2 and "in 1 setting (rescore.rescorers.forward)" in proc.stderr
+
+
 def test_each_run_names_the_cpu_kind_it_trained_on_and_a_difference_is_said(runs, tmp_path):
     """Training records the CPU's kind (bf16 bits depend on it); verify prints both runs'
     machines, and says why numbers need not be identical where they differ. A record from
@@ -222,3 +243,16 @@ def test_strict_also_fails_on_a_number_different_or_missing_and_only_then(tmp_pa
     assert proc.stdout.splitlines()[-1] == (
         "--strict: 4 numbers of the reference different or missing in this run: "
         "train.gru.dev_ppl, train.gru.test_ppl, train.gru.best_dev_ppl, train.attention.dev_ppl")
+
+
+def test_a_rerun_of_today_s_default_profile_is_a_rerun_of_the_published_run(tmp_path):
+    """The repository's params.yaml (the default profile as `s2s profile default` writes it)
+    against the published run's: the published run predates settings that only add measurements,
+    and a faithful rerun must still be compared number by number (it was exit 2)."""
+    from conftest import ROOT
+
+    ref, rerun = _copy_published(tmp_path / "ref"), _copy_published(tmp_path / "rerun")
+    shutil.copy(ROOT / "params.yaml", rerun / "params.yaml")
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "identical" in _line(proc.stdout, "train.forward.dev_ppl")

@@ -23,7 +23,8 @@ also when a number of the reference is different in RUN or missing from it); 2 w
 reference is not a run, or they are not runs of one configuration: of different profiles, or of
 one profile whose settings differ but for where and how it ran (:data:`HOW`: the scheduler's
 resources, devices, threads, precision, translation and rescoring batch sizes, log and
-checkpoint cadence).
+checkpoint cadence) and for what only adds measurements (:data:`ADDED_KEYS`: the seed replicas
+the gradient reach is also measured on, a rescorer of one run only; named in the output).
 
 A run is a folder with ``params.yaml`` and ``metrics/`` (``train/<model>.json``, ``bleu.json``,
 ``claims.json``): a project after ``dvc repro``, or a published copy such as ``reports/default``.
@@ -56,6 +57,13 @@ NEW_CLAIM = "not in the reference"
 HOW = frozenset({"device", "threads", "amp", "log_every", "checkpoint_every"})
 HOW_KEYS = frozenset({"resources", "source", "written", "origins", "translate.batch_size",
                       "rescore.batch_size"})
+# Settings that add measurements and change none of the others: the seed replicas the gradient
+# reach is also measured on, and a rescorer one run has and the other not (the same name with
+# other members is another configuration). A rerun of a profile that has since gained one is a
+# rerun; what it adds is listed as not in both runs, and a claim it decides (the reach's verdict
+# over seed pairs, rescoring's over seed replicas) as the verdict it is.
+ADDED_KEYS = frozenset({"analysis.reach_replicas"})
+ADDED_ENTRIES = ("rescore.rescorers.",)
 
 
 class NotARun(ValueError):
@@ -183,13 +191,21 @@ def _borrow(per_group: dict[tuple[str, ...], list[float]], value: float | None
     return 2 * rel * abs(value), f"borrowed from {label(group)}"
 
 
-def settings_differ(run: Params, ref: Params) -> list[str]:
-    """The params keys (dotted) whose values differ between two runs, but for :data:`HOW`'s."""
+def settings_differ(run: Params, ref: Params, *, added: bool = False) -> list[str]:
+    """The params keys (dotted) whose values differ between two runs, but for :data:`HOW`'s and
+    those that add measurements (:data:`ADDED_KEYS`, :data:`ADDED_ENTRIES`); `added`: only
+    those."""
     a, b = (dict(dotted(dataclasses.asdict(p))) for p in (run, ref))
     gone = object()
+
+    def adds(k: str) -> bool:
+        return k in ADDED_KEYS or ((k not in a or k not in b)
+                                   and k.startswith(ADDED_ENTRIES))
+
     return sorted(k for k in a.keys() | b.keys()
                   if a.get(k, gone) != b.get(k, gone) and k.split(".")[-1] not in HOW
-                  and k.split(".")[0] not in HOW_KEYS and k not in HOW_KEYS)
+                  and k.split(".")[0] not in HOW_KEYS and k not in HOW_KEYS
+                  and adds(k) == added)
 
 
 def compare(run: Run, ref: Run) -> tuple[list[Line], list[tuple[str, str, str, str]]]:
@@ -257,8 +273,11 @@ def _line(key: str, a: float | None, b: float | None, tol: float | None, basis: 
 
 def render(run: Run, ref: Run, lines: list[Line], claims) -> str:
     groups = ", ".join(label(g) for g in seed_groups(ref.params)) or "none"
+    added = settings_differ(run.params, ref.params, added=True)
     out = [f"{run.root} against {ref.root} (profile {ref.params.profile}); seeds of the "
-           f"reference: {groups}", *machine_lines(run, ref), ""]
+           f"reference: {groups}", *machine_lines(run, ref),
+           *([f"settings that add measurements, not in both runs: {', '.join(added)}"]
+             if added else []), ""]
     width = max(len(x.key) for x in lines) if lines else 10
     out.append(f"{'number':<{width}}  {'reference':>10}  {'this run':>10}  verdict")
     for x in lines:
