@@ -46,8 +46,12 @@ def check_mirror(wanted: dict[str, int | None], mirror: Path) -> None:
             if not (mirror / f.path).is_file():
                 problems.append(f"{cid}: {mirror / f.path} is missing from the mirror")
     if problems:
+        # a corpus whose only host may be gone (LIUM's): what runs instead, said once
+        instead = dict.fromkeys(CORPORA[cid].alternative for cid in wanted
+                                if CORPORA[cid].mirror is None and CORPORA[cid].alternative)
         raise DownloadError(f"the mirror {mirror} cannot serve this profile; nothing was copied:\n"
-                            + "\n".join(f"  - {p}" for p in problems))
+                            + "\n".join(f"  - {p}" for p in problems)
+                            + "".join(f"\n{a}" for a in instead))
 
 
 def _network_hint(entry: Corpus) -> str:
