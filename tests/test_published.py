@@ -152,3 +152,38 @@ def test_the_forget_bias_table_names_the_beam_each_bleu_is_at(tmp_path):
     assert "BLEU (tokenized)" in got.columns
     beams = dict(zip(got["model"], got["beam"]))
     assert beams["reversed_fb1"] == 2 and beams["reversed_1"] == 12
+
+
+def test_an_output_missing_or_short_is_left_out_of_the_examples_and_said(tmp_path, caplog):
+    """The example translations show every system's output at its widest beam: one absent, or
+    with another number of lines than the test set, is left out with a warning naming the file
+    (it was dropped silently)."""
+    import logging
+    import shutil
+
+    from s2s.config import load
+    from s2s.layout import ReportPaths
+    from s2s.report.inputs import load_examples
+
+    P = PUBLISHED
+    translate = tmp_path / "translate"
+    shutil.copytree(P / "outputs" / "translate", translate)
+    (translate / "gru" / "beam12.detok.fr").unlink()
+    short = translate / "attention" / "beam12.detok.fr"
+    short.write_text("".join(short.read_text(encoding="utf-8").splitlines(True)[:-1]),
+                     encoding="utf-8")
+    paths = ReportPaths(metrics=P / "metrics", translate=translate,
+                        groups=P / "metrics" / "figure3.csv",
+                        manifest=P / "data" / "raw" / "manifest.json",
+                        prepared=P / "data" / "prepared",
+                        claims=P / "outputs" / "claims" / "claims.json", out=tmp_path / "out")
+    params = load(P / "params.yaml")
+    with caplog.at_level(logging.WARNING, logger="s2s"):
+        examples = load_examples(params, paths, [])
+    shown = {name.split(" (")[0] for name in examples[0]["outputs"]}
+    assert shown == set(params.systems) - {"gru", "attention"}
+    said = [r.getMessage() for r in caplog.records]
+    assert f"absent: {translate / 'gru' / 'beam12.detok.fr'} (no example translation of system " \
+           f"gru)" in said
+    assert (f"{short} has 999 lines, {P / 'data' / 'prepared' / 'test.raw.en'} 1000: system "
+            f"attention is left out of the example translations") in said

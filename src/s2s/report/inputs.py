@@ -132,10 +132,16 @@ def load_examples(params: Params, paths: ReportPaths, read: list[str]) -> list[d
     for system, cfg in params.systems.items():
         beam = cfg.widest_beam
         _, p = hypothesis_files(paths.translation(system, beam))
-        if p.is_file():
-            lines = read_lines(p)
-            if len(lines) == len(src):
-                outputs[f"{system} (beam {beam})"] = lines
+        if not p.is_file():
+            log.warning("absent: %s (no example translation of system %s)", p, system)
+            continue
+        lines = read_lines(p)
+        read.append(str(p))
+        if len(lines) != len(src):
+            log.warning("%s has %d lines, %s %d: system %s is left out of the example "
+                        "translations", p, len(lines), src_p, len(src), system)
+            continue
+        outputs[f"{system} (beam {beam})"] = lines
     order = sorted((len(s.split()), i) for i, s in enumerate(src) if s.strip())
     if not order:
         return []
