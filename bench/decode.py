@@ -95,7 +95,7 @@ def naive_beam_search(model, src: list[int], *, beam: int, bos: int, eos: int, p
     for t in range(1, max_len + 1):
         prev = torch.tensor([toks[-1] if toks else bos for _, toks in hyps])
         lprobs, state = model.step(prev, state)  # (len(hyps), V)
-        lprobs[:, pad] = -math.inf
+        lprobs[:, [pad, bos]] = -math.inf  # never predicted, as in beam_search
         top_lp, top_tok = lprobs.topk(min(beam + 1, lprobs.size(1)), dim=1)
         cands = [(score + lp, i, tok)
                  for i, (score, _) in enumerate(hyps)

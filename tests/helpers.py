@@ -146,13 +146,14 @@ class ScriptedModel:
 def exhaustive(model, src: Tensor, length: Tensor, *, max_len: int, vocab: int = V,
                bos: int = BOS, eos: int = EOS, pad: int = PAD):
     """Every sequence of up to max_len steps (ending in <EOS>, or cut at max_len), best first,
-    over the `vocab` target words but <pad> (tests/test_transformer.py passes its own ids)."""
+    over the `vocab` target words but <pad> and <bos>, which the search never predicts
+    (tests/test_transformer.py passes its own ids)."""
     out = []
 
     def walk(prefix: tuple[int, ...], state, score: float) -> None:
         lprobs, state = model.step(torch.tensor([prefix[-1] if prefix else bos]), state)
         for w in range(vocab):
-            if w == pad:
+            if w in (pad, bos):
                 continue
             s = score + lprobs[0, w].item()
             if w == eos:

@@ -155,6 +155,27 @@ def test_doesnt_predict_eos_if_shorter_than_min_len():
     assert_hyps(greedy, expected)
 
 
+def test_never_predicts_bos_and_scores_the_rest_unrenormalised():
+    # <BOS> is the likeliest word at step 1, but it is never a target: without the ban beam 1 and
+    # greedy would write "<bos>" (BOS then <EOS>, 0.6), and beam 2 would list it first.
+    script = {(): {BOS: 0.6, A: 0.3, EOS: 0.1}, (A,): {EOS: 1.0}}
+    best = ((A,), log(0.3) + log(1.0), True)  # the model's log-prob: the ban does not renormalise
+    assert_hyps(search(ScriptedModel(script), beam=1)[0], [best])
+    assert_hyps(search(ScriptedModel(script), beam=2, nbest=2)[0], [best, ((), log(0.1), True)])
+    src, lengths = scripted_src(1)
+    greedy = greedy_search(ScriptedModel(script), src, lengths, bos=BOS, eos=EOS, max_len=10,
+                           pad=PAD)
+    assert_hyps(greedy, [best])
+    # the same without a pad id, and through an ensemble
+    ensemble = Ensemble([ScriptedModel(script), ScriptedModel(script)])
+    assert_hyps(beam_search(ensemble, src, lengths, beam=2, nbest=2, bos=BOS, eos=EOS,
+                            max_len=10)[0], [best, ((), log(0.1), True)])
+    # and the score is the one teacher forcing recomputes (the n-best lists' fp32 rescoring)
+    again = score_sequences(ScriptedModel(script), src, lengths, torch.tensor([[A]]),
+                            torch.tensor([1]), bos=BOS, eos=EOS)
+    assert again.tolist() == pytest.approx([best[1]], abs=1e-12)
+
+
 def test_length_penalty_ranks_finished_hypotheses_by_gnmt_normalised_score():
     script = {(): {A: 0.5, EOS: 0.4, B: 0.1}, (A,): {C: 0.7, EOS: 0.3}}
     # alpha = 0 (the paper): <EOS> at step 1 (0.4) beats the best open prefix A C (0.35): stop.
@@ -337,7 +358,8 @@ def test_wide_beam_equals_exhaustive_search(make_model):
     model = make_model(0)
     src, lengths = random_batch(2, [4, 1, 3])
     max_len = 4
-    # 4 tokens besides <EOS> and <PAD>: 4**4 hypotheses can be open, so the beam prunes nothing.
+    # 3 tokens besides <EOS>, <PAD> and <BOS>: 3**4 hypotheses can be open, fewer than the beam
+    # of 4**4, so it prunes nothing.
     got = beam_search(model, src, lengths, beam=4**max_len, nbest=5, bos=BOS, eos=EOS, pad=PAD,
                       max_len=max_len)
     endings = set()

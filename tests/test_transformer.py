@@ -398,7 +398,8 @@ def test_wide_beam_equals_exhaustive_search_and_scores_equal_teacher_forcing():
     model = tiny(15, kv_heads=1, norm="post")
     src, lengths = random_batch(20, [4, 1, 3])
     max_len, nbest = 3, 40
-    # 5 tokens besides <eos> and <pad>: at most 5**3 open hypotheses, so the beam prunes nothing
+    # 4 tokens besides <eos>, <pad> and <bos>: at most 4**3 open hypotheses, fewer than the beam
+    # of 5**3, so it prunes nothing
     got = beam_search(model, src, lengths, beam=5**max_len, nbest=nbest, bos=BOS, eos=EOS,
                       pad=PAD, max_len=max_len)
     endings = set()

@@ -14,6 +14,12 @@ that takes ``<EOS>`` at step t has t - 1 tokens; one still open after step ``max
 with ``max_len`` tokens, no ``<EOS>`` and no ``<EOS>`` log-prob in its score, and
 ``finished=False``. ``min_len`` is the least number of tokens before ``<EOS>``: ``<EOS>`` is masked
 at steps t <= min_len.
+
+Banned tokens: ``<BOS>`` is never predicted (it is the decoder's first input, never a training
+target, yet a word of the target vocabulary that ``Vocab.decode`` would write out), nor ``pad``
+when given. Masking sets their log-probs to -inf after the model's log-softmax and does not
+renormalise the rest, so a hypothesis's score stays the model's log-prob of its tokens, the sum
+:func:`score_sequences` recomputes.
 """
 
 from __future__ import annotations
@@ -121,7 +127,7 @@ def beam_search(
         model: the inference contract (see the module docstring); ``eval()`` is the caller's job.
         src: (N, S) source token ids, padded. lengths: (N,) source lengths.
         beam: beam width B >= 1.
-        bos, eos: token ids of ``<BOS>`` (the first decoder input) and ``<EOS>``.
+        bos, eos: token ids of ``<BOS>`` (the first decoder input, never predicted) and ``<EOS>``.
         max_len: most steps per sentence, ``<EOS>`` included: an int, or (N,) per sentence; >= 1.
         nbest: hypotheses returned per sentence, at most: the finished and cut hypotheses the
             search met, which may be fewer (the beam keeps B prefixes a step, so with ``nbest`` >
@@ -160,9 +166,8 @@ def beam_search(
         n = active.numel()
         vocab = lprobs.size(1)
         cand = scores.unsqueeze(2) + lprobs.to(scores.dtype).view(n, beam, vocab)  # (n, B, V)
-        banned = _banned(eos=eos, pad=pad, mask_eos=t <= min_len)
-        if banned:
-            cand[:, :, banned] = -math.inf  # in place: cand is ours, lprobs is the model's
+        banned = _banned(bos=bos, eos=eos, pad=pad, mask_eos=t <= min_len)
+        cand[:, :, banned] = -math.inf  # in place: cand is ours, lprobs is the model's
         cand = cand.view(n, beam * vocab)  # (n, B*V)
         top_scores, top_index = _topk_stable(cand, min(2 * beam, beam * vocab))  # (n, 2B)
         top_beam = torch.div(top_index, vocab, rounding_mode="floor")  # (n, 2B) parent beam
@@ -260,7 +265,8 @@ def greedy_search(
     for t in range(1, int(max_len.max()) + 1):
         lprobs, state = model.step(prev, state)  # (N, V)
         score = score.to(torch.promote_types(lprobs.dtype, score.dtype))
-        lprobs = _mask(lprobs.to(score.dtype), eos=eos, pad=pad, mask_eos=t <= min_len)
+        lprobs = _mask(lprobs.to(score.dtype), bos=bos, eos=eos, pad=pad,
+                       mask_eos=t <= min_len)
         token = lprobs.argmax(1)  # (N,) first maximum: the lowest token id
         score = torch.where(running, score + lprobs.gather(1, token[:, None]).squeeze(1), score)
         took_eos = running & (token == eos)
@@ -346,16 +352,17 @@ def _as_lengths(max_len: Tensor | int, n_sent: int, device: torch.device) -> Ten
     return out
 
 
-def _banned(*, eos: int, pad: int | None, mask_eos: bool) -> list[int]:
-    """Token ids that may not be predicted at this step."""
-    return ([pad] if pad is not None else []) + ([eos] if mask_eos else [])
+def _banned(*, bos: int, eos: int, pad: int | None, mask_eos: bool) -> list[int]:
+    """Token ids that may not be predicted at this step: ``<BOS>`` always (it is never a target,
+    and a hypothesis holding it would be written out as the word ``<bos>``), ``pad`` when given,
+    and ``<EOS>`` while ``mask_eos`` (before ``min_len`` tokens)."""
+    return [bos] + ([pad] if pad is not None and pad != bos else []) + (
+        [eos] if mask_eos else [])
 
 
-def _mask(lprobs: Tensor, *, eos: int, pad: int | None, mask_eos: bool) -> Tensor:
+def _mask(lprobs: Tensor, *, bos: int, eos: int, pad: int | None, mask_eos: bool) -> Tensor:
     """Log-probs with the tokens that may not be predicted set to -inf (out of place)."""
-    banned = _banned(eos=eos, pad=pad, mask_eos=mask_eos)
-    if not banned:
-        return lprobs
+    banned = _banned(bos=bos, eos=eos, pad=pad, mask_eos=mask_eos)
     return lprobs.index_fill(1, torch.tensor(banned, device=lprobs.device), -math.inf)
 
 
