@@ -706,8 +706,10 @@ def test_a_source_the_length_check_lets_through_fits_the_search():
             check_lengths(src, configs=[model.cfg], cfg=cfg, where="test.en")
         except ValueError as e:
             longest = max_target_lengths(torch.tensor([n]), cfg).item()
-            assert n >= 45 and str(e).startswith(f"test.en:1: {n} tokens")
-            assert f"up to {longest} target tokens: 1.4 x {n} + 2" in str(e)
+            assert n >= 45 and str(e).startswith(
+                f"test.en:1: {n} tokens, within the 64 positions a member of the system reads "
+                f"(max_positions), but the search may write up to {longest} target tokens "
+                f"(1.4 x {n} + 2")
             continue
         [[hyp]] = translate(model, src, cfg=cfg, beam=2, nbest=1, vocab=vocab,
                             device=torch.device("cpu"))
@@ -715,6 +717,32 @@ def test_a_source_the_length_check_lets_through_fits_the_search():
             assert hyp.tokens == () and hyp.finished
             continue
         assert len(hyp.tokens) == max_target_lengths(torch.tensor([n]), cfg).item()
+
+
+def test_the_length_check_says_which_limit_a_line_exceeds():
+    """A source within max_positions whose longest target is not (700 tokens at 1024 positions:
+    the search may write 1.5 x 700 + 5 = 1055) is refused for the target it may write; the
+    message said the source was longer than the positions. A source past them is refused as
+    one."""
+    from s2s.config import TranslateConfig
+    from s2s.decode.translate import check_lengths
+
+    configs = [tiny(3, max_positions=1024).cfg]
+    cfg = TranslateConfig(max_len_a=1.5, max_len_b=5, device="cpu")
+    with pytest.raises(ValueError) as e:
+        check_lengths([[4] * 3, [4] * 700], configs=configs, cfg=cfg, where="in.en",
+                      lines=[7, 9])
+    assert str(e.value) == (
+        "in.en:9: 700 tokens, within the 1024 positions a member of the system reads "
+        "(max_positions), but the search may write up to 1055 target tokens (1.5 x 700 + 5: "
+        "translate.max_len_a and max_len_b), more than the 1024 it writes; split the line, "
+        "lower max_len_a or max_len_b, or use a recurrent system")
+    with pytest.raises(ValueError) as e:
+        check_lengths([[4] * 1025], configs=configs, cfg=cfg, where="in.en")
+    assert str(e.value) == (
+        "in.en:1: 1025 tokens: longer than the 1024 positions a member of the system reads "
+        "(max_positions); split the line or use a recurrent system")
+    check_lengths([[4] * 679], configs=configs, cfg=cfg, where="in.en")  # 1023 target tokens
 
 
 def test_a_hypothesis_cut_at_max_positions_is_scored_again_in_fp32_under_bf16():

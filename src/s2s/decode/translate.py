@@ -34,9 +34,11 @@ class SearchTooLarge(ValueError):
 
 def check_lengths(sources: list[list[int]], *, configs, cfg: TranslateConfig, where: str,
                   lines: list[int] | None = None) -> None:
-    """Refuse, naming the line, a source longer than a member's positions allow (the search's
-    longest target, ``max_len_a * S + max_len_b`` tokens, must fit as well); `lines` maps each
-    source to its line number in `where` (default: 1, 2, ...)."""
+    """Refuse, naming the line, a source longer than a member's positions allow, or one whose
+    longest target, ``max_len_a * S + max_len_b`` tokens, would not fit in them; the message
+    says which of the two limits the line exceeds (a source within the positions can still let
+    the search write past them). `lines` maps each source to its line number in `where`
+    (default: 1, 2, ...)."""
     limit = arch.max_tokens(configs)
     if limit is None:
         return
@@ -45,11 +47,16 @@ def check_lengths(sources: list[list[int]], *, configs, cfg: TranslateConfig, wh
         n = len(src)
         if n > limit or longest[i] > limit:
             line = lines[i] if lines is not None else i + 1
-            raise ValueError(f"{where}:{line}: {n} tokens: longer than the {limit} positions a "
-                             f"member of the system reads and writes (max_positions; the search "
-                             f"writes up to {longest[i]} target tokens: {cfg.max_len_a:g} x "
-                             f"{max(n, 1)} + {cfg.max_len_b}); split the line or use a recurrent "
-                             f"system")
+            if n > limit:
+                raise ValueError(f"{where}:{line}: {n} tokens: longer than the {limit} "
+                                 f"positions a member of the system reads (max_positions); split "
+                                 f"the line or use a recurrent system")
+            raise ValueError(f"{where}:{line}: {n} tokens, within the {limit} positions a member "
+                             f"of the system reads (max_positions), but the search may write up "
+                             f"to {longest[i]} target tokens ({cfg.max_len_a:g} x {max(n, 1)} + "
+                             f"{cfg.max_len_b}: translate.max_len_a and max_len_b), more than "
+                             f"the {limit} it writes; split the line, lower max_len_a or "
+                             f"max_len_b, or use a recurrent system")
 
 
 def max_target_lengths(src_lengths: Tensor, cfg: TranslateConfig) -> Tensor:
