@@ -442,7 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--nbest", type=_at_least(1), default=1,
                    help="hypotheses per sentence; above 1 the output is Moses n-best format "
                         "`id ||| translation ||| <kind>=logprob ||| logprob`, the kind of the "
-                        "system's models (lstm, gru, cho, attention, transformer)")
+                        "system's models (lstm, gru, cho, attention, transformer), best first "
+                        "as the search ranked them (under bf16 a near-tie's fp32 scores can be "
+                        "out of order: docs/precision-and-speed.md, \"N-best lists\")")
     s.add_argument("--batch-size", type=_at_least(1), default=None,
                    help="sentences per batch at beam 12 (default: translate.batch_size)")
     s.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
