@@ -124,6 +124,32 @@ def test_rescoring_picks_the_best_weighted_sum_and_the_first_of_a_tie():
     assert pick(lists, lstm, weight=0.25) == ["a", "c"]  # a -1.75, b -2.5
 
 
+def test_an_nbest_list_with_moses_word_alignments_is_read_by_its_score_field(tmp_path):
+    """Moses's -print-alignment-info-in-n-best adds a 5th field, the word alignment, after the
+    score: the score is the 4th field (the last was read, and the alignment refused as "score
+    must be a number"). Fewer or more fields, or a 4th that is no number, name file and line."""
+    from s2s.data.text import CorpusError
+    from s2s.decode.rescore import read_nbest
+
+    path = tmp_path / "test.nbest"
+    path.write_text("0 ||| le chat ||| lstm=-1.5 ||| -1.5 ||| 0-0 1-1\n"
+                    "0 ||| un chat ||| lstm=-2.5 ||| -2.5\n"
+                    "1 ||| oui ||| lstm=-0.5 ||| -0.5 ||| 0-0 \n", encoding="utf-8")
+    assert read_nbest(path, sentences=2) == [
+        [Candidate(0, "le chat", -1.5), Candidate(0, "un chat", -2.5)],
+        [Candidate(1, "oui", -0.5)]]
+    for line, message in (
+            ("1 ||| oui ||| lstm=-0.5 ||| 0-0 1-1 ||| -0.5",
+             "sentence id and score (fields 1 and 4) must be numbers, got '1' and '0-0 1-1'"),
+            ("1 ||| oui ||| -0.5", "(4 fields), got 3"),
+            ("1 ||| oui ||| lstm=-0.5 ||| -0.5 ||| 0-0 ||| x", "(4 fields), got 6; only a word "
+                                                               "alignment may follow the score")):
+        path.write_text(f"0 ||| le chat ||| lstm=-1.5 ||| -1.5\n{line}\n", encoding="utf-8")
+        with pytest.raises(CorpusError) as e:
+            read_nbest(path, sentences=2)
+        assert str(e.value).startswith(f"{path}:2: ") and message in str(e.value)
+
+
 def test_a_source_or_hypothesis_longer_than_a_transformers_positions_is_refused_first(tmp_path):
     """The rescorer writes every hypothesis with an <eos>: n tokens take n + 1 positions. Up to
     the limit it scores (a hypothesis of max_positions - 1 tokens, a source of max_positions);

@@ -45,21 +45,27 @@ def pick(lists: list[list[Candidate]], lstm: list[float], *, weight: float) -> l
 
 
 def read_nbest(path: Path, *, sentences: int) -> list[list[Candidate]]:
-    """Moses n-best list -> candidates per sentence; every sentence must have at least one."""
+    """Moses n-best list -> candidates per sentence; every sentence must have at least one.
+
+    A line is ``id ||| hypothesis ||| features ||| score``, or that and ``||| alignment``, the
+    word alignment Moses adds with ``-print-alignment-info-in-n-best``: the score is the 4th
+    field either way (the last field of a 5-field line is the alignment, not a number). Any
+    other number of fields is refused, naming the file and line."""
     lists: list[list[Candidate]] = [[] for _ in range(sentences)]
     for n, line in enumerate(read_lines(path), 1):
         fields = line.split(" ||| ")
-        if len(fields) < 4:
+        if len(fields) not in (4, 5):
             raise CorpusError(f"{path}:{n}: expected 'id ||| hypothesis ||| features ||| score' "
-                              f"(4 fields), got {len(fields)}")
+                              f"(4 fields), got {len(fields)}; only a word alignment may follow "
+                              f"the score, as a 5th field")
         try:
-            sid, score = int(fields[0]), float(fields[-1])
+            sid, score = int(fields[0]), float(fields[3])
         except ValueError:
-            raise CorpusError(f"{path}:{n}: sentence id and score must be numbers, got "
-                              f"{fields[0]!r} and {fields[-1]!r}") from None
+            raise CorpusError(f"{path}:{n}: sentence id and score (fields 1 and 4) must be "
+                              f"numbers, got {fields[0]!r} and {fields[3]!r}") from None
         if not math.isfinite(score):  # a NaN or inf would decide, or lose, every comparison
             raise CorpusError(f"{path}:{n}: the score must be a finite number, got "
-                              f"{fields[-1].strip()!r}")
+                              f"{fields[3].strip()!r}")
         if not 0 <= sid < sentences:
             raise CorpusError(f"{path}:{n}: sentence id {sid} outside 0..{sentences - 1}")
         lists[sid].append(Candidate(sid, fields[1].strip(), score))

@@ -1,6 +1,7 @@
 """Stage `rescore-<rescorer>`: rescoring a baseline's n-best lists with LSTMs (Table 2).
 
-Reads:  the baseline's n-best list in Moses format (``id ||| hypothesis ||| features ||| score``;
+Reads:  the baseline's n-best list in Moses format (``id ||| hypothesis ||| features ||| score``,
+        optionally ``||| alignment`` after the score, as Moses writes word alignments;
         in the paper profile the LIUM baseline's 1000-best lists, elsewhere the n-best output of the
         system named by `rescore.baseline`), ``<prepared>/test.tok.{en,fr}``, the rescorer's
         checkpoints, params `rescore`.
