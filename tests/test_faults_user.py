@@ -344,6 +344,26 @@ def test_an_empty_path_or_a_folder_for_a_file_is_one_line_naming_it(tmp_path):
     assert list((tmp_path / "taken").iterdir()) == [] and not list(tmp_path.glob(".*.tmp"))
 
 
+def test_output_into_a_closed_pipe_is_a_quiet_exit_141(tmp_path):
+    # `s2s score ... | head -1` printed "s2s ERROR BrokenPipeError" once head had its line
+    import os
+    import subprocess
+
+    from conftest import ROOT
+
+    hyp = tmp_path / "hyp.fr"
+    hyp.write_text("un chat .\n", encoding="utf-8")
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    try:
+        proc = subprocess.run([str(BIN / "s2s"), "score", str(hyp), "--ref", str(hyp)],
+                              cwd=ROOT, stdout=write, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141, proc.stderr
+    assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 def test_snapshots_for_a_model_that_takes_none_is_a_users_message(smoke_repo, tmp_path):
     proc = _s2s(["train", "attention", "--snapshots", str(tmp_path / "x")], smoke_repo)
     _one_line_error(proc, "--snapshots: model 'attention' is not among analysis.models")

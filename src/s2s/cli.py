@@ -602,6 +602,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130
+    except BrokenPipeError:  # the reader went away (`s2s score ... | head`): nothing to say
+        # Python would report the failed flush of stdout at exit: point it at nothing instead
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a process a closed pipe stopped
     except Stopped as e:  # a signal, after a final checkpoint: one line, status 128 + N
         log.error("%s", e)
         return e.exit_status
