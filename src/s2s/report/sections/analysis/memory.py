@@ -48,7 +48,10 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
         blocks.append(P.memory_layer(label, layer, what, fixed(mine, 2), info.steps,
                                      fixed(alone, 2), gate, fixed(share, 2), share))
     blocks.append(Table("Half-lives of a one-word change in the encoder (steps)",
-                        pd.DataFrame(rows)))
+                        pd.DataFrame(rows),
+                        notes=(f"inf: the difference stays above half its first value for the "
+                               f"{info.steps} steps measured; -: the cell has no such state "
+                               f"(an LSTM has no update gate z, a GRU no memory cell c)",)))
     blocks.append(Image("Memory of a one-word change", fig, f"{rel_dir}/{FIGURES['memory']}",
                         P.memory_caption()))
     return Section(TITLE, blocks)
