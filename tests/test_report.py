@@ -1636,6 +1636,22 @@ def test_an_ensembles_interval_is_over_its_members_not_over_runs():
     assert not single.one_run and single.over == "1 seed pair"
 
 
+def test_the_t_quantile_beyond_the_table_is_students_not_the_normals():
+    """Beyond 30 degrees of freedom an interval over seeds (or repetitions) is still Student's t:
+    the normal's 1.96 made it some 4% too narrow at 31. The computed quantile agrees with the
+    printed table below that."""
+    from s2s.claims.seeds import T975, t975, t_quantile
+
+    for df, want in ((31, 2.0395), (60, 2.0003), (120, 1.9799), (1000, 1.9623)):
+        assert round(t975(df), 4) == want, df
+    for df in range(1, 31):
+        assert t975(df) == T975[df - 1]
+        assert round(t_quantile(0.975, df), 3) == T975[df - 1], df
+    assert 1.95996 < t975(10**6) < 1.96000  # the normal's 0.975 quantile, 1.959964, in the limit
+    with pytest.raises(ValueError, match="1 or more"):
+        t975(0)
+
+
 def test_the_length_drop_is_labelled_with_what_its_file_compares_and_the_note_with_the_models():
     """A length_drop.csv compares each drop with the evaluate stage's figure3_system
     (ensemble5 in the published run); read under params whose figure3_system is another
