@@ -957,7 +957,7 @@ def test_the_forget_bias_verdict_needs_perplexity_and_bleu_and_says_which_fell_s
     text = verdict([7.4, 7.6, 7.4], [7.0, 7.2, 6.9], [20.9, 20.2, 21.1], [23.6, 26.0, 26.5])
     assert text.startswith("reversed_fb1 vs reversed_1 (")
     assert "opening the gate helps here; a verdict needs dev perplexity and BLEU" in text
-    assert "BLEU +2.70 (95% CI +1.80 to +3.60, paired bootstrap)" in text
+    assert "BLEU at beam 12 +2.70 (95% CI +1.80 to +3.60, paired bootstrap)" in text
     # the published run's case: BLEU helps on every seed, perplexity not on every seed
     text = verdict([7.4, 7.6, 7.4], [7.1, 6.5, 7.5], [20.9, 20.2, 21.1], [23.6, 26.0, 26.5])
     assert ("opening the gate makes no clear difference here (BLEU: helps; dev perplexity: no "
@@ -965,6 +965,48 @@ def test_the_forget_bias_verdict_needs_perplexity_and_bleu_and_says_which_fell_s
     text = verdict([7.0, 7.2, 6.9], [7.4, 7.6, 7.4], [23.6, 26.0, 26.5], [20.9, 20.2, 21.1])
     assert "opening the gate makes no clear difference here (BLEU: no significant difference; " \
            "dev perplexity: hurts)" in text  # the bootstrap says +, the seeds say -
+
+
+def test_the_forget_bias_bleu_compares_both_sides_at_one_beam(tmp_path):
+    """The paper's-init side decoded at beams 12 and 100, the opened side at 12: the bootstrap
+    compares both at 12, the beam the replicas are compared at (it compared plain's beam 100
+    with opened's beam 12)."""
+    import yaml
+
+    from s2s.claims.forget_bias import forget_bias_verdicts
+    from s2s.evaluate.significance import Difference
+
+    raw = yaml.safe_load(FIXTURE.read_text())
+    raw["systems"]["reversed"]["beams"] = [12, 100]
+    raw["systems"]["reversed"]["nbest"] = 12
+    raw["systems"]["reversed_2"] = {"members": ["reversed_2"], "beams": [12, 100]}
+    for suffix, seeds in (("", {}), ("_2", {"init_seed": 2, "order_seed": 2})):
+        raw["models"][f"reversed_fb1{suffix}"] = {"reverse_source": True, "forget_bias": 1.0,
+                                                  **seeds}
+        raw["systems"][f"reversed_fb1{suffix}"] = {"members": [f"reversed_fb1{suffix}"],
+                                                   "beams": [12]}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load(path)
+    train = _train({m: {"dev_ppl": 7.0} for m in ("reversed_1", "reversed_2", "reversed_fb1",
+                                                  "reversed_fb1_2")})
+    bleu = _bleu({"translate": {
+        "reversed": {"12": _entry(20.0), "100": _entry(19.0)},
+        "reversed_2": {"12": _entry(20.4), "100": _entry(19.3)},
+        "reversed_fb1": {"12": _entry(22.0)}, "reversed_fb1_2": {"12": _entry(22.6)}},
+        "rescore": {}})
+    asked = []
+
+    def diff(a, b):
+        asked.append((a.system, a.beam, b.system, b.beam))
+        return Difference(0, 0, 2.0, 1.0, 3.0, 0.5, 0, 0, 0, 0, 1000, 1)
+
+    (text,) = forget_bias_verdicts(params, train=train, bleu=bleu, diff=diff)
+    assert asked == [("reversed", 12, "reversed_fb1", 12)]
+    assert "BLEU at beam 12 +2.00 (95% CI +1.00 to +3.00, paired bootstrap)" in text
+    # the replicas at the same beam: opened - plain +2.00 and +2.20
+    assert "BLEU over seeds: opened 22.30 +- 0.42 (2 seeds) vs paper's init 20.20 +- 0.28" \
+        in text
 
 
 def _signed_interval(bleu: dict):

@@ -9,6 +9,7 @@ import dataclasses
 
 from s2s.artifacts import Bleu, TrainMetrics
 from s2s.claims import seeds
+from s2s.claims.paper_claims import common_beam
 from s2s.claims.verdicts import DiffFn
 from s2s.config import Params
 from s2s.paper import Ours, tokenized_bleu
@@ -49,29 +50,34 @@ def forget_bias_verdicts(params: Params, *, train: dict[str, TrainMetrics], bleu
                          diff: DiffFn | None) -> list[str]:
     """The verdict on the first pair of :func:`pairs` (over the seeds of all pairs: the interval
     over seeds of the paired difference, and for BLEU the test-sentence bootstrap, must both
-    exclude 0), with its numbers."""
+    exclude 0), with its numbers. BLEU is compared at one beam, the widest at which both systems
+    were scored."""
     out = []
     for plain, opened in pairs(params)[:1]:
         a, b = system_of(params, plain), system_of(params, opened)
-        d = diff(Ours("translate", *a), Ours("translate", *b)) if (
-            diff is not None and a and b) else None
         ma, mb = train.get(plain), train.get(opened)
         if not (ma and mb and a and b):
             continue
+        # one beam for both sides, the bootstrap's and every replica's: the widest both were
+        # scored at (each side's own widest would compare, say, beam 100 with beam 12)
+        beam = common_beam(params, bleu, a[0], b[0])
+        d = diff(Ours("translate", a[0], beam), Ours("translate", b[0], beam)) if (
+            diff is not None and beam is not None) else None
         ppl = (f"dev perplexity {mb.dev_ppl:.2f} with the gate opened against {ma.dev_ppl:.2f}"
                f" with the paper's init")
-        bleu_text = (f"; BLEU {d.delta:+.2f} (95% CI {d.lo:+.2f} to {d.hi:+.2f}, paired "
-                     f"bootstrap)" if d is not None else "")
+        bleu_text = (f"; BLEU at beam {beam} {d.delta:+.2f} (95% CI {d.lo:+.2f} to {d.hi:+.2f}, "
+                     f"paired bootstrap)" if d is not None else "")
 
         def dev(system: str) -> float | None:
             m = train.get(params.systems[system].members[0])
             return m.dev_ppl if m else None
 
         def tok(system: str) -> float | None:
-            return tokenized_bleu(bleu, Ours("translate", system, b[1]))
+            return tokenized_bleu(bleu, Ours("translate", system, beam))
 
         ppl_seeds = seeds.paired(params, b[0], a[0], dev)  # plain - opened: > 0 helps
-        bleu_seeds = seeds.paired(params, a[0], b[0], tok)  # opened - plain
+        # opened - plain; none without a beam both were scored at
+        bleu_seeds = seeds.paired(params, a[0], b[0], tok) if beam is not None else None
         boot = None if d is None else ((1 if d.delta > 0 else -1) if d.significant else 0)
         ppl_way, bleu_way = seeds.verdict(None, ppl_seeds), seeds.verdict(boot, bleu_seeds)
         word = ("helps here" if ppl_way == bleu_way == 1 else "does not help here"

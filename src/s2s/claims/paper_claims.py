@@ -274,7 +274,7 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
     bootstrap of these two systems) and over seeds (their replicas, paired on seeds); holds when
     both 95% intervals are above 0, does not hold when both are below. Without the bootstrap (a
     hypothesis file missing) the interval over seeds decides alone; with neither, no verdict."""
-    beam = _common_beam(params, bleu, worse, better)
+    beam = common_beam(params, bleu, worse, better)
     if beam is None:
         return claim(key, UNKNOWN, f"no beam at which both '{worse}' and '{better}' were scored")
     lo, hi = _tok(bleu, worse, beam), _tok(bleu, better, beam)
@@ -312,7 +312,7 @@ def _tok(bleu: Bleu, system: str, beam: int) -> float | None:
     return tokenized_bleu(bleu, Ours("translate", system, beam))
 
 
-def _common_beam(params: Params, bleu: Bleu, a: str, b: str) -> int | None:
+def common_beam(params: Params, bleu: Bleu, a: str, b: str) -> int | None:
     """The widest beam at which both systems were scored."""
     if a not in params.systems or b not in params.systems:
         return None
