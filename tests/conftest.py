@@ -42,7 +42,8 @@ RNN_TRANSLATE = {f"translate-{s}" for s in (
     "forward", "forward_2", "forward_3", "reversed", "reversed_2", "reversed_3", "reversed_4",
     "reversed_5", "reversed_fb1", "reversed_fb1_2", "reversed_fb1_3", "ensemble5", "ensemble2",
     "baseline", "gru", "attention")}
-RESCORERS = {f"rescore-{r}" for r in ("forward", "reversed", "ensemble5", "gru")}
+RESCORERS = {f"rescore-{r}" for r in ("forward", "reversed", "ensemble5", "gru", "forward_2",
+                                      "forward_3", "reversed_2", "reversed_3")}
 # For the default and smoke profiles (the same names): the stages whose dependencies name each
 # file, written out. A change to the file reruns exactly these (and what reads their outputs, if
 # they change).
