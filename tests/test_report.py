@@ -27,6 +27,7 @@ from conftest import chromium
 from s2s.artifacts import Bleu, Scored, Timing, TrainMetrics
 from s2s.claims import paper_claims as claims_
 from s2s.claims import verdicts
+from s2s.claims.seeds import NO_RESCORER_INTERVAL, NO_SEED_INTERVAL
 from s2s.config import load
 from s2s import paper
 from s2s.report import render as render_
@@ -850,10 +851,12 @@ def test_with_one_seed_a_comparison_of_single_models_has_no_verdict():
     assert "reversed 13.50 vs forward 11.00 (+2.50" in rev.evidence
     assert got["An ensemble of 5 reversed LSTMs beats a single reversed LSTM"].status == \
         "cannot tell"
-    # the claims about one system at two beams and about rescoring rest on the bootstrap alone
+    # the claim about one system at two beams rests on the bootstrap alone; rescoring's one
+    # forward and one reversed rescorer against the baseline's 1-best have no replicas: no verdict
     assert got["A wider beam helps"].status == "holds"
     resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
-    assert resc.status == "holds" and "higher for 1 of 2" in resc.evidence
+    assert resc.status == "cannot tell" and "higher for 1 of 2" in resc.evidence
+    assert resc.evidence.endswith(f"; forward, reversed: {NO_RESCORER_INTERVAL}")
     assert got["5 models at beam 2 cost less than 1 model at beam 12"].status == "cannot tell"
     # the summary tells the difference over the one seed pair from the test sentences' one
     from s2s.report.sections.summary import difference_text
@@ -1040,7 +1043,9 @@ def test_each_claim_passes_the_bootstrap_its_baseline_first():
     rev = got["Reversing the source raises BLEU"]
     assert "+2.50; paired-bootstrap 95% CI of the difference +2.00 to +3.00" in rev.evidence
     resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
-    assert resc.status == verdicts.HOLDS and "-0.50" not in resc.evidence
+    # significant gains, but one rescorer each: no interval over seeds, no verdict
+    assert resc.status == verdicts.UNKNOWN and "-0.50" not in resc.evidence
+    assert "forward 14.20 (+1.20, 95% CI +0.70 to +1.70)" in resc.evidence
     bleu["translate"]["forward"]["12"] = _entry(8.0)  # now the wider beam hurts forward
     got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_signed_interval(bleu)))
     assert got["A wider beam helps"].status != verdicts.HOLDS
@@ -1059,8 +1064,9 @@ def test_claims_use_the_bootstrap_intervals():
     assert got["A wider beam helps"].status == verdicts.NO_DIFFERENCE
     assert "95% CI -0.30 to +0.40" in got["A wider beam helps"].evidence
     got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_interval(0.2, 0.9)))
+    # one rescorer each, no replicas: no verdict however clear the bootstrap
     assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status == \
-        verdicts.HOLDS
+        verdicts.UNKNOWN
     assert got["A wider beam helps"].status == verdicts.HOLDS
     got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_interval(-0.9, -0.2)))
     assert got["A wider beam helps"].status == verdicts.FAILS
@@ -1296,14 +1302,19 @@ def test_conditions_every_row_shares_are_stated_once():
     assert shown["conditions of this row"].tolist() == ["1 model; beam 12", "5 models; beam 2", ""]
 
 
+RESCORING = "Rescoring the baseline's n-best lists with LSTMs beats the baseline"
+
+
 def test_rescoring_claim_counts_only_lstm_rescorers():
-    params = load(ROOT / "profiles" / "default.yaml")  # rescorers forward, reversed, ensemble5, gru
+    # rescorers forward, reversed, ensemble5, gru, and the replicas forward_2, forward_3,
+    # reversed_2, reversed_3 (not scored here at first)
+    params = load(ROOT / "profiles" / "default.yaml")
     bleu = {"translate": {}, "rescore": {"baseline": _entry(13.0), "forward": _entry(13.2),
                                          "reversed": _entry(12.9), "ensemble5": _entry(13.4),
                                          "gru": _entry(30.0)}}
     got = {c.claim.split(" (")[0]: c
            for c in claims_.claims(params, _bleu(bleu), {}, {})}
-    resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
+    resc = got[RESCORING]
     # no paired bootstraps: the point values are the evidence, and no verdict
     assert resc.status == "cannot tell" and "higher for 2 of 3 rescorers" in resc.evidence
     assert resc.evidence.endswith("; " + verdicts.NO_BOOTSTRAP)  # why, in the evidence
@@ -1317,13 +1328,96 @@ def test_rescoring_claim_counts_only_lstm_rescorers():
         lo, hi = intervals[b.system]
         return Difference(0, 0, (lo + hi) / 2, lo, hi, 0.5, 0, 0, 0, 0, 1000, 1)
 
+    # one run each: reversed's significant loss is no verdict without its replicas
     got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=diff))
-    resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
-    assert resc.status == "does not hold" and "95% CI -0.50 to -0.10" in resc.evidence
+    resc = got[RESCORING]
+    assert resc.status == "cannot tell" and "95% CI -0.50 to -0.10" in resc.evidence
+    # with them, every reversed replica below the 1-best: does not hold
+    bleu["rescore"] |= {"forward_2": _entry(13.3), "forward_3": _entry(13.25),
+                        "reversed_2": _entry(12.85), "reversed_3": _entry(12.88)}
+    got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=diff))
+    assert got[RESCORING].status == "does not hold"
+    assert "higher for 4 of 7 rescorers" in got[RESCORING].evidence
+    # every replica above: forward and reversed hold, but the ensemble (one run against the
+    # 1-best's one run) has no interval over seeds, so the claim has no verdict
+    bleu["rescore"] |= {"reversed": _entry(13.3), "reversed_2": _entry(13.35),
+                        "reversed_3": _entry(13.32)}
     intervals["reversed"] = (0.05, 0.2)
     got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=diff))
-    assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status \
-        == "holds"
+    assert got[RESCORING].status == "cannot tell"
+    assert got[RESCORING].evidence.endswith("; ensemble5: " + NO_RESCORER_INTERVAL)
+
+
+def _rescored(tmp_path, edit=None):
+    """The seeded fixture (three forward and three reversed replicas, each a one-model system)
+    with each replica a rescorer too, named as its system; `edit` changes the raw file first."""
+    import yaml
+
+    raw = yaml.safe_load(_seeded(tmp_path).source.read_text())
+    for name in ("forward_2", "forward_3", "reversed_2", "reversed_3"):
+        raw["rescore"]["rescorers"][name] = [name]
+    if edit:
+        edit(raw)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return load(path)
+
+
+def test_one_rescorer_against_the_baseline_has_no_verdict_however_clear_its_bootstrap():
+    """One forward LSTM rescoring the baseline's lists (the published run's case), significantly
+    worse on the test sentences: one run against one run says nothing of another run of the
+    recipe, so no verdict (it said 'does not hold' on the bootstrap alone)."""
+    params = load(FIXTURE)
+    bleu = {"translate": {}, "rescore": {"baseline": _entry(13.0), "forward": _entry(10.0)}}
+    got = claims_.rescoring(params, _bleu(bleu), _interval(-3.9, -2.2))
+    assert got.status == verdicts.UNKNOWN
+    assert got.evidence == ("higher for 0 of 1 rescorers (baseline 1-best 13.00; forward 10.00 "
+                            "(-3.00, 95% CI -3.90 to -2.20)); forward: " + NO_RESCORER_INTERVAL)
+    # a bootstrap interval holding 0 still says so
+    assert claims_.rescoring(params, _bleu(bleu), _interval(-0.5, 0.4)).status == \
+        verdicts.NO_DIFFERENCE
+
+
+def test_rescorers_that_are_seed_replicas_are_judged_over_their_seeds(tmp_path):
+    """forward, forward_2, forward_3 (and the three reversed) rescore the baseline's lists: each
+    group is one comparison against the baseline's one 1-best, its first rescorer's bootstrap and
+    the t-interval over its 3 replicas excluding 0 the same way."""
+    params = _rescored(tmp_path)
+
+    def run(forward, reversed_, diff):
+        names = ("forward", "forward_2", "forward_3", "reversed", "reversed_2", "reversed_3")
+        bleu = {"translate": {}, "rescore": {"baseline": _entry(13.0), **{
+            n: _entry(x) for n, x in zip(names, (*forward, *reversed_))}}}
+        return claims_.rescoring(params, _bleu(bleu), diff)
+
+    got = run((13.6, 13.9, 13.4), (14.0, 14.4, 13.8), _interval(0.2, 0.9))
+    assert got.status == verdicts.HOLDS
+    assert ("forward 13.60 (+0.60, 95% CI +0.20 to +0.90), forward_2 13.90 (+0.90), forward_3 "
+            "13.40 (+0.40), over seeds: forward/forward_2/forward_3 13.63 +- 0.25 (3 seeds) vs "
+            "baseline 1-best 13.00 (1 seed); paired difference +0.63 (95% interval over 3 "
+            "replicas against one run") in got.evidence
+    assert [(d.label, d.over) for d in got.differences] == [
+        ("forward - baseline", "test sentences"),
+        ("forward/forward_2/forward_3 - baseline", "3 replicas against one run"),
+        ("reversed - baseline", "test sentences"),
+        ("reversed/reversed_2/reversed_3 - baseline", "3 replicas against one run")]
+    # significant on the test sentences, but one reversed replica falls below the 1-best
+    got = run((13.6, 13.9, 13.4), (14.0, 12.0, 13.8), _interval(0.2, 0.9))
+    assert got.status == verdicts.NO_DIFFERENCE
+    # every replica below, and the bootstrap too: does not hold
+    got = run((12.6, 12.2, 12.5), (14.0, 14.4, 13.8), lambda a, b: _interval(
+        *((-0.9, -0.2) if b.system == "forward" else (0.2, 0.9)))(a, b))
+    assert got.status == verdicts.FAILS
+    # a rescorer without replicas beside them (an ensemble: one run) leaves no verdict
+    params = _rescored(tmp_path, lambda raw: raw["rescore"]["rescorers"].update(
+        ensemble2=["reversed_1", "reversed_2"]))
+    bleu = {"translate": {}, "rescore": {"baseline": _entry(13.0), "ensemble2": _entry(14.5), **{
+        n: _entry(x) for n, x in zip(("forward", "forward_2", "forward_3", "reversed",
+                                      "reversed_2", "reversed_3"),
+                                     (13.6, 13.9, 13.4, 14.0, 14.4, 13.8))}}}
+    got = claims_.rescoring(params, _bleu(bleu), _interval(0.2, 0.9))
+    assert got.status == verdicts.UNKNOWN
+    assert got.evidence.endswith("; ensemble2: " + NO_RESCORER_INTERVAL)
 
 
 def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
@@ -1562,7 +1656,9 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
     assert got.claim.endswith("(paper: 30.59 < 33.30 < 34.81)")
     assert got.status == verdicts.UNKNOWN
     assert got.evidence == ("forward beam 12 12.00: +1.00 against reversed beam 12 (11.00), "
-                            "-1.00 against ensemble2 beam 12 (13.00); " + verdicts.NO_BOOTSTRAP)
+                            "-1.00 against ensemble2 beam 12 (13.00); forward beam 12 - reversed "
+                            "beam 12 and ensemble2 beam 12 - forward beam 12: " + NO_SEED_INTERVAL
+                            + "; " + verdicts.NO_BOOTSTRAP)
     assert claims_.baseline_strength(params, bleu(13.5)).status == verdicts.UNKNOWN
     assert claims_.baseline_strength(params, bleu(10.5)).status == verdicts.UNKNOWN
 
@@ -1576,7 +1672,9 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
 
     sure = {("reversed", "forward"): (0.2, 1.8), ("forward", "ensemble2"): (0.4, 1.6)}
     got = claims_.baseline_strength(params, bleu(12.0), diff(sure))
-    assert got.status == verdicts.HOLDS
+    # significant on the test sentences, but the baseline, the reversed model and the ensemble
+    # are one run each: no interval over seeds, no verdict
+    assert got.status == verdicts.UNKNOWN
     # the second interval is of ensemble2 - forward; the evidence gives it as forward - ensemble2
     assert "(11.00; 95% CI +0.20 to +1.80)" in got.evidence
     assert "(13.00; 95% CI -1.60 to -0.40)" in got.evidence
@@ -1584,21 +1682,66 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
     assert claims_.baseline_strength(params, bleu(12.0), diff(unsure)).status == \
         verdicts.NO_DIFFERENCE
     wrong = {**sure, ("reversed", "forward"): (-1.9, -0.1)}
-    assert claims_.baseline_strength(params, bleu(12.0), diff(wrong)).status == verdicts.FAILS
+    assert claims_.baseline_strength(params, bleu(12.0), diff(wrong)).status == verdicts.UNKNOWN
 
     # a hypothesis file missing (diff gives None): no verdict, and no interval claimed
     got = claims_.baseline_strength(params, bleu(13.5), lambda a, b: None)
     assert got.status == verdicts.UNKNOWN and "CI" not in got.evidence
     assert got.evidence.endswith("; " + verdicts.NO_BOOTSTRAP)
-    # one missing beside a significantly negative one: that one decides
+    # one missing beside one whose interval holds 0: that one decides
     got = claims_.baseline_strength(params, bleu(12.0), lambda a, b: None if b.system ==
-                                    "ensemble2" else diff(wrong)(a, b))
-    assert got.status == verdicts.FAILS and verdicts.NO_BOOTSTRAP not in got.evidence
+                                    "ensemble2" else diff(unsure | {("reversed", "forward"):
+                                                                    (-0.3, 0.4)})(a, b))
+    assert got.status == verdicts.NO_DIFFERENCE and verdicts.NO_BOOTSTRAP not in got.evidence
 
     missing = _bleu({"translate": {"forward": {"12": _entry(12.0)}}})
     got = claims_.baseline_strength(params, missing)
     assert got.status == verdicts.UNKNOWN
     assert got.evidence == "not scored: reversed beam 12, ensemble2 beam 12"
+
+
+def test_baseline_strength_is_judged_over_the_seeds_of_each_side_against_the_baseline(tmp_path):
+    """The seeded fixture, with the ensemble of two as the rescored baseline (one run) between the
+    forward replicas (the weaker row) and the reversed ones (the stronger): each difference needs
+    its bootstrap and the t-interval over the other side's 3 replicas against the one run."""
+    import yaml
+
+    raw = yaml.safe_load(_seeded(tmp_path).source.read_text())
+    raw["systems"]["ensemble2"]["nbest"] = 12
+    raw["rescore"]["baseline"] = "ensemble2"
+    raw["report"]["table1"]["reversed_beam12"] = {"system": "forward", "beam": 12}
+    raw["report"]["table1"]["ensemble5_beam12"] = {"system": "reversed", "beam": 12}
+    path = tmp_path / "setting.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load(path)
+
+    def bleu(forward, reversed_):
+        translate = {"ensemble2": {"12": _entry(12.0)}}
+        for side, values in (("forward", forward), ("reversed", reversed_)):
+            translate |= {s: {"12": _entry(x)} for s, x in zip(
+                (side, f"{side}_2", f"{side}_3"), values)}
+        return _bleu({"translate": translate, "rescore": {}})
+
+    got = claims_.baseline_strength(params, bleu((11.0, 11.2, 10.9), (13.0, 13.3, 13.1)),
+                                    _interval(0.3, 1.5))
+    assert got.status == verdicts.HOLDS
+    assert ("over seeds: ensemble2 beam 12 12.00 (1 seed) vs forward beam 12 11.03 +- 0.15 (3 "
+            "seeds); paired difference +0.97 (95% interval over 3 replicas against one run")\
+        in got.evidence
+    assert [(d.label, d.over) for d in got.differences] == [
+        ("ensemble2 beam 12 - forward beam 12", "test sentences"),
+        ("ensemble2 beam 12 - forward beam 12", "3 replicas against one run"),
+        ("reversed beam 12 - ensemble2 beam 12", "test sentences"),
+        ("reversed beam 12 - ensemble2 beam 12", "3 replicas against one run")]
+    # significant on the test sentences, but a forward replica above the baseline
+    got = claims_.baseline_strength(params, bleu((11.0, 12.6, 10.9), (13.0, 13.3, 13.1)),
+                                    _interval(0.3, 1.5))
+    assert got.status == verdicts.NO_DIFFERENCE
+    # every reversed replica below the baseline, and its bootstrap too: does not hold
+    got = claims_.baseline_strength(params, bleu((11.0, 11.2, 10.9), (11.0, 11.3, 11.1)),
+                                    lambda a, b: _interval(*((0.3, 1.5) if a.system == "forward"
+                                                             else (-1.5, -0.3)))(a, b))
+    assert got.status == verdicts.FAILS
 
 
 def test_table2_says_where_the_baseline_falls(report):

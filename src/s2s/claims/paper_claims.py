@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from s2s.arch import LSTM_CELLS
 from s2s.artifacts import Bleu, Claim, ClaimDifference, CostTiming, Timing, TrainMetrics
 from s2s.claims import seeds
-from s2s.claims.verdicts import (BOOTSTRAP, NOT_RUN, SIGN, UNKNOWN,
-                                 DiffFn, claim, difference, judged, sign_of)
+from s2s.claims.verdicts import (BOOTSTRAP, NO_BOOTSTRAP, NOT_RUN, SIGN, UNKNOWN, DiffFn,
+                                 claim, combined, difference, judged, sign_of)
 from s2s.config import Params
 from s2s.layout import BASELINE
 from s2s.paper import (Ours, answer, baseline_ref, paper, perplexity_models,
@@ -112,7 +112,17 @@ def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
 
 def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     """Every rescorer of ours made of LSTMs (the paper's claim is about LSTMs) against the
-    baseline's own 1-best."""
+    baseline's own 1-best, one run. Rescorers whose one model is a seed replica of another's
+    (:func:`s2s.claims.seeds.rescorer_replicas`: `forward`, `forward_2`, `forward_3`) are one
+    comparison, judged as :func:`_compare_systems` judges two systems: on the test sentences (the
+    paired bootstrap of the group's first rescorer) and over seeds (the 95% t-interval of the
+    replicas' rescored BLEU minus the 1-best, "3 replicas against one run"), both excluding 0
+    the same way (:func:`s2s.claims.seeds.verdict`). A group of one rescorer (an ensemble, or a
+    model no other rescorer replicates) has no interval over seeds: a significant bootstrap gives
+    it no verdict, one holding 0 no significant difference. The groups combine as
+    :func:`s2s.claims.verdicts.combined` says: holds when every group holds, does not hold when
+    any does not, else no significant difference when any shows none; a group without a verdict
+    otherwise leaves the claim without one (cannot tell)."""
     key = "rescoring"
     if params.rescore.baseline is None or not any(
             all(_is_lstm(params, m) for m in members)
@@ -123,30 +133,57 @@ def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     rescored = [(n, tokenized_bleu(bleu, Ours("rescore", n)))
                 for n, members in params.rescore.rescorers.items()
                 if all(_is_lstm(params, m) for m in members)]
-    rescored = [(n, x) for n, x in rescored if x is not None]
-    if b is None or not rescored:
+    scores = {n: x for n, x in rescored if x is not None}
+    if b is None or not scores:
         return claim(key, UNKNOWN, "no rescoring output or no baseline 1-best was scored")
-    better = [n for n, x in rescored if x > b]
-    ds = [diff(Ours("rescore", BASELINE), Ours("rescore", n)) if diff else None
-          for n, _ in rescored]
-    ev = f"baseline 1-best {b:.2f}; " + "; ".join(
-        f"{n} {x:.2f} ({x - b:+.2f}" + (f", 95% CI {d.lo:+.2f} to {d.hi:+.2f}" if d else "")
-        + ")" for (n, x), d in zip(rescored, ds))
-    status, note = judged(ds)
+    groups: list[list[str]] = []  # the scored rescorers, seed replicas together
+    for n in scores:
+        if not any(n in g for g in groups):
+            groups.append([r for r in seeds.rescorer_replicas(params, n) or [n] if r in scores])
+    better = [n for n, x in scores.items() if x > b]
+    parts, diffs, ways, boots, alone = [], [], [], [], []
+    for g in groups:
+        first, x = g[0], scores[g[0]]
+        d = diff(Ours("rescore", BASELINE), Ours("rescore", first)) if diff else None
+        stats = (seeds.against_one_run(b, [scores[r] for r in g], run_better=False)
+                 if len(g) > 1 else None)
+        part = f"{first} {x:.2f} ({x - b:+.2f}" + (
+            f", 95% CI {d.lo:+.2f} to {d.hi:+.2f}" if d else "") + ")"
+        part += "".join(f", {r} {scores[r]:.2f} ({scores[r] - b:+.2f})" for r in g[1:])
+        diffs.append(_bleu_difference(f"{first} - baseline", x - b, d))
+        if stats is not None:
+            part += f", {stats.describe('/'.join(g), 'baseline 1-best')}"
+            diffs.append(difference(f"{'/'.join(g)} - baseline", "BLEU", stats.mean,
+                                    stats.interval, stats.over))
+        way = seeds.verdict(sign_of(d), stats)
+        if way is None:
+            alone.append(first)
+        parts.append(part)
+        ways.append(way)
+        boots.append(d)
+    status = combined(ways)
+    note = ((f"; {', '.join(alone)}: {seeds.NO_RESCORER_INTERVAL}" if alone else "")
+            + (f"; {NO_BOOTSTRAP}" if status == UNKNOWN and None in boots else ""))
+    ev = f"baseline 1-best {b:.2f}; " + "; ".join(parts)
     return claim(key, status,
-                 f"higher for {len(better)} of {len(rescored)} rescorers ({ev}){note}",
-                 ours=f"baseline {b:.2f} -> " + ", ".join(f"{n} {x:.2f}" for n, x in rescored),
-                 differences=tuple(_bleu_difference(f"{n} - baseline", x - b, d)
-                                   for (n, x), d in zip(rescored, ds)))
+                 f"higher for {len(better)} of {len(scores)} rescorers ({ev}){note}",
+                 ours=f"baseline {b:.2f} -> " + ", ".join(f"{n} {x:.2f}"
+                                                          for n, x in scores.items()),
+                 differences=tuple(diffs))
 
 
 def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     """Table 2's setting (paper.yaml ``claims.baseline_strength``): the baseline whose n-best lists
     are rescored is stronger than the system of its first row (a single reversed LSTM) and weaker
-    than that of its last (the ensemble of 5), each difference with its paired-bootstrap
-    interval. Holds when both differences are positive and significant, does not hold when one is
-    significantly negative, is no significant difference when one's interval holds 0, and
-    cannot tell where an interval is missing (:func:`s2s.claims.verdicts.verdict_of`)."""
+    than that of its last (the ensemble of 5). The baseline is one run. Each difference is judged
+    as :func:`_compare_systems` judges two systems: its paired-bootstrap interval over the test
+    sentences and, where the other side is a one-model system with seed replicas
+    (:func:`s2s.claims.seeds.replicas`), the 95% t-interval over those replicas against the
+    baseline's one run must exclude 0 the same way (:func:`s2s.claims.seeds.verdict`); a side
+    without replicas (the ensemble: one run against one run) has no interval over seeds, so a
+    significant bootstrap gives that difference no verdict. Holds when both differences hold,
+    does not hold when either does not, is no significant difference when either shows none,
+    and cannot tell otherwise (:func:`s2s.claims.verdicts.combined`)."""
     key = "baseline_strength"
     spec_rows = _rows(key)
     ours = [answer(params, "table1", r) for r in spec_rows]
@@ -160,17 +197,36 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
         return claim(key, UNKNOWN, f"not scored: {', '.join(missing)}")
     lo, b, hi = scores
     ds = [diff(weaker, base), diff(base, stronger)] if diff else [None, None]
+
+    def over_seeds(other: Ours, run_better: bool) -> seeds.SeedStats | None:
+        """`other`'s seed replicas (at its beam), each against the baseline's one run."""
+        reps = seeds.replicas(params, other.system) if other.kind == "translate" else []
+        if len(reps) < 2:
+            return None
+        return seeds.against_one_run(b, [_tok(bleu, r, other.beam) for r in reps],
+                                     run_better=run_better)
+
+    # both gaps must be above 0: base - weaker, stronger - base
+    stats = [over_seeds(weaker, True), over_seeds(stronger, False)]
+    labels = [f"{_name(base)} - {_name(weaker)}", f"{_name(stronger)} - {_name(base)}"]
     ev = (f"{_name(base)} {b:.2f}: {b - lo:+.2f} against {_name(weaker)} ({lo:.2f}"
           + (f"; 95% CI {ds[0].lo:+.2f} to {ds[0].hi:+.2f}" if ds[0] else "")
+          + (f"; {stats[0].describe(_name(base), _name(weaker))}" if stats[0] else "")
           + f"), {b - hi:+.2f} against {_name(stronger)} ({hi:.2f}"
-          + (f"; 95% CI {-ds[1].hi:+.2f} to {-ds[1].lo:+.2f}" if ds[1] else "") + ")")
-    found = dict(ours=f"{lo:.2f} < {b:.2f} < {hi:.2f}",
-                 differences=(_bleu_difference(f"{_name(base)} - {_name(weaker)}", b - lo, ds[0]),
-                              _bleu_difference(f"{_name(stronger)} - {_name(base)}", hi - b,
-                                               ds[1])))
-    # both gaps must be above 0: base - weaker, stronger - base
-    status, note = judged(ds)
-    return claim(key, status, ev + note, **found)
+          + (f"; 95% CI {-ds[1].hi:+.2f} to {-ds[1].lo:+.2f}" if ds[1] else "")
+          + (f"; {stats[1].describe(_name(stronger), _name(base))}" if stats[1] else "") + ")")
+    diffs = []
+    for label, value, d, st in zip(labels, (b - lo, hi - b), ds, stats):
+        diffs.append(_bleu_difference(label, value, d))
+        if st is not None:
+            diffs.append(difference(label, "BLEU", st.mean, st.interval, st.over))
+    ways = [seeds.verdict(sign_of(d), st) for d, st in zip(ds, stats)]
+    status = combined(ways)
+    alone = [label for label, way in zip(labels, ways) if way is None]
+    ev += (f"; {' and '.join(alone)}: {seeds.NO_SEED_INTERVAL}" if alone else "") + (
+        f"; {NO_BOOTSTRAP}" if status == UNKNOWN and None in ds else "")
+    return claim(key, status, ev, ours=f"{lo:.2f} < {b:.2f} < {hi:.2f}",
+                 differences=tuple(diffs))
 
 
 def cost_claim(params: Params, timing: Mapping[str, Timing],

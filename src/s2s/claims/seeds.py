@@ -9,7 +9,9 @@ shares ``init_seed`` and ``order_seed``, i.e. the same initial weights (where th
 and the same minibatch order, so that its difference is the compared setting's alone. The claims
 table then gives each side's mean and standard deviation over seeds and a 95% t-interval of the
 paired difference; a side that is an ensemble of the other's replicas is one value, paired with
-each replica.
+each replica. Rescorers (params ``rescore.rescorers``) whose one model is a seed replica of
+another's are grouped alike (:func:`rescorer_replicas`), each paired with the baseline's one
+1-best (:func:`against_one_run`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from s2s.config import SEEDS, Params, model_record, record_key
@@ -103,15 +105,29 @@ def replicas(params: Params, system: str) -> list[str]:
     first, one system per model: a second system of a model already taken (the same model at
     other beams) is the same seed again, not a replica; [] if `system` is not a one-model
     system."""
-    if system not in params.systems or len(params.systems[system].members) != 1:
+    return _replicas(params, {s: cfg.members for s, cfg in params.systems.items()}, system)
+
+
+def rescorer_replicas(params: Params, rescorer: str) -> list[str]:
+    """The rescorers (params ``rescore.rescorers``) whose one member is a seed replica of
+    `rescorer`'s one member, `rescorer` first, one rescorer per model: a second rescorer of a
+    model already taken is the same seed again, not a replica; [] if `rescorer` is not a
+    one-model rescorer (an ensemble's is one run)."""
+    return _replicas(params, params.rescore.rescorers, rescorer)
+
+
+def _replicas(params: Params, units: Mapping[str, Sequence[str]], first: str) -> list[str]:
+    """Of `units` (name -> its models), those of one model that is a seed replica of `first`'s one
+    model, `first` first, one a model."""
+    if len(units.get(first, ())) != 1:
         return []
-    key = replica_key(params, params.systems[system].members[0])
+    key = replica_key(params, units[first][0])
     found, models = [], set()
-    for s in [system, *params.systems]:
-        members = params.systems[s].members
+    for name in [first, *units]:
+        members = units[name]
         if len(members) == 1 and members[0] not in models and (
                 replica_key(params, members[0]) == key):
-            found.append(s)
+            found.append(name)
             models.add(members[0])
     return found
 
@@ -231,10 +247,31 @@ def paired(params: Params, worse: str, better: str,
                      unpaired=tuple(unpaired))
 
 
+def against_one_run(run: float, values: Sequence[float | None], *,
+                    run_better: bool) -> SeedStats | None:
+    """The seed replicas' `values` of one side (None: a replica not scored, left out), each
+    paired with the one run of the other side (an ensemble, the rescored baseline: a side with no
+    replicas); `run_better`: the differences are run - replica, else replica - run. None when no
+    replica has a value."""
+    got = tuple(v for v in values if v is not None)
+    if not got:
+        return None
+    if run_better:
+        return SeedStats(worse=got, better=(run,), diffs=tuple(run - v for v in got))
+    return SeedStats(worse=(run,), better=got, diffs=tuple(v - run for v in got))
+
+
 # what a claim's evidence adds where seeds.verdict gives none
 NO_SEED_INTERVAL = ("no verdict without an interval over seeds: it needs two seed pairs or more "
                     "(seed replicas, each a one-model system, of every single model compared, "
                     "paired on their init and order seeds)")
+
+
+# the same, for a rescorer (params rescore.rescorers) compared with the baseline's 1-best
+NO_RESCORER_INTERVAL = ("no verdict without an interval over seeds: it needs two seed replicas "
+                        "or more of the rescorer's one model, each a one-model rescorer of "
+                        "params rescore.rescorers (an ensemble rescorer is one run, as the "
+                        "baseline's 1-best is)")
 
 
 def verdict(boot_sign: int | None, seeds: SeedStats | None) -> int | None:

@@ -78,11 +78,20 @@ def verdict_of(differences: list) -> str:
     hold; any whose interval holds 0: no significant difference; else, where one has no interval
     (no hypothesis files to resample), cannot tell: a point difference alone is never a verdict,
     as a single seed pair is not (:func:`s2s.claims.seeds.verdict`)."""
-    signs = [sign_of(d) for d in differences]
-    if any(s == -1 for s in signs):
+    return combined([sign_of(d) for d in differences])
+
+
+def combined(ways: list[int | None]) -> str:
+    """The verdict of a claim that rests on several comparisons, from each one's way (+1 holds,
+    -1 does not hold, 0 no significant difference, None no verdict: a bootstrap's
+    :func:`sign_of`, or :func:`s2s.claims.seeds.verdict`): any -1, does not hold; else any 0, no
+    significant difference; else any None (or no comparison at all), cannot tell; else holds.
+    A comparison without a verdict so leaves the claim without one, unless another decides it
+    against the claim."""
+    if any(w == -1 for w in ways):
         return FAILS
-    if any(s == 0 for s in signs):
+    if any(w == 0 for w in ways):
         return NO_DIFFERENCE
-    if not signs or any(s is None for s in signs):
+    if not ways or any(w is None for w in ways):
         return UNKNOWN
     return HOLDS
