@@ -107,7 +107,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
     """Summed NLL of ``target`` under ``log_softmax(x @ weight.T + bias)``, all rows at once in
     one (M, V) buffer, CPU only; x: (M, H), weight: (V, H), bias: (V,), target: (M,) -> scalar.
     With ``mm_dtype`` (bf16) the three products take x and weight in that dtype; the logits,
-    log-softmax, loss and every gradient returned are fp32 (x's gradient in x's dtype)."""
+    log-softmax, loss and every gradient returned are fp32 (x's gradient in x's dtype; the
+    weight's holds the values of a bf16 product: the CPU's has no fp32 output)."""
 
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, target: Tensor,

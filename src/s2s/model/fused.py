@@ -17,8 +17,11 @@ positions are zero, as pad_packed_sequence leaves them.
 
 With ``mm_dtype=torch.bfloat16`` (``train.amp``, ``s2s.precision``) every product above runs in
 bf16 on bf16 copies of the weights, the layer input and h, and returns to fp32 at once: the gates,
-c, h, all element-wise maths and the weight gradients are fp32, so SGD updates fp32 master
-weights. The layer's output sequence is bf16 (its consumers only multiply it).
+c, h and all element-wise maths are fp32, and so are the weight gradients' tensors, so SGD
+updates fp32 master weights. Their values are the bf16 products': the CPU library's bf16 matrix
+product sums in fp32 but returns bf16 (it has no fp32 output), so each weight gradient is rounded
+to bf16 once a step (a relative 2^-9, not summed over steps).
+The layer's output sequence is bf16 (its consumers only multiply it).
 
 Dimension letters: see ``s2s.model.lstm``; tensors here are time-major, (T, N, ...).
 """
