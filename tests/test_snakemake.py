@@ -342,6 +342,65 @@ def test_the_engine_that_made_the_outputs_last_says_with_what(tmp_path):
     assert jobs["translate_ensemble5"] == 1 and "train_reversed_1" not in jobs
 
 
+def test_after_dvc_repro_of_a_changed_value_snakemake_has_nothing_to_do(tmp_path):
+    """Snakemake ran vocab; a value vocab reads changed and `dvc repro` ran vocab and ids with
+    it (`dvc status` clean). Snakemake's own `params` trigger compared the rule's params (the
+    values among them) with its last run's and planned vocab and ids again ("Params have changed
+    since last execution"); the stage's stamp, which knows dvc.lock's entry, alone decides now."""
+    need_mirror()
+    repo = project(tmp_path / "repo")
+    local = ("--profile", "workflow/profiles/local")
+    snakemake(repo, "vocab", *local, "--cores", "2", timeout=900)
+    dry = snakemake(repo, "-n", "vocab", *local)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+    params = profile_dict("smoke")
+    params["vocab"]["min_count"] += 1
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert "vocab" in planned_jobs(snakemake(repo, "-n", "vocab", *local).stdout)
+    run([str(BIN / "dvc"), "repro", "-f", "-s", "vocab"], repo, timeout=900)
+    run([str(BIN / "dvc"), "repro", "-s", "ids"], repo, timeout=900)
+    status = run([str(BIN / "dvc"), "status", "vocab", "ids"], repo).stdout
+    assert "up to date" in status, status
+    for args in (local, ()):  # with a profile or none: the workflow's own profile turns it off
+        dry = snakemake(repo, "-n", "ids", *args)
+        assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+
+
+def test_a_changed_command_reruns_its_stage_and_an_older_record_counts_as_this_one(tmp_path):
+    """The command is in the stamp's record (Snakemake's `params` trigger, which compared it,
+    is off): a stage whose command changed reruns, as under DVC; a record written before the
+    command was recorded counts as made with this run's command, which a run writes into it."""
+    repo = project(tmp_path / "repo")
+    target = ("metrics/params.json", "--cores", "1")
+    snakemake(repo, *target)
+    record = repo / ".snakemake" / "s2s-params" / "check_params.json"
+    assert json.loads(record.read_text())["cmd"] == "s2s check --out metrics/params.json"
+    # a record of before: no command; taken as this run's, and a run writes it in
+    data = json.loads(record.read_text())
+    record.write_text(json.dumps({k: data[k] for k in ("values", "dvc_lock")}))
+    dry = snakemake(repo, "-n", *target)
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+    assert "cmd" not in json.loads(record.read_text())  # a dry run writes nothing
+    snakemake(repo, *target)
+    assert json.loads(record.read_text())["cmd"] == "s2s check --out metrics/params.json"
+    # a new command for the check (as a new version of s2s's stage modules would make it)
+    common = repo / "workflow" / "rules" / "common.smk"
+    text = common.read_text()
+    line = "    STAGES = pipeline.generate(PARAMS)\n"
+    assert line in text
+    common.write_text(text.replace(line, line + (
+        "    import dataclasses\n"
+        "    STAGES = [dataclasses.replace(s, cmd='env ' + s.cmd) if s.kind == 'check' else s\n"
+        "              for s in STAGES]\n")))
+    assert "check_params" in planned_jobs(snakemake(repo, "-n", *target).stdout)
+    snakemake(repo, *target)
+    assert json.loads(record.read_text())["cmd"] == "env s2s check --out metrics/params.json"
+    dry = snakemake(repo, "-n", *target)
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+    common.write_text(text)  # and back
+    assert "check_params" in planned_jobs(snakemake(repo, "-n", *target).stdout)
+
+
 def test_lint_leaves_only_the_software_deployment_lint(plan_repo):
     """The one lint left asks for a conda environment or container per rule; the rules run the
     project's own `s2s` from the environment Snakemake runs in (README)."""

@@ -84,6 +84,14 @@ def _locked(stage):
         return None
 
 
+def _locked_cmd(stage):
+    """The command dvc.lock records for `stage` (DVC ran it, or adopted its outputs with `dvc
+    commit`); None where it records none."""
+    entry = _lock().get(stage.name)
+    cmd = entry.get("cmd") if isinstance(entry, dict) else None
+    return cmd if isinstance(cmd, str) else None
+
+
 def _lock_entry(stage):
     """dvc.lock's whole entry of `stage` (command, dependencies, params, outputs' hashes), as
     JSON; None where it has none. DVC rewrites it when it runs the stage or adopts its outputs."""
@@ -96,11 +104,12 @@ def _wanted(stage):
     return json.dumps(dag.param_values(PARAM_VALUES, stage.params), sort_keys=True, default=str)
 
 
-def _record_text(values, entry):
-    """A record: the values a stage's outputs were made with, and dvc.lock's entry of the stage
-    as it was then (both JSON)."""
+def _record_text(values, entry, cmd):
+    """A record: the values a stage's outputs were made with, dvc.lock's entry of the stage as
+    it was then (both JSON), and the command that made them."""
     return json.dumps({"values": json.loads(values),
-                       "dvc_lock": None if entry is None else json.loads(entry)},
+                       "dvc_lock": None if entry is None else json.loads(entry),
+                       "cmd": cmd},
                       sort_keys=True, default=str)
 
 
@@ -109,42 +118,50 @@ _UNSEEN = object()
 
 
 def _read_record(path):
-    """(values, dvc.lock's entry then) of a record, as JSON; None where there is none, or it is
-    damaged. A record of an older workflow holds the values alone: its entry is _UNSEEN."""
+    """(values, dvc.lock's entry then, command) of a record, values and entry as JSON; None
+    where there is none, or it is damaged. A record of an older workflow holds the values alone:
+    its entry is _UNSEEN; one written before the command was recorded has no command: None."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if isinstance(data, dict) and set(data) == {"values", "dvc_lock"}:
-        seen = data["dvc_lock"]
+    if isinstance(data, dict) and set(data) in ({"values", "dvc_lock"},
+                                                {"values", "dvc_lock", "cmd"}):
+        seen, cmd = data["dvc_lock"], data.get("cmd")
         return (json.dumps(data["values"], sort_keys=True, default=str),
-                None if seen is None else json.dumps(seen, sort_keys=True, default=str))
-    return json.dumps(data, sort_keys=True, default=str), _UNSEEN
+                None if seen is None else json.dumps(seen, sort_keys=True, default=str),
+                cmd if isinstance(cmd, str) else None)
+    return json.dumps(data, sort_keys=True, default=str), _UNSEEN, None
 
 
 def stamp_paths(stage):
-    """(made, asked): `made` records the values of the params keys `stage` reads that Snakemake
-    last made its outputs with, and dvc.lock's entry of the stage then; `asked` this run's, which
-    the job copies over `made` when it succeeds. The names depend on the values alone: they are
-    in the rule's params (record_params), which Snakemake compares."""
+    """(made, asked): `made` records the values of the params keys `stage` reads and the command
+    that Snakemake last made its outputs with, and dvc.lock's entry of the stage then; `asked`
+    this run's, which the job copies over `made` when it succeeds. The names depend on the values
+    alone, as they did when Snakemake compared the rule's params (record_params): a project's
+    metadata from then stays that of the same rules."""
     digest = hashlib.sha256(_wanted(stage).encode()).hexdigest()[:16]
     return STAMPS / f"{stage.rule}.json", STAMPS / f"{stage.rule}.{digest}.json"
 
 
 def params_stamp(stage):
-    """The input function of `stage`'s stamp: a file dated now where the values its outputs were
-    made with differ from this run's, 1970 where they are the same, so Snakemake reruns the job
-    after a change of a value it reads and after no other, even where it has no record of
-    running it (outputs of `dvc repro`: its own `params` trigger needs one).
-    The values the outputs were made with are those of the engine that wrote its record last:
-    Snakemake's (`made`, stamp_paths), unless dvc.lock's entry of the stage is no longer the one
-    that record saw; then dvc.lock's (DVC ran the stage, or adopted its outputs, since). The
-    record says which by what it holds, not by its date: the stamp is `made` itself, dated here.
-    Seen for the first time (a new project, a deleted .snakemake), the record is dvc.lock's
-    values where it has them, else this run's (the outputs there are taken as made with them).
-    A dry run writes no record: it is called when Snakemake builds the jobs, after it knows it
-    is one, and a first sight there is dated in a file of its own (`dry-run/`), which no run
-    reads; a later run decides the record as if the dry run had not been."""
+    """The input function of `stage`'s stamp: a file dated now where the values of the params
+    keys it reads, or the command, that its outputs were made with differ from this run's, 1970
+    where they are the same, so Snakemake reruns the job after such a change and after no other,
+    even where it has no record of running it (outputs of `dvc repro`). Snakemake's own `params`
+    trigger is off (workflow/profiles/default): it compares the rule's params with its own last
+    run's alone, and reran a stage `dvc repro` had run since with the values of now.
+    The values and command the outputs were made with are those of the engine that wrote its
+    record last: Snakemake's (`made`, stamp_paths), unless dvc.lock's entry of the stage is no
+    longer the one that record saw; then dvc.lock's (DVC ran the stage, or adopted its outputs,
+    since). The record says which by what it holds, not by its date: the stamp is `made` itself,
+    dated here. Seen for the first time (a new project, a deleted .snakemake), the record is
+    dvc.lock's where it has them, else this run's (the outputs there are taken as made with
+    them). A record written before the command was recorded counts as made with this run's
+    command, which a real run writes into it. A dry run writes no record: it is called when
+    Snakemake builds the jobs, after it knows it is one, and a first sight there is dated in a
+    file of its own (`dry-run/`), which no run reads; a later run decides the record as if the
+    dry run had not been."""
     name = stage.rule
 
     def stamp(wildcards):
@@ -155,16 +172,29 @@ def params_stamp(stage):
             looking = workflow.dryrun or workflow.executor_plugin is None
             record = _read_record(made)
             if record is None:
-                record = (_locked(stage) or want, entry)
+                record = (_locked(stage) or want, entry, _locked_cmd(stage) or stage.cmd)
                 if looking:
                     made = STAMPS / "dry-run" / made.name
                 atomic_write_text(made, _record_text(*record))
+            elif record[2] is None and not looking:
+                # written before the command was recorded: made with this run's command, and
+                # (an older workflow's record, values alone) seen with dvc.lock's entry of now
+                record = (record[0], entry if record[1] is _UNSEEN else record[1], stage.cmd)
+                atomic_write_text(made, _record_text(*record))
             if not looking:  # this run's; dvc.lock's entry may differ from a former run's
-                atomic_write_text(asked, _record_text(want, entry))
-            values, seen = record
+                atomic_write_text(asked, _record_text(want, entry, stage.cmd))
+            values, seen, cmd = record
             if seen is not _UNSEEN and entry != seen:  # DVC wrote the stage's entry since
                 values = _locked(stage) or values
-            t = 0 if values == want else time.time()
+                cmd = _locked_cmd(stage) or cmd
+            t = 0 if values == want and cmd in (None, stage.cmd) else time.time()
+            if t:
+                # Snakemake takes an input newer than the outputs as unchanged where its content
+                # is that of the job's last run (it records its checksum): a record ended by a
+                # line break is no record a job wrote. Its values stay; a dry run adds it too.
+                text = made.read_text(encoding="utf-8")
+                if not text.endswith("\n"):
+                    atomic_write_text(made, f"{text}\n")
             os.utime(made, (t, t))
             _stamps[name] = str(made)
         return _stamps[name]

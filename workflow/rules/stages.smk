@@ -1,10 +1,15 @@
-# One rule per DVC stage: input = its dependencies (as other stages' outputs), output = its
-# outputs, the command = its cmd, params = the values of the params keys it reads (a changed value
-# reruns it, as in DVC), resources from `resources.<kind>` of the parameter file.
+# One rule per DVC stage: input = its dependencies (as other stages' outputs) and its stamp,
+# output = its outputs, the command = its cmd, resources from `resources.<kind>` of the parameter
+# file. A changed value of the params keys the stage reads, or a changed command, reruns it
+# through its stamp (rules/common.smk, params_stamp), which knows what `dvc repro` ran since, not
+# through Snakemake's `params` trigger, which the workflow's own profile turns off
+# (profiles/default): that compared `values` and `cmd` below with Snakemake's last run alone. They
+# stay in `params` as they were, so metadata written by earlier rules stays that of these.
 # The command travels in `params`: those are evaluated here, in the loop, while `shell:` is only
 # evaluated when a job runs, after the loop has ended. The parameter file reaches the command as
 # S2S_PARAMS in the jobs' environment (the default of a stage's `s2s --params`; rules/common.smk),
-# not in `params`: Snakemake compares a rule's params with those it last ran with, and the file's
+# not in `params`: Snakemake compares a rule's params with those it last ran with where its
+# `params` trigger is on (`--rerun-triggers params`), and the file's
 # name is no value a stage reads (`--config params=profiles/x.yaml`, then a plain run, reran every
 # job). S2S_JOB_GPUS tells the stage how many GPUs
 # its job asked for: on a local machine it claims that many free ones for itself (s2s.device),
