@@ -163,6 +163,29 @@ def test_which_file_holds_the_same_params_reruns_nothing(tmp_path):
     assert (repo / "metrics" / "params.json").stat().st_mtime_ns == made
 
 
+def test_a_run_of_another_parameter_file_says_what_dvc_commit_would_record(tmp_path):
+    """`dvc commit -f` after a `--config params=profiles/x.yaml` run recorded params.yaml's
+    values in dvc.lock for outputs made with x's, and `dvc status` called them up to date. The
+    run says so when it starts and when it ends; a dry run, and a run of params.yaml, do not."""
+    repo = project(tmp_path / "repo")
+    target = ("metrics/params.json", "--cores", "1")
+    other = ("--config", "params=profiles/smoke.yaml")
+    proc = snakemake(repo, *target, *other)
+    note = [line for line in proc.stderr.splitlines() if "dvc commit -f" in line]
+    assert len(note) == 2, proc.stderr[-3000:]  # at the start and at the end
+    assert "made its outputs from profiles/smoke.yaml, not params.yaml" in note[-1]
+    assert "`s2s profile smoke` first" in note[-1] and "or do not commit" in note[-1]
+    dry = snakemake(repo, "-n", *target, "--forcerun", "check_params", *other)
+    assert "dvc commit -f" not in dry.stdout + dry.stderr
+    shutil.copy(repo / "params.yaml", repo / "elsewhere.yaml")
+    proc = snakemake(repo, *target, "--forcerun", "check_params",
+                     "--config", "params=elsewhere.yaml")
+    assert "Make params.yaml hold elsewhere.yaml's values first" in proc.stderr
+    for config in ((), ("--config", "params=params.yaml"), ("--config", "params=./params.yaml")):
+        proc = snakemake(repo, *target, "--forcerun", "check_params", *config)
+        assert "check_params" in proc.stderr and "dvc commit -f" not in proc.stderr, config
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")

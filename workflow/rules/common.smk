@@ -49,6 +49,24 @@ def hold_project():
     except projectlock.ProjectLockError as e:
         refuse(e)
 
+def other_params_note():
+    """Where this run reads another parameter file than params.yaml (`--config params=...`):
+    one message saying so, and what `dvc commit -f` would then do; None for params.yaml. DVC
+    reads params.yaml alone: committed, these outputs would be recorded with its values, and
+    `dvc status` would call them up to date."""
+    path = Path(config["params"])
+    if path.resolve() == Path(PARAMS_FILE).resolve():
+        return None
+    profiles = Path("profiles").resolve()
+    if path.suffix == ".yaml" and path.resolve().parent == profiles:
+        first = f"Run `s2s profile {path.stem}` first (params.yaml then holds its values)"
+    else:
+        first = f"Make params.yaml hold {path}'s values first"
+    return (f"s2s: this run made its outputs from {path}, not params.yaml, which DVC reads: "
+            f"`dvc commit -f` would record params.yaml's values in dvc.lock for them, and "
+            f"`dvc status` would then call them up to date. {first}, or do not commit.")
+
+
 ALL_OUTPUTS = [o.path for s in STAGES for o in s.outs if not o.persist]
 # The check stage here makes its record (metrics/params.json, which the first stages wait for,
 # as in DVC) once, and not again on a change of the parameter file: this workflow validated the
