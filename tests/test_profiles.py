@@ -2,7 +2,8 @@
 it had as a complete file (tests/fixtures/profiles/, written from the four complete files before
 they became differences; since then two changes: wmt14's and paper's forward and reversed_fb1
 take reversed_1's seeds, as in the default profile, and their GPUs: paper trains one model per
-GPU, and both time the cost claim on one; paper's data stages run over 16 and 8 processes; and
+GPU, and both time the cost claim on one; paper's data stages run over 16 and 8 processes, and its
+small stages (check, evaluate, claims, summary, report) ask for little; and
 default's (so smoke's) seed replicas forward_2, forward_3, reversed_2, reversed_3 rescore too),
 `s2s profile NAME` writes that complete file to params.yaml, and a bad
 `extends` or `remove` is one line naming the file and the key. The params file DVC reads must be

@@ -273,7 +273,8 @@ def test_a_job_hears_the_threads_snakemake_gave_it(plan_repo):
         r"^rule (\w+):\n(?:.*\n)*?Shell command: .*\bS2S_JOB_THREADS=(\d+) ", out, re.M)}
     assert given["prepare"] == 3 and given["ids"] == 3 and given["vocab"] == 3
     assert given["timing"] == 3  # every core of the run: nothing beside it
-    assert given["evaluate"] == 3  # resources.default: 4, cut to 3
+    assert given["analyze"] == 3  # resources.default: 4, cut to 3
+    assert given["evaluate"] == 2  # resources.evaluate: 2, under the cores
     assert given.keys() == job_threads(out).keys() - {"all"}  # every job with a command is told
 
 
