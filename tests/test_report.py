@@ -27,7 +27,7 @@ from conftest import chromium
 from s2s.artifacts import Bleu, Scored, Timing, TrainMetrics
 from s2s.claims import paper_claims as claims_
 from s2s.claims import verdicts
-from s2s.claims.seeds import NO_RESCORER_INTERVAL, NO_SEED_INTERVAL
+from s2s.claims.seeds import NO_BASELINE_INTERVAL, NO_RESCORER_INTERVAL
 from s2s.config import load
 from s2s import paper
 from s2s.report import render as render_
@@ -1010,6 +1010,17 @@ def test_the_forget_bias_bleu_compares_both_sides_at_one_beam(tmp_path):
     # the replicas at the same beam: opened - plain +2.00 and +2.20
     assert "BLEU over seeds: opened 22.30 +- 0.42 (2 seeds) vs paper's init 20.20 +- 0.28" \
         in text
+    # no beam both sides were scored at: said so, not "no interval over seeds"
+    for s in ("reversed_fb1", "reversed_fb1_2"):
+        raw["systems"][s]["beams"] = [2]
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    bleu = _bleu({"translate": {
+        "reversed": {"12": _entry(20.0), "100": _entry(19.0)},
+        "reversed_2": {"12": _entry(20.4), "100": _entry(19.3)},
+        "reversed_fb1": {"2": _entry(22.0)}, "reversed_fb1_2": {"2": _entry(22.6)}},
+        "rescore": {}})
+    (text,) = forget_bias_verdicts(params=load(path), train=train, bleu=bleu, diff=diff)
+    assert "(BLEU: no beam both were scored at; dev perplexity: " in text
 
 
 def _signed_interval(bleu: dict):
@@ -1420,6 +1431,22 @@ def test_rescorers_that_are_seed_replicas_are_judged_over_their_seeds(tmp_path):
     assert got.evidence.endswith("; ensemble2: " + NO_RESCORER_INTERVAL)
 
 
+def test_a_rescorer_sharing_a_model_with_another_is_in_no_second_group(tmp_path):
+    # rev2 rescores with reversed_1, as reversed does: reversed's group takes reversed_2 and
+    # reversed_3, and rev2 is a group of its own (it took reversed_2 and reversed_3 again)
+    params = _rescored(tmp_path, lambda raw: raw["rescore"]["rescorers"].update(
+        rev2=["reversed_1"]))
+    names = ("forward", "forward_2", "forward_3", "reversed", "reversed_2", "reversed_3", "rev2")
+    bleu = {"translate": {}, "rescore": {"baseline": _entry(13.0), **{
+        n: _entry(x) for n, x in zip(names, (13.6, 13.9, 13.4, 14.0, 14.4, 13.8, 14.0))}}}
+    got = claims_.rescoring(params, _bleu(bleu), _interval(0.2, 0.9))
+    assert [d.label for d in got.differences] == [
+        "forward - baseline", "forward/forward_2/forward_3 - baseline", "reversed - baseline",
+        "reversed/reversed_2/reversed_3 - baseline", "rev2 - baseline"]
+    assert got.status == verdicts.UNKNOWN  # rev2 alone: one run against one run
+    assert got.evidence.endswith("; rev2: " + NO_RESCORER_INTERVAL)
+
+
 def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
     from s2s.artifacts import CostTiming, TimedSystem
 
@@ -1657,8 +1684,8 @@ def test_baseline_strength_places_the_baseline_between_the_rows(tmp_path):
     assert got.status == verdicts.UNKNOWN
     assert got.evidence == ("forward beam 12 12.00: +1.00 against reversed beam 12 (11.00), "
                             "-1.00 against ensemble2 beam 12 (13.00); forward beam 12 - reversed "
-                            "beam 12 and ensemble2 beam 12 - forward beam 12: " + NO_SEED_INTERVAL
-                            + "; " + verdicts.NO_BOOTSTRAP)
+                            "beam 12 and ensemble2 beam 12 - forward beam 12: "
+                            + NO_BASELINE_INTERVAL + "; " + verdicts.NO_BOOTSTRAP)
     assert claims_.baseline_strength(params, bleu(13.5)).status == verdicts.UNKNOWN
     assert claims_.baseline_strength(params, bleu(10.5)).status == verdicts.UNKNOWN
 

@@ -85,7 +85,9 @@ def forget_bias_verdicts(params: Params, *, train: dict[str, TrainMetrics], bleu
                 "seeds)" if ppl_way is None and bleu_way is None else
                 "makes no clear difference here")
         if ppl_way != bleu_way:  # say which measure fell short
-            word += f" (BLEU: {_WAYS[bleu_way]}; dev perplexity: {_WAYS[ppl_way]})"
+            bleu_said = (_WAYS[bleu_way] if beam is not None else
+                         "no beam both were scored at")
+            word += f" (BLEU: {bleu_said}; dev perplexity: {_WAYS[ppl_way]})"
         over = "".join(f"; {what} {st.describe(x, y)}" for what, st, x, y in (
             ("dev perplexity", ppl_seeds, "paper's init", "opened"),
             ("BLEU", bleu_seeds, "opened", "paper's init")) if st is not None)

@@ -138,8 +138,9 @@ def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
         return claim(key, UNKNOWN, "no rescoring output or no baseline 1-best was scored")
     groups: list[list[str]] = []  # the scored rescorers, seed replicas together
     for n in scores:
-        if not any(n in g for g in groups):
-            groups.append([r for r in seeds.rescorer_replicas(params, n) or [n] if r in scores])
+        if not any(n in g for g in groups):  # a rescorer in one group only, however many share
+            groups.append([r for r in seeds.rescorer_replicas(params, n) or [n]
+                           if r in scores and (r == n or not any(r in g for g in groups))])
     better = [n for n, x in scores.items() if x > b]
     parts, diffs, ways, boots, alone = [], [], [], [], []
     for g in groups:
@@ -223,7 +224,7 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
     ways = [seeds.verdict(sign_of(d), st) for d, st in zip(ds, stats)]
     status = combined(ways)
     alone = [label for label, way in zip(labels, ways) if way is None]
-    ev += (f"; {' and '.join(alone)}: {seeds.NO_SEED_INTERVAL}" if alone else "") + (
+    ev += (f"; {' and '.join(alone)}: {seeds.NO_BASELINE_INTERVAL}" if alone else "") + (
         f"; {NO_BOOTSTRAP}" if status == UNKNOWN and None in ds else "")
     return claim(key, status, ev, ours=f"{lo:.2f} < {b:.2f} < {hi:.2f}",
                  differences=tuple(diffs))

@@ -274,6 +274,14 @@ NO_RESCORER_INTERVAL = ("no verdict without an interval over seeds: it needs two
                         "baseline's 1-best is)")
 
 
+# the same, for a system compared with the baseline's 1-best (Table 2's setting): replicas of the
+# system's one model give an interval against the baseline's one run; an ensemble has none
+NO_BASELINE_INTERVAL = ("no verdict without an interval over seeds: it needs two seed replicas or "
+                        "more of the compared system's one model, each a one-model system of "
+                        "params systems (an ensemble is one run, as the baseline's 1-best is, "
+                        "so its difference from the baseline has none)")
+
+
 def verdict(boot_sign: int | None, seeds: SeedStats | None) -> int | None:
     """+1 holds, -1 does not hold, 0 no significant difference: both the test-sentence bootstrap
     (`boot_sign`: +1/-1 significant, 0 not; None: there is none) and the interval over seeds must
