@@ -364,6 +364,24 @@ def test_output_into_a_closed_pipe_is_a_quiet_exit_141(tmp_path):
     assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
+def test_a_broken_pipe_inside_a_stage_is_an_error_not_a_quiet_exit(tmp_path, monkeypatch,
+                                                                     caplog):
+    # only a command that prints its answer exits quietly when its reader leaves
+    from helpers import profile_text
+
+    from s2s import cli
+    from s2s.stages import check
+
+    def broken(args, params):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    (tmp_path / "params.yaml").write_text(profile_text("smoke"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check, "cli", broken)
+    assert cli.main(["check", "--out", "p.json"]) == 1
+    assert "BrokenPipeError: [Errno 32] Broken pipe (run with -v" in caplog.text
+
+
 def test_snapshots_for_a_model_that_takes_none_is_a_users_message(smoke_repo, tmp_path):
     proc = _s2s(["train", "attention", "--snapshots", str(tmp_path / "x")], smoke_repo)
     _one_line_error(proc, "--snapshots: model 'attention' is not among analysis.models")

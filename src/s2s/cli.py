@@ -565,6 +565,11 @@ def stage_of(args: argparse.Namespace, params):
     return specs[0]
 
 
+# The commands that are no stage: they print their answer (a pipe's reader may leave early).
+PRINTING = ("score", "translate-text", "exps", "verify", "plots")
+NO_STAGE = ("profile", "dag", *PRINTING)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["plots"] and not {"-h", "--help"} & set(argv[1:]):
@@ -572,8 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["plots", "--", *argv[1:]]
     args = build_parser().parse_args(argv)
     if args.params is None:
-        is_stage = args.command not in ("profile", "dag", "score", "translate-text", "exps",
-                                        "verify", "plots")
+        is_stage = args.command not in NO_STAGE
         args.params = Path((os.environ.get(PARAMS_ENV) if is_stage else None) or PARAMS_FILE)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
@@ -581,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("profile", "dag"):
             (_cmd_profile if args.command == "profile" else _cmd_dag)(args, args.params)
             return 0
-        if args.command in ("score", "translate-text", "exps", "verify", "plots"):  # no stage
+        if args.command in PRINTING:  # no stage
             args.fn(args, args.params)
             return 0
         _check_params_env(args.params)
@@ -602,8 +606,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log.error("interrupted")
         return 130
-    except BrokenPipeError:  # the reader went away (`s2s score ... | head`): nothing to say
-        # Python would report the failed flush of stdout at exit: point it at nothing instead
+    except BrokenPipeError as e:
+        if args.command not in NO_STAGE:  # a stage's: an error like any other
+            if args.verbose:
+                raise
+            log.error("%s: %s (run with -v for the traceback)", type(e).__name__, e)
+            return 1
+        # the reader of what the command prints went away (`s2s score ... | head`): nothing to
+        # say; Python would report the failed flush of stdout at exit, so point it at nothing
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a process a closed pipe stopped
     except Stopped as e:  # a signal, after a final checkpoint: one line, status 128 + N
