@@ -134,10 +134,11 @@ def test_an_nbest_list_with_moses_word_alignments_is_read_by_its_score_field(tmp
     path = tmp_path / "test.nbest"
     path.write_text("0 ||| le chat ||| lstm=-1.5 ||| -1.5 ||| 0-0 1-1\n"
                     "0 ||| un chat ||| lstm=-2.5 ||| -2.5\n"
-                    "1 ||| oui ||| lstm=-0.5 ||| -0.5 ||| 0-0 \n", encoding="utf-8")
+                    "1 ||| oui ||| lstm=-0.5 ||| -0.5 ||| 0-0 \n"
+                    "1 ||| non ||| lstm=-0.7 ||| -0.7 ||| \n", encoding="utf-8")  # no alignment
     assert read_nbest(path, sentences=2) == [
         [Candidate(0, "le chat", -1.5), Candidate(0, "un chat", -2.5)],
-        [Candidate(1, "oui", -0.5)]]
+        [Candidate(1, "oui", -0.5), Candidate(1, "non", -0.7)]]
     for line, message in (
             ("1 ||| oui ||| lstm=-0.5 ||| 0-0 1-1 ||| -0.5",
              "sentence id and score (fields 1 and 4) must be numbers, got '1' and '0-0 1-1'"),

@@ -53,7 +53,8 @@ def read_nbest(path: Path, *, sentences: int) -> list[list[Candidate]]:
     other number of fields is refused, naming the file and line."""
     lists: list[list[Candidate]] = [[] for _ in range(sentences)]
     for n, line in enumerate(read_lines(path), 1):
-        fields = line.split(" ||| ")
+        # an empty last field (an alignment of nothing) loses its space to the line's strip
+        fields = (f"{line} " if line.endswith(" |||") else line).split(" ||| ")
         if len(fields) not in (4, 5):
             raise CorpusError(f"{path}:{n}: expected 'id ||| hypothesis ||| features ||| score' "
                               f"(4 fields), got {len(fields)}; only a word alignment may follow "
