@@ -924,6 +924,17 @@ def test_single_model_claims_need_the_bootstrap_and_the_interval_over_seeds(tmp_
     assert got["Reversing the source raises BLEU"].status == verdicts.FAILS
 
 
+def _add_opened(raw: dict, count: int) -> None:
+    """reversed_fb1, reversed_fb1_2, ...: `count` models with the forget gate opened, seeded as
+    reversed_1, reversed_2, ... are (paired), each a one-model system at beam 12."""
+    for k in range(1, count + 1):
+        suffix, seeds = ("", {}) if k == 1 else (f"_{k}", {"init_seed": k, "order_seed": k})
+        raw["models"][f"reversed_fb1{suffix}"] = {"reverse_source": True, "forget_bias": 1.0,
+                                                  **seeds}
+        raw["systems"][f"reversed_fb1{suffix}"] = {"members": [f"reversed_fb1{suffix}"],
+                                                   "beams": [12]}
+
+
 def test_the_forget_bias_verdict_needs_perplexity_and_bleu_and_says_which_fell_short(tmp_path):
     """Three seed pairs of reversed models, the paper's init against forget bias 1: the verdict
     says 'helps' only when dev perplexity and BLEU both do over the seeds (and BLEU on the test
@@ -936,12 +947,7 @@ def test_the_forget_bias_verdict_needs_perplexity_and_bleu_and_says_which_fell_s
     raw["models"]["reversed_3"] = {"reverse_source": True, "init_seed": 3, "order_seed": 3}
     raw["systems"]["reversed_2"] = {"members": ["reversed_2"], "beams": [12]}
     raw["systems"]["reversed_3"] = {"members": ["reversed_3"], "beams": [12]}
-    for k, suffix in ((1, ""), (2, "_2"), (3, "_3")):
-        seeds = {} if k == 1 else {"init_seed": k, "order_seed": k}
-        raw["models"][f"reversed_fb1{suffix}"] = {"reverse_source": True, "forget_bias": 1.0,
-                                                  **seeds}
-        raw["systems"][f"reversed_fb1{suffix}"] = {"members": [f"reversed_fb1{suffix}"],
-                                                   "beams": [12]}
+    _add_opened(raw, 3)
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     params = load(path)
@@ -983,11 +989,7 @@ def test_the_forget_bias_bleu_compares_both_sides_at_one_beam(tmp_path):
     raw["systems"]["reversed"]["beams"] = [12, 100]
     raw["systems"]["reversed"]["nbest"] = 12
     raw["systems"]["reversed_2"] = {"members": ["reversed_2"], "beams": [12, 100]}
-    for suffix, seeds in (("", {}), ("_2", {"init_seed": 2, "order_seed": 2})):
-        raw["models"][f"reversed_fb1{suffix}"] = {"reverse_source": True, "forget_bias": 1.0,
-                                                  **seeds}
-        raw["systems"][f"reversed_fb1{suffix}"] = {"members": [f"reversed_fb1{suffix}"],
-                                                   "beams": [12]}
+    _add_opened(raw, 2)
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     params = load(path)
