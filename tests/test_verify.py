@@ -162,8 +162,8 @@ def test_a_setting_that_only_adds_measurements_keeps_a_rerun_a_rerun(runs, tmp_p
     (ref / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     proc = _verify(tmp_path, rerun, "--against", ref)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert ("settings that add measurements, not in both runs: analysis.reach_replicas, "
-            "rescore.rescorers.gru\n") in proc.stdout
+    assert ("settings that only add measurements, not the same in both runs: "
+            "analysis.reach_replicas, rescore.rescorers.gru\n") in proc.stdout
     # a rescorer of both runs with other members is another configuration
     raw["rescore"]["rescorers"]["forward"] = ["forward_2"]
     (ref / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))

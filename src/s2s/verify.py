@@ -276,8 +276,8 @@ def render(run: Run, ref: Run, lines: list[Line], claims) -> str:
     added = settings_differ(run.params, ref.params, added=True)
     out = [f"{run.root} against {ref.root} (profile {ref.params.profile}); seeds of the "
            f"reference: {groups}", *machine_lines(run, ref),
-           *([f"settings that add measurements, not in both runs: {', '.join(added)}"]
-             if added else []), ""]
+           *([f"settings that only add measurements, not the same in both runs: "
+               f"{', '.join(added)}"] if added else []), ""]
     width = max(len(x.key) for x in lines) if lines else 10
     out.append(f"{'number':<{width}}  {'reference':>10}  {'this run':>10}  verdict")
     for x in lines:
