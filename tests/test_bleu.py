@@ -461,6 +461,20 @@ def test_sparse_groups_are_merged_into_neighbours():
         "sentences"].tolist() == [7]
 
 
+def test_rarity_labels_never_show_one_bound_in_two_neighbouring_groups():
+    """The published run labelled two groups "195-286" and "286-409" (bounds 285.89 and 286.48)."""
+    values = np.array([194.75] * 10 + [285.89] * 10 + [286.48] * 10 + [408.78] * 10)
+    g = buckets.rarity_groups(values, groups=2, min_group=1)
+    assert g.table()["label"].tolist() == ["194.8-285.9", "286.5-408.8"]
+    # bounds equal at one decimal get two
+    values = np.array([100.0] * 10 + [285.91] * 10 + [285.94] * 10 + [300.0] * 10)
+    assert buckets.rarity_groups(values, groups=2, min_group=1).table()["label"].tolist() == [
+        "100.00-285.91", "285.94-300.00"]
+    # a group of one value shows it once
+    assert buckets.rarity_groups(np.array([3.0] * 5 + [7.3] * 5), groups=2,
+                                 min_group=1).table()["label"].tolist() == ["3.0", "7.3"]
+
+
 def test_ranks_from_vocabulary(tmp_path):
     vocab = write(tmp_path / "en.tsv", ["<pad>\t0", "<unk>\t0", "<bos>\t0", "<eos>\t0",
                                         "the\t10", "cat\t5", "sat\t2"])

@@ -16,7 +16,9 @@ their average word-frequency rank. It does not say how groups were formed, so we
   group). Groups stay contiguous ranges of the value and cover every sentence exactly once.
 
 ``lo``/``hi`` are the smallest and largest value found in a group (inclusive); ``mean`` is the
-mean value of its sentences, the x position of the group in the figure.
+mean value of its sentences, the x position of the group in the figure. A group's ``label`` is
+``lo-hi`` (a length group's in words; a rarity group's with the fewest decimals that keep every
+group's upper bound apart from the next group's lower bound).
 """
 
 from __future__ import annotations
@@ -50,13 +52,11 @@ class Grouping:
 
     def table(self) -> pd.DataFrame:
         """One row per group: axis, label, lo, hi, sentences, mean (no BLEU yet)."""
-        rows = []
-        for idx in self.members:
-            v = self.values[idx]
-            lo, hi = v.min(), v.max()
-            rows.append({"axis": self.axis, "label": _label(self.axis, lo, hi),
-                         "lo": _num(lo), "hi": _num(hi), "sentences": len(idx),
-                         "mean": float(v.mean())})
+        spans = [(self.values[idx].min(), self.values[idx].max()) for idx in self.members]
+        labels = _labels(self.axis, spans)
+        rows = [{"axis": self.axis, "label": label, "lo": _num(lo), "hi": _num(hi),
+                 "sentences": len(idx), "mean": float(self.values[idx].mean())}
+                for idx, (lo, hi), label in zip(self.members, spans, labels)]
         return pd.DataFrame(rows, columns=list(BUCKET_COLUMNS[:-1]))
 
 
@@ -64,10 +64,17 @@ def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else round(float(x), 2)
 
 
-def _label(axis: str, lo: float, hi: float) -> str:
+def _labels(axis: str, spans: list[tuple[float, float]]) -> list[str]:
+    """``lo-hi`` of each group; a rarity group's bounds get the fewest decimals (1 to 4) at which
+    no group's upper bound reads the same as the next group's lower bound ("195-286", "286-409"
+    would look as if both held 286)."""
     if axis == "length":
-        return f"{int(lo)}" if lo == hi else f"{int(lo)}-{int(hi)}"
-    return f"{lo:.0f}-{hi:.0f}"
+        return [f"{int(lo)}" if lo == hi else f"{int(lo)}-{int(hi)}" for lo, hi in spans]
+    for decimals in range(1, 5):
+        shown = [(f"{lo:.{decimals}f}", f"{hi:.{decimals}f}") for lo, hi in spans]
+        if all(a[1] != b[0] for a, b in zip(shown, shown[1:])):
+            break
+    return [lo if lo == hi else f"{lo}-{hi}" for lo, hi in shown]
 
 
 # ---------------------------------------------------------------------------------------------
