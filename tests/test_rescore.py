@@ -151,6 +151,16 @@ def test_an_nbest_list_with_moses_word_alignments_is_read_by_its_score_field(tmp
         assert str(e.value).startswith(f"{path}:2: ") and message in str(e.value)
 
 
+def test_no_tokenized_sentence_holds_the_nbest_separator():
+    """An n-best line is split on ' ||| ': a hypothesis holding it would read as more fields.
+    The tokenizer never writes it, whatever the raw text holds."""
+    from s2s.data.text import tokenize
+
+    for lang in ("en", "fr"):
+        for raw in ("a ||| b", "a|||b", "||| x |||", "x ||||| y"):
+            assert "|||" not in tokenize(raw, lang), (lang, raw)
+
+
 def test_a_source_or_hypothesis_longer_than_a_transformers_positions_is_refused_first(tmp_path):
     """The rescorer writes every hypothesis with an <eos>: n tokens take n + 1 positions. Up to
     the limit it scores (a hypothesis of max_positions - 1 tokens, a source of max_positions);

@@ -50,7 +50,8 @@ def read_nbest(path: Path, *, sentences: int) -> list[list[Candidate]]:
     A line is ``id ||| hypothesis ||| features ||| score``, or that and ``||| alignment``, the
     word alignment Moses adds with ``-print-alignment-info-in-n-best``: the score is the 4th
     field either way (the last field of a 5-field line is the alignment, not a number). Any
-    other number of fields is refused, naming the file and line."""
+    other number of fields is refused, naming the file and line. No hypothesis of ours holds the
+    separator: the tokenizer writes ``|||`` as ``| | |`` (and Moses escapes ``|``)."""
     lists: list[list[Candidate]] = [[] for _ in range(sentences)]
     for n, line in enumerate(read_lines(path), 1):
         # an empty last field (an alignment of nothing) loses its space to the line's strip
