@@ -1086,6 +1086,10 @@ def _check_report(p: Params) -> None:
 
 def _check_analysis(p: Params) -> None:
     a = p.analysis
+    if not a.models:  # Figure 2, the forget gates and the gradient reach read them
+        raise _error(f"{p.source}: 'analysis.models' must name at least one model (the analyze "
+                     f"stage draws Figure 2, the forget gates and the gradient reach of each)",
+                     p.source, p.origins)
     for i, line in enumerate(a.phrases):  # s2s.analysis.probes.phrase_groups reads them
         if not all(q.strip() for q in line.split("|")):
             raise _error(f"{p.source}: 'analysis.phrases[{i}]' must be paraphrases separated by "
