@@ -124,6 +124,31 @@ def test_boundaries_are_punctuation_and_the_encoders_first_step_is_neither():
     assert i.tolist() == [[False, True, False, True, False]]
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_an_empty_source_adds_no_encoder_step_to_the_forget_gates(reverse):
+    """The encoder reads an empty source as one <pad> (collate): that step is no word's, and the
+    report's gate statistics exclude padding. It had been counted (steps 13 -> 14)."""
+    from s2s.analysis.measures import forget_gates
+
+    words = ("<pad>", "<unk>", "<bos>", "<eos>", *(f"w{i}" for i in range(16)))
+    vocab = Vocab(words, fingerprint="x")
+    model = tiny(reverse=reverse)
+    pairs = [([4, 5, 6, 7], [5, 6]), ([8, 9], [7, 8, 9])]
+    kw = dict(src_vocab=vocab, tgt_vocab=Vocab(words[:-3], fingerprint="y"), batch_size=4,
+              bins=10)
+    with torch.no_grad():
+        alone = forget_gates(model, "m", pairs, **kw)
+        with_empty = forget_gates(model, "m", [*pairs, ([], [4])], **kw)
+    for k in range(2):
+        a, b = alone["encoder", k], with_empty["encoder", k]
+        assert a.steps == b.steps == 6, (a.steps, b.steps)
+        assert b.unit_sum.tolist() == pytest.approx(a.unit_sum.tolist(), abs=1e-12)
+        assert b.hist.tolist() == a.hist.tolist()
+        assert (b.boundary_steps, b.inside_steps) == (a.boundary_steps, a.inside_steps)
+    # the decoder's <bos> and one word of the third reference are steps
+    assert with_empty["decoder", 0].steps == alone["decoder", 0].steps + 2
+
+
 # --- gradient reach ------------------------------------------------------------------------------
 
 

@@ -65,9 +65,12 @@ def figure2(model: EncoderDecoder, name: str, phrases: list[probes.Phrase], *, p
 def forget_gates(model: Seq2Seq, name: str, pairs, *, src_vocab: Vocab, tgt_vocab: Vocab,
                  batch_size: int, bins: int) -> dict[tuple[str, int], probes.ForgetStats]:
     """ForgetStats per (stack, layer) over `pairs`: the encoder over the sources as the model
-    reads them, the decoder teacher-forced over the references."""
+    reads them, the decoder teacher-forced over the references. Only words are counted: an empty
+    source, which the encoder reads as one <pad> step (:func:`s2s.data.batching.collate`), adds
+    no encoder step."""
     tables = {"encoder": (probes.boundary_table(src_vocab), probes.word_table(src_vocab)),
               "decoder": (probes.boundary_table(tgt_vocab), probes.word_table(tgt_vocab))}
+    pads = {"encoder": src_vocab.pad, "decoder": tgt_vocab.pad}
     stats: dict[tuple[str, int], probes.ForgetStats] = {}
     bar = progress(total=len(pairs), desc=f"{name} gates", unit="sent")
     for idx in eval_batches(*pair_lengths(pairs), batch_size):
@@ -77,11 +80,12 @@ def forget_gates(model: Seq2Seq, name: str, pairs, *, src_vocab: Vocab, tgt_voca
         tgt_lengths = (b.tgt_in != tgt_vocab.pad).sum(1)  # (N,): <bos> + the reference
         dec = probes.trace_decoder(model, State(enc.h, enc.c), b.tgt_in, tgt_lengths)
         for stack, trace, tokens in (("encoder", enc, fed), ("decoder", dec, b.tgt_in)):
+            mask = trace.mask & (tokens != pads[stack])
             boundary, inside = probes.step_kinds(
-                tokens, trace.mask, boundary=tables[stack][0], word=tables[stack][1],
+                tokens, mask, boundary=tables[stack][0], word=tables[stack][1],
                 skip_first=stack == "encoder")
             for k in range(trace.forget.shape[0]):
-                s = probes.forget_stats(trace.forget[k], trace.mask, boundary, inside, bins=bins)
+                s = probes.forget_stats(trace.forget[k], mask, boundary, inside, bins=bins)
                 stats[stack, k] = stats[stack, k] + s if (stack, k) in stats else s
         bar.update(len(idx))
     bar.close()
