@@ -411,6 +411,21 @@ def test_models_without_lstm_gates_get_figure2_and_gradient_reach_only(tmp_path)
     assert not (tmp_path / "figures" / report.FIGURES["forget"]).exists()
 
 
+def test_an_empty_test_set_is_refused_naming_the_file(tmp_path):
+    """It had failed on "No objects to concatenate", naming nothing."""
+    from s2s.data.text import CorpusError
+
+    prepared, vocab_dir, models_dir = tiny_analysis_project(tmp_path, {
+        "fwd": RNNConfig(num_layers=1, hidden_size=8, embed_size=6)})
+    for side in ("en", "fr"):
+        (prepared / f"test.tok.{side}").write_text("")
+    out = tmp_path / "analysis"
+    with pytest.raises(CorpusError, match=f"^{prepared / 'test.tok.en'}: no test sentences"):
+        stage.main(AnalyzePaths(prepared=prepared, vocab=vocab_dir, models=models_dir, out=out),
+                   models=["fwd"], phrases=(), sentences=4, max_position=3, min_length=3)
+    assert not out.exists()
+
+
 def test_reach_over_training_and_memory_are_written_and_reported(tmp_path):
     """Snapshots (as the train stage writes them) give gradient_reach_training*.csv, whose
     early rows decide the reversal claim with those of the seed pairs (the replicas fwd2 and

@@ -108,6 +108,7 @@ def main(paths: AnalyzePaths, *, models: Sequence[str] | Mapping[str, Path],
     from s2s import checkpoint
     from s2s.analysis import outputs, run
     from s2s.data.batching import load_parallel
+    from s2s.data.text import CorpusError
     from s2s.data.vocab import Vocab
 
     t_start = time.perf_counter()
@@ -116,6 +117,8 @@ def main(paths: AnalyzePaths, *, models: Sequence[str] | Mapping[str, Path],
         torch.set_num_threads(threads)
     src_vocab, tgt_vocab = Vocab.load_pair(paths.vocab)
     test = load_parallel(paths.prepared / "test.tok", src_vocab, tgt_vocab)
+    if not test:  # every analysis averages over test sentences
+        raise CorpusError(f"{paths.prepared / 'test.tok.en'}: no test sentences to analyse")
     expect = expect or {}
 
     def load(name: str, path: Path):
