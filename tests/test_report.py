@@ -419,6 +419,43 @@ def test_counts_of_one_are_singular():
     assert P.example_title(7, 2) == "Test sentence 7 (2 words)"
 
 
+def _examples(tmp_path: Path, en: list[str], fr: list[str]):
+    """load_examples on a prepared folder holding `en` and `fr` as test.raw.{en,fr} (no system's
+    output: each is left out, said)."""
+    from s2s.report.inputs import load_examples
+
+    prepared = tmp_path / "prepared"
+    prepared.mkdir(parents=True)
+    for lang, lines in (("en", en), ("fr", fr)):
+        (prepared / f"test.raw.{lang}").write_text("".join(f"{s}\n" for s in lines),
+                                                   encoding="utf-8")
+    paths = ReportPaths(metrics=tmp_path / "metrics", translate=tmp_path / "translate",
+                        groups=tmp_path / "figure3.csv", manifest=tmp_path / "manifest.json",
+                        prepared=prepared, claims=tmp_path / "claims.json", out=tmp_path / "out")
+    return load_examples(load(_params_file(tmp_path)), paths, []), prepared
+
+
+def test_the_example_sentences_are_picked_and_counted_in_figure_3s_words(tmp_path):
+    """An example's words are the tokenised source's (test.tok.en's, as the prepare stage writes
+    it), the count Figure 3 and the length drop group sentences by, and the examples are picked
+    by it: "A dog drinks water outside on the grass." is 9 words there ("grass ."), not the raw
+    text's 8, and the title said 8 where Figure 3 put the sentence in its 9-12 group."""
+    from s2s.data.text import tokenize_many
+    from s2s.evaluate.buckets import source_lengths
+
+    en = ["Two dogs run.",                       # raw 3 words, tokenised 4
+          "A man, a woman, a child.",            # raw 6, tokenised 9
+          "one two three four five six seven",   # 7 and 7
+          "Hi!"]                                 # 1 and 2
+    examples, _ = _examples(tmp_path, en, [f"fr {i}" for i in range(len(en))])
+    # 4 sentences: the quantiles pick each, shortest first by the tokenised count
+    assert [(ex["line"], ex["words"]) for ex in examples] == [(4, 2), (1, 4), (3, 7), (2, 9)]
+    figure3 = source_lengths(tokenize_many(en, "en"))  # the evaluate stage's over test.tok.en
+    assert all(ex["words"] == figure3[ex["line"] - 1] for ex in examples)
+    one, _ = _examples(tmp_path / "one", ["A dog drinks water outside on the grass."], ["x"])
+    assert [(ex["line"], ex["words"]) for ex in one] == [(1, 9)]
+
+
 def test_the_revision_names_the_code_and_marks_uncommitted_changes_to_it(tmp_path):
     from s2s.report.provenance import revision_lines
 

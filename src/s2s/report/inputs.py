@@ -24,7 +24,7 @@ from s2s.artifacts import (ArtifactError, AttentionWeights, Bleu, Claims, CostTi
 from s2s.claims.analyses import ANALYSIS_CLAIMS
 from s2s.config import Params
 from s2s.layout import (CURVE_COLUMNS, DROP_COLUMNS, DROP_NUMBERS, GROUP_COLUMNS, GROUP_NUMBERS,
-                        ReportPaths, hypothesis_files)
+                        SRC_LANG, ReportPaths, hypothesis_files)
 from s2s.paper import paper
 
 log = logging.getLogger("s2s.report")
@@ -117,9 +117,22 @@ def load(params: Params, paths: ReportPaths) -> Artifacts:
 EXAMPLE_QUANTILES = (0.1, 0.4, 0.7, 0.95)
 
 
+def source_words(src_raw: list[str]) -> list[int]:
+    """Each raw test source sentence's length in words as Figure 3 and the length drop count it:
+    the whitespace tokens (:func:`s2s.evaluate.buckets.source_lengths`) of its Moses
+    tokenisation, which is what the prepare stage writes as ``test.tok.en`` from the same
+    ``test.raw.en`` (the raw text's own whitespace words would count "grass." as one word where
+    Figure 3 counts "grass ." as two)."""
+    from s2s.data.text import tokenize_many
+    from s2s.evaluate.buckets import source_lengths
+
+    return [int(n) for n in source_lengths(tokenize_many(src_raw, SRC_LANG))]
+
+
 def load_examples(params: Params, paths: ReportPaths, read: list[str]) -> list[dict] | None:
     """A few test sentences of different lengths: source, reference and every system's output
-    (its widest beam, detokenised). None without the raw test files."""
+    (its widest beam, detokenised). None without the raw test files. Lengths (how the sentences
+    are picked, and the words each title gives) are :func:`source_words`, Figure 3's."""
     from s2s.evaluate.bleu import read_lines
 
     src_p, ref_p = paths.source_raw, paths.references_raw
@@ -142,11 +155,12 @@ def load_examples(params: Params, paths: ReportPaths, read: list[str]) -> list[d
                         "translations", p, len(lines), src_p, len(src), system)
             continue
         outputs[f"{system} (beam {beam})"] = lines
-    order = sorted((len(s.split()), i) for i, s in enumerate(src) if s.strip())
+    words = source_words(src)
+    order = sorted((words[i], i) for i, s in enumerate(src) if s.strip())
     if not order:
         return []
     picks = sorted({order[min(int(q * len(order)), len(order) - 1)][1]
-                    for q in EXAMPLE_QUANTILES}, key=lambda i: (len(src[i].split()), i))
-    return [{"line": i + 1, "words": len(src[i].split()), "source": src[i],
+                    for q in EXAMPLE_QUANTILES}, key=lambda i: (words[i], i))
+    return [{"line": i + 1, "words": words[i], "source": src[i],
              "reference": ref[i], "outputs": {k: v[i] for k, v in outputs.items()}}
             for i in picks]
