@@ -456,6 +456,22 @@ def test_the_example_sentences_are_picked_and_counted_in_figure_3s_words(tmp_pat
     assert [(ex["line"], ex["words"]) for ex in one] == [(1, 9)]
 
 
+def test_references_of_another_length_than_the_source_are_refused_naming_both(tmp_path):
+    """test.raw.fr shorter (or longer) than test.raw.en: refused naming both files and their
+    lines, as a system's output of the wrong length is said (it had failed on a bare IndexError
+    naming no file, or shown references beside the wrong sentences)."""
+    from s2s.artifacts import ArtifactError
+
+    en = ["A dog runs.", "A cat sleeps.", "Two men talk."]
+    for n, where in ((2, "short"), (4, "long")):
+        fr = [f"fr {i}" for i in range(n)]
+        with pytest.raises(ArtifactError) as err:
+            _examples(tmp_path / where, en, fr)
+        prepared = tmp_path / where / "prepared"
+        assert str(err.value).startswith(f"{prepared / 'test.raw.fr'} has {n} lines, "
+                                         f"{prepared / 'test.raw.en'} 3: ")
+
+
 def test_the_revision_names_the_code_and_marks_uncommitted_changes_to_it(tmp_path):
     from s2s.report.provenance import revision_lines
 

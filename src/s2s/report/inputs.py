@@ -131,7 +131,9 @@ def source_words(src_raw: list[str]) -> list[int]:
 
 def load_examples(params: Params, paths: ReportPaths, read: list[str]) -> list[dict] | None:
     """A few test sentences of different lengths: source, reference and every system's output
-    (its widest beam, detokenised). None without the raw test files. Lengths (how the sentences
+    (its widest beam, detokenised). None without the raw test files; references of another
+    number of lines than the source are an ArtifactError naming both (a system's output of
+    another length is left out, said). Lengths (how the sentences
     are picked, and the words each title gives) are :func:`source_words`, Figure 3's."""
     from s2s.evaluate.bleu import read_lines
 
@@ -141,6 +143,10 @@ def load_examples(params: Params, paths: ReportPaths, read: list[str]) -> list[d
         return None
     src, ref = read_lines(src_p), read_lines(ref_p)
     read += [str(src_p), str(ref_p)]
+    if len(ref) != len(src):  # line i of each is the same sentence: else no example is right
+        raise ArtifactError(f"{ref_p} has {len(ref)} lines, {src_p} {len(src)}: the references "
+                            "and the source of the example translations must align line by "
+                            "line; run the prepare stage again")
     outputs = {}
     for system, cfg in params.systems.items():
         beam = cfg.widest_beam
