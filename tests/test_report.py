@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html import escape as html_escape
 from html import unescape as html_unescape
 from html.parser import HTMLParser
 from pathlib import Path
@@ -1884,6 +1885,39 @@ def test_the_markdown_shows_the_corpus_text_as_written():
                   "a note on <unk>", "x < y", "<code>metrics/train/<model>.json</code>"):
         assert shown in text, shown
     assert "<unk>" not in page and "<b>" not in page  # no tag reaches the page
+
+
+def test_the_example_translations_show_the_corpus_and_the_models_text_as_written():
+    """A sentence of the test set or a system's output is text in report.md, whatever it holds:
+    `*vite*`, `_x_`, `~~x~~` and `$x$` are no emphasis, strikethrough or math, `[x](y)` and
+    `![i](j)` no link or image, a backtick no code span, `\\<unk>` a backslash and <unk>, `a|b`
+    one cell (only `<` and an entity's `&` had been escaped, as in our prose, whose code spans
+    are meant); report.html shows the same text."""
+    from types import SimpleNamespace
+
+    from s2s.report.sections import examples as examples_section
+
+    markdown_it = pytest.importorskip("markdown_it")
+    texts = {"source": "A dog `runs` _fast_ ~~now~~ for $5$, a|b ![i](j) C:\\",
+             "reference": "Un <b>chien</b> & un chat &amp; *vite* [x](y) \\<unk> fin",
+             "forward (beam 12)": "l'homme **gras** \\*x\\* <unk> &lt; fin"}
+    art = SimpleNamespace(examples=[{
+        "line": 3, "words": 12, "source": texts["source"], "reference": texts["reference"],
+        "outputs": {"forward (beam 12)": texts["forward (beam 12)"]}}])
+    sections = examples_section.sections(SimpleNamespace(art=art))
+    doc = render_.Document("T", sections)
+    md = render_.to_markdown(doc, contents=False)
+    page = markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(md)
+    cells = re.findall(r"<td>(.*?)</td>", page, flags=re.S)
+    for text in texts.values():
+        assert any(html_unescape(c) == text for c in cells), (text, cells)
+    table = page[page.index("<table>"):]  # the title above it is ours, in bold
+    for markup in ("<em>", "<strong>", "<a ", "<img", "<code>", "<s>", "<b>", "<unk>"):
+        assert markup not in table, markup
+    assert len(re.findall(r"<tr>", table)) == 4 and len(cells) == 6  # a|b split no cell
+    html_page = render_.to_html(doc)
+    for text in texts.values():
+        assert f"<td>{html_escape(text)}</td>" in html_page
 
 
 def test_an_ensembles_interval_is_over_its_members_not_over_runs():

@@ -107,6 +107,18 @@ class Badge:
 
 
 @dataclass(frozen=True)
+class Verbatim:
+    """Text from the data or a model's output (a test sentence, a reference, a translation): shown
+    as written in both renderings; in Markdown every character that could be read as markup is
+    escaped (:func:`md_literal`), where a plain string's code spans are kept (:func:`md_text`)."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
 class Lines:
     """Several short items in one cell: one per line in HTML, joined by "; " in Markdown."""
 
@@ -161,18 +173,34 @@ def _cell(v: object) -> str:
 # --- Markdown ------------------------------------------------------------------------------------
 
 
-# Outside code spans, what Markdown would read as HTML: a `<` (the corpus's <unk> would open a
+# Outside code spans, what Markdown would read as HTML: a `<` (an <unk> in prose would open a
 # tag and vanish from the rendered page) and an `&` that starts an entity (&quot; would become ").
+# That is for our own words, whose code spans and other markup are meant; text from the data or
+# a model's output is a Verbatim cell, escaped whole (md_literal).
 _CODE_SPAN = re.compile(r"(`[^`]*`)")
 _ENTITY = re.compile(r"&(?=#?\w+;)")
 
 
 def md_text(text: str) -> str:
-    """`text` (prose, a caption, a cell) as Markdown that renders it as written: `<` and an
-    entity's `&` backslash-escaped outside code spans, which Markdown leaves as they are."""
+    """`text` (our prose, a caption, a cell) as Markdown that renders it as written: `<` and an
+    entity's `&` backslash-escaped outside code spans, which Markdown leaves as they are. Other
+    markup (`*x*`, `[x](y)`, a backslash) is read as such: corpus text is :func:`md_literal`'s."""
     parts = _CODE_SPAN.split(text)
     return "".join(part if i % 2 else _ENTITY.sub(r"\\&", part).replace("<", "\\<")
                    for i, part in enumerate(parts))
+
+
+# What corpus text (a Verbatim) must not be read as in Markdown: the backslash (escaped first, so
+# an escape the text holds stays two characters), code spans, emphasis and strikethrough, links
+# and images, HTML tags (their `<`) and entities, GitHub's $math$, and a table's cell separator.
+_MD_LITERAL = re.compile(r"[`*_\[\]<&|~$]")
+
+
+def md_literal(text: str) -> str:
+    """`text` from the data or a model's output (inline: a table cell) as Markdown that renders
+    it character for character: a backslash, then Markdown's punctuation, backslash-escaped.
+    Unlike :func:`md_text`, nothing in it is markup, backticks included."""
+    return _MD_LITERAL.sub(lambda m: "\\" + m.group(), text.replace("\\", "\\\\"))
 
 
 def _md_escape(text: str) -> str:
@@ -180,11 +208,18 @@ def _md_escape(text: str) -> str:
     return md_text(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _md_cell(v: object) -> str:
+    """A table cell: a Verbatim's text by md_literal, anything else by _md_escape; one line."""
+    if isinstance(v, Verbatim):
+        return md_literal(v.text).replace("\n", " ")
+    return _md_escape(_cell(v))
+
+
 def md_table(df: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (no dependency on tabulate)."""
     head = "| " + " | ".join(_md_escape(str(c)) for c in df.columns) + " |"
     rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    rows = ["| " + " | ".join(_md_escape(_cell(v)) for v in row) + " |"
+    rows = ["| " + " | ".join(_md_cell(v) for v in row) + " |"
             for row in df.itertuples(index=False)]
     return "\n".join([head, rule, *rows])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from s2s.report.render import Section, Table
+from s2s.report.render import Section, Table, Verbatim
 from s2s.report.sections import Context, prose
 
 
@@ -15,8 +15,10 @@ def sections(ctx: Context) -> list[Section]:
     P = prose("examples")
     blocks: list = [P.examples_intro()]
     for ex in ctx.art.examples:
-        rows = [(P.example_rows["source"], ex["source"]),
-                (P.example_rows["reference"], ex["reference"]), *ex["outputs"].items()]
+        # the sentences are the corpus's and the models' text: Verbatim, no Markdown read in them
+        rows = [(P.example_rows["source"], Verbatim(ex["source"])),
+                (P.example_rows["reference"], Verbatim(ex["reference"])),
+                *((name, Verbatim(out)) for name, out in ex["outputs"].items())]
         blocks.append(Table(P.example_title(ex["line"], ex["words"]),
                             pd.DataFrame(rows, columns=["", "text"])))
     return [Section("Example translations", blocks)]
