@@ -143,15 +143,22 @@ def test_the_forget_bias_table_names_the_beam_each_bleu_is_at(tmp_path):
 
     def table(p):
         (section,) = forget_bias.sections(Context(p, art, tmp_path))
-        return next(b for b in section.blocks if getattr(b, "key", None) == "forget_bias").frame
+        return next(b for b in section.blocks if getattr(b, "key", None) == "forget_bias")
 
-    assert "BLEU (tokenized, beam 12)" in table(params).columns
+    published = table(params)
+    assert "BLEU (tokenized, beam 12)" in published.frame.columns
+    # shown to 2 decimals as the other tables (it showed 20.9162), the CSV's numbers as read
+    row = published.frame.iloc[0]
+    assert (row["model"], row["dev ppl"], row["BLEU (tokenized, beam 12)"]) == (
+        "reversed_1", "7.42", "20.92")
+    assert published.numbers.iloc[0]["BLEU (tokenized, beam 12)"] == pytest.approx(20.9162,
+                                                                                   abs=1e-4)
     systems = dict(params.systems)
     systems["reversed_fb1"] = dataclasses.replace(systems["reversed_fb1"], beams=(2,))
-    got = table(dataclasses.replace(params, systems=systems))
+    got = table(dataclasses.replace(params, systems=systems)).frame
     assert "BLEU (tokenized)" in got.columns
     beams = dict(zip(got["model"], got["beam"]))
-    assert beams["reversed_fb1"] == 2 and beams["reversed_1"] == 12
+    assert beams["reversed_fb1"] == "2" and beams["reversed_1"] == "12"
 
 
 def test_an_output_missing_or_short_is_left_out_of_the_examples_and_said(tmp_path, caplog):

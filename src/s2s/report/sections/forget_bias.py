@@ -11,7 +11,7 @@ import pandas as pd
 from s2s.artifacts import Scored
 from s2s.claims.forget_bias import pairs, system_of
 from s2s.report import figures
-from s2s.report.render import Image, Section, Table
+from s2s.report.render import Image, Section, Table, fmt_frame
 from s2s.report.sections import Context
 from s2s.report.sections import prose as _prose
 
@@ -53,7 +53,12 @@ def sections(ctx: Context) -> list[Section]:
         else:
             table = table.rename(columns={"BLEU": "BLEU (tokenized)"})
             table.insert(table.columns.get_loc("BLEU (tokenized)"), "beam", beams)
-        parts.append(Table(prose.forget_bias_title(), table, (), "forget_bias"))
+        # shown as the other tables show them (BLEU and perplexities to 2 decimals); the CSV
+        # keeps the numbers as read
+        shown_table = fmt_frame(table, {"forget bias": 1, "encoder mean forget gate": 3,
+                                        "beam": 0})
+        parts.append(Table(prose.forget_bias_title(), shown_table, (), "forget_bias",
+                           numbers=table))
     text = prose.forget_bias_text(rows=", ".join(f"{p} (bias 0) and {o}" for p, o in found)
                                   or "no model with a forget bias in this profile",
                                   verdict=" ".join(judged))
