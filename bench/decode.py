@@ -89,11 +89,13 @@ def naive_beam_search(model, src: list[int], *, beam: int, bos: int, eos: int, p
     (their states are rows of one State), takes each one's B + 1 best next words (enough for the
     B best non-<eos> candidates overall) and sorts the candidates in Python."""
     n = max(len(src), 1)
-    state = model.encode(torch.tensor([src or [pad]]), torch.tensor([n]))  # one row
+    dev = next(model.parameters()).device  # the model's: every index tensor is made there
+    state = model.encode(torch.tensor([src or [pad]], device=dev),
+                         torch.tensor([n], device=dev))  # one row
     hyps: list[tuple[float, list[int]]] = [(0.0, [])]
     finished: list[tuple[float, list[int], bool]] = []
     for t in range(1, max_len + 1):
-        prev = torch.tensor([toks[-1] if toks else bos for _, toks in hyps])
+        prev = torch.tensor([toks[-1] if toks else bos for _, toks in hyps], device=dev)
         lprobs, state = model.step(prev, state)  # (len(hyps), V)
         lprobs[:, [pad, bos]] = -math.inf  # never predicted, as in beam_search
         top_lp, top_tok = lprobs.topk(min(beam + 1, lprobs.size(1)), dim=1)
@@ -116,7 +118,7 @@ def naive_beam_search(model, src: list[int], *, beam: int, bos: int, eos: int, p
             finished += [(score, toks, False) for score, toks in hyps]
         if t == max_len or len(finished) >= beam or best_done >= hyps[0][0]:
             break
-        state = state.select(torch.tensor([i for _, i, _ in new]))
+        state = state.select(torch.tensor([i for _, i, _ in new], device=dev))
     score, toks, done = max(finished, key=lambda f: f[0])
     return tuple(toks), score, done
 
