@@ -7,8 +7,10 @@
     en.tsv fr.tsv     the vocabularies
     models/<m>.pt     each member's final checkpoint
 
-Writing one copies files and records configs: it runs no model code (no torch), so the export
-stage depends on the architectures' configs only. A folder is built under a temporary name that
+Writing one copies files and records configs: it builds no model and runs none. It does read
+each member's checkpoint with torch (:func:`check_members`), to refuse one that is not the model
+params describe, so the export stage depends on the checkpoint format and the architectures'
+configs, not on the models' code. A folder is built under a temporary name that
 names its owner (:func:`s2s.io.whole_dir`), each file fsynced, and renamed into place
 whole; an error removes it, leaving the previous export as it was.
 """
