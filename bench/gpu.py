@@ -48,6 +48,7 @@ from train import CLIP, LR, Size, flops_per_target_word, param_count  # noqa: E4
 from s2s import precision  # noqa: E402
 from s2s.config import TrainConfig  # noqa: E402
 from s2s.data.batching import epoch_batches, pair_lengths, prefetch_batches  # noqa: E402
+from s2s.io import atomic_write_text  # noqa: E402
 from s2s.model import build_model  # noqa: E402
 from s2s.model import lstm  # noqa: E402
 from s2s.model.seq2seq import RNNConfig  # noqa: E402
@@ -297,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                        run_hours=hours, device=name)
             records.append(res)
             if args.json:  # after every row: a run cut by its deadline keeps what it measured
-                args.json.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+                # (whole: a kill during the write leaves the previous rows, not half a file)
+                atomic_write_text(args.json, json.dumps(records, indent=1) + "\n")
             rows.append([cell, mode, f"{1e3 * res['seconds'] / res['steps']:.0f}", f"{wps:,.0f}",
                          f"{achieved / 1e12:.1f}", f"{100 * achieved / peak_mm:.1f}",
                          "-" if nominal is None else f"{100 * achieved / nominal:.1f}",
