@@ -12,9 +12,11 @@ Reads
   the prose (``src/s2s/report/templates/``).
 Writes (under ``<out>``, i.e. ``reports/``)
   ``report.md``, ``report.html`` (its first screen: the summary table of the claims),
-  ``tables/{summary,table1,table1_other,table2,perplexity,models,cost,claims}.{csv,md}``,
-  ``figures/figure3.png``, ``figures/learning_curves.png``, and with the optional inputs
-  ``figures/attention.png`` and ``figures/analysis_*.png``.
+  ``tables/<key>.{csv,md}`` for each table with a key (summary, table1, table1_other, table2,
+  claims, perplexity, models, cost, length, forget_bias, data, vocab: those the profile's
+  outputs fill), ``figures/figure3.png``, ``figures/learning_curves.png``, and with the
+  optional inputs ``figures/attention.png``, ``figures/cross_attention.png``,
+  ``figures/analysis_*.png`` and ``figures/init_reach.png``.
 
 Anything optional that is missing (a system not decoded, no timing) shows up as "not run" with
 the reason; nothing is invented. A profile with no rescoring (`rescore.baseline` null) has no
