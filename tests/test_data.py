@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import html
 import json
+import random
 import re
 import textwrap
+import time
 import unicodedata
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from s2s.config import ConfigError, CorpusRef, DataConfig, PrepareConfig, VocabC
 from s2s.data import prepare, vocab
 from s2s.data.batching import epoch_batches
 from s2s.data.text import CorpusError, normalize, read_corpus
-from s2s.io import read_lines
+from s2s.io import iter_lines, read_lines
 from s2s.layout import PreparePaths, VocabPaths
 from s2s.stages import download as download_stage
 from s2s.stages import prepare as prepare_stage
@@ -226,6 +228,77 @@ def test_read_lines_strips_what_its_options_say(tmp_path):
     path.write_bytes(b"ok\n\xff\n")
     with pytest.raises(ValueError, match=r"x\.txt:2: not valid UTF-8"):
         read_lines(path)
+
+
+def lines_by_bytes_split(data: bytes, *, strip_bom: bool, cap: int) -> list[str] | str:
+    """What iter_lines(rstrip=False) gives, from bytes.split: the lines, or the message of the
+    first line longer than `cap` bytes."""
+    if strip_bom and data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    for n, line in enumerate(lines, 1):
+        if len(line) > cap:
+            return f"f.txt:{n}: a line longer than {cap:,} bytes"
+    return [line.decode() for line in lines]
+
+
+def test_iter_lines_splits_as_bytes_split_and_refuses_a_line_over_the_cap(tmp_path):
+    # Lines spanning many small blocks, a line just at the cap and one byte over it, CRs, a
+    # byte-order mark: the lines of bytes.split(b"\n"), or the first over-long line named.
+    rs = random.Random(3)
+    pieces = [b"", b"a", b"bb\r", b"ccc ccc", "\u00e9".encode(), b"\r", b"\n", b"\r\n",
+              b"w" * 9, b"x" * 17]
+    path = tmp_path / "f.txt"
+    for _ in range(3000):
+        data = b"".join(rs.choice(pieces) for _ in range(rs.randint(0, 30)))
+        if rs.random() < 0.2:
+            data = b"\xef\xbb\xbf" + data
+        path.write_bytes(data)
+        cap, block = rs.randint(3, 40), rs.randint(1, 24)
+        for strip_bom in (False, True):
+            want = lines_by_bytes_split(data, strip_bom=strip_bom, cap=cap)
+            try:
+                got = [ln for b in iter_lines(path, rstrip=False, strip_bom=strip_bom,
+                                              block_bytes=block, max_line_bytes=cap) for ln in b]
+            except ValueError as e:
+                got = str(e)
+                assert "did the file lose its line breaks?" in got
+                got = re.sub(r"^.*/(f\.txt:\d+: a line longer than [\d,]+ bytes).*$", r"\1", got)
+            assert got == want, (data, cap, block, strip_bom)
+
+
+def test_a_line_without_lf_is_read_in_linear_time(tmp_path):
+    # Each block was appended to the line read so far and the whole searched for LF again:
+    # quadratic (a 256 MiB line took 20 s, 64 MiB 1.1 s); now each byte is searched once.
+    long, lines = tmp_path / "long.txt", tmp_path / "lines.txt"
+    long.write_bytes(b"w " * (16 << 20))  # 32 MiB, one line
+    lines.write_bytes(b"a sentence of words .\n" * ((32 << 20) // 22))
+
+    def seconds(path):
+        t = time.perf_counter()
+        for _ in iter_lines(path, rstrip=False, block_bytes=1 << 14):
+            pass
+        return time.perf_counter() - t
+
+    per_line = min(seconds(lines) for _ in range(2))
+    one_line = min(seconds(long) for _ in range(2))
+    assert one_line < 5 * per_line + 0.25, (one_line, per_line)
+
+
+def test_a_file_of_cr_line_ends_over_the_line_cap_is_refused_naming_the_line(tmp_path,
+                                                                            monkeypatch):
+    # A file without LF was read whole into memory as one line, however large.
+    monkeypatch.setattr("s2s.io.MAX_LINE_BYTES", 1000)
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"first line\n" + b"a sentence .\r" * 100)
+    with pytest.raises(CorpusError, match=r"mac\.txt:2: a line longer than 1,000 bytes \(did "
+                       r"the file lose its line breaks\? and \d+ carriage returns \(CR\).*"
+                       r"tr '\\r' '\\n'"):
+        read_corpus(path, "plain")
+    path.write_bytes(b"first line\n" + b"w" * 999 + b"\n")
+    assert read_corpus(path, "plain") == ["first line", "w" * 999]
 
 
 def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):

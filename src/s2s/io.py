@@ -239,16 +239,30 @@ def read_lines(path: Path, *, rstrip: bool = True, strip_bom: bool = False,
             for line in block]
 
 
+MAX_LINE_BYTES = 64 << 20  # the longest line iter_lines reads (no sentence is near it)
+
+
 def iter_lines(path: Path, *, rstrip: bool = True, strip_bom: bool = False,
                strip_cr: bool = False, error: type[Exception] = ValueError,
                counts: dict[str, int] | None = None,
-               block_bytes: int = 1 << 22) -> Iterator[list[str]]:
+               block_bytes: int = 1 << 22,
+               max_line_bytes: int | None = None) -> Iterator[list[str]]:
     """The lines of :func:`read_lines` (the same options), in blocks of whole lines of about
     `block_bytes` each, read as they are asked for. ``counts`` is complete once the last block
-    has been given."""
+    has been given.
+
+    A line of more than `max_line_bytes` bytes (:data:`MAX_LINE_BYTES`, 64 MiB, by default; its
+    LF not counted) raises `error` naming the file and line, once that many bytes of it are
+    read: no text file the pipeline reads has one, and a file that has lost its line breaks
+    (old Mac line ends, CR only) would otherwise be held whole in memory as one line. Each byte
+    read is searched for LF once, so a long line costs time in proportion to its length."""
+    cap = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
+    if cap < 3:
+        raise ValueError(f"max_line_bytes={cap}: at least 3 (a byte-order mark is read whole)")
+    step = max(min(block_bytes, cap), 1)  # a line inside one read is within the cap
     n = 0  # lines given so far (for the line number of a decoding error)
     with open(path, "rb") as f:
-        data = f.read(max(block_bytes, 3))  # a byte-order mark whole
+        data = f.read(max(step, 3))  # a byte-order mark whole
         pos = 0  # the file's offset of data[0]
         bom = data.startswith(b"\xef\xbb\xbf")
         if counts is not None:
@@ -256,14 +270,25 @@ def iter_lines(path: Path, *, rstrip: bool = True, strip_bom: bool = False,
             counts["crlf_lines"] = counts.get("crlf_lines", 0)
         if strip_bom and bom:
             data, pos = data[3:], 3
+        pending = [data]  # the bytes read and not yet given, in the order read
+        size = len(data)  # their length
+        cut = data.rfind(b"\n")  # the offset of their last LF in them, -1 if none
         while True:
-            cut = data.rfind(b"\n")
-            more = f.read(block_bytes) if cut < 0 or len(data) < block_bytes // 2 else b""
+            if size - cut - 1 > cap:  # the line after the last LF, whole or not
+                _too_long(path, pending, n, cut, cap, error)
+            more = f.read(step) if cut < 0 or size < block_bytes // 2 else b""
             if more:  # a block of whole lines, not too small: read on first
-                data += more
+                first = more.find(b"\n")  # only the new bytes are searched
+                if first >= 0:
+                    if size - cut - 1 + first > cap:  # a line ending in the new bytes
+                        _too_long(path, pending, n, cut, cap, error)
+                    cut = size + more.rfind(b"\n")
+                pending.append(more)
+                size += len(more)
                 continue
-            if not data:
+            if not size:
                 return
+            data = pending[0] if len(pending) == 1 else b"".join(pending)
             if cut < 0:  # the end of the file, in a last line without its LF
                 yield _lines(path, data, n, pos, rstrip, strip_cr, error, counts)
                 return
@@ -271,7 +296,22 @@ def iter_lines(path: Path, *, rstrip: bool = True, strip_bom: bool = False,
             n += len(lines)
             yield lines
             pos += cut + 1
-            data = data[cut + 1:]
+            pending = [data[cut + 1:]]
+            size = len(pending[0])
+            cut = -1  # the bytes after the last LF hold none
+
+
+def _too_long(path: Path, pending: list[bytes], before: int, cut: int, cap: int,
+              error: type[Exception]) -> None:
+    """Raise `error` for the line after offset `cut` of the bytes `pending` (the file's first
+    `before` lines came before them): it is longer than `cap` bytes."""
+    head = b"".join(pending)
+    line = before + head[: cut + 1].count(b"\n") + 1
+    crs = head.count(b"\r", cut + 1)
+    cr = (f" and {crs:,} carriage returns (CR) in its first {len(head) - cut - 1:,} bytes: "
+          "old Mac line ends (CR only)? convert them to LF: tr '\\r' '\\n'" if crs else "")
+    raise error(f"{path}:{line}: a line longer than {cap:,} bytes (did the file lose its line "
+                f"breaks?{cr})")
 
 
 def _lines(path: Path, block: bytes, before: int, pos: int, rstrip: bool, strip_cr: bool,
