@@ -170,7 +170,8 @@ def test_whitespace_controls_separate_words_as_in_sacrebleu(tmp_path):
     assert lines == ["left right", "it\x92s", "nulhere", "a b", "plain"]  # C1 \x92 kept
     # Counted: the lines that lost a character (NUL, DEL), not those whose \f or \x1f became a
     # space, nor the kept C1 control.
-    assert counts == {"bom_files": 0, "crlf_lines": 0, "control_char_lines": 2}
+    assert counts == {"bom_files": 0, "crlf_lines": 0, "control_char_lines": 2,
+                      "cr_inside_lines": 0}
 
 
 def test_the_docs_name_the_control_characters_normalize_drops():
@@ -299,6 +300,54 @@ def test_a_file_of_cr_line_ends_over_the_line_cap_is_refused_naming_the_line(tmp
         read_corpus(path, "plain")
     path.write_bytes(b"first line\n" + b"w" * 999 + b"\n")
     assert read_corpus(path, "plain") == ["first line", "w" * 999]
+
+
+def cr_corpus(tmp_path, name, en: bytes, fr: bytes) -> Path:
+    folder = tmp_path / "raw" / name
+    folder.mkdir(parents=True)
+    (folder / "en.txt").write_bytes(en)
+    (folder / "fr.txt").write_bytes(fr)
+    return tmp_path / "raw"
+
+
+def test_a_dev_set_of_old_mac_line_ends_is_refused_not_read_as_one_sentence(tmp_path):
+    # Three sentences a side, CR only: read as one line each, normalize made the CRs spaces and
+    # the dev set one sentence (the metrics said crlf_lines: 2).
+    raw = cr_corpus(tmp_path, "wmt.newstest2012", b"hello .\rgood bye .\rsee you .\r",
+                    b"bonjour .\rau revoir .\ra plus .\r")
+    with pytest.raises(CorpusError, match=r"en\.txt:1: a carriage return \(CR\) inside the line "
+                       r"\(1 of the file's 1 lines hold one\).*old Mac.*tr '\\r' '\\n'"):
+        prepare.read_pair(raw, CorpusRef("wmt.newstest2012"))
+
+
+def test_a_training_corpus_of_old_mac_line_ends_is_refused_naming_its_first_line(tmp_path):
+    # 300 pairs, CR only after 2 LF lines: 2,000 such pairs had vanished as one too_long pair.
+    en = b"one .\ntwo .\n" + b"".join(b"the house %d .\r" % i for i in range(300))
+    fr = b"un .\ndeux .\n" + b"".join(b"la maison %d .\r" % i for i in range(300))
+    raw = cr_corpus(tmp_path, "wmt14.europarl_v7", en, fr)
+    with pytest.raises(CorpusError, match=r"en\.txt:3: a carriage return \(CR\) inside the line "
+                       r"\(1 of the file's 3 lines hold one\)"):
+        for _ in prepare.iter_raw_pairs(raw, CorpusRef("wmt14.europarl_v7"), cleaned={}):
+            pass
+
+
+def test_a_stray_cr_inside_one_line_in_100_is_kept_as_a_space_and_counted(tmp_path):
+    # Web-crawled text may hold a CR inside a sentence: at most 1 line in 100 holding one is read
+    # (the CR a space, as before) and counted; CRs that end a line (CR CR LF) are not inside it.
+    lines = [b"sentence %d ." % i for i in range(200)]
+    lines[5], lines[150] = b"a stray\rcarriage return .", b"another\r one ."
+    lines[7] = b"two CRs end this line .\r"
+    path = tmp_path / "crawl.txt"
+    path.write_bytes(b"\n".join(lines[:7]) + b"\n" + lines[7] + b"\r\n" + b"\n".join(lines[8:]))
+    counts: dict[str, int] = {}
+    got = [normalize(s) for s in read_corpus(path, "plain", counts)]
+    assert got[5] == "a stray carriage return ." and got[150] == "another one ."
+    assert got[7] == "two CRs end this line ." and len(got) == 200
+    assert counts == {"bom_files": 0, "crlf_lines": 1, "control_char_lines": 0,
+                      "cr_inside_lines": 2}
+    path.write_bytes(path.read_bytes().replace(b"sentence 9 .", b"sentence\r9 ."))  # 3 in 200
+    with pytest.raises(CorpusError, match=r"crawl\.txt:6: .*\(3 of the file's 200 lines"):
+        read_corpus(path, "plain")
 
 
 def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):

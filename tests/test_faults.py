@@ -714,9 +714,9 @@ def test_windows_line_ends_a_bom_and_nul_bytes_are_cleaned_and_counted(small, tm
             assert visible_files(tmp_path / "dirty")[name] == content, name
     # ... and what reading cleaned is counted in the metrics.
     assert clean["splits"]["train"]["wmt14.giga_fren"]["cleaned"] == \
-        {"bom_files": 0, "crlf_lines": 0, "control_char_lines": 0}
+        {"bom_files": 0, "crlf_lines": 0, "control_char_lines": 0, "cr_inside_lines": 0}
     assert dirty["splits"]["train"]["wmt14.giga_fren"]["cleaned"] == \
-        {"bom_files": 1, "crlf_lines": 40, "control_char_lines": 1}
+        {"bom_files": 1, "crlf_lines": 40, "control_char_lines": 1, "cr_inside_lines": 0}
     test = dirty["splits"]["test"]["wmt14.newstest2014"]["cleaned"]
     assert test["bom_files"] == 1 and test["crlf_lines"] == sgm.read_bytes().count(b"\r\n")
 

@@ -30,6 +30,14 @@ class CorpusError(ValueError):
     """A corpus file that cannot be used as it is; the message names the file and line."""
 
 
+# Lines end at LF only, so a file of old Mac line ends (CR only) is read as one line holding
+# every sentence, a carriage return between each: normalize would make them spaces, and a dev
+# set become one sentence. A CR left inside a line (the CR of a CR LF line end is not, nor are
+# more CRs at the line's end) is refused where more than this share of a file's lines hold one;
+# below it, a stray CR inside a sentence (web-crawled text) stays, as a space, and is counted.
+MAX_CR_LINE_SHARE = 0.01
+
+
 def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
                 lang: str | None = None) -> list[str]:
     """The sentences of a corpus file in format plain | moses_escaped | sgm, as raw text (not
@@ -39,12 +47,15 @@ def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
     prepare's tokeniser sees it as it sees raw text.
 
     With `counts`, what reading cleaned is added to it: ``bom_files`` and ``crlf_lines`` (of
-    :func:`s2s.io.read_lines`) and ``control_char_lines`` (sentences returned that hold control
+    :func:`s2s.io.read_lines`), ``control_char_lines`` (sentences returned that hold control
     characters that :func:`normalize` drops: C0 controls but whitespace, NUL among them, DEL,
     U+200B, U+FEFF; C1 controls are kept, as sacreBLEU keeps them, and not counted, but U+0085,
-    made a space). A file
-    that is not UTF-8 is a CorpusError naming the file and line. :func:`iter_corpus` gives the
-    same sentences a block at a time.
+    made a space) and ``cr_inside_lines`` (lines holding a carriage return that is not their
+    line end, which :func:`normalize` makes a space). A file
+    that is not UTF-8 is a CorpusError naming the file and line, and so is a file where more
+    than :data:`MAX_CR_LINE_SHARE` (1 in 100) of its lines hold a CR inside them, naming the
+    first (a file of old Mac line ends, CR only, is one such line: LF alone ends a line).
+    :func:`iter_corpus` gives the same sentences a block at a time.
     """
     return [s for block in iter_corpus(path, fmt, counts, lang=lang) for s in block]
 
@@ -52,21 +63,37 @@ def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
 def iter_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
                 lang: str | None = None) -> Iterator[list[str]]:
     """:func:`read_corpus`'s sentences in blocks, read as they are asked for (a corpus of any
-    size in bounded memory); `counts` is complete once the last block has been given."""
+    size in bounded memory); `counts` is complete once the last block has been given, and a file
+    of CR line ends is refused then (the share of its lines is known once all are read)."""
     if fmt == "moses_escaped" and lang is None:
         raise ValueError(f"{path}: a moses_escaped corpus is read with its language (lang=)")
     if counts is not None:
         counts.setdefault("bom_files", 0)  # the keys in read_corpus's order, for the metrics
         counts.setdefault("crlf_lines", 0)
         counts["control_char_lines"] = counts.get("control_char_lines", 0)
+        counts["cr_inside_lines"] = counts.get("cr_inside_lines", 0)
     n = 0
+    cr_lines, first_cr = 0, 0  # lines holding a CR inside them, the first one's number
     for lines in iter_lines(path, rstrip=False, strip_bom=True, strip_cr=True,
                             error=CorpusError, counts=counts):
+        if "\r" in "".join(lines):  # rare: one scan of the block at C speed otherwise
+            with_cr = [i for i, ln in enumerate(lines, n + 1) if "\r" in ln.rstrip("\r")]
+            if with_cr and not cr_lines:
+                first_cr = with_cr[0]
+            cr_lines += len(with_cr)
         out = _parse(path, fmt, lines, first=n + 1, lang=lang)
         n += len(lines)
         if counts is not None:
             counts["control_char_lines"] += sum(_CONTROL.search(ln) is not None for ln in out)
         yield out
+    if cr_lines > MAX_CR_LINE_SHARE * n:
+        raise CorpusError(
+            f"{path}:{first_cr}: a carriage return (CR) inside the line ({cr_lines:,} of the "
+            f"file's {n:,} lines hold one): lines end at LF only, so a file of old Mac line "
+            "ends (CR only) is read as one line of all its sentences; convert its line ends "
+            "to LF (tr '\\r' '\\n' < file > file.lf) and run again")
+    if counts is not None:
+        counts["cr_inside_lines"] += cr_lines
 
 
 def _parse(path: Path, fmt: str, lines: list[str], *, first: int = 1,
