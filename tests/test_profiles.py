@@ -3,9 +3,10 @@ it had as a complete file (tests/fixtures/profiles/, written from the four compl
 they became differences; since then two changes: wmt14's and paper's forward and reversed_fb1
 take reversed_1's seeds, as in the default profile, and their GPUs: paper trains one model per
 GPU, and both time the cost claim on one; paper's data stages run over 16 and 8 processes, and its
-small stages (check, evaluate, claims, summary, report) ask for little; and
-default's (so smoke's) seed replicas forward_2, forward_3, reversed_2, reversed_3 rescore too),
-`s2s profile NAME` writes that complete file to params.yaml, and a bad
+small stages (check, evaluate, claims, summary, report) ask for little, evaluate's and claims'
+what they were measured to use; and default's (so smoke's) seed replicas forward_2, forward_3,
+reversed_2, reversed_3 rescore too), `s2s profile NAME` writes that complete file to params.yaml,
+and a bad
 `extends` or `remove` is one line naming the file and the key. The params file DVC reads must be
 complete. A full disk (simulated by a file-size limit) while `s2s profile` writes is one line
 naming the file, and leaves no temporary file and no half-written params.yaml."""
