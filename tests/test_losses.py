@@ -119,6 +119,35 @@ def test_chunked_loss_with_bf16_products_is_fp32_and_close(epsilon):
     assert float((got[2] - fp32[2]).abs().max()) > 1e-4 * float(fp32[2].abs().max())
 
 
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_features_made_bf16_by_autocast_alone_backpropagate_outside_it(epsilon):
+    """Called under autocast without mm_dtype, the features bf16 and the weight fp32, the loss
+    had come out bf16 and a backward outside autocast stopped on "expected m1 and m2 to have the
+    same dtype"; it gives what mm_dtype=bf16 gives (the trainer's call), an fp32 loss."""
+    feats, weight, bias, target = problem()
+
+    def grads(mm_dtype):
+        x = feats.clone().requires_grad_()
+        w, b = weight.clone().requires_grad_(), bias.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=BF16):
+            h = x * 1.0 + 0.0  # bf16 features, as a layer under autocast gives them
+            h = torch.matmul(h, torch.eye(h.shape[-1]))
+            assert h.dtype == BF16
+            if epsilon:
+                loss = smoothed_cross_entropy(h, w, b, target, ignore_index=PAD,
+                                              epsilon=epsilon, mm_dtype=mm_dtype)[0]
+            else:
+                loss = linear_cross_entropy(h, w, b, target, ignore_index=PAD,
+                                            mm_dtype=mm_dtype)
+        loss.backward()
+        return loss.detach(), x.grad, w.grad, b.grad
+
+    got = grads(None)
+    assert got[0].dtype == torch.float32
+    for a, b in zip(got, grads(BF16)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def test_one_chunk_on_the_cpu_is_the_one_buffer_loss_to_the_bit():
     """Every budget that holds all rows gives the same numbers (the one-buffer path), so the
     default budget changes no number of a batch it holds; one row fewer streams the rows."""

@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from s2s.precision import fp32_addmm
+from s2s.precision import fp32_addmm, matmul_dtype
 
 __all__ = ["CHUNK_BYTES", "linear_cross_entropy", "smoothed_cross_entropy", "summed_nll"]
 
@@ -243,7 +243,11 @@ class _StreamedCrossEntropy(torch.autograd.Function):
 def _loss(features: Tensor, weight: Tensor, bias: Tensor, target: Tensor, *, epsilon: float,
           ignore_index: int, rows: Tensor | None, mm_dtype: torch.dtype | None,
           chunk_bytes: int | None) -> tuple[Tensor, Tensor]:
-    """(loss, nll) of linear_cross_entropy / smoothed_cross_entropy (epsilon 0: loss = nll)."""
+    """(loss, nll) of linear_cross_entropy / smoothed_cross_entropy (epsilon 0: loss = nll).
+    Under autocast without `mm_dtype`, the products take autocast's dtype, as the trainer asks
+    (``train.shard_loss``): else autocast would make the logits and the loss bf16, and a backward
+    outside it would meet bf16 features and the fp32 weight."""
+    mm_dtype = mm_dtype or matmul_dtype(features)
     x, t = _kept(features, target, _rows(target, ignore_index, rows))
     chunk = _chunk_rows(weight.shape[0], chunk_bytes)
     if x.device.type == "cpu" and x.shape[0] <= chunk:
