@@ -224,7 +224,12 @@ def machine() -> str:
                       if ln.startswith("flags")), []))
     engine = ("AMX" if "amx_bf16" in flags else "AVX512-BF16" if "avx512_bf16" in flags
               else "no bf16 engine")
-    return (f"{model} ({engine}), {os.cpu_count()} CPUs, load average "
+    # family and model tell generations apart where the name does not (AMD EPYC: family 23 is
+    # Zen 2, 25 Zen 3 and 4, 26 Zen 5), as s2s.precision.cpu_kind, which imports torch
+    ids = [next((ln.split(":", 1)[1].strip() for ln in info.splitlines()
+                 if ln.split(":", 1)[0].strip() == key), "?") for key in ("cpu family", "model")]
+    return (f"{model} (family {ids[0]}, model {ids[1]}; {engine}), {os.cpu_count()} CPUs, "
+            f"load average "
             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

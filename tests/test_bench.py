@@ -33,6 +33,17 @@ def test_every_bench_script_starts(script):
     assert "usage:" in proc.stdout
 
 
+def test_the_line_reading_benchmark_reads_each_file_whole():
+    """1 MiB of 50-byte sentences is 20,972 lines (the last cut short); the other file one line
+    (refused by the 64 MiB cap past it: the benchmark raises the cap)."""
+    proc = bench("bench/lines.py", "--sizes", "1", "--repeat", "1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in proc.stdout.splitlines()
+            if line.startswith(("| sentences", "| one line"))]
+    assert [r[:3] for r in rows] == [["sentences", "1", "20,972"],
+                                     ["one line, no LF", "1", "1"]], proc.stdout
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: the benchmark would run")
 @pytest.mark.parametrize("command", [["bench/gpu.py"], ["bench/gpu.sh"], ["bench/gpu_check.sh"]])
 def test_the_gpu_benchmark_without_cuda_stops_in_one_line(command):
