@@ -24,13 +24,16 @@ Bad input: an empty corpus file, files of different line counts, invalid UTF-8 a
 ``<seg>`` without ``</seg>`` are refused (:class:`CorpusError` naming the file, and the line where
 there is one). A dev or test line of more than :data:`MAX_EVAL_WORDS` words is refused too: every
 such line is decoded and scored, and no sentence is that long (a file that lost its line breaks
-is); in training such a line is only one more `too_long` pair. What reading cleans is counted per
-corpus in the metrics, under ``cleaned``: ``bom_files`` (a leading byte-order mark, dropped),
-``crlf_lines`` (Windows line ends, read as plain ones; both counted over the whole files) and
+is); in training such a line is only one more `too_long` pair. A file of old Mac line ends (CR
+only), which reads as one line of all its sentences, is refused too
+(:data:`s2s.data.text.MAX_CR_LINE_SHARE`). What reading cleans is counted per corpus in the
+metrics, under ``cleaned``: ``bom_files`` (a leading byte-order mark, dropped), ``crlf_lines``
+(Windows line ends, read as plain ones; both counted over the whole files),
 ``control_char_lines`` (lines that lost characters to normalisation: the C0 controls but
 whitespace, NUL among them, DEL, U+200B and U+FEFF; the whitespace controls \\v \\f \\x1c-\\x1f
 become a space, and the C1 controls U+0080-U+009F are kept, as sacreBLEU keeps them in the
-references (but U+0085, whitespace to Unicode, a space), neither counted).
+references (but U+0085, whitespace to Unicode, a space), neither counted) and
+``cr_inside_lines`` (lines holding a stray carriage return, made a space: at most 1 in 100).
 """
 
 from __future__ import annotations
