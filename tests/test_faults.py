@@ -889,9 +889,11 @@ CHECK = ["check"]  # the check stage: what needs more than the file (paper.yaml,
      "a one-directional recurrent encoder"),
     (_edit(["analysis", "max_position"], 2), TRAIN,
      "'analysis.max_position' must be >= 3, got 2"),
-    # an empty list had passed, and the analyze stage then failed on "No objects to concatenate"
+    # no analyze stage without analysis.models: the memory analysis had nothing to run in, and
+    # the stage failed on "No objects to concatenate"
     (_edit(["analysis", "models"], []), TRAIN,
-     "'analysis.models' must name at least one model (the analyze stage draws Figure 2"),
+     "'analysis.memory_models' names models, but 'analysis.models' is empty, and without it the "
+     "analyze stage does not run"),
     # the gradient reach's seed replicas: models of params, new, replicas, and paired
     (_edit(["analysis", "reach_replicas"], ["reversed_9"]), TRAIN,
      "'analysis.reach_replicas[0]' names model 'reversed_9', which is not under 'models'"),

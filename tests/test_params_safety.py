@@ -239,6 +239,33 @@ def test_a_model_default_of_an_architecture_no_model_has_is_checked(tmp_path, ke
     assert str(e.value) == f"{path}: 'model.{key}' {says}"
 
 
+def test_a_profile_without_models_to_analyse_has_no_analyze_stage(tmp_path):
+    """Transformers alone: no model the analyses read, so analysis.models is empty; the DAG had
+    an analyze stage all the same, which failed on "No objects to concatenate". Now it has none,
+    and the claims and the report, which read the analyses where there are any, do not ask for
+    them. Naming models to trace for the memory without analysis.models is refused."""
+    from s2s import pipeline
+
+    raw = smoke()
+    raw["models"] = {"transformer": raw["models"]["transformer"]}
+    raw["systems"] = {"transformer": raw["systems"]["transformer"]}
+    raw["rescore"] = {"baseline": None}
+    raw["report"] = {"figure3_system": "transformer", "figure3_beam": 12}
+    raw["analysis"] = {"models": []}
+    raw["timing"] = {}
+    stages = {s.name: s for s in pipeline.generate(config.load(write(tmp_path, raw)))}
+    assert "analyze" not in stages and {"claims", "report"} <= stages.keys()
+    for name in ("claims", "report"):
+        assert "--analysis" not in stages[name].cmd and "outputs/analysis" not in \
+            stages[name].deps, name
+    full = {s.name: s for s in pipeline.generate(config.load(write(tmp_path, smoke())))}
+    assert "analyze" in full and "--analysis outputs/analysis" in full["claims"].cmd
+    raw["analysis"] = {"models": [], "reach_replicas": ["transformer"]}
+    with pytest.raises(ConfigError, match="'analysis.reach_replicas' names models, but "
+                                          "'analysis.models' is empty"):
+        config.load(write(tmp_path, raw))
+
+
 def test_a_model_default_is_checked_as_before_where_a_model_takes_it(tmp_path):
     raw = profile_dict("quick")
     raw["model"]["d_model"] = 256  # a good default of an architecture no model has: accepted

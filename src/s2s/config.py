@@ -1086,10 +1086,13 @@ def _check_report(p: Params) -> None:
 
 def _check_analysis(p: Params) -> None:
     a = p.analysis
-    if not a.models:  # Figure 2, the forget gates and the gradient reach read them
-        raise _error(f"{p.source}: 'analysis.models' must name at least one model (the analyze "
-                     f"stage draws Figure 2, the forget gates and the gradient reach of each)",
-                     p.source, p.origins)
+    if not a.models:  # no analyze stage (s2s.stages.analyze.stages): nothing else runs in it
+        for key in ("memory_models", "reach_replicas"):
+            if getattr(a, key):
+                raise ConfigError(f"{p.source}: 'analysis.{key}' names models, but "
+                                  f"'analysis.models' is empty, and without it the analyze "
+                                  f"stage does not run: name the models to analyse in "
+                                  f"'analysis.models', or empty 'analysis.{key}'")
     for i, line in enumerate(a.phrases):  # s2s.analysis.probes.phrase_groups reads them
         if not all(q.strip() for q in line.split("|")):
             raise _error(f"{p.source}: 'analysis.phrases[{i}]' must be paraphrases separated by "

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from s2s import arch
 from s2s import artifacts as A
-from s2s.config import AnalysisConfig, Params, seed_pairs
+from s2s.config import AnalysisConfig, ConfigError, Params, seed_pairs
 from s2s.dag import Arg, Stage, command
 from s2s.layout import AnalyzePaths, model_file, prepared_names
 
@@ -48,7 +48,12 @@ def memory_models(params: Params) -> tuple[str, ...]:
 
 
 def stages(params: Params) -> list[Stage]:
+    """The stage, where `analysis.models` names a model (a profile of Transformers alone has none
+    the analyses can read: then no stage, and the claims and the report say the analyses'
+    claims were not run)."""
     models = params.analysis.models
+    if not models:
+        return []
     replicas = tuple(AnalysisConfig.read(params, "reach_replicas"))
     both = tuple(dict.fromkeys((*models, *memory_models(params), *replicas)))
     return [command(
@@ -70,6 +75,9 @@ def stages(params: Params) -> list[Stage]:
 
 def cli(args, params) -> None:
     cfg = params.analysis
+    if not cfg.models:
+        raise ConfigError(f"{params.source}: 'analysis.models' is empty: no model to analyse "
+                          f"(the pipeline has no analyze stage then)")
     mem = memory_models(params)
     replicas = tuple(AnalysisConfig.read(params, "reach_replicas"))
     pairs = seed_pairs(params, (*cfg.models, *replicas))

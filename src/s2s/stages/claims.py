@@ -49,9 +49,10 @@ def stages(params: Params) -> list[Stage]:
     from s2s.paper import cost_systems
 
     cost = len(cost_systems(params)) >= 2
+    analysed = bool(params.analysis.models)  # else no analyze stage
     return [command(
         "claims", "claims", ARGS,
-        include=("--analysis", *(("--cost",) if cost else ()),
+        include=(*(("--analysis",) if analysed else ()), *(("--cost",) if cost else ()),
                  *(("--rescore",) if params.rescore.baseline is not None else ())),
         parts={"--metrics": (BLEU_FILE, TRAIN_DIR), "--prepared": (prepared_name("test", "fr"),)},
         deps=("src/s2s/paper.yaml",),  # the claims and the rows they rest on

@@ -65,9 +65,10 @@ def stages(params: Params) -> list[Stage]:
 
     attention = params.analysis.attention_system is not None
     cost = len(cost_systems(params)) >= 2
+    analysed = bool(params.analysis.models)  # else no analyze stage
     return [command(
         "report", "report", ARGS,
-        include=("--analysis", "--prepared",
+        include=(*(("--analysis",) if analysed else ()), "--prepared",
                  *(("--attention",) if attention else ()), *(("--cost",) if cost else ())),
         parts={"--metrics": (BLEU_FILE, TRAIN_DIR, CURVES_DIR, PREPARE_METRICS, VOCAB_METRICS),
                # the examples
