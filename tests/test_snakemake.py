@@ -274,7 +274,7 @@ def test_a_job_hears_the_threads_snakemake_gave_it(plan_repo):
     assert given["prepare"] == 3 and given["ids"] == 3 and given["vocab"] == 3
     assert given["timing"] == 3  # every core of the run: nothing beside it
     assert given["analyze"] == 3  # resources.default: 4, cut to 3
-    assert given["evaluate"] == 2  # resources.evaluate: 2, under the cores
+    assert given["evaluate"] == 1  # resources.evaluate: 1, under the cores
     assert given.keys() == job_threads(out).keys() - {"all"}  # every job with a command is told
 
 
