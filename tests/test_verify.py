@@ -74,6 +74,38 @@ def test_numbers_within_twice_the_seed_sd_are_within_the_spread_and_others_diffe
         in borrowed
 
 
+def test_a_rescoring_output_takes_the_spread_of_its_seed_groups_rescorers(runs, tmp_path):
+    """The smoke profile rescores with forward, forward_2 and forward_3: rescore.forward's
+    tolerance is twice their rescored BLEU's sd (it had borrowed a translation group's). The
+    ensemble's rescorer, of several models, still borrows."""
+    ref, rerun = runs
+    bleu = json.loads((ref / "metrics/bleu.json").read_text())
+    # the smoke run's tiny replicas may rescore alike: give the reference's a spread
+    for i, name in enumerate(("forward", "forward_2", "forward_3")):
+        bleu["rescore"][name]["bleu_tok"] = 10.0 + 0.5 * i
+    for run_dir in (ref, rerun):
+        (run_dir / "metrics/bleu.json").write_text(json.dumps(bleu))
+    rescored = [10.0, 10.5, 11.0]
+    sd = statistics.stdev(rescored)
+    edited = json.loads((rerun / "metrics/bleu.json").read_text())
+    edited["rescore"]["forward"]["bleu_tok"] = rescored[0] + 1.5 * sd  # inside 2 sd
+    edited["rescore"]["forward_2"]["bleu_tok"] = rescored[1] + 3 * sd  # outside
+    (rerun / "metrics/bleu.json").write_text(json.dumps(edited))
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    inside = _line(proc.stdout, "rescore.forward")
+    assert "within the seed spread" in inside, inside
+    assert f"(2 sd {2 * sd:.3g}, forward..forward_3 rescoring)" in inside
+    assert "different" in _line(proc.stdout, "rescore.forward_2")
+    ensemble = next(n for n, members in _rescorers(ref).items() if len(members) > 1)
+    assert _line(proc.stdout, f"rescore.{ensemble}").endswith("identical")
+
+
+def _rescorers(run_dir) -> dict:
+    import yaml
+
+    return yaml.safe_load((run_dir / "params.yaml").read_text())["rescore"]["rescorers"]
+
+
 def test_another_verdict_or_a_missing_claim_fails_the_verification(runs, tmp_path):
     ref, rerun = runs
     claims_file = rerun / "metrics/claims.json"

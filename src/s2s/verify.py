@@ -11,7 +11,9 @@ tokenised one from the same outputs) with the reference's and says, per number:
 - ``within the seed spread``: the difference is at most twice the standard deviation that the
   reference's own seeds give that number (models of one configuration but their seeds, such as
   reversed_1..5: their dev and test perplexity, and the BLEU of one-model systems of them);
-  a model or system without seeds of its own takes its group's relative spread ("borrowed");
+  a model or system without seeds of its own takes its group's relative spread ("borrowed"),
+  and a rescoring output the spread of the rescorers of one seed group where the reference has
+  two or more of them (the default profile's forward..forward_3), else a borrowed one;
 - ``different``: outside that, with both values; a number that is not finite (NaN, Infinity: a
   diverged run) on either side is always different, and takes no part in a seed spread.
 
@@ -146,9 +148,19 @@ class Spreads:
         # per group, the tokenised BLEU of its members' one-model systems (their widest beam)
         self.bleu_of = {g: [v for v in (self._bleu(*one_model[m]) for m in g if m in one_model)
                             if v is not None] for g in self.groups}
+        # and of its members' one-model rescorers (the default profile's forward..forward_3)
+        rescorer = {members[0]: name for name, members in ref.params.rescore.rescorers.items()
+                    if len(members) == 1}
+        self.rescored_of = {g: [v for v in (self._rescored(rescorer[m]) for m in g
+                                            if m in rescorer) if v is not None]
+                            for g in self.groups}
 
     def _bleu(self, system: str, beam: int) -> float | None:
         entry = self.ref.bleu.translation(system, beam) if self.ref.bleu else None
+        return getattr(entry, "bleu_tok", None)
+
+    def _rescored(self, name: str) -> float | None:
+        entry = self.ref.bleu.rescoring(name) if self.ref.bleu else None
         return getattr(entry, "bleu_tok", None)
 
     def train(self, model: str, key: str, value: float | None) -> tuple[float | None, str]:
@@ -166,6 +178,18 @@ class Spreads:
             if tol is not None:
                 return tol, label(group)
         return _borrow(self.bleu_of, value)
+
+    def rescored(self, members: tuple[str, ...], value: float | None
+                 ) -> tuple[float | None, str]:
+        """A rescorer's: the spread of its group's rescorers where it is one model of a seed
+        group that rescores with two or more of its seeds, else a translation's (:meth:`bleu`:
+        borrowed, as a rescorer of several models has no seeds of its own)."""
+        if len(members) == 1 and members[0] in self.of_model:
+            group = self.of_model[members[0]]
+            tol = _twice_sd(self.rescored_of[group])
+            if tol is not None:
+                return tol, f"{label(group)} rescoring"
+        return self.bleu((), value)
 
 
 def label(group: tuple[str, ...]) -> str:
@@ -237,7 +261,8 @@ def compare(run: Run, ref: Run) -> tuple[list[Line], list[tuple[str, str, str, s
     for name in _union(*(b.rescore if b else {} for b in (ref_bleu, run_bleu))):
         a, b = (getattr(x.rescoring(name) if x else None, "bleu_tok", None)
                 for x in (ref_bleu, run_bleu))
-        lines.append(_line(f"rescore.{name}", a, b, *spreads.bleu((), a)))
+        members = ref.params.rescore.rescorers.get(name, ())
+        lines.append(_line(f"rescore.{name}", a, b, *spreads.rescored(members, a)))
     claims = []
     for cid, verdict in (ref.claims or {}).items():
         mine = (run.claims or {}).get(cid)
