@@ -33,6 +33,18 @@ def smoke() -> dict:
     return profile_dict("smoke")
 
 
+def transformers_alone() -> dict:
+    """The smoke profile with its Transformer alone: no model the analyses can read."""
+    raw = smoke()
+    raw["models"] = {"transformer": raw["models"]["transformer"]}
+    raw["systems"] = {"transformer": raw["systems"]["transformer"]}
+    raw["rescore"] = {"baseline": None}
+    raw["report"] = {"figure3_system": "transformer", "figure3_beam": 12}
+    raw["analysis"] = {"models": []}
+    raw["timing"] = {}
+    return raw
+
+
 def write(tmp_path: Path, raw: dict | str, name: str = "params.yaml") -> Path:
     path = tmp_path / name
     path.write_text(raw if isinstance(raw, str) else yaml.safe_dump(raw, sort_keys=False),
@@ -224,13 +236,7 @@ def test_a_model_default_of_an_architecture_no_model_has_is_checked(tmp_path, ke
     assert "transformer" not in {config.load(ROOT / "profiles" / "quick.yaml").model_config(m).arch
                                  for m in raw["models"]}
     if key == "init_seed":  # every model a Transformer, so no recurrent model reads the default
-        raw = smoke()
-        raw["models"] = {"transformer": raw["models"]["transformer"]}
-        raw["systems"] = {"transformer": raw["systems"]["transformer"]}
-        raw["rescore"] = {"baseline": None}
-        raw["report"] = {"figure3_system": "transformer", "figure3_beam": 12}
-        raw["analysis"] = {"models": []}
-        raw["timing"] = {}
+        raw = transformers_alone()
         assert config.load(write(tmp_path, raw)).model_config("transformer").init_seed == 51
     raw["model"][key] = value
     path = write(tmp_path, raw)
@@ -246,13 +252,7 @@ def test_a_profile_without_models_to_analyse_has_no_analyze_stage(tmp_path):
     them. Naming models to trace for the memory without analysis.models is refused."""
     from s2s import pipeline
 
-    raw = smoke()
-    raw["models"] = {"transformer": raw["models"]["transformer"]}
-    raw["systems"] = {"transformer": raw["systems"]["transformer"]}
-    raw["rescore"] = {"baseline": None}
-    raw["report"] = {"figure3_system": "transformer", "figure3_beam": 12}
-    raw["analysis"] = {"models": []}
-    raw["timing"] = {}
+    raw = transformers_alone()
     stages = {s.name: s for s in pipeline.generate(config.load(write(tmp_path, raw)))}
     assert "analyze" not in stages and {"claims", "report"} <= stages.keys()
     for name in ("claims", "report"):
