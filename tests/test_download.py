@@ -101,6 +101,20 @@ def test_registry_mirror_files_match_the_mirror_readme():
                                         "lium.nbest_ntst14"}
 
 
+def test_a_downloaded_sgml_files_sentences_are_counted_as_its_reader_finds_them(tmp_path):
+    """The download's check counted every line holding "<seg" (a document's text may mention
+    one); the reader takes the lines that start with a <seg> element."""
+    from s2s.data.network import _count_pairs
+    from s2s.data.text import read_corpus
+
+    sgm = tmp_path / "t.sgm"
+    sgm.write_text('<srcset setid="t">\n<doc docid="d">\n<seg id="1">One .</seg>\n'
+                   '<p>a note on <seg id="2"> markup</p>\n<seg id="3">Two .</seg>\n</doc>\n',
+                   encoding="utf-8")
+    assert read_corpus(sgm, "sgm") == ["One .", "Two ."]
+    assert _count_pairs(sgm, "sgm") == 2
+
+
 def test_unknown_corpus_id_lists_the_known_ones(tmp_path):
     with pytest.raises(DownloadError, match=r"unknown corpus id\(s\): wmt14\.nope .*known: "
                                             r"multi30k\.train, "):

@@ -146,10 +146,12 @@ def _verify_product(entry: Corpus, tmp: Path, names: dict[str, str],
 
 
 def _count_pairs(path: Path, fmt: str) -> int:
+    """The sentences the corpus reader will find (s2s.data.text.read_corpus): the lines, or an
+    SGML file's lines that start with a ``<seg `` element, as its reader takes them."""
     if fmt != "sgm":
         return file_stats(path)["lines"]
     with open(path, "rb") as f:
-        return sum(1 for line in f if b"<seg" in line)
+        return sum(1 for line in f if line.startswith(b"<seg "))
 
 
 def _head_sha256(path: Path, lines: int) -> str:
