@@ -106,6 +106,16 @@ def _rescorers(run_dir) -> dict:
     return yaml.safe_load((run_dir / "params.yaml").read_text())["rescore"]["rescorers"]
 
 
+def test_a_training_metrics_file_of_another_model_than_its_name_is_refused(runs, tmp_path):
+    """metrics/train/x.json holding model y's numbers had silently replaced y's own."""
+    ref, rerun = runs
+    shutil.copy(rerun / "metrics/train/reversed_1.json", rerun / "metrics/train/old.json")
+    proc = _verify(tmp_path, rerun, "--against", ref)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert (f"{rerun / 'metrics/train/old.json'}: 'model' is 'reversed_1', not the model its "
+            "name says ('old')") in proc.stderr
+
+
 def test_another_verdict_or_a_missing_claim_fails_the_verification(runs, tmp_path):
     ref, rerun = runs
     claims_file = rerun / "metrics/claims.json"

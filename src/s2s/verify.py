@@ -94,6 +94,9 @@ def read_run(root: Path) -> Run:
         train = {}
         for p in train_metrics_files(metrics):
             m = TrainMetrics.read(p)
+            if m.model != p.stem:  # a copied file: it would stand in for another model's
+                raise NotARun(f"{p}: 'model' is {m.model!r}, not the model its name says "
+                              f"({p.stem!r})")
             train[m.model] = m
         bleu = Bleu.read(bleu_file(metrics)) if bleu_file(metrics).is_file() else None
         claims = _read_claims(root / VERDICTS_FILE)
