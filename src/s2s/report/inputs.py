@@ -118,15 +118,14 @@ EXAMPLE_QUANTILES = (0.1, 0.4, 0.7, 0.95)
 
 
 def source_words(src_raw: list[str]) -> list[int]:
-    """Each raw test source sentence's length in words as Figure 3 and the length drop count it:
-    the whitespace tokens (:func:`s2s.evaluate.buckets.source_lengths`) of its Moses
+    """Each raw test source sentence's length in words as Figure 3 and the length drop count it
+    (:func:`s2s.evaluate.buckets.source_lengths`): the whitespace tokens of its Moses
     tokenisation, which is what the prepare stage writes as ``test.tok.en`` from the same
     ``test.raw.en`` (the raw text's own whitespace words would count "grass." as one word where
     Figure 3 counts "grass ." as two)."""
     from s2s.data.text import tokenize_many
-    from s2s.evaluate.buckets import source_lengths
 
-    return [int(n) for n in source_lengths(tokenize_many(src_raw, SRC_LANG))]
+    return [len(line.split()) for line in tokenize_many(src_raw, SRC_LANG)]
 
 
 def load_examples(params: Params, paths: ReportPaths, read: list[str]) -> list[dict] | None:
@@ -147,6 +146,7 @@ def load_examples(params: Params, paths: ReportPaths, read: list[str]) -> list[d
         raise ArtifactError(f"{ref_p} has {len(ref)} lines, {src_p} {len(src)}: the references "
                             "and the source of the example translations must align line by "
                             "line; run the prepare stage again")
+    words = source_words(src)
     outputs = {}
     for system, cfg in params.systems.items():
         beam = cfg.widest_beam
@@ -161,7 +161,6 @@ def load_examples(params: Params, paths: ReportPaths, read: list[str]) -> list[d
                         "translations", p, len(lines), src_p, len(src), system)
             continue
         outputs[f"{system} (beam {beam})"] = lines
-    words = source_words(src)
     order = sorted((words[i], i) for i, s in enumerate(src) if s.strip())
     if not order:
         return []
