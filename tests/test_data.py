@@ -296,8 +296,14 @@ def test_a_dev_set_of_old_mac_line_ends_is_refused_not_read_as_one_sentence(tmp_
     # the dev set one sentence (the metrics said crlf_lines: 2).
     raw = cr_corpus(tmp_path, "wmt.newstest2012", b"hello .\rgood bye .\rsee you .\r",
                     b"bonjour .\rau revoir .\ra plus .\r")
+    with pytest.raises(CorpusError, match=r"en\.txt:1: 2 carriage returns \(CR\) inside the "
+                       r"line: .*old Mac.*tr '\\r' '\\n'"):
+        prepare.read_pair(raw, CorpusRef("wmt.newstest2012"))
+    # two sentences, CR only: one line of one CR, every line of the file
+    raw = cr_corpus(tmp_path / "two", "wmt.newstest2012", b"hello .\rgood bye .\r",
+                    b"bonjour .\rau revoir .\r")
     with pytest.raises(CorpusError, match=r"en\.txt:1: a carriage return \(CR\) inside the line "
-                       r"\(1 of the file's 1 lines hold one\).*old Mac.*tr '\\r' '\\n'"):
+                       r"\(1 of the file's 1 lines hold one\).*tr '\\r' ' '"):
         prepare.read_pair(raw, CorpusRef("wmt.newstest2012"))
 
 
@@ -306,8 +312,15 @@ def test_a_training_corpus_of_old_mac_line_ends_is_refused_naming_its_first_line
     en = b"one .\ntwo .\n" + b"".join(b"the house %d .\r" % i for i in range(300))
     fr = b"un .\ndeux .\n" + b"".join(b"la maison %d .\r" % i for i in range(300))
     raw = cr_corpus(tmp_path, "wmt14.europarl_v7", en, fr)
-    with pytest.raises(CorpusError, match=r"en\.txt:3: a carriage return \(CR\) inside the line "
-                       r"\(1 of the file's 3 lines hold one\)"):
+    with pytest.raises(CorpusError, match=r"en\.txt:3: 299 carriage returns \(CR\) inside the "
+                       r"line"):
+        for _ in prepare.iter_raw_pairs(raw, CorpusRef("wmt14.europarl_v7"), cleaned={}):
+            pass
+    # after 200 LF lines: one line in 201, its CRs counted (it had been read, one long pair)
+    en = b"".join(b"line %d .\n" % i for i in range(200)) + en
+    fr = b"".join(b"ligne %d .\n" % i for i in range(200)) + fr
+    raw = cr_corpus(tmp_path / "late", "wmt14.europarl_v7", en, fr)
+    with pytest.raises(CorpusError, match=r"en\.txt:203: 299 carriage returns"):
         for _ in prepare.iter_raw_pairs(raw, CorpusRef("wmt14.europarl_v7"), cleaned={}):
             pass
 
@@ -329,6 +342,10 @@ def test_a_stray_cr_inside_one_line_in_100_is_kept_as_a_space_and_counted(tmp_pa
     path.write_bytes(path.read_bytes().replace(b"sentence 9 .", b"sentence\r9 ."))  # 3 in 200
     with pytest.raises(CorpusError, match=r"crawl\.txt:6: .*\(3 of the file's 200 lines"):
         read_corpus(path, "plain")
+    # one stray CR in a small file is one line in 50, read
+    small = tmp_path / "small.txt"
+    small.write_bytes(b"".join(b"s %d .\n" % i for i in range(49)) + b"a\rb .\n")
+    assert read_corpus(small, "plain")[-1] == "a\rb ."
 
 
 def test_vocab_is_ranked_by_count_with_specials_first(tmp_path):

@@ -30,12 +30,16 @@ class CorpusError(ValueError):
     """A corpus file that cannot be used as it is; the message names the file and line."""
 
 
-# Lines end at LF only, so a file of old Mac line ends (CR only) is read as one line holding
-# every sentence, a carriage return between each: normalize would make them spaces, and a dev
+# Lines end at LF only, so text of old Mac line ends (CR only) is read as one line holding
+# all its sentences, a carriage return between each: normalize would make them spaces, and a dev
 # set become one sentence. A CR left inside a line (the CR of a CR LF line end is not, nor are
-# more CRs at the line's end) is refused where more than this share of a file's lines hold one;
-# below it, a stray CR inside a sentence (web-crawled text) stays, as a space, and is counted.
+# more CRs at the line's end) is refused where a line holds two or more (several sentences), or
+# where every line holds one (a file of two sentences), or two lines or more hold one and they
+# are more than this share of the file's lines; else a stray CR inside a sentence (web-crawled
+# text) stays, as a space, and is counted.
 MAX_CR_LINE_SHARE = 0.01
+_CR_ENDS = ("lines end at LF only, so text of old Mac line ends (CR only) reads as one line of "
+            "all its sentences")
 
 
 def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
@@ -52,9 +56,10 @@ def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
     U+200B, U+FEFF; C1 controls are kept, as sacreBLEU keeps them, and not counted, but U+0085,
     made a space) and ``cr_inside_lines`` (lines holding a carriage return that is not their
     line end, which :func:`normalize` makes a space). A file
-    that is not UTF-8 is a CorpusError naming the file and line, and so is a file where more
-    than :data:`MAX_CR_LINE_SHARE` (1 in 100) of its lines hold a CR inside them, naming the
-    first (a file of old Mac line ends, CR only, is one such line: LF alone ends a line).
+    that is not UTF-8 is a CorpusError naming the file and line, and so is text of old Mac line
+    ends (CR only; LF alone ends a line, so its sentences read as one line): a line holding two
+    CRs or more inside it, every line holding one, or two lines or more holding one that are
+    more than :data:`MAX_CR_LINE_SHARE` (1 in 100) of the file's.
     :func:`iter_corpus` gives the same sentences a block at a time.
     """
     return [s for block in iter_corpus(path, fmt, counts, lang=lang) for s in block]
@@ -77,21 +82,28 @@ def iter_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
     for lines in iter_lines(path, rstrip=False, strip_bom=True, strip_cr=True,
                             error=CorpusError, counts=counts):
         if "\r" in "".join(lines):  # rare: one scan of the block at C speed otherwise
-            with_cr = [i for i, ln in enumerate(lines, n + 1) if "\r" in ln.rstrip("\r")]
+            inner = [(i, ln.rstrip("\r").count("\r")) for i, ln in enumerate(lines, n + 1)]
+            with_cr = [(i, k) for i, k in inner if k]
+            for i, k in with_cr:
+                if k > 1:
+                    raise CorpusError(
+                        f"{path}:{i}: {k:,} carriage returns (CR) inside the line: {_CR_ENDS}; "
+                        f"convert its line ends to LF (tr '\\r' '\\n' < file > file.lf) and "
+                        f"run again")
             if with_cr and not cr_lines:
-                first_cr = with_cr[0]
+                first_cr = with_cr[0][0]
             cr_lines += len(with_cr)
         out = _parse(path, fmt, lines, first=n + 1, lang=lang)
         n += len(lines)
         if counts is not None:
             counts["control_char_lines"] += sum(_CONTROL.search(ln) is not None for ln in out)
         yield out
-    if cr_lines > MAX_CR_LINE_SHARE * n:
+    if cr_lines and (cr_lines == n or (cr_lines > 1 and cr_lines > MAX_CR_LINE_SHARE * n)):
         raise CorpusError(
             f"{path}:{first_cr}: a carriage return (CR) inside the line ({cr_lines:,} of the "
-            f"file's {n:,} lines hold one): lines end at LF only, so a file of old Mac line "
-            "ends (CR only) is read as one line of all its sentences; convert its line ends "
-            "to LF (tr '\\r' '\\n' < file > file.lf) and run again")
+            f"file's {n:,} lines hold one): {_CR_ENDS}; if its lines end in CR, convert them "
+            "to LF (tr '\\r' '\\n' < file > file.lf); if the CRs are stray characters inside "
+            "sentences, make them spaces (tr '\\r' ' '), which keeps a parallel corpus aligned")
     if counts is not None:
         counts["cr_inside_lines"] += cr_lines
 

@@ -33,7 +33,7 @@ metrics, under ``cleaned``: ``bom_files`` (a leading byte-order mark, dropped), 
 whitespace, NUL among them, DEL, U+200B and U+FEFF; the whitespace controls \\v \\f \\x1c-\\x1f
 become a space, and the C1 controls U+0080-U+009F are kept, as sacreBLEU keeps them in the
 references (but U+0085, whitespace to Unicode, a space), neither counted) and
-``cr_inside_lines`` (lines holding a stray carriage return, made a space: at most 1 in 100).
+``cr_inside_lines`` (lines holding a stray carriage return, made a space).
 """
 
 from __future__ import annotations
