@@ -289,11 +289,12 @@ def iter_lines(path: Path, *, rstrip: bool = True, strip_bom: bool = False,
             if not size:
                 return
             data = pending[0] if len(pending) == 1 else b"".join(pending)
-            pending.clear()  # the blocks freed before the text is decoded: 2x a line, not 3x
+            pending.clear()  # the blocks freed before the text is decoded
             if cut < 0:  # the end of the file, in a last line without its LF
                 yield _lines(path, data, n, pos, rstrip, strip_cr, error, counts)
                 return
-            lines = _lines(path, data[:cut], n, pos, rstrip, strip_cr, error, counts)
+            # a view, not a copy: a long line is held as its bytes, its text and its split lines
+            lines = _lines(path, memoryview(data)[:cut], n, pos, rstrip, strip_cr, error, counts)
             n += len(lines)
             yield lines
             pos += cut + 1
@@ -315,14 +316,14 @@ def _too_long(path: Path, pending: list[bytes], before: int, cut: int, cap: int,
                 f"breaks?{cr})")
 
 
-def _lines(path: Path, block: bytes, before: int, pos: int, rstrip: bool, strip_cr: bool,
-           error: type[Exception], counts: dict[str, int] | None) -> list[str]:
+def _lines(path: Path, block: bytes | memoryview, before: int, pos: int, rstrip: bool,
+           strip_cr: bool, error: type[Exception], counts: dict[str, int] | None) -> list[str]:
     """The lines of `block` (whole lines, their LFs between them; the file's first `before`
     lines, `pos` bytes, came before it)."""
     try:
-        text = block.decode("utf-8")
+        text = str(block, "utf-8")
     except UnicodeDecodeError as e:
-        line = before + block[: e.start].count(b"\n") + 1
+        line = before + bytes(block[: e.start]).count(b"\n") + 1
         raise error(
             f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {pos + e.start})") from None
     lines = text.split("\n")
