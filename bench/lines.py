@@ -1,8 +1,10 @@
 """Reading text files line by line (s2s.io.iter_lines, which every corpus, vocabulary and id file
 goes through): the time and peak memory of a file of sentences against a file of the same size
-that is one line with no LF (a corpus that lost its line breaks), at growing sizes. Both should
+that is one line (a corpus that lost its line breaks), with no LF or with one at its end, at
+growing sizes. All should
 take time in proportion to their size: a reader that searched the whole line read so far for LF
-at every block (as it once did) took 1.1 s for a 64 MiB line and 20 s for 256 MiB.
+at every block (as it once did) took 4.2 s for a 64 MiB line and 26 s for 256 MiB, in 1 MiB
+blocks (bench/README.md).
 
     python bench/lines.py                              # 16, 64 and 256 MiB, best of 3
     python bench/lines.py --sizes 1,2 --repeat 1       # a check that it runs
@@ -43,14 +45,20 @@ print(time.perf_counter() - t, n)
 """
 
 
-def write(path: Path, mib: int, *, one_line: bool) -> None:
-    """`mib` MiB of sentences, or of words with no LF."""
+KINDS = ("sentences", "one line, no LF", "one line, then LF")
+
+
+def write(path: Path, mib: int, kind: str) -> None:
+    """`mib` MiB of sentences, or of words with no LF (one at the end for "then LF")."""
     size = mib << 20
+    one_line = kind != "sentences"
     unit = b"w " * 1024 if one_line else SENTENCE * 20
     with open(path, "wb") as f:
         for _ in range(size // len(unit)):
             f.write(unit)
         f.write(unit[: size % len(unit)])
+        if kind == "one line, then LF":
+            f.write(b"\n")
 
 
 def read_once(path: Path, cap: int, block: int) -> tuple[float, int, float]:
@@ -86,23 +94,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=a.work) as tmp:
         files = {}
         for mib in sizes:
-            for one_line in (False, True):
-                path = Path(tmp) / f"{mib}{'-one-line' if one_line else ''}.txt"
-                write(path, mib, one_line=one_line)
-                files[mib, one_line] = path
+            for k, kind in enumerate(KINDS):
+                path = Path(tmp) / f"{mib}-{k}.txt"
+                write(path, mib, kind)
+                files[mib, kind] = path
         empty = Path(tmp) / "empty.txt"
         empty.write_bytes(b"")
         base = min(read_once(empty, MAX_LINE_BYTES, a.block_bytes)[2] for _ in range(2))
         rows, rates = [], {}
-        for (mib, one_line), path in files.items():
+        for (mib, kind), path in files.items():
+            one_line = kind != "sentences"
             cap = max(MAX_LINE_BYTES, (mib << 20) + 1) if one_line else MAX_LINE_BYTES
             runs = [read_once(path, cap, a.block_bytes) for _ in range(a.repeat)]
             best = min(r[0] for r in runs)
-            rates[mib, one_line] = mib / best
-            rows.append(["one line, no LF" if one_line else "sentences", f"{mib}",
+            rates[mib, kind] = mib / best
+            rows.append([kind, f"{mib}",
                          f"{runs[0][1]:,}", f"{best:.3f}", f"{mib / best:,.0f}",
                          f"{max(r[2] for r in runs) - base:,.0f}",
-                         f"{rates[mib, True] / rates[mib, False]:.2f}" if one_line else ""])
+                         f"{rates[mib, kind] / rates[mib, 'sentences']:.2f}" if one_line
+                         else ""])
     print("\n| file | MiB | lines | seconds (best) | MiB/s | peak RSS MiB over start | "
           "vs lines |")
     print("|---|---|---|---|---|---|---|")

@@ -34,14 +34,14 @@ def test_every_bench_script_starts(script):
 
 
 def test_the_line_reading_benchmark_reads_each_file_whole():
-    """1 MiB of 50-byte sentences is 20,972 lines (the last cut short); the other file one line
-    (refused by the 64 MiB cap past it: the benchmark raises the cap)."""
+    """1 MiB of 50-byte sentences is 20,972 lines (the last cut short); the other files one line
+    each (refused by the 64 MiB cap past it: the benchmark raises the cap)."""
     proc = bench("bench/lines.py", "--sizes", "1", "--repeat", "1")
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in proc.stdout.splitlines()
             if line.startswith(("| sentences", "| one line"))]
-    assert [r[:3] for r in rows] == [["sentences", "1", "20,972"],
-                                     ["one line, no LF", "1", "1"]], proc.stdout
+    assert [r[:3] for r in rows] == [["sentences", "1", "20,972"], ["one line, no LF", "1", "1"],
+                                     ["one line, then LF", "1", "1"]], proc.stdout
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is here: the benchmark would run")
