@@ -13,7 +13,8 @@ tokenised one from the same outputs) with the reference's and says, per number:
   reversed_1..5: their dev and test perplexity, and the BLEU of one-model systems of them);
   a model or system without seeds of its own takes its group's relative spread ("borrowed"),
   and a rescoring output the spread of the rescorers of one seed group where the reference has
-  two or more of them (the default profile's forward..forward_3), else a borrowed one;
+  two or more of them (the default profile's forward..forward_3 and reversed_1..reversed_3),
+  else a borrowed one;
 - ``different``: outside that, with both values; a number that is not finite (NaN, Infinity: a
   diverged run) on either side is always different, and takes no part in a seed spread.
 
@@ -152,8 +153,10 @@ class Spreads:
         self.bleu_of = {g: [v for v in (self._bleu(*one_model[m]) for m in g if m in one_model)
                             if v is not None] for g in self.groups}
         # and of its members' one-model rescorers (the default profile's forward..forward_3)
-        rescorer = {members[0]: name for name, members in ref.params.rescore.rescorers.items()
-                    if len(members) == 1}
+        rescorer: dict[str, str] = {}  # a model -> its first one-model rescorer
+        for name, members in ref.params.rescore.rescorers.items():
+            if len(members) == 1:
+                rescorer.setdefault(members[0], name)
         self.rescored_of = {g: [v for v in (self._rescored(rescorer[m]) for m in g
                                             if m in rescorer) if v is not None]
                             for g in self.groups}
