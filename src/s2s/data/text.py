@@ -68,8 +68,9 @@ def read_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
 def iter_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
                 lang: str | None = None) -> Iterator[list[str]]:
     """:func:`read_corpus`'s sentences in blocks, read as they are asked for (a corpus of any
-    size in bounded memory); `counts` is complete once the last block has been given, and a file
-    of CR line ends is refused then (the share of its lines is known once all are read)."""
+    size in bounded memory); `counts` is complete once the last block has been given. A line of
+    old Mac line ends (two CRs or more inside it) is refused as its block is read; a file where
+    too many lines hold one CR, once the last block is read (the share is known then)."""
     if fmt == "moses_escaped" and lang is None:
         raise ValueError(f"{path}: a moses_escaped corpus is read with its language (lang=)")
     if counts is not None:
