@@ -49,8 +49,8 @@ def memory_models(params: Params) -> tuple[str, ...]:
 
 def stages(params: Params) -> list[Stage]:
     """The stage, where `analysis.models` names a model (a profile of Transformers alone has none
-    the analyses can read: then no stage, and the claims and the report say the analyses'
-    claims were not run)."""
+    the analyses can read: then no stage, and the claims and the report leave the analyses and
+    their claims out)."""
     models = params.analysis.models
     if not models:
         return []
