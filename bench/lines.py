@@ -1,5 +1,5 @@
-"""Reading text files line by line (s2s.io.iter_lines, which every corpus, vocabulary and id file
-goes through): the time and peak memory of a file of sentences against a file of the same size
+"""Reading text files line by line (s2s.io.iter_lines, which reads the corpora, the prepared text
+the vocab and ids stages count and encode, hypotheses and n-best lists): the time and peak memory of a file of sentences against a file of the same size
 that is one line (a corpus that lost its line breaks), with no LF or with one at its end, at
 growing sizes. All should
 take time in proportion to their size: a reader that searched the whole line read so far for LF
