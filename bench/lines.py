@@ -1,10 +1,10 @@
 """Reading text files line by line (s2s.io.iter_lines, which reads the corpora, the prepared text
-the vocab and ids stages count and encode, hypotheses and n-best lists): the time and peak memory of a file of sentences against a file of the same size
-that is one line (a corpus that lost its line breaks), with no LF or with one at its end, at
-growing sizes. All should
-take time in proportion to their size: a reader that searched the whole line read so far for LF
-at every block (as it once did) took 4.2 s for a 64 MiB line and 26 s for 256 MiB, in 1 MiB
-blocks (bench/README.md).
+the vocab and ids stages count and encode, hypotheses and n-best lists): the time and peak memory
+of a file of sentences against a file of the same size that is one line (a corpus that lost its
+line breaks), with no LF or with one at its end, at growing sizes. All should take time in
+proportion to their size: a reader that searched the whole line read so far for LF at every
+block (as it once did) took 4.2 s for a 64 MiB line and 26 s for 256 MiB, in 1 MiB blocks
+(bench/README.md).
 
     python bench/lines.py                              # 16, 64 and 256 MiB, best of 3
     python bench/lines.py --sizes 1,2 --repeat 1       # a check that it runs
