@@ -147,27 +147,27 @@ class Spreads:
         self.ref = ref
         self.groups = seed_groups(ref.params)
         self.of_model = {m: g for g in self.groups for m in g}
-        one_model = {s.members[0]: (name, s.widest_beam) for name, s in ref.params.systems.items()
-                     if len(s.members) == 1}
+        one_model = {s.members[0]: ("translate", name, s.widest_beam)
+                     for name, s in ref.params.systems.items() if len(s.members) == 1}
         # per group, the tokenised BLEU of its members' one-model systems (their widest beam)
-        self.bleu_of = {g: [v for v in (self._bleu(*one_model[m]) for m in g if m in one_model)
-                            if v is not None] for g in self.groups}
-        # and of its members' one-model rescorers (the default profile's forward..forward_3)
-        rescorer: dict[str, str] = {}  # a model -> its first one-model rescorer
+        self.bleu_of = self._per_group(one_model)
+        # and of its members' one-model rescorers (forward..forward_3, reversed_1..reversed_3 in
+        # the default profile); a model's first, where two rescore with it
+        rescorer: dict[str, tuple] = {}
         for name, members in ref.params.rescore.rescorers.items():
             if len(members) == 1:
-                rescorer.setdefault(members[0], name)
-        self.rescored_of = {g: [v for v in (self._rescored(rescorer[m]) for m in g
-                                            if m in rescorer) if v is not None]
-                            for g in self.groups}
+                rescorer.setdefault(members[0], ("rescore", name))
+        self.rescored_of = self._per_group(rescorer)
 
-    def _bleu(self, system: str, beam: int) -> float | None:
-        entry = self.ref.bleu.translation(system, beam) if self.ref.bleu else None
-        return getattr(entry, "bleu_tok", None)
+    def _per_group(self, output_of: dict[str, tuple]) -> dict[tuple[str, ...], list[float]]:
+        """Per seed group, the tokenised BLEU of the output (`Bleu.entry`'s arguments) of each
+        member that has one in `output_of` and was scored."""
+        def tok(*where) -> float | None:
+            return getattr(self.ref.bleu.entry(*where) if self.ref.bleu else None, "bleu_tok",
+                           None)
 
-    def _rescored(self, name: str) -> float | None:
-        entry = self.ref.bleu.rescoring(name) if self.ref.bleu else None
-        return getattr(entry, "bleu_tok", None)
+        return {g: [v for v in (tok(*output_of[m]) for m in g if m in output_of) if v is not None]
+                for g in self.groups}
 
     def train(self, model: str, key: str, value: float | None) -> tuple[float | None, str]:
         values = {g: [getattr(self.ref.train[m], key) for m in g if m in self.ref.train]
@@ -178,24 +178,26 @@ class Spreads:
         return _borrow(values, value)
 
     def bleu(self, members: tuple[str, ...], value: float | None) -> tuple[float | None, str]:
-        if len(members) == 1 and members[0] in self.of_model:
-            group = self.of_model[members[0]]
-            tol = _twice_sd(self.bleu_of[group])
-            if tol is not None:
-                return tol, label(group)
-        return _borrow(self.bleu_of, value)
+        return self._of_group(members, value, self.bleu_of, "")
 
     def rescored(self, members: tuple[str, ...], value: float | None
                  ) -> tuple[float | None, str]:
         """A rescorer's: the spread of its group's rescorers where it is one model of a seed
-        group that rescores with two or more of its seeds, else a translation's (:meth:`bleu`:
-        borrowed, as a rescorer of several models has no seeds of its own)."""
+        group that rescores with two or more of its seeds, else a translation's borrowed (a
+        rescorer of several models has no seeds of its own)."""
+        return self._of_group(members, value, self.rescored_of, " rescoring")
+
+    def _of_group(self, members: tuple[str, ...], value: float | None,
+                  per_group: dict[tuple[str, ...], list[float]], what: str
+                  ) -> tuple[float | None, str]:
+        """The spread `per_group` gives the seed group of a one-model output's model, where it
+        gives one; else the relative spread of a translation group, borrowed."""
         if len(members) == 1 and members[0] in self.of_model:
             group = self.of_model[members[0]]
-            tol = _twice_sd(self.rescored_of[group])
+            tol = _twice_sd(per_group[group])
             if tol is not None:
-                return tol, f"{label(group)} rescoring"
-        return self.bleu((), value)
+                return tol, label(group) + what
+        return _borrow(self.bleu_of, value)
 
 
 def label(group: tuple[str, ...]) -> str:
