@@ -191,3 +191,45 @@ def test_an_evaluation_out_of_cpu_memory_stops_in_one_line_too(runs, monkeypatch
                                      "pairs, source length ")
     assert f"(DefaultCPUAllocator: can't allocate memory: you tried to allocate {1 << 50} " \
            f"bytes); lower prepare.max_len" in str(err.value)
+
+
+UNREAD = {  # what torch.load raised: errors of the moment, not of the file's bytes
+    "an I/O error": OSError(5, "Input/output error"),
+    "no memory to hold it": RuntimeError(
+        "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+        "memory: you tried to allocate 1073741824 bytes. Error code 12 (Cannot allocate memory)"),
+    "Python's MemoryError": MemoryError(),
+}
+
+
+@pytest.mark.parametrize("case", UNREAD)
+def test_a_resume_point_that_cannot_be_read_this_time_is_kept_and_the_run_stops(
+        runs, case, tmp_path, monkeypatch, caplog):
+    """An error of the disk or of memory says nothing of the file: it is neither set aside nor
+    trained over, and the stage stops in one line for a rerun to read it again."""
+    data, work, params, _ = runs
+    run_dir = tmp_path / "run"
+    shutil.copytree(work / "killed" / "checkpoints", run_dir / "checkpoints")
+    last = run_dir / "checkpoints" / "forward" / "last.pt"
+    kept = last.read_bytes()
+
+    def cannot(*args, **kw):
+        raise UNREAD[case]
+
+    monkeypatch.setattr(checkpoint.torch, "load", cannot)
+    with caplog.at_level(logging.INFO, logger="s2s.train"), \
+            pytest.raises(checkpoint.CheckpointUnread) as err:
+        train_into(params, run_dir, data, stop_after=1)
+    said = {"an I/O error": "OSError: [Errno 5] Input/output error",
+            "no memory to hold it": "DefaultCPUAllocator: can't allocate memory: you tried to "
+                                    "allocate 1073741824 bytes",
+            "Python's MemoryError": "MemoryError"}[case]
+    assert str(err.value) == (f"{last}: {'cannot load' if 'memory to' in case else 'cannot read'} "
+                              f"the checkpoint ({said}); the resume point is kept: rerun the "
+                              f"stage once it can be read")
+    assert last.read_bytes() == kept and not last.with_name("last.pt.rejected").exists()
+    assert "starting afresh" not in caplog.text and "step 1 " not in caplog.text
+    monkeypatch.undo()  # the file was fine: the rerun goes on from it
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        train_into(params, run_dir, data, stop_after=None)
+    assert f"resuming from {last} at step 13" in caplog.text

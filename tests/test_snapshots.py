@@ -167,3 +167,30 @@ def test_a_damaged_snapshot_index_is_refused_naming_the_key_or_the_file(tmp_path
         snapshots.read_index(tmp_path)
     (tmp_path / "epoch0.pt").write_bytes(b"")
     assert snapshots.read_index(tmp_path).snapshots[0].file == "epoch0.pt"
+
+
+def test_a_snapshot_that_cannot_be_read_this_time_stops_the_run_and_nothing_is_cleared(
+        setup, tmp_path, monkeypatch):
+    """An I/O error on a snapshot says nothing of it: the snapshots and the resume point stay,
+    where one found damaged makes the run start afresh and clear them."""
+    data, _, params = setup
+    run_dir = tmp_path / "run"
+    with pytest.raises(train.Interrupted):
+        run(params, run_dir, data, stop_after=4)
+    work = run_dir / "checkpoints" / "snapshots"
+    last = run_dir / "checkpoints" / "last.pt"
+    before = digests(work) | {"last.pt": hashlib.sha256(last.read_bytes()).hexdigest()}
+    real_load = checkpoint.torch.load
+
+    def eio_on_snapshots(path, *args, **kw):
+        if Path(path).name.startswith("epoch"):
+            raise OSError(5, "Input/output error")
+        return real_load(path, *args, **kw)
+
+    monkeypatch.setattr(checkpoint.torch, "load", eio_on_snapshots)
+    with pytest.raises(checkpoint.CheckpointUnread, match=(
+            r"epoch0\.pt: cannot read the checkpoint \(OSError: \[Errno 5\] Input/output "
+            r"error\); the snapshots and the resume point are kept: rerun the stage")):
+        run(params, run_dir, data)
+    assert digests(work) | {"last.pt": hashlib.sha256(last.read_bytes()).hexdigest()} == before
+    assert set(before) == {"epoch0.pt", "last.pt"}

@@ -21,6 +21,7 @@ one line naming the file and the mismatch.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import pickle
@@ -30,6 +31,7 @@ from typing import Any
 import torch
 
 from s2s.data.vocab import Vocab
+from s2s.device import out_of_memory
 from s2s.io import atomic_write_with
 from s2s.model import build_model, config_from_dict, config_record
 from s2s.model.base import Model
@@ -44,6 +46,12 @@ log = logging.getLogger("s2s.checkpoint")
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used: names the file and the mismatch."""
+
+
+class CheckpointUnread(CheckpointError):
+    """A checkpoint that could not be read this time (an I/O error, a file it may not open, too
+    little memory to hold it), not one found damaged: a resume point is kept, not set aside, and
+    the stage stops for a rerun to read it again."""
 
 
 def weights_digest(state: dict[str, torch.Tensor]) -> str:
@@ -127,6 +135,10 @@ def _first_line(e: BaseException, limit: int = 200) -> str:
     return f"{type(e).__name__}: {line}"
 
 
+# The errors of the machine (the disk, the file system, permissions, memory), which say nothing
+# of a file's bytes; torch.load's others do (a file cut short gives EINVAL).
+_NOT_THE_FILE = frozenset({errno.EIO, errno.EACCES, errno.EPERM, errno.ESTALE, errno.ENOMEM,
+                           errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT})
 _ZIP, _PICKLE = b"PK\x03\x04", b"\x80"  # how torch.save's files begin: a zip, or the old pickle
 
 
@@ -150,7 +162,7 @@ def load_payload(path: Path) -> dict:
         with open(path, "rb") as f:
             head = f.read(len(_ZIP))
     except OSError as e:
-        raise CheckpointError(f"{path}: cannot read the checkpoint ({_first_line(e)})") from None
+        raise CheckpointUnread(f"{path}: cannot read the checkpoint ({_first_line(e)})") from None
     if size == 0:
         raise CheckpointError(f"{path}: not a readable checkpoint (an empty file, 0 bytes)")
     if not (head.startswith(_ZIP) or head.startswith(_PICKLE)):
@@ -165,7 +177,12 @@ def load_payload(path: Path) -> dict:
         # whose objects the safe loader refuses (a pickle can run any code when it is read)
         raise CheckpointError(f"{path}: not an s2s checkpoint: it holds objects other than "
                               f"tensors and plain values, which are not loaded") from None
-    except Exception as e:  # truncated, corrupted, or not a torch file at all
+    except Exception as e:  # truncated, corrupted, or not a torch file at all; or the machine
+        if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno in _NOT_THE_FILE):
+            raise CheckpointUnread(f"{path}: cannot read the checkpoint ({_first_line(e)})"
+                                   ) from None
+        if (oom := out_of_memory(e)) is not None:
+            raise CheckpointUnread(f"{path}: cannot load the checkpoint ({oom})") from None
         if head.startswith(_ZIP) and _zip_cut_short(path):
             raise CheckpointError(f"{path}: not a readable checkpoint: cut short ({size:,} bytes, "
                                   f"without the end of its zip archive: a copy or download that "

@@ -46,6 +46,24 @@ def _no_cuda(reason: str) -> NoCudaError:
                        f"{build}): install a CUDA build of torch (docs/gpu.md)")
 
 
+# What torch's CPU allocator says when malloc fails: a plain RuntimeError (torch 2.13), not the
+# torch.OutOfMemoryError of the CUDA allocator: "[enforce fail at alloc_cpu.cpp:127] err == 0.
+# DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes. Error code
+# 12 (Cannot allocate memory)".
+CPU_OUT_OF_MEMORY = "DefaultCPUAllocator: can't allocate memory"
+
+
+def out_of_memory(e: BaseException) -> str | None:
+    """torch's own first words for an allocator out of memory (what it tried to allocate):
+    a torch.OutOfMemoryError, or the CPU allocator's RuntimeError; None for any other error."""
+    first = str(e).split("\n")[0]
+    if isinstance(e, torch.OutOfMemoryError):
+        return ". ".join(first.split(". ")[:2]).rstrip(".")
+    if isinstance(e, RuntimeError) and CPU_OUT_OF_MEMORY in first:
+        return first[first.index(CPU_OUT_OF_MEMORY):].split(". ")[0]  # after "[enforce fail ...]"
+    return None
+
+
 def pick_device(name: str, *, key: str, gpus: int | None = None,
                 gpus_key: str | None = None) -> torch.device:
     """The device of `name` (auto, cpu, cuda), read from params `key`. With `gpus` (the stage's

@@ -39,7 +39,7 @@ from s2s.data.batching import (Batch, collate, collate_ids, epoch_batches, eval_
                                 prefetch_batches, steps_per_epoch)
 from s2s.data.ids import IdCorpus, IdsRecord, ids_file, offsets_file, open_split
 from s2s.data.vocab import Vocab
-from s2s.device import for_resources
+from s2s.device import for_resources, out_of_memory
 from s2s.io import (atomic_open, atomic_write_json, atomic_write_text, remove_dead_temporaries,
                     remove_dead_temporaries_in, remove_temporaries)
 from s2s.layout import BEST_FILE, CURVE_COLUMNS, MODEL_FILE, CurveRow, TrainPaths
@@ -57,24 +57,6 @@ log = logging.getLogger("s2s.train")
 class TrainingError(RuntimeError):
     """Training cannot go on (a non-finite loss, gradient or weight; out of memory); the last good
     checkpoint is kept."""
-
-
-# What torch's CPU allocator says when malloc fails: a plain RuntimeError (torch 2.13), not the
-# torch.OutOfMemoryError of the CUDA allocator: "[enforce fail at alloc_cpu.cpp:127] err == 0.
-# DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes. Error code
-# 12 (Cannot allocate memory)".
-CPU_OUT_OF_MEMORY = "DefaultCPUAllocator: can't allocate memory"
-
-
-def out_of_memory(e: BaseException) -> str | None:
-    """torch's own first words for an allocator out of memory (what it tried to allocate):
-    a torch.OutOfMemoryError, or the CPU allocator's RuntimeError; None for any other error."""
-    first = str(e).split("\n")[0]
-    if isinstance(e, torch.OutOfMemoryError):
-        return ". ".join(first.split(". ")[:2]).rstrip(".")
-    if isinstance(e, RuntimeError) and CPU_OUT_OF_MEMORY in first:
-        return first[first.index(CPU_OUT_OF_MEMORY):].split(". ")[0]  # after "[enforce fail ...]"
-    return None
 
 
 class Interrupted(RuntimeError):
@@ -571,7 +553,9 @@ class Run:
         its step and history against this run's schedule, every tensor finite and of the model's
         shape: TrainState.from_payload); a resume point that fails is set aside as
         ``last.pt.rejected`` with one warning naming it, and the run starts afresh (it is only a
-        cache). One of other params or data is left for the first checkpoint to replace."""
+        cache). One of other params or data is left for the first checkpoint to replace. One that
+        cannot be read this time (an I/O error, too little memory: checkpoint.CheckpointUnread)
+        stops the run and is kept, as are the snapshots."""
         if not self.last.exists():
             return None
         try:
@@ -583,6 +567,9 @@ class Run:
             state = TrainState.from_payload(payload, source=self.last, weights=payload["model"],
                                             model=self.model, opt=self.opt,
                                             total_steps=self.total_steps)
+        except checkpoint.CheckpointUnread as e:  # not found damaged: kept for a rerun
+            raise checkpoint.CheckpointUnread(f"{e}; the resume point is kept: rerun the stage "
+                                              f"once it can be read") from None
         except (checkpoint.CheckpointError, ResumeError) as e:
             aside = self.last.with_name(self.last.name + ".rejected")
             try:
@@ -1022,6 +1009,10 @@ class Snapshots:
             path = self.work / snapshot_file(epoch)
             try:
                 payload = checkpoint.load_payload(path)
+            except checkpoint.CheckpointUnread as e:  # kept, with the resume point: no clear()
+                raise checkpoint.CheckpointUnread(f"{e}; the snapshots and the resume point are "
+                                                  f"kept: rerun the stage once it can be read"
+                                                  ) from None
             except checkpoint.CheckpointError as e:
                 log.warning("snapshot of epoch %g missing or unreadable (%s)", epoch, e)
                 return False
