@@ -191,6 +191,60 @@ def test_a_revision_without_params_yaml_adds_no_params_that_differ():
     assert rows["train.lr"] == ["0.5", "0.7", "-"] and "train.epochs" not in rows
 
 
+def _grid(text: str) -> list[tuple[str, list[str]]]:
+    """The first block's lines as (label, cells), read by column (a cell may hold a space); a
+    row shown over several lines has its further lines labelled ''."""
+    lines = text.splitlines()
+    columns = len(lines[0].split()) - 1
+    label_w = len(lines[0]) - 16 * columns
+    return [(line[:label_w].strip(), [line[label_w + 16 * i:label_w + 16 * (i + 1)].strip()
+                                      for i in range(columns)])
+            for line in lines[2:] if line.startswith("  ") or not line[:label_w].strip()]
+
+
+def _exp(name: str, params: dict, summary: dict | None = None) -> dict:
+    return _rev("e" * 40, params, summary, name=name)
+
+
+def test_list_params_differ_leaf_by_leaf_not_as_one_cut_cell():
+    """data.train is a list of mappings: a changed max_lines was one cell cut to
+    "[{'corpus': '~" in every column; an ensemble's members were "[reversed_1, ~" in each."""
+    five = [f"reversed_{i}" for i in range(1, 6)]
+    base = {"data": {"train": [{"corpus": "giga", "max_lines": 3000},
+                               {"corpus": "europarl", "max_lines": 1000}]},
+            "systems": {"ensemble5": {"members": five, "beams": [1, 12]}}}
+    fewer = {"data": {"train": [{"corpus": "giga", "max_lines": 2000},
+                                {"corpus": "europarl", "max_lines": 1000}]},
+             "systems": {"ensemble5": {"members": five[:4], "beams": [1, 12]}}}
+    more = {"data": {"train": [{"corpus": "giga", "max_lines": 3000},
+                               {"corpus": "europarl", "max_lines": 1000},
+                               {"corpus": "news", "max_lines": 500}]},
+            "systems": {"ensemble5": {"members": five, "beams": [1, 12]}}}
+    exps = experiments.experiments([_rev("workspace", base, name=None, exps=[
+        {"revs": [_exp("fewer", fewer), _exp("more", more)]}])])
+    assert [e.name for e in exps] == ["workspace", "fewer", "more"]
+    grid = _grid(experiments.render(exps, width=120))
+    assert grid == [
+        ("data.train.0.max_lines", ["3000", "2000", "3000"]),
+        # the item only one experiment has: beside the others, "-" where absent
+        ("data.train.2.corpus", ["-", "-", "news"]),
+        ("data.train.2.max_lines", ["-", "-", "500"]),
+        # a list of names whole, one name a line, the missing one told by the bracket
+        ("systems.ensemble5.members", ["[reversed_1,", "[reversed_1,", "[reversed_1,"]),
+        ("", ["reversed_2,", "reversed_2,", "reversed_2,"]),
+        ("", ["reversed_3,", "reversed_3,", "reversed_3,"]),
+        ("", ["reversed_4,", "reversed_4]", "reversed_4,"]),
+        ("", ["reversed_5]", "", "reversed_5]"]),
+    ], grid
+
+
+def test_a_differing_param_whose_cut_cells_would_read_the_same_is_shown_whole():
+    exps = [experiments.Experiment(name, {"data.test": corpus}, {}, {})
+            for name, corpus in (("a", "wmt14.newstest2014"), ("b", "wmt14.newstest2012"))]
+    assert _grid(experiments.render(exps, width=80)) == [
+        ("data.test", ["wmt14.newstest", "wmt14.newstest"]), ("", ["2014", "2012"])]
+
+
 def test_exps_table_splits_many_experiments_into_blocks_that_fit_the_width():
     exps = [experiments.Experiment(f"exp-{i}", {"train.lr": i / 10}, {"ppl": {"m": float(i)}},
                                    {}) for i in range(20)]

@@ -6,7 +6,9 @@ dvc.yaml in one row per experiment: hundreds of columns. This reads the same dat
 the table grows downwards with the profile's models and systems and sideways only with the
 experiments (in blocks that fit ``--width``):
 
-- the params whose values differ between the experiments shown (and nothing else of params);
+- the params whose values differ between the experiments shown (and nothing else of params),
+  leaf by leaf: a list of mappings by index (``data.train.0.max_lines``), a list of plain values
+  (an ensemble's members, the beams) whole, over several lines where it is longer than a cell;
 - test perplexity of every model, tokenised BLEU of every system at its widest beam and of every
   rescoring output (``metrics/summary.json``);
 - every claim's verdict (``metrics/claims.json``, written by the claims stage).
@@ -24,7 +26,8 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +56,11 @@ class Experiment:
         """`text`, or the damage mark when the file at `path` (or the whole revision) could not
         be read."""
         return DAMAGED if path in self.damaged or REVISION in self.damaged else text
+
+
+class Whole(str):
+    """A cell shown whole over as many lines as it takes, never cut: a list of plain values (an
+    ensemble's members), whose cut start would read the same in every column."""
 
 
 class ExperimentsError(RuntimeError):
@@ -168,14 +176,15 @@ def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:
     """(label, one cell per experiment) for every row of the table; a section title has no
     cells. Params rows only where the experiments differ."""
     out: list[tuple[str, list[str]]] = []
-    keys = list(dict.fromkeys(k for e in exps for k in e.params))
+    leaves = [dict(_leaves(e.params)) for e in exps]
+    keys = _in_order([list(p) for p in leaves])
     # an experiment without params (an old commit with no params.yaml) has none to differ by
-    readable = [e for e in exps if e.params and PARAMS not in e.damaged
+    readable = [p for e, p in zip(exps, leaves) if e.params and PARAMS not in e.damaged
                 and REVISION not in e.damaged]
-    changed = [k for k in keys if len({_show(e.params.get(k)) for e in readable}) > 1]
+    changed = [k for k in keys if len({_show(p.get(k)) for p in readable}) > 1]
     if changed:
         out.append(("params that differ", []))
-        out += [(f"  {k}", [e.cell(PARAMS, _show(e.params.get(k))) for e in exps])
+        out += [(f"  {k}", [e.cell(PARAMS, _show(p.get(k))) for e, p in zip(exps, leaves)])
                 for k in changed]
 
     def named(section: str, params_section: str) -> list[str]:
@@ -224,13 +233,44 @@ def damage(exps: list[Experiment]) -> list[str]:
     return [f"{DAMAGED} {e.name}: {path}: {what}" for e in exps for path, what in e.damaged.items()]
 
 
+def _leaves(params: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Params (dotted keys) with every list that holds mappings or lists opened by index, down to
+    its leaves (``data.train.0.max_lines``): only the leaves that differ become rows, and an item
+    one experiment lacks is absent. A list of plain values (an ensemble's members, the beams) is
+    one leaf: by index, one member fewer at the front would make every later index differ."""
+    for key, value in params.items():
+        if isinstance(value, dict):
+            yield from _leaves({f"{key}.{k}": v for k, v in value.items()})
+        elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+            yield from _leaves({f"{key}.{i}": v for i, v in enumerate(value)})
+        else:
+            yield key, value
+
+
+def _in_order(orders: list[list[str]]) -> list[str]:
+    """Every key once, each after the key it follows where it was first seen: a list item only a
+    later experiment has (``data.train.2``) stays beside the items before it."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for keys in orders:
+        at = 0
+        for k in keys:
+            if k in seen:
+                at = out.index(k) + 1
+            else:
+                out.insert(at, k)
+                seen.add(k)
+                at += 1
+    return out
+
+
 def _show(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
+        return Whole("[" + ", ".join(_show(v) for v in value) + "]")
     return str(value)
 
 
@@ -242,7 +282,9 @@ def _num(value: Any) -> str:
 
 def render(exps: list[Experiment], *, width: int = 160, cell: int = 14) -> str:
     """The table as text, every line at most `width` characters: the experiments in blocks of
-    as many columns as fit beside the labels; a cell longer than `cell` is cut with '~'."""
+    as many columns as fit beside the labels; a cell longer than `cell` is cut with '~', but a
+    Whole cell, and every cell of a row where the cut would make two different cells read the
+    same, goes on over further lines."""
     if not exps:
         return "no experiments\n"
     table = rows(exps)
@@ -258,7 +300,9 @@ def render(exps: list[Experiment], *, width: int = 160, cell: int = 14) -> str:
                            label_w, cell))
         lines.append("-" * min(width, label_w + len(block) * (cell + 2)))
         for label, cells in table:
-            lines.append(_line(label, [cells[i] for i in block] if cells else [], label_w, cell))
+            wrap = len({_fit(c, cell) for c in cells}) < len(set(cells))
+            lines += _lines(label, [cells[i] for i in block] if cells else [], label_w, cell,
+                            wrap=wrap)
     notes = damage(exps)
     if notes:  # not cut to the width: the file and the damage must be readable whole
         lines += ["", f"{DAMAGED}: a file that could not be read (its cells are marked):", *notes]
@@ -268,6 +312,15 @@ def render(exps: list[Experiment], *, width: int = 160, cell: int = 14) -> str:
 def _line(label: str, cells: list[str], label_w: int, cell: int) -> str:
     return _fit(label, label_w).ljust(label_w) + "".join(
         "  " + _fit(c, cell).rjust(cell) for c in cells)
+
+
+def _lines(label: str, cells: list[str], label_w: int, cell: int, *, wrap: bool) -> list[str]:
+    """A row as one line, or as several where a cell is shown whole (the label on the first)."""
+    pieces = [textwrap.wrap(c, cell, break_on_hyphens=False) or [""]
+              if wrap or isinstance(c, Whole) else [c] for c in cells]
+    depth = max((len(p) for p in pieces), default=1)
+    return [_line(label if i == 0 else "", [p[i] if i < len(p) else "" for p in pieces], label_w,
+                  cell) for i in range(depth)]
 
 
 def _fit(text: str, n: int) -> str:
