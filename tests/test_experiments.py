@@ -194,7 +194,7 @@ def test_a_revision_without_params_yaml_adds_no_params_that_differ():
 def _grid(text: str) -> list[tuple[str, list[str]]]:
     """The first block's lines as (label, cells), read by column (a cell may hold a space); a
     row shown over several lines has its further lines labelled ''."""
-    lines = text.splitlines()
+    lines = text.split("\n\n")[0].splitlines()
     columns = len(lines[0].split()) - 1
     label_w = len(lines[0]) - 16 * columns
     return [(line[:label_w].strip(), [line[label_w + 16 * i:label_w + 16 * (i + 1)].strip()
@@ -243,6 +243,27 @@ def test_a_differing_param_whose_cut_cells_would_read_the_same_is_shown_whole():
             for name, corpus in (("a", "wmt14.newstest2014"), ("b", "wmt14.newstest2012"))]
     assert _grid(experiments.render(exps, width=80)) == [
         ("data.test", ["wmt14.newstest", "wmt14.newstest"]), ("", ["2014", "2012"])]
+
+
+def test_long_labels_are_cut_in_the_middle_and_no_two_read_the_same():
+    """Cut from the end, models.transformer.train.lr and .warmup_steps were both
+    'models.transformer.trai~' at --width 80."""
+    def labels(keys: list[str], width: int) -> list[str]:
+        exps = [experiments.Experiment(str(i), {k: i for k in keys}, {}, {}) for i in range(2)]
+        text = experiments.render(exps, width=width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        return [label for label, _ in _grid(text)]
+
+    train = "models.transformer.train"
+    assert labels([f"{train}.lr", f"{train}.warmup_steps"], 80) == [
+        "models.tran~mer.train.lr", "models.tran~warmup_steps"]  # the leaf stays
+    # the middle cut alike ('data.tra~max_lines'): these keep more of their end
+    assert labels(["data.train.0.max_lines", "data.train.1.max_lines", "train.lr"], 40) == [
+        "data.t~0.max_lines", "data.t~1.max_lines", "train.lr"]
+    # no cut to the 18 characters of --width 40 tells these apart: the label column widens
+    fb1 = "models.reversed_fb1_{}.train.warmup_steps"
+    assert labels([fb1.format(2), fb1.format(3)], 40) == [
+        "~2.train.warmup_steps", "~3.train.warmup_steps"]
 
 
 def test_exps_table_splits_many_experiments_into_blocks_that_fit_the_width():

@@ -284,12 +284,16 @@ def render(exps: list[Experiment], *, width: int = 160, cell: int = 14) -> str:
     """The table as text, every line at most `width` characters: the experiments in blocks of
     as many columns as fit beside the labels; a cell longer than `cell` is cut with '~', but a
     Whole cell, and every cell of a row where the cut would make two different cells read the
-    same, goes on over further lines."""
+    same, goes on over further lines. A label is cut in the middle, and the label column widens
+    where no cut tells two labels apart (two keys alike but for their middle)."""
     if not exps:
         return "no experiments\n"
     table = rows(exps)
     label_w = min(max((len(label) for label, _ in table), default=10), max(20, width // 3))
     label_w = max(label_w, len("experiment"))
+    labels = [label for label, cells in table if cells]
+    while (short := _labels(labels, label_w)) is None:  # two labels no cut tells apart
+        label_w += 1
     per_block = max(1, (width - label_w) // (cell + 2))
     lines: list[str] = []
     for start in range(0, len(exps), per_block):
@@ -300,9 +304,11 @@ def render(exps: list[Experiment], *, width: int = 160, cell: int = 14) -> str:
                            label_w, cell))
         lines.append("-" * min(width, label_w + len(block) * (cell + 2)))
         for label, cells in table:
+            if not cells:  # a section's title: nothing beside it to make room for
+                lines.append(_fit(label, width))
+                continue
             wrap = len({_fit(c, cell) for c in cells}) < len(set(cells))
-            lines += _lines(label, [cells[i] for i in block] if cells else [], label_w, cell,
-                            wrap=wrap)
+            lines += _lines(short[label], [cells[i] for i in block], label_w, cell, wrap=wrap)
     notes = damage(exps)
     if notes:  # not cut to the width: the file and the damage must be readable whole
         lines += ["", f"{DAMAGED}: a file that could not be read (its cells are marked):", *notes]
@@ -327,10 +333,41 @@ def _fit(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "~"
 
 
-def _fit_name(name: str, n: int) -> str:
-    """An experiment's name cut in the middle to `n` characters: names of a sweep share their
-    start (sweep-lr-depth4-a, -b), so the end tells them apart."""
+def _fit_name(name: str, n: int, tail: int | None = None) -> str:
+    """An experiment's name cut in the middle to `n` characters, or to keep its last `tail`:
+    names of a sweep share their start (sweep-lr-depth4-a, -b), so the end tells them apart."""
     if len(name) <= n:
         return name
-    head = (n - 1) // 2
-    return name[:head] + "~" + name[len(name) - (n - 1 - head):]
+    tail = n - 1 - (n - 1) // 2 if tail is None else tail
+    return name[:n - 1 - tail] + "~" + name[len(name) - tail:]
+
+
+def _labels(labels: list[str], n: int) -> dict[str, str] | None:
+    """Each label cut to `n` characters in the middle, past its indent, so that the leaf of a
+    param's key stays (``models.tran~warmup_steps``). Labels whose cuts would read the same keep
+    more of their end, or where the end does not tell them apart, of their start; None where no
+    cut to `n` does."""
+    def fit(label: str, tail: int | None = None) -> str:
+        body = label.lstrip(" ")
+        room = n - len(label) + len(body)
+        return label[:len(label) - len(body)] + _fit_name(
+            body, room, None if tail is None else min(tail, room - 1))
+
+    cut = {label: fit(label) for label in labels}
+    while True:
+        by_cut: dict[str, list[str]] = {}
+        for label, short in cut.items():
+            by_cut.setdefault(short, []).append(label)
+        same = next((group for group in by_cut.values() if len(group) > 1), None)
+        if same is None:
+            return cut
+        taken = set(cut.values()) - {cut[same[0]]}
+        room = n - len(same[0]) + len(same[0].lstrip(" "))
+        middle = room - 1 - (room - 1) // 2
+        for tail in [*range(middle + 1, room), *range(middle - 1, -1, -1)]:
+            shorts = [fit(label, tail) for label in same]
+            if len(set(shorts)) == len(same) and not taken.intersection(shorts):
+                cut.update(zip(same, shorts))
+                break
+        else:
+            return None
