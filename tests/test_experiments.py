@@ -266,6 +266,22 @@ def test_long_labels_are_cut_in_the_middle_and_no_two_read_the_same():
         "~2.train.warmup_steps", "~3.train.warmup_steps"]
 
 
+def test_a_bleu_at_another_beam_than_the_rows_says_its_beam():
+    """ensemble5 at beams [1, 2] beside [1, 2, 12]: its widest is b2, the others' b12; the
+    cells stood side by side as alike."""
+    def params(beams: list[int]) -> dict:
+        return {"systems": {"ensemble5": {"beams": beams}, "forward": {"beams": [12]}}}
+
+    bleu = {"ensemble5": {"b1": 1.5, "b2": 2.22, "b12": 21.5}, "forward": {"b12": 4.0}}
+    exps = experiments.experiments([_rev("workspace", params([1, 2, 12]), {"bleu": bleu},
+                                         exps=[{"revs": [_exp("narrow", params([1, 2]),
+                                                              {"bleu": bleu})]}]),
+                                    _rev("a" * 40, params([1, 2, 12]), {"bleu": bleu})])
+    rows = dict(_grid(experiments.render(exps, width=80)))
+    assert rows["ensemble5"] == ["21.50", "2.22 b2", "21.50"]
+    assert rows["forward"] == ["4.00", "4.00", "4.00"]  # one beam: no mark
+
+
 def test_exps_table_splits_many_experiments_into_blocks_that_fit_the_width():
     exps = [experiments.Experiment(f"exp-{i}", {"train.lr": i / 10}, {"ppl": {"m": float(i)}},
                                    {}) for i in range(20)]

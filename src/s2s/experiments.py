@@ -9,8 +9,9 @@ experiments (in blocks that fit ``--width``):
 - the params whose values differ between the experiments shown (and nothing else of params),
   leaf by leaf: a list of mappings by index (``data.train.0.max_lines``), a list of plain values
   (an ensemble's members, the beams) whole, over several lines where it is longer than a cell;
-- test perplexity of every model, tokenised BLEU of every system at its widest beam and of every
-  rescoring output (``metrics/summary.json``);
+- test perplexity of every model, tokenised BLEU of every system at its widest beam (where an
+  experiment's widest is not the row's most common, its cell says which: ``2.22 b2``) and of
+  every rescoring output (``metrics/summary.json``);
 - every claim's verdict (``metrics/claims.json``, written by the claims stage).
 
 No dependency hash, no unchanged param. A value an experiment lacks (a model its params do not
@@ -27,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,15 +206,22 @@ def rows(exps: list[Experiment]) -> list[tuple[str, list[str]]]:
     if systems:
         out.append(("BLEU (tokenised), widest beam", []))
         for s in systems:
-            cells = []
+            widest = []
             for e in exps:
                 beams = e.summary.get("bleu", {}).get(s) or {}
                 asked = e.params.get(f"systems.{s}.beams")
                 if isinstance(asked, list) and asked and all(isinstance(b, int) for b in asked):
-                    widest = f"b{max(asked)}"  # the experiment's widest: "-" where not scored
+                    widest.append(f"b{max(asked)}")  # the experiment's: "-" where not scored
                 else:  # params not readable: the widest its summary holds
-                    widest = max(beams, key=lambda b: int(b.lstrip("b")), default=None)
-                cells.append(e.cell(SUMMARY_FILE, _num(beams.get(widest)) if widest else "-"))
+                    widest.append(max(beams, key=lambda b: int(b.lstrip("b")), default=None))
+            # the row's beam: the most common (the first column's of as many); a number at
+            # another beam says its own ("2.22 b2"), not to be read beside the others' as alike
+            usual = Counter(b for b in widest if b).most_common(1)
+            cells = []
+            for e, beam in zip(exps, widest):
+                bleu = (e.summary.get("bleu", {}).get(s) or {}).get(beam) if beam else None
+                other = bleu is not None and beam != usual[0][0]
+                cells.append(e.cell(SUMMARY_FILE, _num(bleu) + (f" {beam}" if other else "")))
             out.append((f"  {s}", cells))
     rescored = list(dict.fromkeys(r for e in exps for r in (e.summary.get("rescore") or {})))
     if rescored:
