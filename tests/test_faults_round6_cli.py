@@ -3,7 +3,8 @@ where a folder belongs), a byte-order mark in a scored file, `-` for stdin and s
 that lost its line breaks in translate-text, an output path of the train stage that could only
 fail at the end of training, and a checkpoint that is random bytes, cut short or a folder. Each
 is one line naming the file (and its flag), never a traceback, a half-written output or a wrong
-score. Nothing here trains or decodes more than an untrained 1x16 model on a few words."""
+score; an -o that is a FIFO, a device or a link written through, not replaced by a file.
+Nothing here trains or decodes more than an untrained 1x16 model on a few words."""
 
 from __future__ import annotations
 
@@ -165,6 +166,129 @@ def test_a_line_of_more_words_than_prepare_allows_is_refused_unless_asked(system
                system)
     assert proc.returncode == 0, proc.stderr
     assert len((system / "out.txt").read_text().splitlines()) == 1
+
+
+def _drain(fd: int) -> bytes:
+    """What a FIFO's non-blocking read end holds once its writer is gone (nothing if none came)."""
+    data = b""
+    try:
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    except BlockingIOError:  # no writer ever opened it
+        pass
+    return data
+
+
+def test_an_output_that_is_no_regular_file_is_written_through_not_replaced(system):
+    """-o a FIFO, a shell's >(...) (/dev/fd/N) or a link to /proc/self/fd/1 gets the lines, and
+    stays what it was: it had been replaced by a regular file (or, for /dev/fd/N, refused after
+    decoding, naming a temporary under /dev/fd)."""
+    import stat
+
+    (system / "in.txt").write_text("The man .\nThe\n")
+    # a FIFO, its reader opened before the command (non-blocking: nothing can hang if no writer
+    # ever comes); two short lines fit the pipe's buffer
+    fifo = system / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        proc = s2s([*TEXT, "-i", "in.txt", "-o", "fifo"], system)
+        got = _drain(reader)
+    finally:
+        os.close(reader)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(got.decode().splitlines()) == 2, got
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    # /dev/fd/N of a pipe, as bash's -o >(gzip > x.gz) passes it
+    read_end, write_end = os.pipe()
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with os.fdopen(read_end, "rb") as f:
+        try:
+            proc = subprocess.run([str(BIN / "s2s"), *TEXT, "-i", "in.txt", "-o",
+                                   f"/dev/fd/{write_end}"], cwd=system, env=env, text=True,
+                                  capture_output=True, pass_fds=(write_end,), timeout=300)
+        finally:
+            os.close(write_end)  # the command's copy is its own: the read below ends with it
+        got = f.read()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(got.decode().splitlines()) == 2, got
+    # a link to the command's own stdout, a file a shell opened to append to (`>> log`): the
+    # lines follow what was there, and the link stays a link
+    (system / "to-stdout").symlink_to("/proc/self/fd/1")
+    (system / "log").write_text("kept\n")
+    with open(system / "log", "a") as log:
+        proc = subprocess.run([str(BIN / "s2s"), *TEXT, "-i", "in.txt", "-o", "to-stdout"],
+                              cwd=system, env=env, text=True, stdout=log, stderr=subprocess.PIPE,
+                              timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = (system / "log").read_text().splitlines()
+    assert lines[0] == "kept" and len(lines) == 3, lines
+    assert os.readlink(system / "to-stdout") == "/proc/self/fd/1"
+
+
+def test_a_link_to_a_file_is_written_at_its_file_and_stays_a_link(system):
+    (system / "in.txt").write_text("The man .\nThe\n")
+    (system / "runs").mkdir()
+    (system / "runs" / "x.fr").write_text("old\n")
+    (system / "latest.fr").symlink_to("runs/x.fr")
+    proc = s2s([*TEXT, "-i", "in.txt", "-o", "latest.fr"], system)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert os.readlink(system / "latest.fr") == "runs/x.fr"
+    assert len((system / "runs" / "x.fr").read_text().splitlines()) == 2
+    assert not [p.name for p in (system / "runs").iterdir() if p.name != "x.fr"]  # no temporary
+    # a link to a file not there yet: made at the link's target, the link kept
+    (system / "next.fr").symlink_to("runs/y.fr")
+    proc = s2s([*TEXT, "-i", "in.txt", "-o", "next.fr"], system)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert os.readlink(system / "next.fr") == "runs/y.fr"
+    assert len((system / "runs" / "y.fr").read_text().splitlines()) == 2
+
+
+def test_dev_null_is_written_through_and_stays_the_device(monkeypatch):
+    """In process, with every atomic write refused before it makes or renames anything: even
+    code that would replace /dev/null (as root) fails here without touching it."""
+    import stat
+
+    from s2s import cli
+    from s2s import io as s2s_io
+
+    before = os.stat("/dev/null")
+    assert stat.S_ISCHR(before.st_mode)
+
+    def refused(*args, **kwargs):
+        raise AssertionError(f"an atomic write for /dev/null: {args}")
+
+    monkeypatch.setattr(s2s_io, "_temp_file", refused)  # no temporary beside /dev/null
+    monkeypatch.setattr(os, "replace", refused)  # and nothing renamed over it
+    monkeypatch.setattr(os, "rename", refused)
+    cli._check_output(Path("/dev/null"))
+    cli._write_output(Path("/dev/null"), ["une maison .", "le chat ."])
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode)
+    assert (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_the_system_loads(system):
+    """Said in one line before a model is loaded (the system named does not exist): a link into
+    a folder that is not there; a folder, or a FIFO, we may not write to."""
+    (system / "in.txt").write_text("The man .\n")
+    (system / "dangling.fr").symlink_to("typo/out.fr")
+    proc = s2s(["translate-text", "--system", "no_such_system", "-i", "in.txt",
+                "-o", "dangling.fr"], system)
+    one_line_error(proc, f"-o dangling.fr (a link to {system.resolve()}/typo/out.fr): no folder "
+                         f"{system.resolve()}/typo", status=1)
+    assert "no_such_system" not in proc.stderr
+    (system / "locked").mkdir(mode=0o555)
+    if os.access(system / "locked", os.W_OK):  # root (CAP_DAC_OVERRIDE) may write anywhere
+        return
+    proc = s2s(["translate-text", "--system", "no_such_system", "-i", "in.txt",
+                "-o", "locked/out.fr"], system)
+    one_line_error(proc, "PermissionError: -o locked/out.fr: the folder locked is not writable",
+                   status=1)
+    os.mkfifo(system / "ro-fifo", 0o444)
+    proc = s2s(["translate-text", "--system", "no_such_system", "-i", "in.txt",
+                "-o", "ro-fifo"], system)
+    one_line_error(proc, "PermissionError: -o ro-fifo: not writable", status=1)
 
 
 # --- 4. the train stage's outputs, checked before training ---------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
+import stat
 import sys
 from pathlib import Path
 
@@ -93,27 +95,84 @@ def _check_input(path: Path | None) -> None:
         raise IsADirectoryError(f"-i {path}: a folder, not a file of sentences")
 
 
+# the folder of a process's open files: /proc/<pid>/fd (or a thread's), where /dev/fd leads
+_FD_FOLDER = re.compile(r"/proc/[^/]+(?:/task/[^/]+)?/fd")
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """Whether `path`, or a link on the way from it to its file, is an entry of /proc/<pid>/fd
+    (/dev/stdout, /dev/fd/N, a link to /proc/self/fd/1): a file some process holds open, which a
+    shell may be appending to (`>> log`), not a name to replace."""
+    p = os.path.abspath(path)
+    for _ in range(40):  # the kernel's limit on links followed
+        folder = os.path.realpath(os.path.dirname(p))
+        if _FD_FOLDER.fullmatch(folder):
+            return True
+        if not os.path.islink(p):
+            return False
+        p = os.path.join(folder, os.readlink(p))
+    return False
+
+
+def _output_target(path: Path) -> tuple[Path, bool]:
+    """Where -o writes, and how: (`path`, True) to write straight into it where it is there and,
+    its links followed, no regular file (a FIFO, a device such as /dev/null, a shell's
+    `>(...)` /dev/fd/N) or an open file's descriptor (/dev/stdout); else (the file, False) to
+    write a temporary beside the file and rename it into place: `path` itself, or the file its
+    link names, so that the link stays a link."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    if mode is not None and not stat.S_ISDIR(mode) and (
+            not stat.S_ISREG(mode) or _names_a_descriptor(path)):
+        return path, True
+    return (Path(os.path.realpath(path)) if os.path.islink(path) else path), False
+
+
 def _check_output(path: Path | None) -> None:
-    """Refuse an -o that cannot be written before anything is loaded or decoded: a folder, or a
-    file in a folder that is not there (a mistyped one is not made)."""
+    """Refuse an -o that cannot be written before anything is loaded or decoded: a folder, a
+    FIFO or device not open to us for writing, or a file in a folder that is not there (a
+    mistyped one is not made) or that we cannot create files in (the file is written beside it
+    and renamed); a link is checked at the file it names."""
     if path is None:
         return
     if path.is_dir():
         raise IsADirectoryError(f"-o {path}: a folder, not a file to write the translations to")
-    parent = path.parent
+    target, straight = _output_target(path)
+    if straight:
+        if not os.access(path, os.W_OK):
+            raise PermissionError(f"-o {path}: not writable")
+        return
+    said = f"-o {path}" if target == path else f"-o {path} (a link to {target})"
+    parent = target.parent
     if not parent.is_dir():
-        raise FileNotFoundError(f"-o {path}: {parent} is not a folder" if parent.exists()
-                                else f"-o {path}: no folder {parent}")
+        raise FileNotFoundError(f"{said}: {parent} is not a folder" if parent.exists()
+                                else f"{said}: no folder {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"{said}: the folder {parent} is not writable (the translations "
+                              f"are written to a new file there, then renamed into place)")
 
 
 def _write_output(path: Path | None, lines: list[str]) -> None:
+    """Write `lines` to stdout (`path` None) or to -o `path`: straight into a FIFO, a device or
+    an open file's descriptor (appended, as a shell's `>>` would), else atomically at the file
+    (a link's file: the link stays)."""
     if path is None:
         sys.stdout.write("".join(f"{ln}\n" for ln in lines))
         sys.stdout.flush()
-    else:
-        from s2s.io import atomic_write_lines
+        return
+    from s2s.io import atomic_write_lines, naming
 
-        atomic_write_lines(path, lines)
+    target, straight = _output_target(path)
+    if not straight:
+        atomic_write_lines(target, lines)
+        return
+    with naming(path):  # a reader gone (EPIPE) or a full disk names the path
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_CLOEXEC", 0))  # no O_CREAT: never a file where none is
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write("".join(f"{ln}\n" for ln in lines))
 
 
 def _cmd_translate_text(a, params_path: Path):
@@ -433,7 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="raw sentences, one per line (LF line ends); - or none: stdin "
                         "(a file named - is ./-)")
     s.add_argument("-o", "--output", type=_stdio_or_path, default=None,
-                   help="translations, one per line; - or none: stdout")
+                   help="translations, one per line; - or none: stdout. A file is written "
+                        "whole or not at all (a temporary renamed into place; a link's file, "
+                        "the link kept); a FIFO, a device or >(...) is written straight")
     s.add_argument("--long-lines", action="store_true",
                    help="translate a line of more words than prepare allows in a test set "
                         "(else refused: a file that lost its line breaks)")
