@@ -168,6 +168,33 @@ def test_a_line_of_more_words_than_prepare_allows_is_refused_unless_asked(system
     assert len((system / "out.txt").read_text().splitlines()) == 1
 
 
+def test_an_nbest_list_is_tokenised_as_the_translate_stage_writes_it(system, monkeypatch):
+    """--nbest writes the hypotheses Moses-tokenised ("la maison ."), as the stage's
+    beam<K>.nbest holds them and read_nbest reads n-best lists: they had been detokenised
+    ("la maison."). The search is scripted, in process: an untrained model says nothing."""
+    from s2s import api, cli
+    from s2s.decode.rescore import read_nbest
+
+    hyps = [[("la maison .", -1.5), ("une maison , dit-il .", -2.25)],
+            [("l' homme ?", -0.5), ("homme", -3.0)]]
+
+    def searched(self, tokenized, *, nbest=1, **kwargs):
+        assert [t.lower() for t in tokenized] == ["the man .", "the"]  # prepare's tokenisation
+        return [hs[:nbest] for hs in hyps]
+
+    monkeypatch.setattr(api.Translator, "translate_tokenized", searched)
+    (system / "in.txt").write_text("The man.\nThe\n")
+    out = system / "out.nbest"
+    assert cli.main(["--params", str(system / "params.yaml"), *TEXT[:3], "--models",
+                     str(system / "models"), "--vocab", str(system / "vocab"), "-i",
+                     str(system / "in.txt"), "-o", str(out), "--beam", "2", "--nbest", "2"]) == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert [ln.split(" ||| ")[1] for ln in lines] == [h for hs in hyps for h, _ in hs]
+    assert lines[0].startswith("0 ||| la maison . ||| ") and lines[0].endswith(" ||| -1.500000")
+    lists = read_nbest(out, sentences=2)
+    assert [[(c.text, c.score) for c in cs] for cs in lists] == hyps
+
+
 def _drain(fd: int) -> bytes:
     """What a FIFO's non-blocking read end holds once its writer is gone (nothing if none came)."""
     data = b""

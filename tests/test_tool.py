@@ -219,6 +219,22 @@ def test_translate_text_from_the_run_and_from_an_export_on_a_clean_checkout(smok
     assert "Traceback" not in bad.stderr
 
 
+def test_translate_text_nbest_is_the_translate_stage_nbest_list_byte_for_byte(smoke_repo,
+                                                                              tmp_path):
+    """--nbest of the test set's raw text at a beam of the system: the translate stage's
+    beam<K>.nbest, tokenised hypotheses and all (it had written them detokenised)."""
+    from s2s import config
+
+    cfg = config.load(smoke_repo / "params.yaml").systems["baseline"]
+    beam = cfg.beams[0]
+    out = tmp_path / "out.nbest"
+    _s2s(["translate-text", "--system", "baseline", "--beam", str(beam), "--nbest",
+          str(min(cfg.nbest, beam)), "-i", "data/prepared/test.raw.en", "-o", str(out)],
+         smoke_repo)
+    assert out.read_bytes() == (smoke_repo / f"outputs/translate/baseline/beam{beam}.nbest"
+                                ).read_bytes()
+
+
 def test_translate_text_refuses_invalid_utf8_naming_the_line(smoke_repo):
     proc = subprocess.run([str(BIN / "s2s"), "translate-text", "--system", "reversed"],
                           cwd=smoke_repo, input=b"fine\n\xff bad\n", capture_output=True)

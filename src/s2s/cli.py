@@ -194,13 +194,19 @@ def _cmd_translate_text(a, params_path: Path):
     translator = api.load(a.system, params=params_path, models_dir=a.models,
                           vocab_dir=a.vocab, device=a.device)
     sentences = _read_input(a.input)
+    source = str(a.input or "<stdin>")
     if not a.long_lines:
-        _check_line_lengths(sentences, str(a.input or "<stdin>"))
+        _check_line_lengths(sentences, source)
     beam = max(translator.beams) if a.beam is None else a.beam
-    out = translator.translate(sentences, beam=beam, nbest=a.nbest, batch_size=a.batch_size,
-                               source=str(a.input or "<stdin>"))
-    lines = out if a.nbest == 1 else [nbest_line(i, h, translator.feature, lp)
-                                      for i, hs in enumerate(out) for h, lp in hs]
+    if a.nbest == 1:
+        lines = translator.translate(sentences, beam=beam, batch_size=a.batch_size,
+                                     source=source)
+    else:  # tokenised, as the translate stage writes beam<K>.nbest and rescoring reads n-best lists
+        out = translator.translate_tokenized(translator.preprocess(sentences), beam=beam,
+                                             nbest=a.nbest, batch_size=a.batch_size,
+                                             source=source)
+        lines = [nbest_line(i, h, translator.feature, lp)
+                 for i, hs in enumerate(out) for h, lp in hs]
     _write_output(a.output, lines)
     log.info("read %d sentences from %s; wrote %s with '%s' at beam %d in %.1fs",
              len(sentences), a.input or "<stdin>", a.output or "<stdout>", translator.name, beam,
@@ -502,10 +508,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="beam width (default: the system's widest beam in params or export)")
     s.add_argument("--nbest", type=_at_least(1), default=1,
                    help="hypotheses per sentence; above 1 the output is Moses n-best format "
-                        "`id ||| translation ||| <kind>=logprob ||| logprob`, the kind of the "
-                        "system's models (lstm, gru, cho, attention, transformer), best first "
-                        "as the search ranked them (under bf16 a near-tie's fp32 scores can be "
-                        "out of order: docs/precision-and-speed.md, \"N-best lists\")")
+                        "`id ||| translation ||| <kind>=logprob ||| logprob`: the translation "
+                        "Moses-tokenised, not detokenised (the lines the translate stage writes "
+                        "to beam<K>.nbest for the same system, beam and input, and what "
+                        "rescoring reads), <kind> that of the system's models (lstm, gru, cho, "
+                        "attention, transformer), best first as the search ranked them (under "
+                        "bf16 a near-tie's fp32 scores can be out of order: "
+                        "docs/precision-and-speed.md, \"N-best lists\")")
     s.add_argument("--batch-size", type=_at_least(1), default=None,
                    help="sentences per batch at beam 12 (default: translate.batch_size)")
     s.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
