@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from s2s import pipeline, stages
+from s2s import dag, pipeline, stages
 from s2s.config import ConfigError, UndeclaredParams, load, only
 
 from conftest import EXPECTED_READERS
@@ -153,23 +153,23 @@ def test_every_stage_depends_on_the_code_it_runs_and_no_other():
 
 def test_no_circle_among_the_package_modules():
     # config.py imports no model code, and no module reaches itself through its imports
-    assert not [d for d in pipeline.code_deps("s2s.config") if "/model/" in d]
+    assert not [d for d in dag.code_deps("s2s.config") if "/model/" in d]
     modules = {f"s2s.{p.relative_to(ROOT / 'src/s2s').with_suffix('').as_posix().replace('/', '.')}"
                .removesuffix(".__init__") for p in (ROOT / "src/s2s").rglob("*.py")}
     for module in sorted(modules):
-        reached, todo = set(), list(pipeline._imports(module))
+        reached, todo = set(), list(dag._imports(module))
         while todo:
             m = todo.pop()
             if m in reached:
                 continue
             reached.add(m)
-            todo += [i for i in pipeline._imports(m)]
+            todo += [i for i in dag._imports(m)]
         packages = {module.rsplit(".", i)[0] for i in range(1, module.count(".") + 1)}
         assert module not in reached or module in packages, f"{module} imports itself"
 
 
 def test_code_deps_follow_imports_inside_functions_and_packages():
-    deps = pipeline.code_deps("s2s.stages.translate")
+    deps = dag.code_deps("s2s.stages.translate")
     # imported inside main(), and through s2s.decode.translate; a package's __init__.py with
     # code in it (s2s/arch), not an empty one (s2s/decode)
     assert {"src/s2s/decode/beam.py", "src/s2s/decode/ensemble.py", "src/s2s/arch/__init__.py",
@@ -179,7 +179,7 @@ def test_code_deps_follow_imports_inside_functions_and_packages():
     # an architecture is imported on demand (s2s.arch): the stage names it
     assert not [d for d in deps if d.startswith("src/s2s/model/")
                 and d.rpartition("/")[2] not in ("__init__.py", "base.py")]
-    with_lstm = pipeline.code_deps("s2s.stages.translate", "s2s.model.seq2seq")
+    with_lstm = dag.code_deps("s2s.stages.translate", "s2s.model.seq2seq")
     assert {"src/s2s/model/fused.py", "src/s2s/model/lstm.py", "src/s2s/arch/rnn.py"} <= set(
         with_lstm)
     assert "src/s2s/model/transformer.py" not in with_lstm

@@ -11,6 +11,7 @@ of the trainer or a hand would leave it: the digest is intact, its contents impo
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import shutil
@@ -233,3 +234,53 @@ def test_a_resume_point_that_cannot_be_read_this_time_is_kept_and_the_run_stops(
     with caplog.at_level(logging.INFO, logger="s2s.train"):
         train_into(params, run_dir, data, stop_after=None)
     assert f"resuming from {last} at step 13" in caplog.text
+
+
+def other_code(p):
+    p["code"] = dict(p["code"], **{"src/s2s/losses.py": "0" * 64})
+
+
+def test_a_resume_point_of_other_code_is_not_resumed_unless_asked(runs, tmp_path, caplog):
+    """A change to a file the stage runs reruns it under DVC: the rerun must train by the new
+    code, not write the old run's weights again. Asked (a change that alters no number), it goes
+    on, and says so."""
+    data, work, params, _ = runs
+    for asked in (False, True):
+        run_dir = tmp_path / str(asked)
+        shutil.copytree(work / "killed" / "checkpoints", run_dir / "checkpoints")
+        last = run_dir / "checkpoints" / "forward" / "last.pt"
+        rewrite(last, other_code)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="s2s.train"), \
+                pytest.raises(train.Interrupted, match=f"stopped after step {14 if asked else 1} "):
+            train_into(params, run_dir, data, stop_after=14 if asked else 1,
+                       resume_other_code=asked)
+        said = [r.getMessage() for r in caplog.records if "other code" in r.getMessage()]
+        if asked:
+            assert said == [f"forward: going on from {last}, trained by other code "
+                            f"(src/s2s/losses.py changed), as --resume-other-code asks: the "
+                            f"outputs are not a run from scratch's"]
+            assert f"resuming from {last} at step 13" in caplog.text
+        else:
+            assert said == [f"forward: {last} was trained by other code (src/s2s/losses.py "
+                            f"changed); starting afresh (after a change that alters no number, "
+                            f"--resume-other-code goes on from it)"]
+            assert "resuming" not in caplog.text
+            assert not last.with_name("last.pt.rejected").exists()  # not damaged: replaced
+        assert checkpoint.load_payload(last)["code"] == train.code_record(
+            params.model_config("forward"))
+
+
+def test_the_code_a_resume_point_records_is_the_code_dvc_reruns_the_stage_for(runs):
+    """The files of code_record are the train stage's code dependencies in dvc.yaml: a change to
+    any reruns the stage, and a rerun after it does not go on from the old run."""
+    from s2s import pipeline
+
+    _, _, params, _ = runs
+    stage, = [s for s in pipeline.generate(params) if s.name == "train-forward"]
+    recorded = train.code_record(params.model_config("forward"))
+    assert sorted(recorded) == [d for d in stage.deps if d.startswith("src/")]
+    assert "src/s2s/model/lstm.py" in recorded and "src/s2s/train.py" in recorded
+    assert "src/s2s/model/transformer.py" not in recorded
+    assert recorded["src/s2s/losses.py"] == hashlib.sha256(
+        (Path(train.__file__).parent / "losses.py").read_bytes()).hexdigest()

@@ -11,9 +11,13 @@ file is these records, for every profile.
 
 from __future__ import annotations
 
+import ast
+import functools
+import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 
@@ -204,3 +208,102 @@ def _lookup(ctx: dict, dotted: str, where: str) -> Any:
 
 def _inside(path: str, folder: str) -> bool:
     return path.startswith(folder.rstrip("/") + "/")
+
+
+# The code a stage runs: the s2s files dvc.yaml lists among its dependencies (s2s.pipeline), and
+# whose contents the train stage records in its resume point (s2s.train.code_record).
+PACKAGE_DIR = Path(__file__).resolve().parent  # src/s2s
+SOURCE_PREFIX = PurePosixPath("src/s2s")  # how dvc.yaml names it, from the project root
+# Modules a stage imports that compute nothing of its results: the command line, and the DAG
+# description (a change to a stage's entry changes dvc.yaml itself, which DVC sees).
+NOT_RUN = frozenset({"s2s.cli", "s2s.dag", "s2s.pipeline"})
+
+
+def code_deps(*modules: str) -> list[str]:
+    """The source files (``src/s2s/...py``) of `modules` and of every ``s2s`` module they import,
+    transitively, including the packages' ``__init__.py`` files; :data:`NOT_RUN` and empty files
+    (an ``__init__.py`` that only makes a package: DVC warns about every empty dependency, and
+    nothing in one can change a result) excluded. An import inside ``if TYPE_CHECKING:`` runs
+    nothing and is not followed; a module named by a string (``s2s.arch``'s registry) is not
+    either: the stage that runs it names it (:attr:`s2s.dag.Stage.code`)."""
+    seen: set[str] = set()
+    todo = list(modules)
+    while todo:
+        name = todo.pop()
+        if name in seen or name in NOT_RUN:
+            continue
+        seen.add(name)
+        todo += _imports(name)
+    files = {_file_of(m) for m in seen}
+    return sorted(str(SOURCE_PREFIX / f.relative_to(PACKAGE_DIR).as_posix())
+                  for f in files if f is not None and f.read_text(encoding="utf-8").strip())
+
+
+@functools.cache
+def _imports(module: str) -> tuple[str, ...]:
+    """The s2s modules `module` names in an import anywhere in its file (also inside
+    functions), with the packages that hold them."""
+    path = _file_of(module)
+    if path is None:
+        return ()
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _run_nodes(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for n in names:
+            if n == "s2s" or n.startswith("s2s."):
+                found |= {p for p in _parents(n) if _file_of(p) is not None}
+    return tuple(sorted(found))
+
+
+def _run_nodes(tree: ast.AST) -> Iterable[ast.AST]:
+    """Every node of `tree` but those under ``if TYPE_CHECKING:`` (imports for annotations)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                todo += child.orelse
+                continue
+            todo.append(child)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _parents(name: str) -> Iterable[str]:
+    parts = name.split(".")
+    return (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+
+
+@functools.cache
+def _file_of(module: str) -> Path | None:
+    parts = module.split(".")[1:]
+    if not parts:
+        return PACKAGE_DIR / "__init__.py"
+    rel = Path(*parts)
+    for candidate in (PACKAGE_DIR / rel / "__init__.py", PACKAGE_DIR / rel.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def code_digests(*modules: str) -> dict[str, str]:
+    """The sha256 of each file :func:`code_deps` gives for `modules`, by its name there
+    (``src/s2s/train.py``)."""
+    return {name: hashlib.sha256(
+        (PACKAGE_DIR / PurePosixPath(name).relative_to(SOURCE_PREFIX)).read_bytes()).hexdigest()
+        for name in code_deps(*modules)}

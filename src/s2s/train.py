@@ -23,7 +23,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from s2s import checkpoint, distributed, precision, runguard
+from s2s import arch, checkpoint, distributed, precision, runguard
+from s2s.dag import code_digests
 from s2s.artifacts import SnapshotEntry, SnapshotIndex, TrainMetrics
 from s2s.config import AnalysisConfig, Params, TrainConfig, train_record
 from s2s.data.batching import (Batch, collate, collate_ids, epoch_batches, eval_batches,
@@ -136,6 +137,23 @@ def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
             for name in (ids_file(split, lang), offsets_file(split, lang))}
     return hashlib.sha256(json.dumps([config_record(model_cfg), relevant, src.fingerprint,
                                       tgt.fingerprint, data], sort_keys=True).encode()).hexdigest()
+
+
+def code_record(model_cfg) -> dict[str, str]:
+    """The code a model of `model_cfg` is trained by: the sha256 of each s2s file the train stage
+    runs for it, by its name in dvc.yaml, where the same files are its dependencies
+    (s2s.dag.code_digests). A resume point records it; one of other code is not resumed (a
+    change to any of these files reruns the stage, and the rerun must train by the new code)."""
+    return code_digests("s2s.stages.train", arch.ARCHITECTURES[model_cfg.arch].model_module)
+
+
+def _code_changes(old, new: Mapping[str, str]) -> str:
+    """The files whose contents differ between two code records, for a message."""
+    if not isinstance(old, dict):
+        return "a resume point that does not record its code"
+    changed = sorted(f for f in old.keys() | new.keys() if old.get(f) != new.get(f))
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return f"{shown} changed"
 
 
 def shard_loss(model: Model, pairs: Sequence[tuple[list[int], list[int]]] | Batch | None, *,
@@ -564,6 +582,16 @@ class Run:
                 log.info("%s: %s belongs to other params or data; starting afresh", self.name,
                          self.last)
                 return None
+            if payload.get("code") != self.job.code:
+                changes = _code_changes(payload.get("code"), self.job.code)
+                if not self.job.resume_other_code:
+                    log.info("%s: %s was trained by other code (%s); starting afresh (after a "
+                             "change that alters no number, --resume-other-code goes on from "
+                             "it)", self.name, self.last, changes)
+                    return None
+                log.warning("%s: going on from %s, trained by other code (%s), as "
+                            "--resume-other-code asks: the outputs are not a run from scratch's",
+                            self.name, self.last, changes)
             state = TrainState.from_payload(payload, source=self.last, weights=payload["model"],
                                             model=self.model, opt=self.opt,
                                             total_steps=self.total_steps)
@@ -680,7 +708,7 @@ class Run:
         opt_state = _on_cpu(self.opt.state_dict())
         checkpoint.save(self.last, self.model, src_vocab=self.src_vocab,
                         tgt_vocab=self.tgt_vocab, name=self.name, text=self.text,
-                        **state.payload(),
+                        **state.payload(), code=dict(self.job.code),
                         **({"optimizer": opt_state} if opt_state["state"] else {}))
 
     def evaluate(self, state: TrainState, lr: float) -> None:
@@ -805,12 +833,17 @@ class TrainJob:
     text: dict
     snapshot_epochs: tuple[float, ...] = ()
     device_key: str = "train.device"  # or models.<name>.train.device
+    code: Mapping[str, str] = field(default_factory=dict)  # code_record: what trains it
+    resume_other_code: bool = False  # go on from a resume point of other code (--resume-other-code)
 
     @classmethod
-    def of(cls, params: Params, name: str, *, snapshots: bool = False) -> TrainJob:
+    def of(cls, params: Params, name: str, *, snapshots: bool = False,
+           resume_other_code: bool = False) -> TrainJob:
         """Model `name` of params (ConfigError naming the key of an unknown or bad one), with
-        params' `analysis.snapshots` where `snapshots`."""
-        return cls(name=name, cfg=params.train_config(name), model_cfg=params.model_config(name),
+        params' `analysis.snapshots` where `snapshots`, and the code it is trained by."""
+        model_cfg = params.model_config(name)
+        return cls(name=name, cfg=params.train_config(name), model_cfg=model_cfg,
+                   code=code_record(model_cfg), resume_other_code=resume_other_code,
                    gpus=params.resources_for("train").gpus, text=text_record(params.prepare),
                    snapshot_epochs=(tuple(AnalysisConfig.read(params, "snapshots"))
                                     if snapshots else ()),

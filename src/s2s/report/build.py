@@ -2,7 +2,7 @@
 from the inputs (:mod:`s2s.report.inputs`, read once, the claims stage's record among them), in
 the order of :data:`SECTIONS`; rendered by :mod:`s2s.report.render`, written by
 :mod:`s2s.stages.report`. The section modules are imported by name here (not looked up by a
-string), so that the report stage's code dependencies (:func:`s2s.pipeline.code_deps`) hold
+string), so that the report stage's code dependencies (:func:`s2s.dag.code_deps`) hold
 every one of them.
 """
 

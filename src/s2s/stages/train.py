@@ -13,9 +13,10 @@ Writes: ``<model_dir>/model.pt`` (the final model: the paper's choice), ``<model
         the last step) and ``<snapshots>/snapshots.json``, their index (``s2s.train.Snapshots``).
 
 The procedure is :func:`s2s.train.run`'s: the recipe (the paper's SGD and schedule by default),
-a resume point whose :func:`~s2s.train.fingerprint` must match, and outputs that are those of a
-run from scratch whatever was killed or rerun (docs/crash-guarantees.md); data-parallel under
-torchrun or srun, or with `resources.train.gpus` > 1 (``s2s.distributed``, docs/gpu.md).
+a resume point whose :func:`~s2s.train.fingerprint` and code (:func:`~s2s.train.code_record`)
+must match, and outputs that are those of a run from scratch whatever was killed or rerun
+(docs/crash-guarantees.md); data-parallel under torchrun or srun, or with
+`resources.train.gpus` > 1 (``s2s.distributed``, docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -67,12 +68,17 @@ def stages(params: Params) -> list[Stage]:
         doc="" if i else "One stage per model of params `models`. checkpoints/<model>/last.pt "
                          "is the resume point: not an\noutput, so DVC never deletes it after a "
                          "kill and an experiment's never dirties a stage;\nit is resumed only if "
-                         "its fingerprint (params, vocabulary, data) matches.")
+                         "its fingerprint (params, vocabulary, data) and its code match.")
         for i, name in enumerate(params.models) for listed in (snapshot_list(params, name),)]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop-after", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--resume-other-code", action="store_true",
+                   help="go on from a resume point written by other code (a change to a file "
+                        "this stage runs that alters no number: a log line, a comment); without "
+                        "it such a resume point is not used, as the outputs would not be a run "
+                        "from scratch's. Then `dvc commit train-<model>`")
 
 
 def cli(args, params) -> None:
@@ -82,7 +88,8 @@ def cli(args, params) -> None:
             for key in ("models", "reach_replicas")):
         raise ValueError(f"--snapshots: model '{args.name}' is not among analysis.models or "
                          f"analysis.reach_replicas: only their train stages keep snapshots")
-    main(params, args.name, TrainPaths.from_args(args), stop_after=args.stop_after)
+    main(params, args.name, TrainPaths.from_args(args), stop_after=args.stop_after,
+         resume_other_code=args.resume_other_code)
 
 
 # What the stage writes: files, and folders (the resume point's included, though no output).
@@ -111,14 +118,17 @@ def check_outputs(paths: TrainPaths) -> None:
             raise PermissionError(f"{flag} {path}: {there} cannot be written in")
 
 
-def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None = None) -> dict:
+def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None = None,
+         resume_other_code: bool = False) -> dict:
     """Train model `name` into `paths`: one process, or one per GPU (each running this function
-    under torch.distributed); return its metrics as written."""
+    under torch.distributed); return its metrics as written. `resume_other_code`: go on from a
+    resume point of other code (s2s.train.code_record)."""
     from s2s import distributed, runguard, train
     from s2s.device import claim_job_gpus
 
     # an unknown or bad model fails here, before any work
-    job = train.TrainJob.of(params, name, snapshots=paths.snapshots is not None)
+    job = train.TrainJob.of(params, name, snapshots=paths.snapshots is not None,
+                            resume_other_code=resume_other_code)
     check_outputs(paths)  # and an output that could not be written, before hours of training
     world = distributed.World.from_env()
     if world.size == 1:
@@ -126,7 +136,8 @@ def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None
         nprocs = distributed.processes_for(job.gpus, job.cfg.device)
         if nprocs > 1:  # one process per GPU; each runs this function under torch.distributed
             runguard.tie_to_pipeline()  # a signal here is passed on to every rank
-            distributed.spawn(main, nprocs, params, name, paths, stop_after=stop_after)
+            distributed.spawn(main, nprocs, params, name, paths, stop_after=stop_after,
+                              resume_other_code=resume_other_code)
             return json.loads(paths.metrics.read_text(encoding="utf-8"))
     # Every rank stopped by a signal (or by its pipeline dying) after the same step, with a final
     # resumable checkpoint (s2s.runguard, s2s.train). One writer per checkpoint folder: rank 0
