@@ -456,9 +456,26 @@ def test_sparse_groups_are_merged_into_neighbours():
     t = g.table()
     assert t[["label", "lo", "hi", "sentences"]].values.tolist() == [
         ["1-10", 1, 10, 55], ["20-100", 20, 100, 53]]
+    # a group's x position in Figure 3 is the mean value of its sentences, not the median (10, 20)
+    assert t["mean"].tolist() == pytest.approx([(5 * 1 + 50 * 10) / 55, (50 * 20 + 3 * 100) / 53],
+                                               abs=1e-12)
     # a test set smaller than min_group is one group
     assert buckets.length_groups(lengths[:7], edges=(4,), min_group=20).table()[
         "sentences"].tolist() == [7]
+
+
+def test_rarity_groups_are_cut_at_the_k_over_groups_quantiles():
+    """`groups` quantile groups: the cuts are the 1/g, ..., (g-1)/g quantiles, so 100 distinct
+    values in 4 groups give 25 each (cuts at 1/5, 2/5, 3/5 would give 20, 20, 20, 40)."""
+    g = buckets.rarity_groups(np.arange(100.0), groups=4, min_group=1)
+    assert [m.tolist() for m in g.members] == [list(range(k, k + 25)) for k in (0, 25, 50, 75)]
+    t = g.table()
+    assert t[["lo", "hi", "sentences"]].values.tolist() == [
+        [0, 24, 25], [25, 49, 25], [50, 74, 25], [75, 99, 25]]
+    assert t["mean"].tolist() == pytest.approx([12.0, 37.0, 62.0, 87.0], abs=1e-12)
+    # 3 groups of 99 values: 33 each
+    assert [len(m) for m in buckets.rarity_groups(np.arange(99.0), groups=3,
+                                                  min_group=1).members] == [33, 33, 33]
 
 
 def test_rarity_labels_never_show_one_bound_in_two_neighbouring_groups():
@@ -564,6 +581,28 @@ def test_evaluate_stage_writes_bleu_json_and_groups(corpus, tmp_path):
         assert g["bleu"] == pytest.approx(corpus_bleu_tok(
             [hyps["reversed", 12][i] for i in idx], [corpus["ref_tok"][i] for i in idx]).score,
             abs=1e-9)
+    # length_drop.csv: each output's BLEU on the shortest length group minus on the longest (the
+    # first and last rows of its length groups above), against report.figure3_system's
+    drop = pd.read_csv(paths.length_drop, dtype={"beam": str}, keep_default_na=False)
+    assert sorted(zip(drop.system, drop.beam)) == [("forward", "1"), ("forward", "12"),
+                                                   ("reversed", "1"), ("reversed", "12")]
+    first, last = sel.iloc[0], sel.iloc[-1]
+    short = np.flatnonzero(lengths <= first["hi"])
+    long_ = np.flatnonzero(lengths >= last["lo"])
+    assert len(short) == first["sentences"] and len(long_) == last["sentences"]
+    for _, row in drop.iterrows():
+        tok = hyps[row["system"], int(row["beam"])]
+        want_short = corpus_bleu_tok([tok[i] for i in short],
+                                     [corpus["ref_tok"][i] for i in short]).score
+        want_long = corpus_bleu_tok([tok[i] for i in long_],
+                                    [corpus["ref_tok"][i] for i in long_]).score
+        assert (row["short_label"], row["long_label"]) == (first["label"], last["label"])
+        assert (row["short_bleu"], row["long_bleu"]) == pytest.approx((want_short, want_long),
+                                                                      abs=1e-9)
+        assert row["drop"] == pytest.approx(want_short - want_long, abs=1e-9)
+        assert row["drop_lo"] <= row["drop_hi"] and row["reference"] == "reversed beam 12"
+    assert drop.set_index(["system", "beam"]).loc[("reversed", "12"), "drop_minus_reference"] \
+        == 0.0
 
     # rescoring outputs in dvc.yaml's layout: one folder per rescore stage; baseline and oracle
     # both come from the oracle stage; 'reversed' was not run

@@ -506,6 +506,27 @@ def test_the_revision_names_the_code_and_marks_uncommitted_changes_to_it(tmp_pat
         f"git revision {head}, with uncommitted changes to the code")
 
 
+def test_summary_json_holds_tokenised_bleu_and_test_perplexity_as_measured():
+    """metrics/summary.json: each system's and rescorer's tokenised BLEU (the paper's, not
+    sacreBLEU's) and each model's test perplexity (Table 1's, not the dev set's), rounded to 2
+    decimals; absent outputs and models without metrics left out."""
+    from s2s.evaluate.summary import summarize
+
+    params = load(FIXTURE)
+    bleu = _bleu({"translate": {"forward": {"1": _entry(10.004), "12": _entry(11.456)},
+                                "reversed": {"1": _entry(12.0), "12": _entry(13.5)},
+                                "ensemble2": {"12": {"absent": True, "reason": "missing"}}},
+                  "rescore": {"baseline": _entry(13.0), "forward": _entry(13.216),
+                              "reversed": {"absent": True, "reason": "missing"}}})
+    train = _train({"forward": {"dev_ppl": 9.0, "test_ppl": 9.504, "train_seconds": 90.0},
+                    "reversed_1": {"dev_ppl": 7.0, "test_ppl": 7.256, "train_seconds": 30.0}})
+    assert summarize(params, bleu, train, {}) == {
+        "bleu": {"forward": {"b1": 10.0, "b12": 11.46}, "reversed": {"b1": 12.0, "b12": 13.5}},
+        "rescore": {"baseline": 13.0, "forward": 13.22},
+        "ppl": {"forward": 9.5, "reversed_1": 7.26},
+        "minutes": {"train": 2.0}}
+
+
 def test_a_metrics_file_of_a_model_the_profile_no_longer_names_is_read_by_no_stage(tmp_path):
     """An older run's metrics/train/<model>.json of a model since taken out of params, and a
     model of params whose file is missing: the summary, claims and report stages read the same

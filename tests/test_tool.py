@@ -44,10 +44,12 @@ def test_score_equals_the_sacrebleu_cli(smoke_data, tmp_path):
                           tmp_path).stdout)
     for name in ("a", "b"):
         sc = out["scores"][f"{name}.txt"]
-        sacre = float(_sacrebleu(["ref.txt", "-i", f"{name}.txt", "-b"], tmp_path))
+        sacre = float(_sacrebleu(["ref.txt", "-i", f"{name}.txt", "-b", "-w", "4"], tmp_path))
         tok = float(_sacrebleu(["ref.tok", "-i", f"{name}.tok", "--tokenize", "none", "--force",
-                                "-b"], tmp_path))
-        assert round(sc["bleu_sacre"], 1) == sacre and round(sc["bleu_tok"], 1) == tok
+                                "-b", "-w", "4"], tmp_path))
+        # the CLI prints 4 decimals: equal to within its rounding
+        assert sc["bleu_sacre"] == pytest.approx(sacre, rel=0, abs=5e-5)
+        assert sc["bleu_tok"] == pytest.approx(tok, rel=0, abs=5e-5)
         assert 5 < sc["bleu_tok"] < 95 and sc["sentences"] == 60
     # sacreBLEU's own paired bootstrap on the tokenised files: the same means, CIs, p-value.
     cli = json.loads(_sacrebleu(["ref.tok", "-i", "a.tok", "b.tok", "--tokenize", "none",
@@ -55,6 +57,9 @@ def test_score_equals_the_sacrebleu_cli(smoke_data, tmp_path):
     base, system = (r["BLEU"] for r in cli)
     d = out["paired_bootstrap"]
     assert d["baseline_mean"] == pytest.approx(base["mean"], abs=1e-3)
+    assert d["baseline_ci"] == pytest.approx(base["ci"], abs=1e-3)
+    assert d["baseline"] == pytest.approx(base["score"], abs=1e-3)
+    assert d["system"] == pytest.approx(system["score"], abs=1e-3)
     assert d["system_mean"] == pytest.approx(system["mean"], abs=1e-3)
     assert d["system_ci"] == pytest.approx(system["ci"], abs=1e-3)
     assert d["p_value"] == pytest.approx(system["p_value"], abs=1e-6)
