@@ -125,6 +125,22 @@ def test_cut_hypotheses_compete_with_finished_ones_at_max_len():
         ((), log(0.1), True),
         ((A,), log(0.9) + log(0.1), True),
     ])
+    # With a length penalty a cut hypothesis is ranked at its own length (2 predictions, as a
+    # hypothesis finished at step 2 is): score / ((5 + 2) / 6). Raw log-prob order is A <EOS>
+    # (0.318), <EOS> (0.3), A A (0.282); the penalty puts A A above <EOS> and leaves A <EOS>
+    # first, where ranking A A at 3 predictions would put it above A <EOS>.
+    script = {(): {A: 0.6, EOS: 0.3, B: 0.1}, (A,): {A: 0.47, EOS: 0.53}}
+    got = search(ScriptedModel(script), beam=2, nbest=3, max_len=2, length_penalty=1.0)[0]
+    assert_hyps(got, [
+        ((A,), log(0.6) + log(0.53), True),
+        ((A, A), log(0.6) + log(0.47), False),
+        ((), log(0.3), True),
+    ])
+    assert_hyps(search(ScriptedModel(script), beam=2, nbest=3, max_len=2)[0], [
+        ((A,), log(0.6) + log(0.53), True),
+        ((), log(0.3), True),
+        ((A, A), log(0.6) + log(0.47), False),
+    ])
 
 
 def test_equal_scores_rank_the_earlier_beam_then_the_lower_token_id():
@@ -235,9 +251,13 @@ def test_max_len_per_sentence_removes_each_sentence_at_its_own_limit():
 def test_rejects_arguments_that_define_no_search():
     src, lengths = scripted_src(1)
     model = ScriptedModel(GARDEN)
-    for bad in ({"beam": 0}, {"nbest": 0}, {"max_len": 0}, {"length_penalty": -1.0}):
+    for bad, message in (({"beam": 0}, r"^beam must be >= 1, got 0$"),
+                         ({"nbest": 0}, r"^nbest must be >= 1, got 0$"),
+                         ({"max_len": 0}, r"^max_len must be >= 1, got \[0\]$"),
+                         ({"length_penalty": -1.0}, r"^length_penalty must be >= 0, got -1\.0$"),
+                         ({"min_len": -1}, r"^min_len must be >= 0, got -1$")):
         kwargs = {"beam": 2, "max_len": 5} | bad
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=message):
             beam_search(model, src, lengths, bos=BOS, eos=EOS, **kwargs)
 
 

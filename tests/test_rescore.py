@@ -197,3 +197,49 @@ def test_a_source_or_hypothesis_longer_than_a_transformers_positions_is_refused_
     check_lengths([[long]], [[4] * 500], configs=[lstm.cfg, lstm.cfg], nbest=nbest,
                   source=source)
 
+
+
+def test_the_oracle_picks_each_sentences_best_bleu_candidate_and_the_baseline_its_first(tmp_path):
+    """The rescore stage's `oracle`: per sentence the n-best candidate with the best sentence
+    BLEU against the reference (here the reference itself, listed second and third, never
+    first), and the baseline's own 1-best (the first candidate, whatever the others score)."""
+    from pathlib import Path
+
+    from s2s.config import load
+    from s2s.layout import RescorePaths
+    from s2s.stages.rescore import main as rescore_main
+
+    params = load(Path(__file__).parent / "fixtures" / "report" / "params.yaml")
+    assert params.data.nbest is None and params.rescore.baseline == "reversed"
+    refs = ["le chat noir est assis sur le tapis rouge .",
+            "nous avons mangé une très bonne soupe hier soir ."]
+    nbest = [
+        [("le chien est sur le lit .", -1.0),  # the baseline's best: shares little
+         ("le chat noir est assis sur le tapis rouge .", -2.0),  # the reference
+         ("le chat est assis sur le tapis .", -3.0)],
+        [("nous avons mangé une soupe hier .", -1.5),
+         ("ils boivent du café .", -2.5),
+         ("nous avons mangé une très bonne soupe hier soir .", -3.5)]]  # the reference, last
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    (prepared / "test.tok.en").write_text("the black cat sat on the red mat .\n"
+                                          "we ate a very good soup last night .\n",
+                                          encoding="utf-8")
+    (prepared / "test.tok.fr").write_text("".join(r + "\n" for r in refs), encoding="utf-8")
+    widest = params.systems["reversed"].widest_beam
+    listing = tmp_path / "translate" / "reversed" / f"beam{widest}.nbest"
+    listing.parent.mkdir(parents=True)
+    listing.write_text("".join(f"{i} ||| {h} ||| lstm={s} ||| {s}\n"
+                               for i, cands in enumerate(nbest) for h, s in cands),
+                       encoding="utf-8")
+    out = tmp_path / "rescore" / "oracle"
+    got = rescore_main(params, "oracle", RescorePaths(
+        translate=tmp_path / "translate", raw=tmp_path / "raw", prepared=prepared,
+        vocab=tmp_path / "vocab", models=tmp_path / "models", out=out))
+    assert got == {"sentences": 2, "candidates": 6}
+    assert (out / "oracle.tok.fr").read_text(encoding="utf-8").splitlines() == refs
+    assert (out / "baseline.tok.fr").read_text(encoding="utf-8").splitlines() == [
+        cands[0][0] for cands in nbest]
+    assert (out / "oracle.detok.fr").read_text(encoding="utf-8").splitlines() == [
+        "le chat noir est assis sur le tapis rouge.",
+        "nous avons mangé une très bonne soupe hier soir."]
