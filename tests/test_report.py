@@ -1027,15 +1027,14 @@ def test_the_forget_bias_verdict_needs_perplexity_and_bleu_and_says_which_fell_s
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     params = load(path)
 
-    def verdict(plain_dev, opened_dev, plain_bleu, opened_bleu):
+    def verdict(plain_dev, opened_dev, plain_bleu, opened_bleu, diff=_interval(1.8, 3.6)):
         plain, opened = ("reversed_1", "reversed_2", "reversed_3"), (
             "reversed_fb1", "reversed_fb1_2", "reversed_fb1_3")
         train = {m: {"dev_ppl": d} for m, d in zip(plain + opened, plain_dev + opened_dev)}
         systems = ("reversed", "reversed_2", "reversed_3") + opened
         bleu = _bleu({"translate": {s: {"12": _entry(b)} for s, b in zip(
             systems, plain_bleu + opened_bleu)}, "rescore": {}})
-        (text,) = forget_bias_verdicts(params, train=_train(train), bleu=bleu,
-                                       diff=_interval(1.8, 3.6))
+        (text,) = forget_bias_verdicts(params, train=_train(train), bleu=bleu, diff=diff)
         return text
 
     text = verdict([7.4, 7.6, 7.4], [7.0, 7.2, 6.9], [20.9, 20.2, 21.1], [23.6, 26.0, 26.5])
@@ -1049,6 +1048,12 @@ def test_the_forget_bias_verdict_needs_perplexity_and_bleu_and_says_which_fell_s
     text = verdict([7.0, 7.2, 6.9], [7.4, 7.6, 7.4], [23.6, 26.0, 26.5], [20.9, 20.2, 21.1])
     assert "opening the gate makes no clear difference here (BLEU: no significant difference; " \
            "dev perplexity: hurts)" in text  # the bootstrap says +, the seeds say -
+    # worse on every seed in both measures, and significantly worse on the test sentences: the
+    # bootstrap's significant loss agrees with the seeds, so the verdict is that it does not help
+    text = verdict([7.0, 7.2, 6.9], [7.4, 7.6, 7.4], [23.6, 26.0, 26.5], [20.9, 20.2, 21.1],
+                   diff=_interval(-3.6, -1.8))
+    assert "BLEU at beam 12 -2.70 (95% CI -3.60 to -1.80, paired bootstrap)" in text
+    assert ": opening the gate does not help here; a verdict needs dev perplexity and BLEU" in text
 
 
 def test_the_forget_bias_bleu_compares_both_sides_at_one_beam(tmp_path):
@@ -1160,6 +1165,44 @@ def test_claims_use_the_bootstrap_intervals():
     assert got["A wider beam helps"].status == verdicts.FAILS
 
 
+def test_the_wider_beam_claim_compares_the_narrowest_with_the_widest_and_counts_only_gains(
+        tmp_path):
+    """A system decoded at beams 1, 2 and 12: the claim compares beam 1 with beam 12 (not the
+    second widest with the widest); a system whose widest beam scores the same as its narrowest
+    is not counted among those a wider beam helped."""
+    import yaml
+
+    raw = yaml.safe_load(FIXTURE.read_text())
+    raw["systems"]["forward"]["beams"] = [1, 2, 12]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load(path)
+    bleu = {"translate": {"forward": {"1": _entry(10.0), "2": _entry(10.6), "12": _entry(11.0)},
+                          "reversed": {"1": _entry(12.0), "12": _entry(12.0)}},
+            "rescore": {}}
+    asked = []
+    signed = _signed_interval(bleu)
+
+    def diff(a, b):
+        asked.append((a.system, a.beam, b.system, b.beam))
+        return signed(a, b)
+
+    got = claims_.wider_beam(params, _bleu(bleu), diff)
+    assert asked == [("forward", 1, "forward", 12), ("reversed", 1, "reversed", 12)]
+    assert got.evidence == (
+        "higher for 1 of 2 systems (forward: beam 1 10.00 -> beam 12 11.00 (+1.00, 95% CI +0.50 "
+        "to +1.50); reversed: beam 1 12.00 -> beam 12 12.00 (+0.00, 95% CI -0.50 to +0.50))")
+    assert got.ours == "forward 10.00 at beam 1 -> 11.00 at beam 12; reversed 12.00 at beam 1 " \
+        "-> 12.00 at beam 12"
+    assert [(d.label, d.value) for d in got.differences] == [
+        ("forward beam 12 - beam 1", pytest.approx(1.0)), ("reversed beam 12 - beam 1", 0.0)]
+    assert got.status == verdicts.NO_DIFFERENCE  # reversed's interval holds 0
+    # without a bootstrap: the same pairs, no intervals
+    got = claims_.wider_beam(params, _bleu(bleu), None)
+    assert got.evidence.startswith("higher for 1 of 2 systems (forward: beam 1 10.00 -> beam 12 "
+                                   "11.00; reversed: beam 1 12.00 -> beam 12 12.00)")
+
+
 def test_an_interval_that_holds_0_is_never_dropped_because_another_is_missing(tmp_path):
     from s2s.evaluate.significance import Difference
 
@@ -1169,6 +1212,11 @@ def test_an_interval_that_holds_0_is_never_dropped_because_another_is_missing(tm
     # one interval holds 0, the other difference has none (a hypothesis file missing)
     assert verdicts.verdict_of([ci(-0.5, 0.9), None]) == verdicts.NO_DIFFERENCE
     assert verdicts.verdict_of([ci(0.2, 0.9), ci(-0.9, -0.1), None]) == verdicts.FAILS
+    # significantly negative beside one that holds 0 (either order): does not hold, not "no
+    # significant difference"
+    assert verdicts.verdict_of([ci(-0.9, -0.1), ci(-0.5, 0.9)]) == verdicts.FAILS
+    assert verdicts.verdict_of([ci(-0.5, 0.9), ci(-0.9, -0.1)]) == verdicts.FAILS
+    assert verdicts.combined([0, -1, None]) == verdicts.FAILS
     # significant gains beside one with no interval: no verdict, whatever its point value
     assert verdicts.verdict_of([ci(0.2, 0.9), None]) == verdicts.UNKNOWN
     assert verdicts.verdict_of([ci(0.2, 0.9), ci(0.1, 0.3)]) == verdicts.HOLDS
@@ -1268,6 +1316,11 @@ def test_the_reversal_argument_holds_only_where_every_early_snapshot_agrees():
     down = seeds((0.25, (0.2, 0.25, 0.3)), (0.5, (-0.2, -0.25, -0.3)))
     assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, -0.3, -0.1)), down).status \
         == verdicts.FAILS
+    # one early snapshot significantly against (bootstrap and seeds), the other holding 0: does
+    # not hold, not "no significant difference"
+    against = seeds((0.25, (-0.2, -0.25, -0.3)), (0.5, (0.2, 0.25, 0.3)))
+    assert reach_claim(first, diff((0.25, -0.3, -0.1), (0.5, -0.1, 0.3)), against).status \
+        == verdicts.FAILS
     # the seed pairs disagree with the bootstrap (or among themselves): no significant difference
     assert reach_claim(first, diff((0.25, 0.2, 0.4), (0.5, -0.3, -0.1)), up).status \
         == verdicts.NO_DIFFERENCE
@@ -1362,16 +1415,34 @@ def test_the_claims_say_intervals_only_where_every_bootstrap_was_made(tmp_path):
     from s2s.claims.inputs import BootstrapDiffs, ClaimInputs
     from s2s.paper import Ours
 
+    from s2s.evaluate.bleu import corpus_bleu_tok
+
     params = load(FIXTURE)
+    refs = ["le chat noir dort sur le canapé du salon .",
+            "nous partirons demain matin pour la gare de Lyon .",
+            "il a plu toute la journée sur la ville .",
+            "elle lit un livre très long depuis trois jours ."]
+    hyps = {"forward": ["le chat dort sur un canapé au salon .",
+                        "nous partons demain pour la gare .",
+                        "il a plu toute la journée dans une ville .",
+                        "elle lit un long livre depuis jours ."],
+            "reversed": [refs[0], refs[1], "il a plu toute la journée dans la ville .", refs[3]]}
     (tmp_path / "prepared").mkdir()
-    (tmp_path / "prepared" / "test.tok.fr").write_text("un chat\nle chien\n")
-    for system in ("forward", "reversed"):
+    (tmp_path / "prepared" / "test.tok.fr").write_text("".join(r + "\n" for r in refs))
+    for system, lines in hyps.items():
         (tmp_path / "translate" / system).mkdir(parents=True)
-        (tmp_path / "translate" / system / "beam12.tok.fr").write_text("un chat\nle chien\n")
+        (tmp_path / "translate" / system / "beam12.tok.fr").write_text(
+            "".join(h + "\n" for h in lines))
     paths = ClaimsPaths(metrics=tmp_path / "metrics", translate=tmp_path / "translate",
                         prepared=tmp_path / "prepared", out=tmp_path / "claims.json")
     diff = BootstrapDiffs(paths, [])
-    assert diff(Ours("translate", "forward", 12), Ours("translate", "reversed", 12)) is not None
+    # the first output is the baseline: the difference is the second's BLEU minus the first's
+    got = diff(Ours("translate", "forward", 12), Ours("translate", "reversed", 12))
+    fwd, rev = (corpus_bleu_tok(hyps[s], refs).score for s in ("forward", "reversed"))
+    assert 0 < fwd < rev < 100
+    assert (got.baseline, got.system) == pytest.approx((fwd, rev), abs=1e-9)
+    assert got.delta == pytest.approx(rev - fwd, abs=1e-9)
+    assert got.lo <= got.delta <= got.hi and got.hi > 0
     assert diff(Ours("translate", "forward", 1), Ours("translate", "forward", 12)) is None
     assert diff.missing == [str(tmp_path / "translate" / "forward" / "beam1.tok.fr")]
     bleu = _bleu({"translate": {"forward": {"1": _entry(10.0), "12": _entry(11.0)},
