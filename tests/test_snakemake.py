@@ -335,6 +335,34 @@ def test_a_change_of_params_reruns_what_reads_the_value_and_a_dry_run_changes_no
     assert jobs["train_reversed_4"] == 1 and "train_reversed_1" not in jobs
 
 
+def test_the_check_record_rewritten_by_dvc_reruns_nothing_by_time(tmp_path):
+    """`dvc repro` after any edit of params.yaml reruns check-params, which rewrites
+    metrics/params.json (the same bytes, a new time). Snakemake, with no record of DVC's run,
+    found it newer than download's outputs and reran download, prepare and every training. The
+    record counts only by existing; a value a stage reads still reruns it (its stamp)."""
+    repo = project(tmp_path / "repo", "default")
+    made_already(repo)
+    snakemake(repo, "--touch", "--cores", "1")
+    record = repo / "metrics" / "params.json"
+    time.sleep(1.1)  # a modification time Snakemake sees as later
+    record.touch()  # as check-params under `dvc repro`: same bytes, now
+    dry = snakemake(repo, "-n")
+    assert "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+    params = profile_dict("default")
+    params["models"]["reversed_4"]["order_seed"] += 1000  # read by its training only
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    record.touch()
+    jobs = planned_jobs(snakemake(repo, "-n").stdout)
+    assert jobs["train_reversed_4"] == 1 and jobs["translate_ensemble5"] == 1
+    assert "download" not in jobs and "prepare" not in jobs and "check_params" not in jobs
+    assert "train_reversed_1" not in jobs
+    params["data"]["dev"].append({"corpus": "multi30k.test_2017_flickr"})  # download reads data
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    record.touch()
+    jobs = planned_jobs(snakemake(repo, "-n").stdout)
+    assert jobs["download"] == 1 and jobs["prepare"] == 1
+
+
 def test_the_engine_that_made_the_outputs_last_says_with_what(tmp_path):
     """Snakemake's record of the values a stage's outputs were made with won over dvc.lock's
     always: after `dvc repro` with a changed value `snakemake -n` planned the stage and every
