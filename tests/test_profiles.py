@@ -158,6 +158,32 @@ def test_s2s_profile_writes_the_resolved_file_and_check_refuses_a_copied_differe
     assert proc.returncode != 0 and "'extends' belongs in a profile" in proc.stderr, proc.stderr
 
 
+def test_commands_that_write_or_check_dvc_yaml_refuse_another_parameter_file(tmp_path):
+    """dvc.yaml's stages name their params keys with no file and pass no --params: DVC runs them
+    with params.yaml's values. `s2s --params OTHER dag write` wrote OTHER's stages into it (and
+    said "regenerated from OTHER"), and `--params OTHER profile NAME` wrote the profile to OTHER
+    and dvc.yaml from it. Both refuse, in one line naming the file; `dag show` only prints."""
+    _profiles(tmp_path)
+    (tmp_path / "params.yaml").write_text(profile_text(ROOT / "profiles" / "smoke.yaml"))
+    (tmp_path / "other.yaml").write_text(profile_text(ROOT / "profiles" / "quick.yaml"))
+    run([str(BIN / "s2s"), "dag", "write"], cwd=tmp_path)
+    files = {n: (tmp_path / n).read_text() for n in ("dvc.yaml", "params.yaml", "other.yaml")}
+    for args, named in ((["dag", "write"], "dag write"), (["dag", "check"], "dag check"),
+                        (["profile", "quick"], "profile NAME")):
+        proc = run([str(BIN / "s2s"), "--params", "other.yaml", *args], cwd=tmp_path,
+                   check=False)
+        assert proc.returncode == 1, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert (f"other.yaml: `s2s {named}` works on params.yaml only: dvc.yaml's stages read "
+                f"params.yaml") in proc.stderr
+        assert {n: (tmp_path / n).read_text() for n in files} == files
+    shown = run([str(BIN / "s2s"), "--params", "other.yaml", "dag", "show"], cwd=tmp_path)
+    assert "other.yaml" in shown.stdout
+    proc = run([str(BIN / "s2s"), "--params", str(tmp_path / "params.yaml"), "dag", "check"],
+               cwd=tmp_path)  # params.yaml however it is named
+    assert "dvc.yaml is up to date" in proc.stdout
+
+
 # `s2s profile smoke` under a file-size limit: a write past it fails with EFBIG, as a full disk's
 # ENOSPC fails the same call (SIGXFSZ ignored, so the process sees the error, not the signal).
 _PROFILE_UNDER_LIMIT = """

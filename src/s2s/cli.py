@@ -325,6 +325,18 @@ def _input_not_there(e: OSError, args: argparse.Namespace, spec, params) -> str 
     return None
 
 
+def _require_project_params(params_path: Path, command: str, fix: str) -> None:
+    """Refuse a parameter file other than the project's params.yaml for a command that writes or
+    checks dvc.yaml: its stages name their params keys with no file and their commands pass no
+    --params, so DVC runs them with params.yaml's values (or fails on a key params.yaml lacks),
+    whatever file dvc.yaml was made from."""
+    if Path(params_path).resolve() != Path(PARAMS_FILE).resolve():
+        raise ConfigError(
+            f"{params_path}: `s2s {command}` works on {PARAMS_FILE} only: dvc.yaml's stages "
+            f"read {PARAMS_FILE} (their params and commands name no other file, so DVC would "
+            f"run them with its values, not {params_path}'s); {fix}")
+
+
 def _cmd_profile(a, params_path: Path):
     """Write profiles/<name>.yaml, resolved (its `extends` chain merged), as params.yaml; DVC then
     reruns what the change touches."""
@@ -334,6 +346,8 @@ def _cmd_profile(a, params_path: Path):
         return
     src = profiles.path_of(a.name)
     load(src)  # never switch to a profile that does not validate
+    _require_project_params(  # it writes dvc.yaml too
+        params_path, "profile NAME", f"leave out --params: the profile becomes {PARAMS_FILE}")
     from s2s import pipeline
     from s2s.io import atomic_write_text
 
@@ -354,10 +368,15 @@ def _cmd_profile(a, params_path: Path):
 
 
 def _cmd_dag(a, params_path: Path):
-    """dvc.yaml from params: `write` regenerates it, `check` fails if it is stale."""
+    """dvc.yaml from params.yaml: `write` regenerates it, `check` fails if it is stale; `show`
+    prints the stages of any parameter file."""
     from s2s import pipeline
     from s2s.config import require_complete
 
+    if a.action != "show":  # show only prints: any file
+        _require_project_params(params_path, f"dag {a.action}",
+                                f"copy {params_path} to {PARAMS_FILE}, or switch to a profile "
+                                f"with `s2s profile NAME`")
     params = load(params_path)
     if a.action == "show":
         print(pipeline.describe_markdown(params), end="")
