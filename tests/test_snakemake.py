@@ -186,6 +186,37 @@ def test_a_run_of_another_parameter_file_says_what_dvc_commit_would_record(tmp_p
         assert "check_params" in proc.stderr and "dvc commit -f" not in proc.stderr, config
 
 
+@pytest.mark.parametrize("key, value, says", [
+    ("report.table1.forward_beam12.system", "forwrd",
+     "'report.table1.forward_beam12.system' names system 'forwrd', which is not under "
+     "'systems'"),
+    ("data.test.corpus", "multi30k.tset",
+     "'data.test.corpus' names corpus 'multi30k.tset', which is not in the registry"),
+    ("resources.trian", {"threads": 1},
+     "'resources.trian' is not a stage kind of the pipeline (known: check, download"),
+])
+def test_what_the_check_stage_refuses_is_refused_when_the_workflow_reads_the_file(
+        tmp_path, key, value, says):
+    """The check stage ran its cross-reference checks (the answers' systems, the corpora, the
+    resources' kinds) once: Snakemake never reruns it once its record exists, and a mistyped
+    answer then turned its row and the claims that read it into "not run". The workflow makes
+    the same checks whenever it reads the file: one line, no traceback, no job."""
+    repo = project(tmp_path / "repo")
+    made_already(repo)  # the check's record among them: its job would not run again
+    params = profile_dict("smoke")
+    *parents, leaf = key.split(".")
+    node = params
+    for part in parents:
+        node = node[part]
+    assert leaf in node or parents == ["resources"], key
+    node[leaf] = value
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = snakemake(repo, "-n", check=False)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert f"ConfigError: params.yaml: {says}" in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")

@@ -12,6 +12,7 @@ import time
 from s2s import dag, pipeline, projectlock
 from s2s.config import PARAMS_FILE, load as load_params, read_yaml as load_yaml, resolved
 from s2s.io import atomic_write_text
+from s2s.stages import check as check_stage
 
 
 def refuse(error):
@@ -23,12 +24,14 @@ def refuse(error):
 
 try:
     PARAMS = load_params(config["params"])  # validated: a bad key fails here, named
+    # What the check stage refuses beyond loading (its corpora the registry's, its answers the
+    # paper's rows and outputs the pipeline makes, its resources the pipeline's stage kinds):
+    # here, on every run, as the check stage runs once here (its record counts by existing).
+    for _require in (check_stage.require_known_corpora, check_stage.require_known_answers,
+                     check_stage.require_known_resources):
+        _require(PARAMS)
     PARAM_VALUES = resolved(config["params"])  # as DVC reads it (YAML 1.2), a profile resolved
     STAGES = pipeline.generate(PARAMS)
-    _unknown = sorted(set(PARAMS.resources) - {s.kind for s in STAGES} - {"default"})
-    if _unknown:
-        raise ValueError(f"{config['params']}: 'resources.{_unknown[0]}' is not a stage kind "
-                         f"of the pipeline (known: {sorted({s.kind for s in STAGES})}, default)")
 except (ValueError, OSError) as e:  # a ConfigError is a ValueError
     refuse(e)
 
