@@ -464,6 +464,28 @@ def test_unknown_profile_is_refused(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "p.yaml").exists()
 
 
+def test_a_partial_resources_entry_takes_the_default_entry_field_by_field(tmp_path):
+    """`resources.<kind>.gpus`, else `resources.default.gpus` (docs/gpu.md), for each field: a
+    kind's entry that wrote only `threads` took StageResources' own defaults for the rest (a GPU
+    job of the default asked for no GPU, 4000 MB and an hour)."""
+    raw = config.resolved(ROOT / "profiles" / "smoke.yaml")
+    raw["resources"] = {"default": {"threads": 4, "mem_mb": 64000, "runtime": 720, "gpus": 1},
+                        "translate": {"threads": 8}, "train": {"gpus": 2, "runtime": 60}}
+    path = tmp_path / "params.yaml"
+    path.write_text(json.dumps(raw))
+    p = config.load(path)
+    res = config.StageResources
+    assert p.resources_for("translate") == res(threads=8, mem_mb=64000, runtime=720, gpus=1)
+    assert p.resources_for("train") == res(threads=4, mem_mb=64000, runtime=60, gpus=2)
+    assert p.resources_for("report") == res(threads=4, mem_mb=64000, runtime=720, gpus=1)
+    raw["resources"] = {"default": {"mem_mb": 500}, "translate": {"threads": 8}}
+    path.write_text(json.dumps(raw))  # the default's unwritten fields: StageResources' own
+    assert config.load(path).resources_for("translate") == res(threads=8, mem_mb=500)
+    raw["resources"] = {"translate": {"threads": 8}}  # no default: StageResources' own
+    path.write_text(json.dumps(raw))
+    assert config.load(path).resources_for("translate") == res(threads=8)
+
+
 def test_missing_section_is_named(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(textwrap.dedent("""\

@@ -359,7 +359,9 @@ class Params:
         return cache.get((kind, name))
 
     def resources_for(self, kind: str) -> StageResources:
-        """`resources.<kind>`, else `resources.default`, else the defaults of StageResources."""
+        """`resources.<kind>`, else `resources.default`, else the defaults of StageResources. A
+        loaded file's `resources.<kind>` holds each field it leaves out from `resources.default`
+        (:func:`_fill_resources`): `{threads: 8}` asks for the default's memory and GPUs."""
         return self.resources.get(kind) or self.resources.get("default") or StageResources()
 
     def declares(self, key: str) -> bool:
@@ -796,8 +798,25 @@ def load(path: str | Path = PARAMS_FILE) -> Params:
     params = _decode(Params, raw, path, "", origins, skip={"source", "written", "origins"})
     params = dataclasses.replace(params, source=path, origins=origins, written=frozenset(
         [*raw, *(f"{k}.{sub}" for k, v in raw.items() if isinstance(v, dict) for sub in v)]))
+    params = _fill_resources(params, raw.get("resources"))
     _check_cross_refs(params)
     return params
+
+
+def _fill_resources(params: Params, raw: Any) -> Params:
+    """`params` with each `resources.<kind>` (decoded from `raw`, the file's `resources`) taking
+    the fields it does not write from `resources.default`, field by field: the kind's field,
+    else the default's, else StageResources' own default."""
+    default = params.resources.get("default")
+    if default is None or not isinstance(raw, dict):
+        return params
+    given = set(raw.get("default") or ())
+    filled = {}
+    for kind, res in params.resources.items():
+        own = set(raw.get(kind) or ()) if kind != "default" else set(given)
+        filled[kind] = dataclasses.replace(res, **{f: getattr(default, f)
+                                                   for f in given - own})
+    return dataclasses.replace(params, resources=filled)
 
 
 def _decode(tp: Any, value: Any, source: Path, key: str, origins: typing.Mapping[str, Path],
