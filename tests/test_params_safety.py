@@ -446,6 +446,31 @@ def test_a_profile_that_does_not_name_itself_is_refused(tmp_path):
     assert "\nprofile: bad\n" in profiles.profile_text(folder / "bad.yaml")
 
 
+@pytest.mark.parametrize("section, key, stage, default", [
+    ("evaluate", "min_group", "report", "100"),
+    ("analysis", "cross_attention_system", "attention", "null"),
+    ("analysis", "attention_examples", "attention", "4"),
+])
+def test_a_declared_key_the_file_leaves_out_is_refused_by_the_check(
+        tmp_path, section, key, stage, default):
+    """Loading gives a key the file leaves out its default, but DVC reads a stage's declared
+    params keys from the file itself: the file passed `s2s check` and `s2s dag check`, and
+    `dvc repro` failed late, at the stage ("Parameters '...' are missing from 'params.yaml'")."""
+    raw = smoke()
+    del raw[section][key]
+    path = write(tmp_path, raw)
+    config.load(path)  # a valid file: the key has a default
+    proc = run([str(BIN / "s2s"), "--params", str(path), "check", "--out",
+                str(tmp_path / "ok.json")], tmp_path, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = proc.stderr.strip().splitlines()
+    assert len(said) == 1 and "Traceback" not in said[0], said
+    assert (f"{path}: '{section}.{key}' is not in the file, but stage '{stage}' declares it, "
+            f"and DVC reads a stage's params keys from the file itself") in said[0], said
+    assert f"write it (its default: {default})" in said[0], said
+    assert not (tmp_path / "ok.json").exists()
+
+
 @pytest.mark.parametrize("edit, key, corpus", [
     (lambda raw: raw["data"]["train"][0].update(corpus="nope.corpus"), "data.train[0]",
      "nope.corpus"),

@@ -217,6 +217,21 @@ def test_what_the_check_stage_refuses_is_refused_when_the_workflow_reads_the_fil
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
 
+def test_a_declared_key_the_file_leaves_out_is_one_line_not_a_traceback(tmp_path):
+    """A key with a default that a stage declares (the report's `evaluate.min_group`), left out
+    of the file: the rules read the declared keys' values, and Snakemake stopped with a
+    DagError's traceback. It is the check's one line now, naming the key and the stage."""
+    repo = project(tmp_path / "repo")
+    params = profile_dict("smoke")
+    del params["evaluate"]["min_group"]
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = snakemake(repo, "-n", check=False)
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert ("ConfigError: params.yaml: 'evaluate.min_group' is not in the file, but stage "
+            "'report' declares it") in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and 'File "' not in proc.stderr, proc.stderr[-3000:]
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_snakemake_plans_one_job_per_dvc_stage(profile, plan_repo):
     (plan_repo / "params.yaml").write_text(profile_text(profile), encoding="utf-8")

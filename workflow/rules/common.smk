@@ -32,6 +32,8 @@ try:
         _require(PARAMS)
     PARAM_VALUES = resolved(config["params"])  # as DVC reads it (YAML 1.2), a profile resolved
     STAGES = pipeline.generate(PARAMS)
+    # each params key a stage declares is in the file: its rule reads it (params_stamp)
+    check_stage.require_declared_keys(PARAMS, STAGES, PARAM_VALUES)
 except (ValueError, OSError) as e:  # a ConfigError is a ValueError
     refuse(e)
 

@@ -1,7 +1,8 @@
 """Stage `check-params`: the parameter file, validated before any stage uses it: what loading
 it checks (s2s.config), and what needs more than the file: that its corpora are the registry's,
 its answers the paper's rows and the rescore stage's outputs, its resources the pipeline's stage
-kinds.
+kinds, and that it writes each params key a stage declares (DVC reads those from the file, with
+no default). The Snakemake workflow makes the same checks whenever it reads the file.
 
 Reads:  the parameter file (``--params``; the command loads and validates all of it first).
 Writes: ``<out>`` (``metrics/params.json``): ``{"valid": true, "name_pattern": ...}``. The stage
@@ -131,6 +132,60 @@ def require_known_resources(params: Params) -> None:
                               f"profile does not run ({kinds[kind]}): remove it")
 
 
+def require_declared_keys(params: Params, stages: list[Stage] | None = None,
+                          values: dict | None = None) -> None:
+    """Each params key a stage of the pipeline declares (its dvc.yaml `params`) is in the file
+    (`values`: the file as DVC reads it, a profile's `extends` resolved). Loading fills a key
+    with a default where the file leaves it out, but DVC reads the declared keys from the file
+    itself: it failed at that stage, late ("Parameters '...' are missing"), and Snakemake, which
+    reads them too, with a traceback when it read the file. `stages`: those of s2s.pipeline."""
+    from s2s import pipeline
+    from s2s.config import ConfigError, resolved
+    from s2s.dag import DagError, param_values
+
+    if stages is None:
+        stages = pipeline.generate(params)
+    if values is None:
+        values = resolved(params.source)
+    declaring: dict[str, list[str]] = {}
+    for stage in stages:
+        for key in stage.params:
+            declaring.setdefault(key, []).append(stage.name)
+    for key, names in declaring.items():
+        try:
+            param_values(values, (key,))
+        except DagError:
+            others = f" (and {len(names) - 1} other stage(s))" if len(names) > 1 else ""
+            default = _default_of(params, key)
+            write = f"write it (its default: {default})" if default is not None else "write it"
+            raise ConfigError(f"{params.source}: '{key}' is not in the file, but stage "
+                              f"'{names[0]}'{others} declares it, and DVC reads a stage's "
+                              f"params keys from the file itself (it would fail at that "
+                              f"stage): {write}") from None
+
+
+def _default_of(params: Params, key: str) -> str | None:
+    """The value loading gave `key` (its default, where the file leaves it out), as JSON; None
+    where it is no plain value (a section)."""
+    import dataclasses
+    import json
+
+    value: object = params
+    for part in key.split("."):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = getattr(value, part, None)
+        elif isinstance(value, dict):
+            value = value.get(part)
+        else:
+            return None
+    if dataclasses.is_dataclass(value) or isinstance(value, dict):
+        return None
+    try:
+        return json.dumps(value)
+    except TypeError:
+        return None
+
+
 def main(params_file: Path, *, out: Path) -> None:
     """The file was validated when it was loaded; record that it passed (and that it is
     complete: DVC reads its keys itself)."""
@@ -141,6 +196,7 @@ def main(params_file: Path, *, out: Path) -> None:
     require_known_corpora(params)
     require_known_answers(params)
     require_known_resources(params)
+    require_declared_keys(params)
     if Path(params_file).name == Path(PARAMS_FILE).name:  # the file DVC reads (Snakemake may run a profile)
         require_complete(params_file)
         if os.environ.get("DVC_STAGE"):  # run by DVC (Snakemake makes its rules from params)
