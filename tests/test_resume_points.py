@@ -21,7 +21,7 @@ import pytest
 import torch
 import yaml
 
-from s2s import checkpoint, config, train
+from s2s import checkpoint, config, precision, train
 from s2s.layout import TrainPaths
 from s2s.stages import train as train_stage
 from helpers import profile_dict
@@ -284,3 +284,33 @@ def test_the_code_a_resume_point_records_is_the_code_dvc_reruns_the_stage_for(ru
     assert "src/s2s/model/transformer.py" not in recorded
     assert recorded["src/s2s/losses.py"] == hashlib.sha256(
         (Path(train.__file__).parent / "losses.py").read_bytes()).hexdigest()
+
+
+def test_the_metrics_name_the_threads_that_trained_not_those_that_rewrote_the_outputs(
+        runs, tmp_path, caplog):
+    """A finished run rerun under another train.threads (a bookkeeping key: it resumes) trains
+    no step: its metrics keep the thread count that trained it. A killed one that goes on under
+    another says so, and its metrics name the threads of its last steps."""
+    data, work, params, _ = runs
+    raw = tiny()
+    raw["train"]["threads"] = 2
+    two = load(raw, tmp_path / "two.yaml")
+    finished = tmp_path / "finished"
+    shutil.copytree(work / "killed" / "checkpoints", finished / "checkpoints")
+    assert train_into(params, finished, data)["threads"] == 1  # trained on from step 13
+    torch.set_num_threads(1)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        metrics = train_into(two, finished, data)
+    assert "no step is trained" in caplog.text
+    assert metrics["threads"] == 1 and metrics["cpu"] == precision.cpu_kind()
+    killed = tmp_path / "killed"
+    shutil.copytree(work / "killed" / "checkpoints", killed / "checkpoints")
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="s2s.train"):
+        metrics = train_into(two, killed, data)
+    torch.set_num_threads(1)
+    assert metrics["threads"] == 2
+    assert (f"forward: trained to step 13 under 1 thread on {precision.cpu_kind()}; goes on "
+            f"under 2 threads on {precision.cpu_kind()}: its numbers are those of neither, and "
+            f"its metrics name the second") in caplog.text

@@ -147,6 +147,11 @@ def code_record(model_cfg) -> dict[str, str]:
     return code_digests("s2s.stages.train", arch.ARCHITECTURES[model_cfg.arch].model_module)
 
 
+def _where(threads: int | None, cpu: str | None) -> str:
+    """A trainer's thread count and CPU kind, in words."""
+    return f"{threads} thread{'' if threads == 1 else 's'}" + (f" on {cpu}" if cpu else "")
+
+
 def _code_changes(old, new: Mapping[str, str]) -> str:
     """The files whose contents differ between two code records, for a message."""
     if not isinstance(old, dict):
@@ -328,6 +333,10 @@ class TrainState:
     train_tokens: int = 0
     window_nll: float = 0.0  # training loss since the last dev evaluation
     window_tok: int = 0
+    # what trained its steps (the last process that trained one): the metrics say it, not the
+    # machine that only rewrote a finished run's outputs
+    threads: int | None = None
+    cpu: str | None = None  # s2s.precision.cpu_kind, on the CPU
 
     @property
     def window_ppl(self) -> float:
@@ -345,7 +354,8 @@ class TrainState:
                     best_dev_ppl=self.best_dev_ppl, best_step=self.best_step,
                     best_model=None if self.best_step == self.step else self.best_state,
                     train_seconds=self.train_seconds, train_tokens=self.train_tokens,
-                    window_nll=self.window_nll, window_tok=self.window_tok)
+                    window_nll=self.window_nll, window_tok=self.window_tok, threads=self.threads,
+                    cpu=self.cpu)
 
     @classmethod
     def from_payload(cls, payload: dict, *, source: Path, weights: dict,
@@ -489,6 +499,8 @@ class _ResumeRecord:
     train_tokens: int
     window_nll: float
     window_tok: int
+    threads: int | None
+    cpu: str | None
 
 
 @dataclass
@@ -564,6 +576,14 @@ class Run:
         state = TrainState.agreed(state or TrainState(self.fingerprint), self.world, self.device)
         distributed.broadcast_parameters(self.model, self.world)
         distributed.broadcast_optimizer_state(self.opt, self.world, self.device)
+        if state.step < self.total_steps:  # this process trains: its steps are trained here
+            here = (torch.get_num_threads(),
+                    precision.cpu_kind() if self.device.type == "cpu" else None)
+            if state.step and (state.threads, state.cpu) != here:
+                log.warning("%s: trained to step %d under %s; goes on under %s: its numbers are "
+                            "those of neither, and its metrics name the second", self.name,
+                            state.step, _where(state.threads, state.cpu), _where(*here))
+            state.threads, state.cpu = here
         return state
 
     def _read_resume_point(self) -> TrainState | None:
@@ -795,7 +815,7 @@ class Run:
             model=self.name, reverse_source=self.model_cfg.reverse_source,
             **self.model_cfg.shape(), parameters=self.model.num_parameters(),
             device=str(self.device), precision=self.chosen.name,
-            threads=torch.get_num_threads(), epochs=self.cfg.epochs, steps=state.step,
+            threads=state.threads, epochs=self.cfg.epochs, steps=state.step,
             train_pairs=len(self.train), train_target_words=self.train.target_tokens,
             tgt_words_per_sec=round(state.train_tokens / max(state.train_seconds, 1e-9), 1),
             train_seconds=round(state.train_seconds, 1),
@@ -804,7 +824,7 @@ class Run:
             best_dev_ppl=round(state.best_dev_ppl, 4),
             processes=self.world.size if self.world.size > 1 else None,
             engine=None if self.device.type == "cpu" else self.chosen.engine,
-            cpu=precision.cpu_kind() if self.device.type == "cpu" else None,
+            cpu=state.cpu,
         ).to_json()
         if not self.world.is_main:
             return metrics
