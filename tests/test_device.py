@@ -154,13 +154,11 @@ def test_the_timing_record_names_the_gpu_it_decoded_on_and_the_cpu_record_is_as_
     assert CostTiming.from_json(gpu.to_json(), source="cost.json") == gpu
 
 
-def test_a_checkpoint_made_on_one_kind_of_device_never_resumes_on_another(tmp_path):
-    from s2s.config import TrainConfig
+def _fingerprint_inputs(tmp_path):
+    """A model config, vocabularies and an ids record to take training fingerprints of."""
+    from s2s.data.ids import SPLITS, IdsRecord, ids_file, offsets_file
     from s2s.data.vocab import Vocab
     from s2s.model.seq2seq import RNNConfig
-    from s2s.train import fingerprint
-
-    from s2s.data.ids import SPLITS, IdsRecord, ids_file, offsets_file
 
     files = {}
     for split in SPLITS:
@@ -170,7 +168,15 @@ def test_a_checkpoint_made_on_one_kind_of_device_never_resumes_on_another(tmp_pa
     (tmp_path / "ids.json").write_text(json.dumps(IdsRecord(
         vocab={"en": "v", "fr": "v"}, lines=dict.fromkeys(SPLITS, 1), files=files).to_json()))
     vocab = Vocab(words=("<pad>", "<unk>", "<s>", "</s>", "a"), fingerprint="v")
-    args = (RNNConfig(), TrainConfig(), vocab, vocab, tmp_path)
+    return RNNConfig(), vocab, vocab, tmp_path
+
+
+def test_a_checkpoint_made_on_one_kind_of_device_never_resumes_on_another(tmp_path):
+    from s2s.config import TrainConfig
+    from s2s.train import fingerprint
+
+    model_cfg, src, tgt, ids = _fingerprint_inputs(tmp_path)
+    args = (model_cfg, TrainConfig(), src, tgt, ids)
     from s2s.precision import plan
 
     cpu = fingerprint(*args)
@@ -183,3 +189,29 @@ def test_a_checkpoint_made_on_one_kind_of_device_never_resumes_on_another(tmp_pa
     assert fingerprint(*args, chosen=plan(True, device_type="cuda", engine="tensor cores",
                                           recurrent=torch.bfloat16)) \
         != fingerprint(*args, chosen=gpu)
+
+
+def test_a_key_the_run_does_not_read_leaves_its_fingerprint_and_amp_counts_as_its_plan(tmp_path):
+    """Adam's keys under SGD, the warmup under the paper's schedule, its halvings under
+    inverse_sqrt change no weight: a checkpoint resumes across them. `amp: true` and `auto`
+    resolved to one plan are the same run; resolved to two, not."""
+    from s2s.config import TrainConfig
+    from s2s.precision import plan
+    from s2s.train import fingerprint
+
+    model_cfg, src, tgt, ids = _fingerprint_inputs(tmp_path)
+
+    def fp(chosen=None, **train):
+        return fingerprint(model_cfg, TrainConfig(**train), src, tgt, ids, chosen=chosen)
+
+    sgd = fp()
+    assert fp(adam_eps=1e-6) == fp(adam_betas=(0.8, 0.9)) == fp(warmup_steps=10) == sgd
+    assert fp(decay_start=4.0) != sgd and fp(lr=0.5) != sgd
+    adam = fp(optimizer="adam")
+    assert adam != sgd and fp(optimizer="adam", adam_eps=1e-6) != adam
+    inv = fp(schedule="inverse_sqrt")
+    assert fp(schedule="inverse_sqrt", decay_start=4.0) == inv
+    assert fp(schedule="inverse_sqrt", warmup_steps=10) != inv
+    bf16 = plan(True, device_type="cpu", engine="AVX512-BF16")
+    assert fp(bf16, amp=True) == fp(bf16, amp="auto") != fp(plan(False, device_type="cpu",
+                                                                  engine=None), amp=False)

@@ -86,6 +86,20 @@ def lr_at(step: int, steps_per_epoch: int, cfg: TrainConfig) -> float:
 BOOKKEEPING = ("device", "threads", "log_every", "checkpoint_every")
 
 
+# The recipe keys a run reads under one optimizer or one schedule only (make_optimizer, lr_at):
+# under another, a change to them changes no weight, and a checkpoint resumes across it.
+READ_ONLY_WITH = {"adam_betas": ("optimizer", "adam"), "adam_eps": ("optimizer", "adam"),
+                  "warmup_steps": ("schedule", "inverse_sqrt"),
+                  **{k: ("schedule", "paper")
+                     for k in ("decay_start", "decay_every", "decay_factor")}}
+
+
+def reads(cfg: TrainConfig, key: str) -> bool:
+    """Whether a run of recipe `cfg` reads `train` key `key` (READ_ONLY_WITH)."""
+    chooser, value = READ_ONLY_WITH.get(key, (None, None))
+    return chooser is None or getattr(cfg, chooser) == value
+
+
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
     """The recipe's optimizer: plain SGD (§3.4: no momentum), or Adam with `adam_betas` and
     `adam_eps` (Vaswani et al.); the learning rate is set every step from lr_at. SGD of a model
@@ -121,15 +135,17 @@ def _clip(model: nn.Module, opt: torch.optim.Optimizer,
 def fingerprint(model_cfg, cfg: TrainConfig, src: Vocab, tgt: Vocab,
                 ids_dir: Path, *, chosen: precision.Precision | None = None) -> str:
     """What the weights, the curves and best.pt depend on: the model config, every `train` key
-    but BOOKKEEPING, the precision `amp` resolved to on this machine (`chosen`: `auto` is bf16 on
-    one and fp32 on another; off the CPU its whole plan, so a CPU checkpoint never resumes on a
-    GPU), both vocabularies, and the training and dev ids (the sha256 of each file's values, as
-    the ids record gives them: s2s.data.ids.open_split checks the files against it). A
-    checkpoint with another fingerprint is never resumed. (The test set is read only after
-    training.)"""
+    but BOOKKEEPING and those of another optimizer or schedule than the run's (READ_ONLY_WITH),
+    the precision `amp` resolved to on this machine (`chosen`: `auto` is bf16 on one and fp32 on
+    another; off the CPU its whole plan, so a CPU checkpoint never resumes on a GPU), both
+    vocabularies, and the training and dev ids (the sha256 of each file's values, as the ids
+    record gives them: s2s.data.ids.open_split checks the files against it). A checkpoint with
+    another fingerprint is never resumed. (The test set is read only after training.)"""
     # Later keys enter only where a run uses them (train_record, config_record: the rule is
-    # s2s.arch.config_record's).
-    relevant = {k: v for k, v in train_record(cfg).items() if k not in BOOKKEEPING}
+    # s2s.arch.config_record's); `amp` enters as the plan it resolved to (none: fp32 on the CPU,
+    # which adds nothing), so that `true` and `auto` resolved alike resume each other.
+    relevant = {k: v for k, v in train_record(cfg).items()
+                if k not in (*BOOKKEEPING, "amp") and reads(cfg, k)}
     if chosen is not None:
         relevant.update(chosen.fingerprint_entries())
     files = IdsRecord.read(ids_dir).files
