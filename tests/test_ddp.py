@@ -323,6 +323,52 @@ def test_a_lock_rank_0_cannot_take_fails_every_rank_at_once(data, tmp_path):
     assert not paths.last.exists() and not paths.model_dir.exists()
 
 
+
+def test_a_resume_point_rank_0_cannot_read_this_time_fails_every_rank_at_once(
+        data, two_process_reference, tmp_path):
+    """Ranks started as srun starts them: rank 0 meets an I/O error reading the resume point,
+    and every rank stops with its error at once (none waits for rank 0 in a collective for
+    TIMEOUT), the resume point kept for the rerun."""
+    import os
+    import pickle
+    import shutil
+    import subprocess
+    import sys
+    import time
+
+    tmp, _ = data
+    params, _ = two_process_reference
+    paths = train_paths(tmp, "eio")
+    shutil.copytree(tmp / "ref2" / "ckpt", paths.ckpt_dir)
+    kept = paths.last.read_bytes()
+    job = tmp_path / "job.pkl"
+    job.write_bytes(pickle.dumps((params, paths)))
+    eio_on_rank_0 = ("import errno, os\n"
+                     "from s2s import checkpoint\n"
+                     "def load(*args, **kw):\n"
+                     "    raise OSError(errno.EIO, 'Input/output error')\n"
+                     "if os.environ['RANK'] == '0':\n"
+                     "    checkpoint.torch.load = load\n")
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(distributed.free_port())}
+    ranks = [subprocess.Popen([sys.executable, "-c", eio_on_rank_0 + RANK_OF_A_STEP, str(job)],
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in (0, 1)]
+    deadline = time.monotonic() + 60
+    try:
+        outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in ranks]
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    said = (f"CheckpointUnread: {paths.last}: cannot read the checkpoint (OSError: [Errno 5] "
+            f"Input/output error); the resume point is kept")
+    for rank, (p, out) in enumerate(zip(ranks, outs)):
+        assert p.returncode != 0 and said in out, (rank, out[-3000:])
+    assert paths.last.read_bytes() == kept and not paths.model_dir.exists()
+
 def _adam_worker(out: str) -> None:
     torch.set_num_threads(1)
     world = distributed.World.from_env()

@@ -314,3 +314,18 @@ def test_the_metrics_name_the_threads_that_trained_not_those_that_rewrote_the_ou
     assert (f"forward: trained to step 13 under 1 thread on {precision.cpu_kind()}; goes on "
             f"under 2 threads on {precision.cpu_kind()}: its numbers are those of neither, and "
             f"its metrics name the second") in caplog.text
+
+
+def test_a_resume_point_of_a_version_that_recorded_no_code_is_said_to_be_one(
+        runs, tmp_path, caplog):
+    data, work, params, _ = runs
+    run_dir = tmp_path / "run"
+    shutil.copytree(work / "killed" / "checkpoints", run_dir / "checkpoints")
+    last = run_dir / "checkpoints" / "forward" / "last.pt"
+    rewrite(last, lambda p: p.pop("code"))
+    with caplog.at_level(logging.INFO, logger="s2s.train"), \
+            pytest.raises(train.Interrupted, match="stopped after step 1 "):
+        train_into(params, run_dir, data, stop_after=1, resume_other_code=True)
+    assert (f"forward: {last} was written by an earlier version of s2s, which did not record "
+            f"its code; starting afresh") in caplog.text
+    assert "other params or data" not in caplog.text and "resuming" not in caplog.text

@@ -200,25 +200,32 @@ def broadcast_object(obj: Any, world: World, device: torch.device) -> Any:
     return box[0]
 
 
+def on_main(fn: Callable[[], T], world: World, device: torch.device) -> T | None:
+    """`fn()` on rank 0 alone, every rank told whether it failed: if so, every rank raises rank
+    0's error (the others a copy) at once, instead of waiting for rank 0 in their next collective
+    for up to TIMEOUT. Its value on rank 0, None on the others. The ranks must have joined the
+    process group (:func:`init`)."""
+    value, error = None, None
+    if world.is_main:
+        try:
+            value = fn()
+        except Exception as e:
+            error = e
+    failed = broadcast_object(None if error is None else _portable(error), world, device)
+    if error is not None:
+        raise error
+    if failed is not None:
+        raise failed
+    return value
+
+
 @contextlib.contextmanager
 def held_on_main(resource: contextlib.AbstractContextManager, world: World,
                  device: torch.device) -> Iterator[None]:
     """Hold `resource` (a lock that one process may take) on rank 0 alone while the block runs,
-    every rank told whether rank 0 could take it: if not, every rank raises rank 0's error (the
-    others a copy) at once, instead of waiting for rank 0 in their next collective for up to
-    TIMEOUT. The ranks must have joined the process group (:func:`init`)."""
+    every rank told whether rank 0 could take it (:func:`on_main`)."""
     with contextlib.ExitStack() as held:
-        error = None
-        if world.is_main:
-            try:
-                held.enter_context(resource)
-            except Exception as e:
-                error = e
-        failed = broadcast_object(None if error is None else _portable(error), world, device)
-        if error is not None:
-            raise error
-        if failed is not None:
-            raise failed
+        on_main(lambda: held.enter_context(resource), world, device)
         yield
 
 

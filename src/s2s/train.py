@@ -171,7 +171,7 @@ def _where(threads: int | None, cpu: str | None) -> str:
 def _code_changes(old, new: Mapping[str, str]) -> str:
     """The files whose contents differ between two code records, for a message."""
     if not isinstance(old, dict):
-        return "a resume point that does not record its code"
+        return "its code record is no record of files"
     changed = sorted(f for f in old.keys() | new.keys() if old.get(f) != new.get(f))
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
     return f"{shown} changed"
@@ -585,17 +585,23 @@ class Run:
     def resume(self) -> TrainState:
         """The state to go on from: ``last.pt`` where it belongs to this run (its fingerprint and
         name, every snapshot before its step present), else a fresh start. Rank 0 decides and
-        reads; every rank then holds its step, weights and optimizer state."""
-        state = self._read_resume_point() if self.world.is_main else None
-        if self.world.is_main and self.snaps is not None and state is None:
-            self.snaps.clear()
+        reads (one it cannot read this time stops every rank: distributed.on_main); every rank
+        then holds its step, weights and optimizer state."""
+        def read() -> TrainState | None:
+            found = self._read_resume_point()
+            if found is None and self.snaps is not None:
+                self.snaps.clear()
+            return found
+
+        state = distributed.on_main(read, self.world, self.device)
         state = TrainState.agreed(state or TrainState(self.fingerprint), self.world, self.device)
         distributed.broadcast_parameters(self.model, self.world)
         distributed.broadcast_optimizer_state(self.opt, self.world, self.device)
         if state.step < self.total_steps:  # this process trains: its steps are trained here
             here = (torch.get_num_threads(),
                     precision.cpu_kind() if self.device.type == "cpu" else None)
-            if state.step and (state.threads, state.cpu) != here:
+            if (state.step and self.device.type == "cpu" and self.world.is_main
+                    and (state.threads, state.cpu) != here):  # a GPU's numbers are not the CPU's
                 log.warning("%s: trained to step %d under %s; goes on under %s: its numbers are "
                             "those of neither, and its metrics name the second", self.name,
                             state.step, _where(state.threads, state.cpu), _where(*here))
@@ -614,6 +620,10 @@ class Run:
             return None
         try:
             payload = checkpoint.load_payload(self.last)
+            if "code" not in payload:
+                log.info("%s: %s was written by an earlier version of s2s, which did not record "
+                         "its code; starting afresh", self.name, self.last)
+                return None
             if payload.get("fingerprint") != self.fingerprint or payload.get("name") != self.name:
                 log.info("%s: %s belongs to other params or data; starting afresh", self.name,
                          self.last)
