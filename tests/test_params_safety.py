@@ -469,6 +469,15 @@ def test_a_declared_key_the_file_leaves_out_is_refused_by_the_check(
             f"and DVC reads a stage's params keys from the file itself") in said[0], said
     assert f"write it (its default: {default})" in said[0], said
     assert not (tmp_path / "ok.json").exists()
+    # a code update can declare a key the file lacks: dvc.yaml is made from the stages, and its
+    # check-params stage does not rerun for them
+    for action in ("write", "check"):
+        proc = run([str(BIN / "s2s"), "dag", action], tmp_path, check=False)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        line, = proc.stderr.strip().splitlines()
+        assert (f"ConfigError: params.yaml: '{section}.{key}' is not in the file, but stage "
+                f"'{stage}' declares it") in line and "Traceback" not in line, line
+    assert not (tmp_path / "dvc.yaml").exists()
 
 
 @pytest.mark.parametrize("edit, key, corpus", [

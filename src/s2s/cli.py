@@ -372,6 +372,7 @@ def _cmd_dag(a, params_path: Path):
     prints the stages of any parameter file."""
     from s2s import pipeline
     from s2s.config import require_complete
+    from s2s.stages.check import require_declared_keys
 
     if a.action != "show":  # show only prints: any file
         _require_project_params(params_path, f"dag {a.action}",
@@ -382,6 +383,7 @@ def _cmd_dag(a, params_path: Path):
         print(pipeline.describe_markdown(params), end="")
         return
     require_complete(params_path)
+    require_declared_keys(params)  # DVC reads them from the file: else a stage fails late
     if a.action == "write":
         with projectlock.for_stage():
             changed = pipeline.write(params, DVC_YAML)
