@@ -446,6 +446,16 @@ def test_a_profile_that_does_not_name_itself_is_refused(tmp_path):
     assert "\nprofile: bad\n" in profiles.profile_text(folder / "bad.yaml")
 
 
+def refused(cwd: Path, *args: str) -> list[str]:
+    """What `s2s ARGS` (run in `cwd`) says on stderr where it refuses: exit status 1 and one line,
+    no traceback."""
+    proc = run([str(BIN / "s2s"), *args], cwd, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    said = proc.stderr.strip().splitlines()
+    assert len(said) == 1 and "Traceback" not in said[0], said
+    return said
+
+
 @pytest.mark.parametrize("section, key, stage, default", [
     ("evaluate", "min_group", "report", "100"),
     ("analysis", "cross_attention_system", "attention", "null"),
@@ -460,11 +470,7 @@ def test_a_declared_key_the_file_leaves_out_is_refused_by_the_check(
     del raw[section][key]
     path = write(tmp_path, raw)
     config.load(path)  # a valid file: the key has a default
-    proc = run([str(BIN / "s2s"), "--params", str(path), "check", "--out",
-                str(tmp_path / "ok.json")], tmp_path, check=False)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    said = proc.stderr.strip().splitlines()
-    assert len(said) == 1 and "Traceback" not in said[0], said
+    said = refused(tmp_path, "--params", str(path), "check", "--out", str(tmp_path / "ok.json"))
     assert (f"{path}: '{section}.{key}' is not in the file, but stage '{stage}' declares it, "
             f"and DVC reads a stage's params keys from the file itself") in said[0], said
     assert f"write it (its default: {default})" in said[0], said
@@ -472,11 +478,9 @@ def test_a_declared_key_the_file_leaves_out_is_refused_by_the_check(
     # a code update can declare a key the file lacks: dvc.yaml is made from the stages, and its
     # check-params stage does not rerun for them
     for action in ("write", "check"):
-        proc = run([str(BIN / "s2s"), "dag", action], tmp_path, check=False)
-        assert proc.returncode == 1, proc.stdout + proc.stderr
-        line, = proc.stderr.strip().splitlines()
+        line, = refused(tmp_path, "dag", action)
         assert (f"ConfigError: params.yaml: '{section}.{key}' is not in the file, but stage "
-                f"'{stage}' declares it") in line and "Traceback" not in line, line
+                f"'{stage}' declares it") in line, line
     assert not (tmp_path / "dvc.yaml").exists()
 
 
@@ -492,11 +496,7 @@ def test_a_corpus_id_the_registry_lacks_is_refused_by_the_check_naming_its_key(
     raw = smoke()
     edit(raw)
     path = write(tmp_path, raw)
-    proc = run([str(BIN / "s2s"), "--params", str(path), "check", "--out",
-                str(tmp_path / "ok.json")], tmp_path, check=False)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    said = proc.stderr.strip().splitlines()
-    assert len(said) == 1 and "Traceback" not in said[0], said
+    said = refused(tmp_path, "--params", str(path), "check", "--out", str(tmp_path / "ok.json"))
     assert (f"{path}: '{key}.corpus' names corpus '{corpus}', which is not in the registry "
             f"(known: multi30k.train, ") in said[0]
     assert not (tmp_path / "ok.json").exists()
