@@ -51,7 +51,7 @@ import common  # noqa: E402
 from s2s import checkpoint, precision  # noqa: E402
 from s2s.config import TranslateConfig  # noqa: E402
 from s2s.data.batching import collate  # noqa: E402
-from s2s.decode.beam import Hypothesis  # noqa: E402
+from s2s.decode.beam import Hypothesis, score_hypotheses  # noqa: E402
 from s2s.decode.ensemble import Ensemble  # noqa: E402
 from s2s.decode import translate as translate_stage  # noqa: E402
 from s2s.decode.translate import translate  # noqa: E402
@@ -216,9 +216,9 @@ def describe_gaps(model, sources: list[list[int]], fp32: list[Hypothesis], bf16:
     for k in range(0, len(differ), batch):
         idx = differ[k: k + batch]
         b = collate([(sources[i], []) for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
-        rescored = translate_stage.exact_scores(
+        rescored = score_hypotheses(
             model, b.src.to(device), b.src_lengths.to(device), [[bf16[i]] for i in idx],
-            vocab=vocab)
+            bos=vocab.bos, eos=vocab.eos)
         gaps += [r[0].score - fp32[i].score for i, r in zip(idx, rescored)]
     lower = sum(g < 0 for g in gaps)
     size = sorted(abs(g) for g in gaps)

@@ -1,4 +1,5 @@
-"""Left-to-right beam search (§3.2 of the paper), greedy search, and teacher-forced scoring.
+"""Left-to-right beam search (§3.2 of the paper), greedy search, and teacher-forced scoring
+(of sequences, and of a search's n-best lists).
 
 All three are pure functions over the inference contract of :mod:`s2s.model.base` (``encode``,
 ``step``, ``State.select``), which every model keeps.
@@ -326,6 +327,33 @@ def score_sequences(
         prev = target[:, t]
     return total
 
+
+
+@torch.no_grad()
+def score_hypotheses(model: DecodableModel, src: Tensor, lengths: Tensor,
+                     hyps: list[list[Hypothesis]], *, bos: int, eos: int
+                     ) -> list[list[Hypothesis]]:
+    """`hyps`, the n-best lists of the sentences ``src`` (N, S), each hypothesis scored again by
+    :func:`score_sequences`, in the lists' order: run in fp32, it gives a bf16 search's lists the
+    scores of the model in fp32 (as :func:`s2s.decode.translate.translate` does)."""
+    rows = [i for i, hs in enumerate(hyps) for _ in hs]  # the sentence of each hypothesis
+    flat = [h for hs in hyps for h in hs]
+    if not flat:
+        return hyps
+    index = torch.tensor(rows, device=src.device)
+    width = max(1, max(len(h.tokens) for h in flat))
+    tgt = torch.full((len(flat), width), eos, dtype=torch.long)  # past a length: never read
+    for r, h in enumerate(flat):
+        tgt[r, : len(h.tokens)] = torch.tensor(h.tokens, dtype=torch.long)
+    tgt_lengths = torch.tensor([len(h.tokens) for h in flat])
+    finished = torch.tensor([h.finished for h in flat])
+    scores = score_sequences(model, src.index_select(0, index), lengths.index_select(0, index),
+                             tgt.to(src.device), tgt_lengths.to(src.device), bos=bos, eos=eos,
+                             finished=finished.to(src.device)).tolist()
+    out: list[list[Hypothesis]] = [[] for _ in hyps]
+    for i, h, score in zip(rows, flat, scores):
+        out[i].append(Hypothesis(h.tokens, score, h.finished))
+    return out
 
 def _check_search_args(*, beam: int, nbest: int, length_penalty: float, min_len: int) -> None:
     if beam < 1:

@@ -15,7 +15,7 @@ from s2s import arch, checkpoint, precision
 from s2s.config import TranslateConfig
 from s2s.data.batching import collate
 from s2s.data.vocab import Vocab
-from s2s.decode.beam import Hypothesis, beam_search, score_sequences
+from s2s.decode.beam import Hypothesis, beam_search, score_hypotheses
 from s2s.decode.ensemble import Ensemble
 from s2s.layout import model_file
 from s2s.progress import progress
@@ -138,7 +138,7 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
     narrow beam's steps are as large as a wide one's. With ``mm_dtype`` (bf16) the search runs
     with bf16 matmuls and alone decides what a list holds and in which order (its first entry is
     the 1-best of ``nbest=1``); with ``nbest`` > 1 the returned scores are recomputed in fp32
-    (:func:`exact_scores`). What bf16 and the batching change in the output:
+    (:func:`s2s.decode.beam.score_hypotheses`). What bf16 and the batching change in the output:
     docs/precision-and-speed.md ("Batching", "N-best lists"). An empty source translates to one
     empty hypothesis (score 0, finished) without a search, in the stages as in
     `s2s translate-text` (a search would read it as one <pad>)."""
@@ -149,8 +149,8 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
     bar = progress(total=len(order), desc=desc, unit="sent")
     for k in range(0, len(order), per_batch):
         idx = order[k: k + per_batch]
+        max_len = max_target_lengths(torch.tensor([len(sources[i]) for i in idx]), cfg)
         b = collate([(sources[i], []) for i in idx], pad=vocab.pad, bos=vocab.bos, eos=vocab.eos)
-        max_len = max_target_lengths(b.src_lengths, cfg)
         src, src_lengths = b.src.to(device), b.src_lengths.to(device)
         with precision.autocast(device, mm_dtype):
             hyps = beam_search(model, src, src_lengths, beam=beam, bos=vocab.bos, eos=vocab.eos,
@@ -158,35 +158,11 @@ def translate(model, sources: list[list[int]], *, cfg: TranslateConfig, beam: in
                                length_penalty=cfg.length_penalty, pad=vocab.pad)
         if mm_dtype is not None and nbest > 1:
             with precision.strict_fp32(device):
-                hyps = exact_scores(model, src, src_lengths, hyps, vocab=vocab)
+                hyps = score_hypotheses(model, src, src_lengths, hyps, bos=vocab.bos,
+                                        eos=vocab.eos)
         for i, h in zip(idx, hyps):
             results[i] = h
         bar.update(len(idx))
     bar.close()
     assert all(r is not None for r in results)
     return results  # type: ignore[return-value]
-
-
-def exact_scores(model, src: Tensor, lengths: Tensor, hyps: list[list[Hypothesis]], *,
-                 vocab: Vocab) -> list[list[Hypothesis]]:
-    """`hyps` (the n-best lists of the sentences src (N, S)) with their scores recomputed in fp32
-    by teacher forcing, in the search's order (see :func:`translate`)."""
-    rows = [i for i, hs in enumerate(hyps) for _ in hs]  # sentence of each hypothesis
-    flat = [h for hs in hyps for h in hs]
-    if not flat:
-        return hyps
-    index = torch.tensor(rows, device=src.device)
-    width = max(1, max(len(h.tokens) for h in flat))
-    tgt = torch.full((len(flat), width), vocab.pad, dtype=torch.long)
-    for r, h in enumerate(flat):
-        tgt[r, : len(h.tokens)] = torch.tensor(h.tokens, dtype=torch.long)
-    tgt_lengths = torch.tensor([len(h.tokens) for h in flat])
-    finished = torch.tensor([h.finished for h in flat])
-    scores = score_sequences(model, src.index_select(0, index), lengths.index_select(0, index),
-                             tgt.to(src.device), tgt_lengths.to(src.device), bos=vocab.bos,
-                             eos=vocab.eos, finished=finished.to(src.device)).tolist()
-    out: list[list[Hypothesis]] = [[] for _ in hyps]
-    for i, h, s in zip(rows, flat, scores):
-        out[i].append(Hypothesis(h.tokens, s, h.finished))
-
-    return out

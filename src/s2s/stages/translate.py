@@ -131,6 +131,7 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
     sys_cfg, cfg = params.systems[system], params.translate
     own = earlier_run(paths, system)
     configs = params.model_configs(sys_cfg.members)
+    feature = arch.feature_name(configs.values())  # the n-best lists' feature
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = for_stage(params, "translate", name=cfg.device, key="translate.device")
@@ -147,7 +148,6 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
              len(sys_cfg.members), ", ".join(sys_cfg.members), len(sources), sys_cfg.beams, device,
              chosen)
 
-    feature = arch.feature_name(configs.values())
     beams: dict[int, BeamTiming] = {}
     for beam in sys_cfg.beams:
         t0 = time.perf_counter()
@@ -158,13 +158,13 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
         if len(hyps) != len(sources):  # never score a truncated output
             raise RuntimeError(f"{system} beam {beam}: {len(hyps)} hypotheses for "
                                f"{len(sources)} sources")
+        if not beams:  # the first files of this run: none of an earlier run may stay beside them
+            for path in clear_earlier_run(paths, sys_cfg.beams, own=own):
+                log.info("removed %s, of an earlier run", path)
         best = [tgt_vocab.decode(h[0].tokens) for h in hyps]
         nbest = [nbest_line(i, tgt_vocab.decode(h.tokens), feature, h.score)
                  for i, hs in enumerate(hyps) for h in hs]
         tok_file, detok_file, nbest_file = paths.outputs(beam)
-        if not beams:  # the first files of this run: none of an earlier run may stay beside them
-            for path in clear_earlier_run(paths, sys_cfg.beams, own=own):
-                log.info("removed %s, of an earlier run", path)
         atomic_write_lines(tok_file, best)
         atomic_write_lines(detok_file, [detokenize(s, "fr") for s in best])
         atomic_write_lines(nbest_file, nbest)
