@@ -501,6 +501,18 @@ def test_ranks_from_vocabulary(tmp_path):
     assert avg.tolist() == [pytest.approx((1 + 2 + 4) / 3), 3.0, 0.0]  # unknown word: V + 1 = 4
 
 
+
+def test_a_vocabulary_not_utf8_or_without_counts_is_refused_naming_its_line(tmp_path):
+    """The evaluate stage reads the training vocabulary only here: a damaged one is one line
+    naming the file and the line, not a bare codec error."""
+    vocab = tmp_path / "en.tsv"
+    vocab.write_bytes(b"<unk>\t0\nthe\t10\nca\xfe\t3\n")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(vocab))}:3: not valid UTF-8"):
+        buckets.load_ranks(vocab)
+    vocab.write_text("the\t10\ncat 5\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(vocab))}:2: expected 'word<TAB>count'"):
+        buckets.load_ranks(vocab)
+
 @needs_data
 def test_groups_cover_every_sentence_once_and_perfect_bleu_is_100():
     raw = read_lines(TEST_DIR / "newstest2014-fren.en")  # all 3003 sentences

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from s2s.evaluate.bleu import bleu_from_stats, sentence_stats_tok
+from s2s.io import read_lines
 from s2s.layout import BUCKET_COLUMNS, DROP_COLUMNS
 
 SPECIALS = ("<pad>", "<unk>", "<bos>", "<eos>")
@@ -89,17 +90,15 @@ def source_lengths(src_lines: Sequence[str]) -> np.ndarray:
 def load_ranks(vocab_tsv: str | Path) -> dict[str, int]:
     """word -> 1-based frequency rank, from a ``word<TAB>count`` vocabulary (specials skipped)."""
     ranks: dict[str, int] = {}
-    with open(vocab_tsv, encoding="utf-8", newline="\n") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            word, sep, _count = line.partition("\t")
-            if not sep:
-                raise ValueError(f"{vocab_tsv}:{lineno}: expected 'word<TAB>count', got {line!r}")
-            if word in SPECIALS:
-                continue
-            ranks.setdefault(word, len(ranks) + 1)
+    for lineno, line in enumerate(read_lines(Path(vocab_tsv), rstrip=False), 1):
+        if not line:
+            continue
+        word, sep, _count = line.partition("\t")
+        if not sep:
+            raise ValueError(f"{vocab_tsv}:{lineno}: expected 'word<TAB>count', got {line!r}")
+        if word in SPECIALS:
+            continue
+        ranks.setdefault(word, len(ranks) + 1)
     return ranks
 
 
