@@ -97,6 +97,25 @@ def test_a_hostile_name_in_each_params_map_is_refused_naming_the_key(tmp_path, w
     assert str(e.value).startswith(f"{path}: '{where}.{name}' is not a valid name"), e.value
 
 
+
+@pytest.mark.parametrize("name", ["baseline", "oracle"])
+def test_a_rescorer_named_as_the_rescore_stages_own_output_is_refused_naming_the_key(tmp_path,
+                                                                                     name):
+    """A rescorer `baseline` wrote its outputs where the evaluate stage never read them (it
+    scored the baseline's own 1-best in its place); one named `oracle` made two stages of one
+    name. The check, `s2s dag write` (pipeline.generate) and the check stage refuse both."""
+    from s2s import pipeline
+    from s2s.stages.check import main as check_main, require_known_answers
+
+    path = write(tmp_path, rename_rescorer(smoke(), "gru", name))
+    params = config.load(path)
+    says = rf"^{path}: 'rescore.rescorers.{name}': {name} is the name of an output of the rescore"
+    for refuse in (require_known_answers, pipeline.generate,
+                   lambda _: check_main(path, out=tmp_path / "params.json")):
+        with pytest.raises(ConfigError, match=says):
+            refuse(params)
+    assert not (tmp_path / "params.json").exists()
+
 def test_a_baseline_that_is_not_a_name_is_refused_even_with_external_nbest_lists(tmp_path):
     raw = smoke()
     raw["data"]["nbest"] = {"corpus": "wmt14.newstest2014"}

@@ -56,6 +56,20 @@ def require_known_corpora(params: Params) -> None:
                               f"which is not in the registry (known: {', '.join(CORPORA)})")
 
 
+def require_own_rescorer_names(params: Params) -> None:
+    """No rescorer takes the name of an output the rescore stage ``oracle`` writes itself
+    (baseline, oracle): its outputs and that stage's would share a name, and the evaluate stage
+    would score the baseline's own 1-best as the rescorer's."""
+    from s2s.config import ConfigError
+    from s2s.layout import RESCORE_FIXED
+
+    for name in params.rescore.rescorers:
+        if name in RESCORE_FIXED:
+            raise ConfigError(f"{params.source}: 'rescore.rescorers.{name}': {name} is the name of "
+                              f"an output of the rescore stage's own "
+                              f"({', '.join(RESCORE_FIXED)}): give the rescorer another name")
+
+
 def require_known_answers(params: Params) -> None:
     """Each row `report.table1` / `report.table2` answers is a row of the paper's (paper.yaml),
     answered by an output the pipeline makes: a system of `systems` at one of its beams, or a
@@ -68,6 +82,7 @@ def require_known_answers(params: Params) -> None:
     from s2s.paper import TABLES, check_answers
 
     check_answers(params)
+    require_own_rescorer_names(params)
     p = params
     own = (*p.rescore.rescorers, *RESCORE_FIXED)
     if p.rescore.baseline is not None and p.data.nbest is None:
