@@ -199,10 +199,9 @@ def test_a_source_or_hypothesis_longer_than_a_transformers_positions_is_refused_
 
 
 
-def test_the_oracle_picks_each_sentences_best_bleu_candidate_and_the_baseline_its_first(tmp_path):
-    """The rescore stage's `oracle`: per sentence the n-best candidate with the best sentence
-    BLEU against the reference (here the reference itself, listed second and third, never
-    first), and the baseline's own 1-best (the first candidate, whatever the others score)."""
+def oracle_stage(tmp_path):
+    """The rescore stage `oracle` on two sentences' 3-best lists: (the references, the lists, a
+    call that runs the stage and returns what it returns, the stage's folder)."""
     from pathlib import Path
 
     from s2s.config import load
@@ -233,13 +232,49 @@ def test_the_oracle_picks_each_sentences_best_bleu_candidate_and_the_baseline_it
                                for i, cands in enumerate(nbest) for h, s in cands),
                        encoding="utf-8")
     out = tmp_path / "rescore" / "oracle"
-    got = rescore_main(params, "oracle", RescorePaths(
-        translate=tmp_path / "translate", raw=tmp_path / "raw", prepared=prepared,
-        vocab=tmp_path / "vocab", models=tmp_path / "models", out=out))
-    assert got == {"sentences": 2, "candidates": 6}
+    paths = RescorePaths(translate=tmp_path / "translate", raw=tmp_path / "raw",
+                         prepared=prepared, vocab=tmp_path / "vocab", models=tmp_path / "models",
+                         out=out)
+    return refs, nbest, lambda: rescore_main(params, "oracle", paths), out
+
+
+def test_the_oracle_picks_each_sentences_best_bleu_candidate_and_the_baseline_its_first(tmp_path):
+    """The rescore stage's `oracle`: per sentence the n-best candidate with the best sentence
+    BLEU against the reference (here the reference itself, listed second and third, never
+    first), and the baseline's own 1-best (the first candidate, whatever the others score)."""
+    refs, nbest, run, out = oracle_stage(tmp_path)
+    assert run() == {"sentences": 2, "candidates": 6}
     assert (out / "oracle.tok.fr").read_text(encoding="utf-8").splitlines() == refs
     assert (out / "baseline.tok.fr").read_text(encoding="utf-8").splitlines() == [
         cands[0][0] for cands in nbest]
     assert (out / "oracle.detok.fr").read_text(encoding="utf-8").splitlines() == [
         "le chat noir est assis sur le tapis rouge.",
         "nous avons mangé une très bonne soupe hier soir."]
+
+
+def test_a_rescore_run_killed_between_its_writes_leaves_no_file_of_an_earlier_run(tmp_path,
+                                                                                 monkeypatch):
+    """Run by hand (DVC and Snakemake remove a stage's outputs first), a rescore stage removes
+    its earlier run's outputs before it writes the first: killed after one write, its folder
+    holds that file alone, which the evaluate stage reports absent, never a new `.tok.fr`
+    beside an old `.detok.fr` that it would score as one output."""
+    from s2s import io
+
+    _, _, run, out = oracle_stage(tmp_path)
+    out.mkdir(parents=True)
+    for name in ("baseline", "oracle"):
+        for kind in ("tok", "detok"):
+            (out / f"{name}.{kind}.fr").write_text("an earlier run's\nlines\n", encoding="utf-8")
+    writes, write = [], io.atomic_write_lines
+
+    def killed_after_one(path, lines, **kwargs):
+        if writes:
+            raise KeyboardInterrupt
+        writes.append(path)
+        return write(path, lines, **kwargs)
+
+    monkeypatch.setattr(io, "atomic_write_lines", killed_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    assert sorted(p.name for p in out.iterdir()) == ["baseline.tok.fr"] == [w.name for w in writes]
+    assert "earlier" not in (out / "baseline.tok.fr").read_text(encoding="utf-8")

@@ -116,8 +116,11 @@ def main(params: Params, rescorer: str, paths: RescorePaths) -> dict:
                                desc=f"rescore {rescorer}")
         picks = {rescorer: pick(lists, lstm, weight=cfg.weight)}
 
+    outputs = {name: hypothesis_files(paths.output(name)) for name in picks}
+    for path in (p for files in outputs.values() for p in files):  # an earlier run's (by hand):
+        path.unlink(missing_ok=True)  # killed between two writes, none stays beside a new one
     for name, lines in picks.items():
-        tok, detok = hypothesis_files(paths.output(name))
+        tok, detok = outputs[name]
         atomic_write_lines(tok, lines)
         atomic_write_lines(detok, [detokenize(s, "fr") for s in lines])
     log.info("%s: %d sentences, %d candidates from %s; wrote %s in %.1fs", rescorer, len(lists),
