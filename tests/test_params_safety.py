@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -103,18 +104,20 @@ def test_a_rescorer_named_as_the_rescore_stages_own_output_is_refused_naming_the
                                                                                      name):
     """A rescorer `baseline` wrote its outputs where the evaluate stage never read them (it
     scored the baseline's own 1-best in its place); one named `oracle` made two stages of one
-    name. The check, `s2s dag write` (pipeline.generate) and the check stage refuse both."""
-    from s2s import pipeline
+    name. The check, the check stage and `s2s dag write` refuse both."""
     from s2s.stages.check import main as check_main, require_known_answers
 
     path = write(tmp_path, rename_rescorer(smoke(), "gru", name))
     params = config.load(path)
-    says = rf"^{path}: 'rescore.rescorers.{name}': {name} is the name of an output of the rescore"
-    for refuse in (require_known_answers, pipeline.generate,
-                   lambda _: check_main(path, out=tmp_path / "params.json")):
-        with pytest.raises(ConfigError, match=says):
-            refuse(params)
+    says = f"{path}: 'rescore.rescorers.{name}': {name} is the name of an output of the rescore"
+    for refuse in (lambda: require_known_answers(params),
+                   lambda: check_main(path, out=tmp_path / "params.json")):
+        with pytest.raises(ConfigError, match=f"^{re.escape(says)}"):
+            refuse()
     assert not (tmp_path / "params.json").exists()
+    line, = refused(tmp_path, "dag", "write")
+    assert f"ConfigError: {says.replace(str(path), 'params.yaml')}" in line, line
+    assert not (tmp_path / "dvc.yaml").exists()
 
 def test_a_baseline_that_is_not_a_name_is_refused_even_with_external_nbest_lists(tmp_path):
     raw = smoke()

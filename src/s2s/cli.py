@@ -372,13 +372,14 @@ def _cmd_dag(a, params_path: Path):
     prints the stages of any parameter file."""
     from s2s import pipeline
     from s2s.config import require_complete
-    from s2s.stages.check import require_declared_keys
+    from s2s.stages.check import require_declared_keys, require_own_rescorer_names
 
     if a.action != "show":  # show only prints: any file
         _require_project_params(params_path, f"dag {a.action}",
                                 f"copy {params_path} to {PARAMS_FILE}, or switch to a profile "
                                 f"with `s2s profile NAME`")
     params = load(params_path)
+    require_own_rescorer_names(params)  # else two stages of one name, or outputs evaluate skips
     if a.action == "show":
         print(pipeline.describe_markdown(params), end="")
         return
