@@ -137,9 +137,10 @@ def test_moses_escaped_corpus_keeps_its_tokens(tmp_path, mirror):
                           "Les droits de l' homme sont indivisibles ."]
     assert "No we haven 't , have we ?" in out.en
     assert differ["fr"] == []
-    # The one en line that differs is one the sample's own tokeniser left as "dignity.'".
+    # The one en line that differs is one the sample's own tokeniser left as "dignity.'" (and
+    # without the space sacremoses leaves after the quote: test_a_tokenised_line_has_single_...)
     assert [t for _, t in differ["en"]] == [
-        "Nothing is dearer to them than their regained human dignity . ' "]
+        "Nothing is dearer to them than their regained human dignity . '"]
 
 
 def test_normalize_spaces_and_controls():
@@ -210,6 +211,42 @@ def test_sgm_without_closing_tag(tmp_path):
     with pytest.raises(CorpusError, match=r"x\.sgm:3: <seg> without </seg>"):
         read_corpus(path, "sgm")
 
+
+
+def test_of_two_faults_in_one_block_the_first_is_named(tmp_path):
+    """A <seg> without </seg> on line 2 and a line of old Mac line ends on line 4, both in the
+    first block read: the error names line 2, as where the blocks fall never changes."""
+    path = tmp_path / "two.sgm"
+    path.write_bytes(b'<srcset>\n<seg id="1">cut\n<seg id="2">ok</seg>\n'
+                     b'<seg id="3">a\rb\rc</seg>\n</srcset>\n')
+    with pytest.raises(CorpusError, match=r"two\.sgm:2: <seg> without </seg>"):
+        read_corpus(path, "sgm")
+    path.write_bytes(b'<srcset>\n<seg id="3">a\rb\rc</seg>\n<seg id="1">cut\n</srcset>\n')
+    with pytest.raises(CorpusError, match=r"two\.sgm:2: 2 carriage returns \(CR\) inside"):
+        read_corpus(path, "sgm")
+
+
+def test_a_tokenised_line_has_single_spaces_and_its_duplicate_is_removed(tmp_path):
+    """sacremoses leaves a space at the end of English "said 'no.'": the prepared line kept it,
+    and the pair whose text tokenises to the same words was not taken for its duplicate."""
+    from s2s.data.text import tokenize
+
+    assert tokenize("He said 'no.'", "en") == "He said ' no . '"
+    raw = tmp_path / "raw"
+    for corpus, en, fr in (("multi30k.train", ["He said 'no.'", "He said ' no . '"],
+                            ["Il a dit non.", "Il a dit non."]),
+                           ("multi30k.val", ["x"], ["y"]),
+                           ("multi30k.test_2016_flickr", ["x"], ["y"])):
+        (raw / corpus).mkdir(parents=True)
+        (raw / corpus / "en.txt").write_text("".join(s + "\n" for s in en), encoding="utf-8")
+        (raw / corpus / "fr.txt").write_text("".join(s + "\n" for s in fr), encoding="utf-8")
+    data = DataConfig(train=(CorpusRef("multi30k.train"),), dev=(CorpusRef("multi30k.val"),),
+                      test=CorpusRef("multi30k.test_2016_flickr"))
+    got = prepare_stage.main(data, PrepareConfig(), PreparePaths(
+        raw=raw, out=tmp_path / "prepared", metrics=tmp_path / "prepare.json"))
+    assert got["splits"]["train"]["multi30k.train"]["removed"]["duplicate"] == 1
+    assert read_lines(tmp_path / "prepared" / "train.tok.en", rstrip=False) == [
+        "He said ' no . '"]
 
 def test_read_lines_strips_what_its_options_say(tmp_path):
     path = tmp_path / "x.txt"

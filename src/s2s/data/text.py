@@ -87,6 +87,8 @@ def iter_corpus(path: Path, fmt: str, counts: dict[str, int] | None = None, *,
             with_cr = [(i, k) for i, k in inner if k]
             for i, k in with_cr:
                 if k > 1:
+                    if fmt == "sgm":  # the one format whose reading refuses a line: an
+                        _parse(path, fmt, lines[: i - n - 1], first=n + 1)  # earlier fault first
                     raise CorpusError(
                         f"{path}:{i}: {k:,} carriage returns (CR) inside the line: {_CR_ENDS}; "
                         f"convert its line ends to LF (tr '\\r' '\\n' < file > file.lf) and "
@@ -154,8 +156,12 @@ def _moses(lang: str):
 
 
 def tokenize(line: str, lang: str) -> str:
-    """Moses tokenisation, without XML escaping (hypotheses and references stay raw text)."""
-    return _moses(lang).tokenize(line, escape=False, return_str=True, aggressive_dash_splits=False)
+    """Moses tokenisation, without XML escaping (hypotheses and references stay raw text), its
+    tokens joined by one space: sacremoses can leave a space at the end (English "said 'no.'"
+    gives "said ' no . ' "), which the prepared files would keep and which would make a pair
+    the duplicates' removal takes for another."""
+    return " ".join(_moses(lang).tokenize(line, escape=False, return_str=True,
+                                          aggressive_dash_splits=False).split())
 
 
 def tokenize_many(lines: list[str], lang: str) -> list[str]:
