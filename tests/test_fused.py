@@ -46,17 +46,18 @@ def _nn_lstm(lstm, x, state, lengths):
 @pytest.mark.parametrize("lengths", [None, [6, 2, 5, 1], [6, 6, 6, 6]],
                          ids=["unpadded", "padded", "full-lengths"])
 @pytest.mark.parametrize("with_state", [True, False], ids=["state", "zero-state"])
-def test_lstm_stack_equals_nn_lstm_with_gradients(lengths, with_state):
+@pytest.mark.parametrize("directions", [1, 2], ids=["forward", "bidirectional"])
+def test_lstm_stack_equals_nn_lstm_with_gradients(lengths, with_state, directions):
     torch.manual_seed(0)
     N, T, E, H, L = 4, 6, 5, 7, 3
-    lstm = nn.LSTM(E, H, L, batch_first=True).double()
+    lstm = nn.LSTM(E, H, L, batch_first=True, bidirectional=directions == 2).double()
     x = torch.randn(N, T, E, dtype=torch.double, requires_grad=True)
-    state = tuple(torch.randn(L, N, H, dtype=torch.double, requires_grad=True)
+    state = tuple(torch.randn(L * directions, N, H, dtype=torch.double, requires_grad=True)
                   for _ in range(2)) if with_state else None
     lens = None if lengths is None else torch.tensor(lengths)
     want = _run(lambda: _nn_lstm(lstm, x, state, lens), lstm, x, state)
     got = _run(lambda: lstm_stack(lstm, x, state, lens), lstm, x, state)
-    assert len(got) == len(want) == 3 + 4 * L + 1 + (2 if with_state else 0)
+    assert len(got) == len(want) == 3 + 4 * L * directions + 1 + (2 if with_state else 0)
     for a, b in zip(got, want):
         assert a.shape == b.shape
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

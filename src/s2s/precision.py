@@ -12,9 +12,9 @@ part                   CPU                                    CUDA
 products (GEMMs)       bf16 under ``torch.autocast``, or      bf16 under ``torch.autocast``, or
                        fp32                                   strict fp32 (TF32 off)
 nn.LSTM / nn.GRU       bf16 products, fp32 state: the fused   cuDNN with autocast off: fp32 input,
-sequences              LSTM (``s2s.model.fused``), nn.GRU     weights and state, TF32 math in bf16
-                       written out (``gru_sequence``); a      mode, strict fp32 in fp32 mode; or
-                       packed nn.LSTM is torch's kernel       explicit bf16 (``recurrent=bf16``)
+sequences              LSTM (``s2s.model.fused``, either      weights and state, TF32 math in bf16
+                       direction), nn.GRU written out         mode, strict fp32 in fp32 mode; or
+                       (``gru_sequence``)                     explicit bf16 (``recurrent=bf16``)
 LSTM c, h, gates and   fp32                                   fp32 (bf16 inside cuDNN only with
 non-linearities                                               ``recurrent=bf16``)
 softmax layer's        fp32 (the products before it in the    fp32 (its logits written in fp32
@@ -28,11 +28,11 @@ gradients              (``s2s.model.recurrence``)             (``s2s.model.recur
 torch's autocast would run cuDNN RNNs in fp16 whatever its dtype, with no loss scaling; so the
 recurrent layers never run under autocast on CUDA: they take :func:`recurrent_dtype` explicitly
 (``s2s.model.lstm.run_padded``). The peephole LSTM, Cho's GRU and single GRU steps run their
-products under autocast and everything else in fp32 on both devices. On a CPU without a bf16
-engine the attention model's nn.LSTM encoder runs in fp32. One CPU path keeps its state in bf16:
-an nn.LSTM over a padded batch under bf16 autocast is oneDNN's bf16 LSTM, which the fused LSTM
-replaces; only ``StandardLSTM.fused_cpu = False`` (a benchmark's switch) takes it, and
-:func:`watch` flags it.
+products under autocast and everything else in fp32 on both devices. One CPU path keeps its state
+in bf16: an nn.LSTM under bf16 autocast over a batch of sequences of one length is oneDNN's bf16
+LSTM, which the fused LSTM replaces (for the paper's stacks and the attention model's
+bidirectional encoder alike); only ``StandardLSTM.fused_cpu = False`` (a benchmark's switch)
+takes it, and :func:`watch` flags it.
 
 TF32: :meth:`Precision.apply` (called by :func:`choose`) sets cuBLAS's and cuDNN's TF32 flags on
 CUDA: off where fp32 is promised (fp32 mode), on in bf16 mode (the fp32 recurrence then runs TF32

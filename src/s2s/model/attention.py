@@ -34,7 +34,7 @@ from s2s.model.recurrence import linear
 from s2s.arch.rnn import RNNConfig
 from s2s.model.encdec import EncoderDecoder, start_from_summary
 from s2s.model.stacks import make_stack
-from s2s.precision import bf16_engine, full, matmul_dtype, recurrent_dtype
+from s2s.precision import full, recurrent_dtype
 
 
 @dataclass(frozen=True)
@@ -90,15 +90,10 @@ class AttentionEncoderDecoder(EncoderDecoder):
         if isinstance(self.encoder, ChoGRU):  # it takes lengths itself
             memory, final = self.encoder(x, lengths=lengths)  # (N, S, M)
         else:
-            # off the CPU under autocast: autocast off, the plan's dtype (s2s.precision). On the
-            # CPU as it is: torch's kernel for a packed nn.LSTM/nn.GRU runs its products under
-            # autocast and keeps its state fp32; a bf16 nn.LSTM needs a bf16 engine there (oneDNN),
-            # so on a CPU without one (`amp: true`; `auto` picks fp32) the encoder runs in fp32
-            dtype = recurrent_dtype(x)
-            if (dtype is None and isinstance(self.encoder, nn.LSTM) and x.device.type == "cpu"
-                    and matmul_dtype(x) is not None and bf16_engine(x.device) is None):
-                dtype = torch.float32
-            memory, final = run_padded(self.encoder, x, lengths=lengths, dtype=dtype)  # (N,S,M)
+            # off the CPU under autocast: autocast off, the plan's dtype (s2s.precision); on the
+            # CPU, bf16 products and fp32 state (run_padded)
+            memory, final = run_padded(self.encoder, x, lengths=lengths,
+                                       dtype=recurrent_dtype(x))  # (N, S, M)
         h_n = final[0] if isinstance(final, tuple) else final  # (2L, N, H): per layer fwd, bwd
         # the top layer's fwd state after the last word and bwd state after the first: (N, M)
         h, c = start_from_summary(self.init_proj, torch.cat([h_n[-2], h_n[-1]], dim=-1),

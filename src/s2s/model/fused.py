@@ -178,21 +178,23 @@ def _hold(keep_t: Tensor, cs: Tensor, hs: Tensor, t: int) -> None:
 def lstm_stack(lstm: nn.LSTM, x: Tensor, state: tuple[Tensor, Tensor] | None = None,
                lengths: Tensor | None = None, *, mm_dtype: torch.dtype | None = None
                ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-    """What ``lstm(x, state)`` (batch_first, unidirectional, no dropout) returns, or with
+    """What ``lstm(x, state)`` (batch_first, no dropout, either direction) returns, or with
     ``lengths`` what it returns on the packed batch, after pad_packed_sequence.
 
-    x: (N, T, E); state: (h, c), each (L, N, H), default zeros; lengths: (N,).
-    Returns outputs (N, T, H) and the final (h, c), each (L, N, H).
+    x: (N, T, E); state: (h, c), each (L * directions, N, H), default zeros; lengths: (N,).
+    Returns outputs (N, T, H * directions) and the final (h, c), each (L * directions, N, H).
     ``mm_dtype`` (bf16, ``s2s.precision``): the matrix products in that dtype, the state, gates
     and gradients of the weights in fp32; the outputs are then in ``mm_dtype``, h and c fp32.
+    A backward direction reads each sequence's own steps last to first (padding stays behind
+    them), as torch's packed LSTM does.
     """
-    if lstm.bidirectional or lstm.proj_size or (lstm.dropout and lstm.training):
-        raise ValueError("lstm_stack: unidirectional nn.LSTM without projections or dropout only")
+    if lstm.proj_size or (lstm.dropout and lstm.training):
+        raise ValueError("lstm_stack: nn.LSTM without projections or dropout only")
     N, T, _ = x.shape
-    L, H = lstm.num_layers, lstm.hidden_size
+    L, H, D = lstm.num_layers, lstm.hidden_size, 2 if lstm.bidirectional else 1
     state_dtype = x.dtype if mm_dtype is None else torch.float32
     if state is None:
-        zeros = x.new_zeros(L, N, H, dtype=state_dtype)
+        zeros = x.new_zeros(L * D, N, H, dtype=state_dtype)
         state = (zeros, zeros)
     keep = None
     if lengths is not None:
@@ -201,15 +203,32 @@ def lstm_stack(lstm: nn.LSTM, x: Tensor, state: tuple[Tensor, Tensor] | None = N
     layer_in = x.transpose(0, 1).contiguous()  # (T, N, E)
     hs, cs = [], []
     for k in range(L):
-        layer_in, h, c = _LSTMLayer.apply(
-            layer_in, state[0][k], state[1][k], getattr(lstm, f"weight_ih_l{k}"),
-            getattr(lstm, f"weight_hh_l{k}"), getattr(lstm, f"bias_ih_l{k}"),
-            getattr(lstm, f"bias_hh_l{k}"), keep, mm_dtype)
-        hs.append(h)
-        cs.append(c)
-    # (T, N, H): zeros at padding
+        outs = []
+        for d in range(D):
+            suffix = f"_l{k}" + ("_reverse" if d else "")
+            inp = layer_in if d == 0 else reverse_steps(layer_in, lengths)
+            out, h, c = _LSTMLayer.apply(
+                inp, state[0][k * D + d], state[1][k * D + d],
+                *(getattr(lstm, f"{name}{suffix}") for name in (
+                    "weight_ih", "weight_hh", "bias_ih", "bias_hh")), keep, mm_dtype)
+            outs.append(out if d == 0 else reverse_steps(out, lengths))
+            hs.append(h)
+            cs.append(c)
+        layer_in = outs[0] if D == 1 else torch.cat(outs, dim=-1)  # (T, N, H * D)
+    # (T, N, H * D): zeros at padding
     out = layer_in if keep is None else layer_in * keep.to(layer_in.dtype)
-    return out.transpose(0, 1), (torch.stack(hs), torch.stack(cs))  # (N, T, H), (L, N, H) x 2
+    return out.transpose(0, 1), (torch.stack(hs), torch.stack(cs))  # (N, T, HD), (LD, N, H) x 2
+
+
+def reverse_steps(x: Tensor, lengths: Tensor | None) -> Tensor:
+    """x (T, N, D) with each column's first lengths[n] steps reversed; padding stays in place."""
+    if lengths is None:
+        return x.flip(0)
+    T = x.shape[0]
+    pos = torch.arange(T, device=x.device)[:, None]  # (T, 1)
+    rev = lengths.to(x.device)[None, :] - 1 - pos  # (T, N)
+    index = torch.where(rev >= 0, rev, pos.expand_as(rev))  # padded steps map to themselves
+    return x.gather(0, index[:, :, None].expand_as(x))
 
 
 def lstm_step(lstm: nn.LSTM, x: Tensor, state: tuple[Tensor, Tensor] | None = None, *,

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from s2s.model import recurrence
+from s2s.model.fused import reverse_steps
 from s2s.model.recurrence import linear
 from s2s.precision import full, matmul_dtype
 
@@ -77,17 +78,6 @@ class ChoGRUCell(nn.Module):
             h = h_new if keep is None else torch.where(keep[t], h_new, h)
             outs.append(h)
         return torch.stack(outs), h  # (T, N, H), (N, H)
-
-
-def _reverse_steps(x: Tensor, lengths: Tensor | None) -> Tensor:
-    """x (T, N, D) with each column's first lengths[n] steps reversed; padding stays in place."""
-    if lengths is None:
-        return x.flip(0)
-    T = x.shape[0]
-    pos = torch.arange(T, device=x.device)[:, None]  # (T, 1)
-    rev = lengths.to(x.device)[None, :] - 1 - pos  # (T, N)
-    index = torch.where(rev >= 0, rev, pos.expand_as(rev))  # padded steps map to themselves
-    return x.gather(0, index[:, :, None].expand_as(x))
 
 
 class ChoGRU(nn.Module):
@@ -139,8 +129,8 @@ class ChoGRU(nn.Module):
                 if d == 0:
                     out, h = self.cells[j](layer_in, h0[j], keep)
                 else:  # the backward direction reads each sequence from its last real step
-                    out, h = self.cells[j](_reverse_steps(layer_in, lengths), h0[j], keep)
-                    out = _reverse_steps(out, lengths)
+                    out, h = self.cells[j](reverse_steps(layer_in, lengths), h0[j], keep)
+                    out = reverse_steps(out, lengths)
                 outs.append(out)
                 finals.append(h)
             layer_in = outs[0] if self.directions == 1 else torch.cat(outs, dim=-1)  # (T, N, D)
@@ -180,7 +170,7 @@ def gru_sequence(gru: nn.GRU, x: Tensor, h0: Tensor | None = None,
                 suffix = f"_l{k}" + ("_reverse" if d else "")
                 w_ih, w_hh, b_ih, b_hh = (getattr(gru, f"{name}{suffix}") for name in (
                     "weight_ih", "weight_hh", "bias_ih", "bias_hh"))
-                inp = layer_in if d == 0 else _reverse_steps(layer_in, lengths)
+                inp = layer_in if d == 0 else reverse_steps(layer_in, lengths)
                 gx = full(torch.nn.functional.linear(inp, w_ih, b_ih))  # (T, N, 3H): once
                 h, out = h0[k * D + d].float(), []
                 for t, gx_t in enumerate(gx.unbind(0)):  # (unbind once: see ChoGRUCell)
@@ -194,7 +184,7 @@ def gru_sequence(gru: nn.GRU, x: Tensor, h0: Tensor | None = None,
                     h = h_new if keep is None else torch.where(keep[t], h_new, h)
                     out.append(h)
                 out = torch.stack(out)  # (T, N, H)
-                outs.append(out if d == 0 else _reverse_steps(out, lengths))
+                outs.append(out if d == 0 else reverse_steps(out, lengths))
                 finals.append(h)
             layer_in = outs[0] if D == 1 else torch.cat(outs, dim=-1)  # (T, N, D)
     if keep is not None:

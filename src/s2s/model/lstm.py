@@ -349,7 +349,7 @@ class PeepholeLSTM(nn.Module):
 
 
 def run_padded(rnn: nn.RNNBase, x: Tensor, state=None, lengths: Tensor | None = None, *,
-               dtype: torch.dtype | None = None):
+               dtype: torch.dtype | None = None, torch_kernel: bool = False):
     """``rnn(x, state)`` for a batch_first torch RNN (LSTM or GRU); with ``lengths`` (N,) over the
     packed batch, so the final state is each sequence's own and padded outputs are zero.
     Returns outputs (N, T, D) and the RNN's final state as torch returns it.
@@ -359,16 +359,24 @@ def run_padded(rnn: nn.RNNBase, x: Tensor, state=None, lengths: Tensor | None = 
     the weights in their own dtype); outputs and state come back in `dtype`. None: as it is.
     (Under autocast torch would run a cuDNN RNN in fp16 whatever the autocast dtype.)
 
-    An nn.GRU on the CPU under autocast, with gradients, runs as ``s2s.model.gru.gru_sequence``:
-    torch's kernel would sum its weights' per-step gradients in bf16 (s2s.model.recurrence)."""
+    On the CPU under autocast an nn.LSTM runs as ``s2s.model.fused.lstm_stack`` (bf16 products,
+    fp32 state), and an nn.GRU with gradients as ``s2s.model.gru.gru_sequence``: torch's kernels
+    would sum their weights' per-step gradients in bf16 (s2s.model.recurrence), and its LSTM
+    kernel, where a batch's sequences are all of one length, runs oneDNN's bf16 LSTM, whose
+    state is bf16: a sentence's numbers would depend on the lengths of those beside it.
+    ``torch_kernel``: torch's kernel nonetheless (``StandardLSTM.fused_cpu = False``, which
+    benchmarks compare)."""
     if dtype is None:
-        if (isinstance(rnn, nn.GRU) and x.device.type == "cpu" and torch.is_grad_enabled()
-                and matmul_dtype(x) is not None):
+        mm_dtype = matmul_dtype(x) if x.device.type == "cpu" and not torch_kernel else None
+        if mm_dtype is not None and isinstance(rnn, nn.LSTM):
+            result = lstm_stack(rnn, x, state, lengths, mm_dtype=mm_dtype)
+        elif mm_dtype is not None and isinstance(rnn, nn.GRU) and torch.is_grad_enabled():
             result = gru_sequence(rnn, x, state, lengths)
-            for hook in rnn._forward_hooks.values():  # what calling the module would run
-                hook(rnn, (x, state), result)  # (s2s.precision.watch sees it)
-            return result
-        return _run(rnn, x, state, lengths)
+        else:
+            return _run(rnn, x, state, lengths)
+        for hook in rnn._forward_hooks.values():  # what calling the module would run
+            hook(rnn, (x, state), result)  # (s2s.precision.watch sees it)
+        return result
     with torch.autocast(x.device.type, enabled=False):
         x = x.to(dtype)
         if state is not None:
@@ -461,7 +469,8 @@ class StandardLSTM(nn.Module):
                 # (in bf16 also when encoding for decoding: nn.LSTM under autocast would keep
                 # c in bf16)
                 return lstm_stack(self.lstm, x, state, lengths, mm_dtype=mm_dtype)
-        out, (h, c) = run_padded(self.lstm, x, state, lengths, dtype=recurrent_dtype(x))
+        out, (h, c) = run_padded(self.lstm, x, state, lengths, dtype=recurrent_dtype(x),
+                                 torch_kernel=not self.fused_cpu)
         return out, (h, c)  # (N, T, H), (L, N, H) x 2
 
 
