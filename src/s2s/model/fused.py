@@ -10,8 +10,10 @@ and the input gradient as three large GEMMs over T x N rows:
     dW_hh = dG^T @ H_prev     dW_ih = dG^T @ X     dX = dG @ W_ih     (dG: (T*N, 4H))
 
 `lstm_stack` runs an nn.LSTM's layers (weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k},
-bias_hh_l{k}, gate order i, f, g, o) this way; `s2s.model.lstm.StandardLSTM` uses it when it
-trains on the CPU. With `lengths`, a sequence's state stops changing after its last real step
+bias_hh_l{k}, gate order i, f, g, o; and their ``_reverse`` twins, of a bidirectional one) this
+way; `s2s.model.lstm.StandardLSTM` uses it when it trains on the CPU, and
+`s2s.model.lstm.run_padded` for any nn.LSTM under autocast on the CPU (the attention model's
+encoder). With `lengths`, a sequence's state stops changing after its last real step
 (as with pack_padded_sequence): the final state is exact under padding, and outputs at padded
 positions are zero, as pad_packed_sequence leaves them.
 
