@@ -531,3 +531,24 @@ def test_missing_section_is_named(tmp_path):
     """))
     with pytest.raises(ConfigError, match="missing key 'prepare'"):
         config.load(path)
+
+
+def test_a_misaligned_test_set_is_refused_before_a_training_corpus_is_read(tmp_path, monkeypatch):
+    """prepare reads dev and test first: at the paper's scale the training corpora take most of
+    an hour to read, and a fault of the test set was found only after them."""
+    raw = tmp_path / "raw"
+    for corpus, en, fr in (("multi30k.train", ["a cat"], ["un chat"]),
+                           ("multi30k.val", ["x"], ["y"]),
+                           ("multi30k.test_2016_flickr", ["x", "z"], ["y"])):
+        (raw / corpus).mkdir(parents=True)
+        (raw / corpus / "en.txt").write_text("".join(s + "\n" for s in en), encoding="utf-8")
+        (raw / corpus / "fr.txt").write_text("".join(s + "\n" for s in fr), encoding="utf-8")
+    read = []
+    monkeypatch.setattr(prepare_stage, "iter_raw_pairs",
+                        lambda raw_dir, ref, **kw: read.append(ref.corpus) or iter(()))
+    data = DataConfig(train=(CorpusRef("multi30k.train"),), dev=(CorpusRef("multi30k.val"),),
+                      test=CorpusRef("multi30k.test_2016_flickr"))
+    with pytest.raises(CorpusError, match=r"test_2016_flickr/en\.txt has 2 lines, .*fr\.txt has 1"):
+        prepare_stage.main(data, PrepareConfig(), PreparePaths(
+            raw=raw, out=tmp_path / "prepared", metrics=tmp_path / "prepare.json"))
+    assert read == [] and not (tmp_path / "prepared").exists()

@@ -95,26 +95,12 @@ def main(data: DataConfig, cfg: PrepareConfig, paths: PreparePaths, *, workers: 
                 out_fr.writelines(f"{line}\n" for line in fr)
 
         remove_dead_temporaries(metrics_out)  # a killed run's
-        seen = SeenPairs()  # de-duplication across all training corpora
-        for ref in data.train:
-            cleaned: dict[str, int] = {}
-            counts = filter_train(iter_raw_pairs(raw_dir, ref, cleaned=cleaned), cfg,
-                                  workers=workers, seen=seen, write=write)
-            report["train"][ref.corpus] = {**vars(counts), "cleaned": cleaned}
-            log.info("train %s: %d pairs in, %d out (removed %s)", ref.corpus, counts.lines_in,
-                     counts.lines_out, counts.removed)
-        if not any(c["lines_out"] for c in report["train"].values()):
-            raise CorpusError("no training pairs survived the filters: check data.train and "
-                              "prepare.*")
-        for f in (out_en, out_fr):
-            with naming(f.name):
-                f.flush()
-                os.fsync(f.fileno())
-
+        # dev and test first: small, and a fault of theirs is found before the training
+        # corpora are read (at the paper's scale, most of an hour)
         for split, refs in (("dev", data.dev), ("test", (data.test,))):
             raw_en, raw_fr = [], []
             for ref in refs:
-                cleaned = {}
+                cleaned: dict[str, int] = {}
                 en, fr = read_pair(raw_dir, ref, cleaned=cleaned, max_words=MAX_EVAL_WORDS)
                 raw_en += en
                 raw_fr += fr
@@ -131,6 +117,22 @@ def main(data: DataConfig, cfg: PrepareConfig, paths: PreparePaths, *, workers: 
                 atomic_write_lines(prepared_file(tmp, split, lang, form), lines)
             log.info("%s: %d pairs from %s (unfiltered)", split, len(raw_en),
                      ", ".join(r.corpus for r in refs))
+
+        seen = SeenPairs()  # de-duplication across all training corpora
+        for ref in data.train:
+            cleaned = {}
+            counts = filter_train(iter_raw_pairs(raw_dir, ref, cleaned=cleaned), cfg,
+                                  workers=workers, seen=seen, write=write)
+            report["train"][ref.corpus] = {**vars(counts), "cleaned": cleaned}
+            log.info("train %s: %d pairs in, %d out (removed %s)", ref.corpus, counts.lines_in,
+                     counts.lines_out, counts.removed)
+        if not any(c["lines_out"] for c in report["train"].values()):
+            raise CorpusError("no training pairs survived the filters: check data.train and "
+                              "prepare.*")
+        for f in (out_en, out_fr):
+            with naming(f.name):
+                f.flush()
+                os.fsync(f.fileno())
 
     totals = {split: {"lines_out": sum(c["lines_out"] for c in corpora.values())}
               for split, corpora in report.items()}
