@@ -55,6 +55,43 @@ def test_beam_1_is_greedy_and_follows_the_garden_path():
     assert_hyps(greedy, expected)
 
 
+
+def test_beam_1_is_greedy_where_two_log_probs_tie_in_the_running_sum():
+    """After a first word of log-prob -30, two words of log-probs -0.6931475 (id 4) and
+    -0.6931470 (id 5) add to the same fp32 sum: beam 1 ranks the sums and takes the lower id;
+    greedy took the larger log-prob, another sentence of the same score."""
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Steps:
+        t: torch.Tensor
+
+        def select(self, index):
+            return Steps(self.t.index_select(0, index))
+
+    class Model:
+        def encode(self, src, lengths):
+            return Steps(torch.zeros(len(src), dtype=torch.long))
+
+        def step(self, prev, state):
+            lprobs = torch.full((len(prev), 6), -50.0)
+            for row, t in enumerate(state.t.tolist()):
+                if t == 0:
+                    lprobs[row, 3] = -30.0
+                elif t == 1:
+                    lprobs[row, 4], lprobs[row, 5] = -0.6931475, -0.6931470
+                else:
+                    lprobs[row, 2] = -1e-3
+            return lprobs, Steps(state.t + 1)
+
+    assert torch.tensor(-30.0) + torch.tensor(-0.6931475) == torch.tensor(-30.0) + torch.tensor(
+        -0.6931470)
+    src, lengths = torch.tensor([[3]]), torch.tensor([1])
+    kwargs = dict(bos=1, eos=2, pad=0, max_len=5)
+    greedy = greedy_search(Model(), src, lengths, **kwargs)[0]
+    (beam,), = beam_search(Model(), src, lengths, beam=1, **kwargs)
+    assert greedy == beam and greedy.tokens == (3, 4) and greedy.finished
+
 def test_beam_2_finds_the_better_sequence_greedy_misses_and_stops_early():
     model = ScriptedModel(GARDEN)
     assert_hyps(search(model, beam=2)[0], [((B,), log(0.4) + log(0.9), True)])

@@ -268,7 +268,9 @@ def greedy_search(
         score = score.to(torch.promote_types(lprobs.dtype, score.dtype))
         lprobs = _mask(lprobs.to(score.dtype), bos=bos, eos=eos, pad=pad,
                        mask_eos=t <= min_len)
-        token = lprobs.argmax(1)  # (N,) first maximum: the lowest token id
+        # (N,) the largest running sum, as beam 1 ranks its candidates (two log-probs that
+        # differ by less than the sum's rounding tie there), first maximum: the lowest token id
+        token = (score[:, None] + lprobs).argmax(1)
         score = torch.where(running, score + lprobs.gather(1, token[:, None]).squeeze(1), score)
         took_eos = running & (token == eos)
         finished |= took_eos
