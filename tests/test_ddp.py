@@ -369,6 +369,47 @@ def test_a_resume_point_rank_0_cannot_read_this_time_fails_every_rank_at_once(
         assert p.returncode != 0 and said in out, (rank, out[-3000:])
     assert paths.last.read_bytes() == kept and not paths.model_dir.exists()
 
+
+def test_ranks_that_read_other_data_or_settings_stop_at_once_naming_the_rank(data, tmp_path):
+    """Ranks started as srun starts them, rank 1 with another train.batch_size (a node with
+    another params file; another ids folder is the same): every rank fingerprints the files it
+    reads, and both stop before the first step, naming rank 1. Before, each rank ordered its
+    batches by its own data: shares that overlap or leave pairs out, or a step count that
+    hangs a collective until TIMEOUT."""
+    import dataclasses
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import time
+
+    tmp, params = data
+    paths = train_paths(tmp, "differ")
+    jobs = []
+    for rank, batch_size in ((0, params.train.batch_size), (1, params.train.batch_size // 2)):
+        job = tmp_path / f"job{rank}.pkl"
+        job.write_bytes(pickle.dumps((dataclasses.replace(params, train=dataclasses.replace(
+            params.train, batch_size=batch_size)), paths)))
+        jobs.append(job)
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(distributed.free_port())}
+    ranks = [subprocess.Popen([sys.executable, "-c", RANK_OF_A_STEP, str(jobs[r])],
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in (0, 1)]
+    deadline = time.monotonic() + 60
+    try:
+        outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in ranks]
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    said = "ValueError: reversed_1: rank 1 of 2 reads other training data or settings than rank 0"
+    for rank, (p, out) in enumerate(zip(ranks, outs)):
+        assert p.returncode != 0 and said in out, (rank, out[-3000:])
+    assert not paths.last.exists() and not paths.model_dir.exists()
+
 def _adam_worker(out: str) -> None:
     torch.set_num_threads(1)
     world = distributed.World.from_env()

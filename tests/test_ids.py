@@ -9,6 +9,7 @@ import errno
 import io
 import json
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -399,6 +400,29 @@ def test_the_train_command_refuses_a_damaged_ids_folder_in_one_line(ids_copy, sm
     one_line_error(proc, str(path), "truncated or replaced", "dvc repro ids", status=1)
     assert not (tmp_path / "m").exists()
 
+
+
+@pytest.mark.parametrize("split", ["train", "dev"])
+def test_an_ids_folder_with_an_empty_split_is_refused_by_the_trainer_in_one_line(
+        smoke_data, tmp_path, split):
+    """prepare refuses an empty training or dev set; an ids folder made by hand from one trained
+    to a ZeroDivisionError (no steps in an epoch)."""
+    from s2s.layout import TrainPaths
+    from s2s.stages import train as train_stage
+
+    data, params = smoke_data
+    prepared = tmp_path / "prepared"
+    shutil.copytree(data / "prepared", prepared)
+    for lang in ("en", "fr"):
+        (prepared / f"{split}.tok.{lang}").write_text("", encoding="utf-8")
+    ids_stage.main(IdsPaths(prepared=prepared, vocab=data / "vocab", out=tmp_path / "ids"))
+    paths = TrainPaths(ids=tmp_path / "ids", vocab=data / "vocab", model_dir=tmp_path / "model",
+                       ckpt_dir=tmp_path / "ckpt", metrics=tmp_path / "metrics.json",
+                       curves=tmp_path / "curves.csv")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path / 'ids'))}: its {split} "
+                                         r"split holds no pairs: nothing to"):
+        train_stage.main(params, "forward", paths)
+    assert not (tmp_path / "model").exists() and not (tmp_path / "ckpt" / "last.pt").exists()
 
 def test_a_killed_ids_stage_leaves_nothing_a_reader_would_take(smoke_data, tmp_path,
                                                                monkeypatch):

@@ -200,6 +200,16 @@ def broadcast_object(obj: Any, world: World, device: torch.device) -> Any:
     return box[0]
 
 
+def all_gather_object(obj: Any, world: World) -> list[Any]:
+    """Every rank's `obj` (picklable, small), in rank order, on every rank (on CUDA through the
+    rank's own GPU, which :func:`init` made the current one)."""
+    if world.size == 1:
+        return [obj]
+    out: list[Any] = [None] * world.size
+    dist.all_gather_object(out, obj)
+    return out
+
+
 def on_main(fn: Callable[[], T], world: World, device: torch.device) -> T | None:
     """`fn()` on rank 0 alone, every rank told whether it failed: if so, every rank raises rank
     0's error (the others a copy) at once, instead of waiting for rank 0 in their next collective

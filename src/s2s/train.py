@@ -917,6 +917,10 @@ def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
     t0 = time.perf_counter()
     train = open_split(paths.ids, "train", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
     dev = open_split(paths.ids, "dev", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    for split, pairs in (("train", train), ("dev", dev)):
+        if not len(pairs):  # (prepare refuses an empty one: a folder made by hand)
+            raise ValueError(f"{paths.ids}: its {split} split holds no pairs: nothing to "
+                             f"{'train on' if split == 'train' else 'choose the best model by'}")
     log.info("%s: %d training pairs, %d dev pairs (%s, checked in %.1fs), vocab %d/%d, device %s",
              name, len(train), len(dev), paths.ids, time.perf_counter() - t0, len(src_vocab),
              len(tgt_vocab), device)
@@ -933,6 +937,15 @@ def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
              f", label smoothing {cfg.label_smoothing:g}" if cfg.label_smoothing else "")
     chosen = precision.choose(cfg.amp, device)
     fp = fingerprint(model_cfg, cfg, src_vocab, tgt_vocab, paths.ids, chosen=chosen)
+    # Each rank reads its own files and orders its batches from them: another rank's data would
+    # make the shares overlap or leave pairs out, or another step count hang a collective.
+    fps = distributed.all_gather_object(fp, world)
+    if other := [rank for rank, f in enumerate(fps) if f != fps[0]]:
+        raise ValueError(f"{name}: rank{'s' * (len(other) > 1)} {', '.join(map(str, other))} "
+                         f"of {world.size} read{'s' * (len(other) == 1)} other training data or "
+                         f"settings than rank 0 (the run's fingerprint: the model and train "
+                         f"params, the precision, the vocabularies {paths.vocab} and the ids "
+                         f"{paths.ids}): every process of a run must read the same files")
     if world.is_main:
         # A run killed inside torch.save leaves its temporary file (as large as a checkpoint) in
         # the checkpoint folder, which DVC keeps across runs (persist: true).
