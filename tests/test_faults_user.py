@@ -145,10 +145,14 @@ def test_a_beam_too_large_for_memory_is_refused_before_allocating_with_the_estim
     _one_line_error(proc, "SearchTooLarge: beam 1000000000", "GiB free on cpu")
 
 
+@pytest.mark.parametrize("members", [1, 5])
 @pytest.mark.parametrize("beam, batch_size", [(12, 10**8), (2, 10**6), (10**7, 64)])
-def test_the_advice_of_a_search_too_large_is_a_search_that_fits(monkeypatch, beam, batch_size):
+def test_the_advice_of_a_search_too_large_is_a_search_that_fits(monkeypatch, beam, batch_size,
+                                                                members):
     """The advice names the batch where the beam fits (a step holds about batch_size x 12
-    hypotheses at any beam up to 12), and a beam only where one sentence does not fit."""
+    hypotheses at any beam up to 12), and a beam only where one sentence does not fit; an
+    ensemble's step holds its members' scores too."""
+    import functools
     import re
 
     import torch
@@ -157,19 +161,26 @@ def test_the_advice_of_a_search_too_large_is_a_search_that_fits(monkeypatch, bea
 
     monkeypatch.setattr(tr, "available_bytes", lambda device: 2**30)
     cpu, vocab = torch.device("cpu"), 10_000
+    check = functools.partial(tr.check_search_size, vocab_size=vocab, device=cpu,
+                              members=members)
     with pytest.raises(tr.SearchTooLarge) as e:
-        tr.check_search_size(beam=beam, batch_size=batch_size, vocab_size=vocab, device=cpu)
+        check(beam=beam, batch_size=batch_size)
     said = str(e.value)
-    if beam <= 2**30 // (vocab * 4 * tr.STEP_COPIES):
+    assert (" for 5 models)" in said) == (members == 5), said
+    if beam <= 2**30 // (vocab * 4 * tr.step_copies(members)):
         bs = int(re.search(rf"at beam {beam} a batch of at most ([\d,]+) fits", said)[1]
                  .replace(",", ""))
         new_beam = beam
     else:
         m = re.search(r"a beam of at most ([\d,]+) fits, with a batch of at most ([\d,]+)", said)
         new_beam, bs = (int(x.replace(",", "")) for x in m.groups())
-    tr.check_search_size(beam=new_beam, batch_size=bs, vocab_size=vocab, device=cpu)  # fits
+    check(beam=new_beam, batch_size=bs)  # fits
     with pytest.raises(tr.SearchTooLarge):  # and is the largest batch that does
-        tr.check_search_size(beam=new_beam, batch_size=bs + 1, vocab_size=vocab, device=cpu)
+        check(beam=new_beam, batch_size=bs + 1)
+    if members == 1:  # the batch one model's step fits is too large for five models'
+        with pytest.raises(tr.SearchTooLarge, match=" for 5 models"):
+            tr.check_search_size(beam=new_beam, batch_size=bs, vocab_size=vocab, device=cpu,
+                                 members=5)
 
 
 # --- scoring -------------------------------------------------------------------------------------

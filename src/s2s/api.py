@@ -102,7 +102,7 @@ class Translator:
         cfg = self.cfg if batch_size is None else dataclasses.replace(self.cfg,
                                                                       batch_size=batch_size)
         check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(self.tgt_vocab),
-                          device=self.device)
+                          device=self.device, members=len(self.configs))
         # An empty line translates to an empty line (s2s.decode.translate), as in the stages.
         sources = [self.src_vocab.encode(t) for t in tokenized]
         check_lengths(sources, configs=self.configs, cfg=cfg, where=source)

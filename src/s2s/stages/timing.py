@@ -90,7 +90,7 @@ def main(params: Params, paths: TimingPaths) -> dict:
               for s in dict.fromkeys(s for s, _ in timed)}
     for system, beam in timed:
         check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
-                          device=device)
+                          device=device, members=len(params.systems[system].members))
     chosen = precision.choose(cfg.amp, device)
     mm_dtype = chosen.dtype
     log.info("timing %s on %d test sentences, %d repetitions in turns, %s, %s",

@@ -141,7 +141,7 @@ def main(params: Params, system: str, paths: TranslatePaths) -> dict:
     check_lengths(sources, configs=configs.values(), cfg=cfg, where=str(paths.source))
     for beam in sys_cfg.beams:
         check_search_size(beam=beam, batch_size=cfg.batch_size, vocab_size=len(tgt_vocab),
-                          device=device)
+                          device=device, members=len(configs))
     model = load_members(configs, models_dir=paths.models, src_vocab=src_vocab,
                          tgt_vocab=tgt_vocab, device=device, combine=cfg.combine)
     log.info("%s: %d members (%s), %d test sentences, beams %s, device %s, %s", system,
