@@ -7,6 +7,7 @@ import html
 import json
 import random
 import re
+import tempfile
 import textwrap
 import unicodedata
 from pathlib import Path
@@ -552,3 +553,27 @@ def test_a_misaligned_test_set_is_refused_before_a_training_corpus_is_read(tmp_p
         prepare_stage.main(data, PrepareConfig(), PreparePaths(
             raw=raw, out=tmp_path / "prepared", metrics=tmp_path / "prepare.json"))
     assert read == [] and not (tmp_path / "prepared").exists()
+
+
+def test_the_paper_sets_tokenized_by_lium_are_not_split_again():
+    """The LIUM corpora (the paper profile's train, dev and test) come tokenized Moses-style: read
+    as plain text, prepare's Moses pass split every elision again ("l' homme" into "l ' homme",
+    "isn 't" into "isn ' t"), tokens the references then held and the paper's did not. They are
+    read as the Europarl sample is (moses_escaped), and their tokens come through unchanged."""
+    from s2s.data.sources import CORPORA
+    from s2s.data.text import tokenize
+
+    assert {CORPORA[c].format for c in ("lium.selected", "lium.ntst1213", "lium.ntst14")} == {
+        "moses_escaped"}
+    tokenized = {"fr": ["L' homme qu' il a vu aujourd' hui est là .",
+                        "« C' est fini » , a-t-il dit ."],
+                 "en": ["It 's the man he saw today .", "\" It isn 't over , \" he said ."]}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "raw" / "lium.ntst14"
+        folder.mkdir(parents=True)
+        for lang, lines in tokenized.items():
+            (folder / f"{lang}.txt").write_text("".join(s + "\n" for s in lines),
+                                                encoding="utf-8")
+        en, fr = prepare.read_pair(Path(tmp) / "raw", CorpusRef("lium.ntst14"))
+    for lang, raw in (("en", en), ("fr", fr)):
+        assert [tokenize(normalize(s), lang) for s in raw] == tokenized[lang], raw

@@ -176,9 +176,13 @@ _MULTI30K_RAW = (f"https://raw.githubusercontent.com/multi30k/dataset/{_MULTI30K
 _LIUM_NOTE = ("Schwenk's page (http://www-lium.univ-lemans.fr/~schwenk/cslm_joint_paper/, cited "
               "by the paper as [29]) was the only source, and the host appears gone (its site "
               "was restructured; no public mirror is known). The text is already tokenized by "
-              "LIUM; whether it is XML-escaped is not established. prepare reads it as plain "
-              "text and Moses-tokenises it again as it is (train, dev and test alike, so "
-              "consistently).")
+              "LIUM (Moses-style); whether it is XML-escaped is not established. prepare reads "
+              "it as the Europarl sample (format moses_escaped: any XML escapes undone, then "
+              "Moses-detokenised) and tokenises it as raw text, train, dev and test alike: a "
+              "second Moses pass over tokenized text would split its apostrophes again "
+              "(\"l' homme\" into \"l ' homme\"). The test set's detokenised text is then what "
+              "sacreBLEU's 13a score reads: a reconstruction, not the official newstest2014 text "
+              "(profile paper_statmt reads that).")
 # The living alternative to the paper's data (profiles/paper_statmt.yaml).
 _LIUM_ALTERNATIVE = ("Schwenk's LIUM host, the paper's only source of its 12M-pair selection, "
                      "appears gone and no public mirror is known: `s2s profile paper_statmt` "
@@ -425,7 +429,7 @@ _ENTRIES: tuple[Corpus, ...] = (
         description="The paper's training set: Schwenk's 12M-pair 'selected' subset of WMT14 "
                     "en-fr (bitexts.selected: ccb2_pc30, crawl, dev08_11, ep7_pc45, nc9, "
                     "un2000_pc34, concatenated in that order), tokenized",
-        format="plain",
+        format="moses_escaped",
         pairs=None,
         network=NetworkSource(
             en=tuple(Part(_LIUM_BITEXTS, f"bitexts.selected/{n}.en.gz", gunzip=True)
@@ -441,7 +445,7 @@ _ENTRIES: tuple[Corpus, ...] = (
         id="lium.ntst1213",
         description="The paper's dev set ntst1213 (newstest2012 + newstest2013) as distributed "
                     "by LIUM, tokenized, 6,003 pairs",
-        format="plain",
+        format="moses_escaped",
         pairs=6003,
         network=_members(_LIUM_DEVTEST, "dev/ntst1213.en", "dev/ntst1213.fr"),
         network_note=_LIUM_NOTE,
@@ -452,7 +456,7 @@ _ENTRIES: tuple[Corpus, ...] = (
         id="lium.ntst14",
         description="The paper's test set ntst14 (newstest2014) as distributed by LIUM, "
                     "tokenized, 3,003 pairs",
-        format="plain",
+        format="moses_escaped",
         pairs=3003,
         network=_members(_LIUM_DEVTEST, "dev/ntst14.en", "dev/ntst14.fr"),
         network_note=_LIUM_NOTE,
