@@ -816,3 +816,30 @@ def test_a_line_short_of_the_column_a_part_keeps_is_named_by_its_number(tmp_path
     out = io.BytesIO()
     _append_part(src, out, part)
     assert out.getvalue() == b"Va !\nSalut !\n"
+
+
+def test_an_answer_http_cannot_read_is_one_download_error(tmp_path):
+    """A header line longer than http.client reads (64 KiB) raised its LineTooLong, which is
+    neither an OSError nor a ValueError: the command printed a traceback."""
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * 70_000 + b"\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    remote = Remote(f"http://127.0.0.1:{listener.getsockname()[1]}/x.bin", sha256="0" * 64)
+    try:
+        with pytest.raises(DownloadError, match=r"x\.bin: the server's answer cannot be read "
+                                                r"\(LineTooLong: .*\); .*x\.bin\.part is kept"):
+            fetch(remote, tmp_path, retries=0, backoff=0)
+    finally:
+        thread.join(10)
+        listener.close()

@@ -183,6 +183,9 @@ def _fetch(remote: Remote, dest: Path, *, retries: int, backoff: float, timeout:
                                     f"{e}; {part} is kept and will be resumed") from e
             log.warning("%s: %s; resuming (attempt %d of %d)", remote.url, e, attempt, retries)
             time.sleep(backoff * attempt)
+        except http.client.HTTPException as e:  # an answer no retry mends (a header too long)
+            raise DownloadError(f"{remote.url}: the server's answer cannot be read "
+                                f"({type(e).__name__}: {e}); {part} is kept") from e
     info = _verify(remote, part)
     if info is None:
         actual = file_stats(part)
