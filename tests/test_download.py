@@ -843,3 +843,47 @@ def test_an_answer_http_cannot_read_is_one_download_error(tmp_path):
     finally:
         thread.join(10)
         listener.close()
+
+
+@needs_mirror
+def test_an_archive_without_its_member_is_fetched_again_unless_its_checksum_is_known(
+        tmp_path, server):
+    """A zip without a checksum (Tatoeba's) that lacks the member is a wrong file: deleted, so a
+    rerun fetches it again (before, it stayed and every rerun failed on it). One whose checksum
+    is known and matched is the publisher's: it is kept, and so is a damaged one, said to be the
+    publisher's damage (before, deleted and fetched again by every rerun, to fail the same)."""
+    from s2s.data import network
+
+    whole = (MIRROR / "tatoeba-anki-fra-eng-2017-09-29/fra-eng.zip").read_bytes()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("other.txt", "not the corpus\n")
+    wrong = buf.getvalue()
+    entry = CORPORA["tatoeba.fra_eng"]
+
+    def build(remote):
+        swap = lambda parts: tuple(dataclasses.replace(p, remote=remote) for p in parts)  # noqa
+        return network.build_corpus(dataclasses.replace(entry, network=NetworkSource(
+            en=swap(entry.network.en), fr=swap(entry.network.fr))), tmp_path / "raw",
+            tmp_path / "cache")
+
+    server.files["/fra-eng.zip"] = wrong
+    remote = Remote(server.url("/fra-eng.zip"))  # no checksum
+    cached = cache_path(remote, tmp_path / "cache")
+    with pytest.raises(DownloadError, match=r"MissingMemberError: .*no member\(s\) fra\.txt; "
+                                            r"deleted it, run the download again$"):
+        build(remote)
+    assert not cached.exists()
+    server.files["/fra-eng.zip"] = whole
+    assert build(remote)["pairs"] == 142787
+    for body, error in ((wrong, r"no member\(s\) fra\.txt$"),
+                        (whole[: len(whole) // 2], r"has the published checksum but cannot be "
+                                                   r"read: NotAnArchiveError: .*; the published "
+                                                   r"file itself is damaged, which no rerun "
+                                                   r"mends \(kept\)$")):
+        server.files["/checked.zip"] = body
+        checked = Remote(server.url("/checked.zip"), sha256=hashlib.sha256(body).hexdigest())
+        with pytest.raises(DownloadError, match=error):
+            build(checked)
+        assert cache_path(checked, tmp_path / "cache").read_bytes() == body
+        cache_path(checked, tmp_path / "cache").unlink()

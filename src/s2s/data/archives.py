@@ -25,6 +25,11 @@ class UnsafeArchiveError(DownloadError):
     """An archive member that would be written outside the target directory, or is not a file."""
 
 
+class MissingMemberError(DownloadError):
+    """An archive without a member the registry names: a wrong file where the archive has no
+    checksum, a registry that is wrong where it has one."""
+
+
 class NotAnArchiveError(DownloadError):
     """A file read as an archive that is neither a tar nor a zip: a zip cut short (its directory
     is at the end), a tar cut inside its first header, or a page served in place of the file."""
@@ -49,7 +54,8 @@ def safe_extract(archive: Path, dest: Path, members: Collection[str] | None = No
     else:
         raise NotAnArchiveError(f"{archive}: neither a tar nor a zip archive")
     if wanted is not None and wanted - set(got):
-        raise DownloadError(f"{archive}: no member(s) {', '.join(sorted(wanted - set(got)))}")
+        raise MissingMemberError(f"{archive}: no member(s) "
+                                 f"{', '.join(sorted(wanted - set(got)))}")
     return got
 
 

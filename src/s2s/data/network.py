@@ -17,9 +17,9 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from s2s.data.archives import NotAnArchiveError, safe_extract
+from s2s.data.archives import MissingMemberError, NotAnArchiveError, safe_extract
 from s2s.data.files import DownloadError, copy_with_progress, file_stats, recorded
-from s2s.data.http import discard, fetch
+from s2s.data.http import cache_path, discard, fetch
 from s2s.data.sources import Corpus, Part, Remote, raw_names
 from s2s.io import atomic_open, corpus_dir
 
@@ -58,7 +58,9 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
             if members:
                 try:
                     got = safe_extract(path, tmp / ".extract", members)
-                except _DAMAGED as e:
+                except (*_DAMAGED, MissingMemberError) as e:
+                    if isinstance(e, MissingMemberError) and _checked(remotes[url]):
+                        raise  # the published file: the registry names a member it lacks
                     raise _damaged(remotes[url], e, member=", ".join(sorted(members)),
                                    cache_dir=cache_dir, read=read[url]) from e
                 extracted.update({(url, m): p for m, p in got.items()})
@@ -81,12 +83,25 @@ def build_corpus(entry: Corpus, out_dir: Path, cache_dir: Path) -> dict:
             "format": entry.format, "pairs": pairs, "whole_corpus": True, "files": files}
 
 
+def _checked(remote: Remote) -> bool:
+    """Whether the registry gives `remote`'s checksum, so that a copy that passed the fetch's
+    verification holds the published bytes."""
+    return bool(remote.sha256 or remote.md5)
+
+
 def _damaged(remote: Remote, e: BaseException, *, member: str | None, cache_dir: Path,
              read: os.stat_result) -> DownloadError:
     """The error for a cached download that cannot be read to its end, once that file is
-    deleted: a rerun downloads it again instead of failing on the same bytes."""
-    cached, deleted = discard(remote, cache_dir, read)
+    deleted: a rerun downloads it again instead of failing on the same bytes. A file of a known
+    checksum (it passed it) holds the published bytes: it is kept, and said to be the
+    publisher's, which no rerun mends."""
     what = f"{remote.url}, member {member}" if member else remote.url
+    if _checked(remote):
+        cached = cache_path(remote, cache_dir)
+        return DownloadError(f"{what}: the downloaded file {cached} has the published checksum "
+                             f"but cannot be read: {type(e).__name__}: {e}; the published file "
+                             f"itself is damaged, which no rerun mends (kept)")
+    cached, deleted = discard(remote, cache_dir, read)
     done = ("deleted it" if deleted else
             "another process has replaced or deleted it since")
     return DownloadError(f"{what}: the downloaded file {cached} is damaged (cut short?): "
