@@ -92,8 +92,8 @@ class Ensemble:
         """``mean_prob`` for members that are the package's models (s2s.model.base.Model): the log
         of the summed softmaxes, one softmax and one add per member where the log-prob path
         needs a log-softmax and a logaddexp (exp and log1p of every entry) per member
-        (bench/README.md). Where the mean probability is too
-        small for float precision (below 1e-30: every member gives the token < ~1e-29) it is
+        (bench/README.md). Where the members' summed probability is
+        too small for float precision (below 1e-30: every member gives the token less) it is
         recomputed from the log-probs, so the result equals the log-prob path up to rounding."""
         logits, states = [], []
         total = None
