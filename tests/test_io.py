@@ -1,6 +1,7 @@
 """s2s.io: a folder written whole replaces the old one so that a kill at any point leaves, under
-the final name, one of them whole (never a half-deleted old folder); the temporaries of a killed
-write are cleared once their owner is gone."""
+the final name, one of them whole (never a half-deleted old folder; where the file system cannot
+swap two folders in one step, a kill between its two renames leaves nothing there); the
+temporaries of a killed write are cleared once their owner is gone."""
 
 from __future__ import annotations
 
@@ -54,6 +55,36 @@ def test_a_kill_while_the_old_folder_is_deleted_leaves_the_new_one_whole_and_the
     assert files(out) == {"c.txt": "newer"}
 
 
+
+# Replaces folder argv[1] whole with a.txt ("new"), killed (SIGKILL) as soon as a folder has
+# been renamed onto a temporary name: where the old folder was set aside before the new one was
+# renamed into place, nothing was left under the final name, and the next run removed both.
+KILLED_BETWEEN_RENAMES = """
+import os, signal, sys
+from pathlib import Path
+from s2s import io
+
+real = os.replace
+def replace(src, dst):
+    real(src, dst)
+    if Path(dst).name.startswith(io.TMP_PREFIX):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+io.os.replace = replace
+with io.whole_dir(Path(sys.argv[1])) as tmp:
+    (tmp / "a.txt").write_text("new", encoding="utf-8")
+"""
+
+
+def test_a_folder_is_swapped_with_the_old_one_in_one_step(tmp_path):
+    out = tmp_path / "vocab"
+    out.mkdir()
+    (out / "a.txt").write_text("old", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(out)],
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120)
+    assert proc.returncode == 0  # no rename set the old folder aside
+    assert files(out) == {"a.txt": "new"} and [p.name for p in tmp_path.iterdir()] == ["vocab"]
+
 def test_a_folder_replaces_a_file_or_a_link_and_a_failed_rename_puts_the_old_folder_back(
         tmp_path, monkeypatch):
     for kind in ("file", "link"):
@@ -79,6 +110,7 @@ def test_a_folder_replaces_a_file_or_a_link_and_a_failed_rename_puts_the_old_fol
         return real(src, dst)
 
     monkeypatch.setattr(io.os, "replace", replace)
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)  # a file system that cannot swap
     try:
         io.replace_dir(new, final)
     except OSError:

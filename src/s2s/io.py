@@ -431,15 +431,40 @@ class corpus_dir:
         replace_dir(self.tmp, self.final)
 
 
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2  # <fcntl.h>, <linux/fs.h>
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap what paths `a` and `b` name in one step (Linux's renameat2 with RENAME_EXCHANGE);
+    False, with nothing done, where the C library or the file system has no such call."""
+    import ctypes
+
+    try:
+        call = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not glibc >= 2.28, not Linux
+        return False
+    if call(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # this file system cannot
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
 def replace_dir(new: Path, final: Path) -> None:
     """Folder `new` renamed to `final`, replacing what is there, so that a kill at any point
-    leaves under the final name either the old folder whole or the new one whole, or nothing:
-    an old folder is first renamed aside (atomically, onto an empty temporary folder of the
-    ``.tmp-<name>-<owner>-*`` kind, which :func:`remove_leftovers` clears once its owner is
-    gone), the new one renamed into place, and the old one deleted last. A file or a link under
-    the final name is removed (one unlink, itself atomic)."""
+    leaves under the final name the old folder whole or the new one whole. Where the final name
+    holds a folder the two are swapped in one step (:func:`_exchange`) and the old one, now
+    under the temporary name (``.tmp-<name>-<owner>-*``, which :func:`remove_leftovers` clears
+    once its owner is gone), deleted. Where the file system cannot swap, the old folder is first
+    renamed aside (onto an empty temporary folder of that kind), the new one renamed into place,
+    and the old one deleted last: a kill between the two renames leaves nothing under the final
+    name. A file or a link under the final name is removed (one unlink, itself atomic)."""
     new, final = Path(new), Path(final)
     aside = None
+    if final.is_dir() and not final.is_symlink() and _exchange(new, final):
+        shutil.rmtree(new, ignore_errors=True)  # the old folder
+        return
     if final.is_dir() and not final.is_symlink():
         aside = temp_dir(final.parent, f"{TMP_PREFIX}{final.name}-{owner_tag()}-")
         try:
