@@ -9,6 +9,8 @@ undisturbed run they are compared with)."""
 
 from __future__ import annotations
 
+import logging
+
 import os
 import re
 import shutil
@@ -163,6 +165,21 @@ def test_a_held_project_is_refused_by_every_writer_naming_the_holder_before_any_
     run([tool("s2s"), "check", "--out", "metrics/params.json"], repo)
     assert "s2s project writer" not in (tmp / "rwlock").read_text()
 
+
+
+def test_a_lock_whose_entry_was_cleared_by_hand_is_released_with_a_warning(repo, caplog):
+    """A refusal tells another user how to clear .dvc/tmp/rwlock; DVC on another host drops a PID
+    it cannot see. The holder's release then met DVC's assertion: a stage that had done its work
+    ended in a traceback."""
+    from s2s.projectlock import ProjectLock
+
+    lock = ProjectLock(repo, "s2s prepare (a test)").acquire()
+    (repo / ".dvc" / "tmp" / "rwlock").unlink()
+    with caplog.at_level(logging.WARNING, logger="s2s"):
+        lock.release()
+    assert "this run's entry was gone from" in caplog.text
+    with ProjectLock(repo, "the next writer"):  # and the project is free
+        pass
 
 def test_the_jobs_of_one_engine_run_run_side_by_side_and_a_dead_holder_is_dropped(repo):
     from s2s.projectlock import WRITER_ENV, ProjectLock

@@ -288,7 +288,12 @@ class ProjectLock:
 
     def release(self) -> None:
         if self._held is not None and self.pid == os.getpid():  # never from a forked child
-            self._held.close()
+            try:
+                self._held.close()
+            except AssertionError:  # DVC's release asserts that its entry is still there
+                log.warning("%s: this run's entry was gone from %s when it ended (cleared by "
+                            "hand, or dropped by DVC on another host): nothing to release",
+                            self.root, self.tmp / "rwlock")
         self._held = None
         _HELD.discard(self)
 
