@@ -28,7 +28,7 @@ from conftest import chromium
 from s2s.artifacts import Bleu, Scored, Timing, TrainMetrics
 from s2s.claims import paper_claims as claims_
 from s2s.claims import verdicts
-from s2s.claims.seeds import NO_BASELINE_INTERVAL, NO_RESCORER_INTERVAL
+from s2s.claims.seeds import NO_BASELINE_INTERVAL, NO_BEAM_INTERVAL, NO_RESCORER_INTERVAL
 from s2s.config import load
 from s2s import paper
 from s2s.report import render as render_
@@ -926,9 +926,11 @@ def test_with_one_seed_a_comparison_of_single_models_has_no_verdict():
     assert "reversed 13.50 vs forward 11.00 (+2.50" in rev.evidence
     assert got["An ensemble of 5 reversed LSTMs beats a single reversed LSTM"].status == \
         "cannot tell"
-    # the claim about one system at two beams rests on the bootstrap alone; rescoring's one
-    # forward and one reversed rescorer against the baseline's 1-best have no replicas: no verdict
-    assert got["A wider beam helps"].status == "holds"
+    # one run of each system at two beams, and rescoring's one forward and one reversed rescorer
+    # against the baseline's 1-best: no replicas, no verdict
+    beam = got["A wider beam helps"]
+    assert beam.status == "cannot tell"
+    assert beam.evidence.endswith(f"; forward, reversed: {NO_BEAM_INTERVAL}")
     resc = got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"]
     assert resc.status == "cannot tell" and "higher for 1 of 2" in resc.evidence
     assert resc.evidence.endswith(f"; forward, reversed: {NO_RESCORER_INTERVAL}")
@@ -990,9 +992,11 @@ def test_single_model_claims_need_the_bootstrap_and_the_interval_over_seeds(tmp_
     got = run(fwd_dev, rev_dev, fwd_bleu, [13.5, None, 13.3], _interval(0.2, 0.9))
     rev = got["Reversing the source raises BLEU"]
     assert rev.status == verdicts.HOLDS
-    assert "over seeds: reversed 13.40 +- 0.14 (2 seeds) vs forward 11.03 +- 0.35 (3 seeds); " \
+    # forward_2, whose pair is left out, is out of the forward side too (it was "3 seeds")
+    assert "over seeds: reversed 13.40 +- 0.14 (2 seeds) vs forward 10.85 +- 0.21 (2 seeds); " \
            "paired difference +2.55 (95% interval over 2 seed pairs +1.91 to +3.19)" \
            in rev.evidence
+    assert "reversed_2 not scored, so forward_2 left out of the pairs" in rev.evidence
     # both the other way: does not hold
     got = run(rev_dev, fwd_dev, rev_bleu, fwd_bleu, _interval(-0.9, -0.2))
     assert got["Reversing the source lowers perplexity"].status == verdicts.FAILS
@@ -1037,6 +1041,11 @@ def test_the_forget_bias_verdict_needs_perplexity_and_bleu_and_says_which_fell_s
         (text,) = forget_bias_verdicts(params, train=_train(train), bleu=bleu, diff=diff)
         return text
 
+    text = verdict([7.4, 7.6, 7.4], [7.0, 7.2, 6.9], [20.9, 20.2, 21.1], [23.6, 26.0, 26.5],
+                   diff=lambda a, b: None)  # no bootstrap: BLEU has no verdict, nor the claim
+    assert ("opening the gate cannot be judged here (no interval over seeds, or no bootstrap) "
+            "(BLEU: no verdict (no interval over seeds, or no bootstrap); dev perplexity: "
+            "helps)") in text
     text = verdict([7.4, 7.6, 7.4], [7.0, 7.2, 6.9], [20.9, 20.2, 21.1], [23.6, 26.0, 26.5])
     assert text.startswith("reversed_fb1 vs reversed_1 (")
     assert "opening the gate helps here; a verdict needs dev perplexity and BLEU" in text
@@ -1131,7 +1140,8 @@ def test_each_claim_passes_the_bootstrap_its_baseline_first():
             "rescore": {"baseline": _entry(13.0), "forward": _entry(14.2),
                         "reversed": _entry(14.9), "oracle": _entry(20.0)}}
     got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_signed_interval(bleu)))
-    assert got["A wider beam helps"].status == verdicts.HOLDS
+    # one run of each: significant gains, no interval over seeds
+    assert got["A wider beam helps"].status == verdicts.UNKNOWN
     assert "+1.00, 95% CI +0.50 to +1.50" in got["A wider beam helps"].evidence
     rev = got["Reversing the source raises BLEU"]
     assert "+2.50; paired-bootstrap 95% CI of the difference +2.00 to +3.00" in rev.evidence
@@ -1141,7 +1151,7 @@ def test_each_claim_passes_the_bootstrap_its_baseline_first():
     assert "forward 14.20 (+1.20, 95% CI +0.70 to +1.70)" in resc.evidence
     bleu["translate"]["forward"]["12"] = _entry(8.0)  # now the wider beam hurts forward
     got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_signed_interval(bleu)))
-    assert got["A wider beam helps"].status != verdicts.HOLDS
+    assert "-2.00, 95% CI -2.50 to -1.50" in got["A wider beam helps"].evidence
 
 
 def test_claims_use_the_bootstrap_intervals():
@@ -1157,13 +1167,40 @@ def test_claims_use_the_bootstrap_intervals():
     assert got["A wider beam helps"].status == verdicts.NO_DIFFERENCE
     assert "95% CI -0.30 to +0.40" in got["A wider beam helps"].evidence
     got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_interval(0.2, 0.9)))
-    # one rescorer each, no replicas: no verdict however clear the bootstrap
+    # one rescorer each, and one run of each system at two beams: no replicas, no verdict
+    # however clear the bootstrap
     assert got["Rescoring the baseline's n-best lists with LSTMs beats the baseline"].status == \
         verdicts.UNKNOWN
-    assert got["A wider beam helps"].status == verdicts.HOLDS
-    got = _by_text(claims_.claims(params, _bleu(bleu), {}, {}, diff=_interval(-0.9, -0.2)))
-    assert got["A wider beam helps"].status == verdicts.FAILS
+    assert got["A wider beam helps"].status == verdicts.UNKNOWN
 
+
+
+def test_the_wider_beam_claim_is_judged_over_the_seed_replicas_decoded_at_both_beams(tmp_path):
+    """Three forward and three reversed replicas, each decoded at beams 1 and 12: each group is
+    one comparison, its first system's bootstrap and the replicas' gains over seeds both
+    excluding 0; before, every system was judged on its one bootstrap, a single run."""
+    params = _seeded(tmp_path)
+    gains = {"forward": (10.0, 11.0), "forward_2": (10.2, 11.0), "forward_3": (9.9, 10.8),
+             "reversed": (12.0, 13.0), "reversed_2": (12.1, 12.9), "reversed_3": (11.8, 13.0)}
+    bleu = {"translate": {s: {"1": _entry(a), "12": _entry(b)} for s, (a, b) in gains.items()},
+            "rescore": {}}
+    asked = []
+
+    def diff(a, b):
+        asked.append(a.system)
+        return _interval(0.3, 1.5)(a, b)
+
+    got = claims_.wider_beam(params, _bleu(bleu), diff)
+    assert asked == ["forward", "reversed"] and got.status == verdicts.HOLDS
+    assert ("forward: beam 1 10.00 -> beam 12 11.00 (+1.00, 95% CI +0.30 to +1.50), forward_2 "
+            "10.20 -> 11.00, forward_3 9.90 -> 10.80, over seeds: beam 12 10.93 +- 0.12 (3 "
+            "seeds) vs beam 1 10.03 +- 0.15 (3 seeds); paired difference +0.90 (95% interval "
+            "over 3 seed pairs") in got.evidence
+    assert got.evidence.startswith("higher for 6 of 6 systems (")
+    gains["reversed_2"] = (12.1, 11.0)  # one replica loses: the reversed group's holds 0
+    bleu["translate"]["reversed_2"] = {"1": _entry(12.1), "12": _entry(11.0)}
+    got = claims_.wider_beam(params, _bleu(bleu), diff)
+    assert got.status == verdicts.NO_DIFFERENCE
 
 def test_the_wider_beam_claim_compares_the_narrowest_with_the_widest_and_counts_only_gains(
         tmp_path):
@@ -1191,7 +1228,8 @@ def test_the_wider_beam_claim_compares_the_narrowest_with_the_widest_and_counts_
     assert asked == [("forward", 1, "forward", 12), ("reversed", 1, "reversed", 12)]
     assert got.evidence == (
         "higher for 1 of 2 systems (forward: beam 1 10.00 -> beam 12 11.00 (+1.00, 95% CI +0.50 "
-        "to +1.50); reversed: beam 1 12.00 -> beam 12 12.00 (+0.00, 95% CI -0.50 to +0.50))")
+        "to +1.50); reversed: beam 1 12.00 -> beam 12 12.00 (+0.00, 95% CI -0.50 to +0.50)); "
+        f"forward: {NO_BEAM_INTERVAL}")
     assert got.ours == "forward 10.00 at beam 1 -> 11.00 at beam 12; reversed 12.00 at beam 1 " \
         "-> 12.00 at beam 12"
     assert [(d.label, d.value) for d in got.differences] == [
@@ -1246,11 +1284,33 @@ def test_an_interval_that_holds_0_is_never_dropped_because_another_is_missing(tm
                                   diff=lambda a, b: None))
     rev_claim = got["Reversing the source raises BLEU"]
     assert rev_claim.status == verdicts.NO_DIFFERENCE and "3 seed pairs" in rev_claim.evidence
-    translate["reversed_2"] = {"12": _entry(13.2)}  # every seed pair gains: holds on the seeds
+    translate["reversed_2"] = {"12": _entry(13.2)}  # every seed pair gains
     got = _by_text(claims_.claims(params, _bleu({"translate": translate, "rescore": {}}), {}, {},
                                   diff=lambda a, b: None))
+    # without the bootstrap (its hypothesis files missing) the seeds do not decide alone: the
+    # claims stage's warning says the verdict cannot hold without it
+    rev_claim = got["Reversing the source raises BLEU"]
+    assert rev_claim.status == verdicts.UNKNOWN and verdicts.NO_BOOTSTRAP in rev_claim.evidence
+    got = _by_text(claims_.claims(params, _bleu({"translate": translate, "rescore": {}}), {}, {},
+                                  diff=lambda a, b: ci(0.4, 1.2)))
     assert got["Reversing the source raises BLEU"].status == verdicts.HOLDS
 
+
+
+def test_a_seed_pair_left_out_for_a_missing_score_is_named_and_out_of_both_sides(tmp_path):
+    """reversed_2 not scored: its pair with forward_2 is left out; before, forward_2 still counted
+    in the forward side's mean and seeds ("3 seeds" over "2 seed pairs") and neither was named."""
+    from s2s.claims import seeds
+
+    params = _seeded(tmp_path)
+    scores = {"forward": 7.0, "forward_2": 7.3, "forward_3": 6.8, "reversed": 21.0,
+              "reversed_2": None, "reversed_3": 21.5}
+    stats = seeds.paired(params, "forward", "reversed", scores.get)
+    assert stats.diffs == (14.0, 14.7) and stats.worse == (7.0, 6.8)
+    assert stats.better == (21.0, 21.5)
+    said = stats.describe("reversed", "forward")
+    assert "forward 6.90 +- 0.14 (2 seeds)" in said and "over 2 seed pairs" in said
+    assert said.endswith("; reversed_2 not scored, so forward_2 left out of the pairs")
 
 def test_a_second_system_of_one_model_is_not_another_seed(tmp_path):
     import yaml

@@ -43,7 +43,7 @@ def system_of(params: Params, model: str) -> tuple[str, int] | None:
 
 
 _WAYS = {1: "helps", -1: "hurts", 0: "no significant difference",
-         None: "no interval over seeds"}
+         None: "no verdict (no interval over seeds, or no bootstrap)"}
 
 
 def forget_bias_verdicts(params: Params, *, train: dict[str, TrainMetrics], bleu: Bleu,
@@ -79,11 +79,14 @@ def forget_bias_verdicts(params: Params, *, train: dict[str, TrainMetrics], bleu
         # opened - plain; none without a beam both were scored at
         bleu_seeds = seeds.paired(params, a[0], b[0], tok) if beam is not None else None
         boot = None if d is None else ((1 if d.delta > 0 else -1) if d.significant else 0)
-        ppl_way, bleu_way = seeds.verdict(None, ppl_seeds), seeds.verdict(boot, bleu_seeds)
-        word = ("helps here" if ppl_way == bleu_way == 1 else "does not help here"
-                if ppl_way == bleu_way == -1 else "cannot be judged here (no interval over "
-                "seeds)" if ppl_way is None and bleu_way is None else
-                "makes no clear difference here")
+        ppl_way = seeds.verdict_over_seeds(ppl_seeds)
+        bleu_way = seeds.verdict(boot, bleu_seeds)
+        # the two must agree; a measure without a verdict leaves none, unless the other shows
+        # no difference
+        ways = (ppl_way, bleu_way)
+        word = ("helps here" if ways == (1, 1) else "does not help here" if ways == (-1, -1)
+                else "cannot be judged here (no interval over seeds, or no bootstrap)"
+                if None in ways and 0 not in ways else "makes no clear difference here")
         if ppl_way != bleu_way:  # say which measure fell short
             bleu_said = (_WAYS[bleu_way] if beam is not None else
                          "no beam both were scored at")

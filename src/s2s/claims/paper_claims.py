@@ -17,7 +17,7 @@ from s2s.arch import LSTM_CELLS
 from s2s.artifacts import Bleu, Claim, ClaimDifference, CostTiming, Timing, TrainMetrics
 from s2s.claims import seeds
 from s2s.claims.verdicts import (BOOTSTRAP, NO_BOOTSTRAP, NOT_RUN, SIGN, UNKNOWN, DiffFn,
-                                 claim, combined, difference, judged, sign_of)
+                                 claim, combined, difference, sign_of)
 from s2s.config import Params
 from s2s.layout import BASELINE
 from s2s.paper import (Ours, answer, baseline_ref, paper, perplexity_models,
@@ -71,7 +71,7 @@ def reversal_perplexity(params: Params, train: dict[str, TrainMetrics]) -> Claim
         ev += f"; dev ppl {stats.describe('forward', 'reversed')}"
         diffs = (difference("forward - reversed", "dev ppl", stats.mean, stats.interval,
                             stats.over),)
-    way = seeds.verdict(None, stats)
+    way = seeds.verdict_over_seeds(stats)
     if way is None:
         ev += f"; {seeds.NO_SEED_INTERVAL}"
     return claim(key, SIGN[way], ev, ours=f"test ppl {f.test_ppl:.2f} -> {r.test_ppl:.2f}",
@@ -81,7 +81,13 @@ def reversal_perplexity(params: Params, train: dict[str, TrainMetrics]) -> Claim
 def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     """Every system of ours made of LSTMs (the paper's claim is about its LSTMs; the Transformer's
     beams are in the cost and BLEU tables) decoded at two beam widths or more: the widest against
-    the narrowest."""
+    the narrowest. One-model systems whose models are seed replicas of one another, decoded at
+    the same two beams, are one comparison, judged as :func:`_compare_systems` judges two
+    systems: on the test sentences (the paired bootstrap of the group's first system) and over
+    seeds (the 95% t-interval of the replicas' gains), both excluding 0 the same way
+    (:func:`s2s.claims.seeds.verdict`). A system alone (an ensemble: one run) has no interval
+    over seeds: a significant bootstrap gives it no verdict, one holding 0 no significant
+    difference. The comparisons combine as :func:`s2s.claims.verdicts.combined` says."""
     key = "wider_beam"
     pairs = []
     if not any(len(s.beams) >= 2 and all(_is_lstm(params, m) for m in s.members)
@@ -96,18 +102,45 @@ def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
                           beams[-1], _tok(bleu, system, beams[-1])))
     if not pairs:
         return claim(key, UNKNOWN, "no system scored at two beam widths")
+    by_system = {p[0]: p for p in pairs}
+    groups: list[list[str]] = []  # seed replicas decoded at the same two beams, together
+    for s, b0, _, b1, _ in pairs:
+        if not any(s in g for g in groups):
+            groups.append([r for r in seeds.replicas(params, s) or [s] if r in by_system
+                           and by_system[r][1::2] == (b0, b1)
+                           and (r == s or not any(r in g for g in groups))])
     better = [p for p in pairs if p[4] > p[2]]
-    ds = [diff(Ours("translate", s, b0), Ours("translate", s, b1)) if diff else None
-          for s, b0, _, b1, _ in pairs]
-    ev = "; ".join(f"{s}: beam {b0} {x0:.2f} -> beam {b1} {x1:.2f}"
-                   + (f" ({x1 - x0:+.2f}, 95% CI {d.lo:+.2f} to {d.hi:+.2f})" if d else "")
-                   for (s, b0, x0, b1, x1), d in zip(pairs, ds))
-    status, note = judged(ds)
-    return claim(key, status, f"higher for {len(better)} of {len(pairs)} systems ({ev}){note}",
+    ds = {g[0]: diff(Ours("translate", g[0], by_system[g[0]][1]),
+                     Ours("translate", g[0], by_system[g[0]][3])) if diff else None
+          for g in groups}
+    parts, diffs, ways, alone = [], [], [], []
+    for g in groups:
+        (s, b0, x0, b1, x1), d = by_system[g[0]], ds[g[0]]
+        part = f"{s}: beam {b0} {x0:.2f} -> beam {b1} {x1:.2f}" + (
+            f" ({x1 - x0:+.2f}, 95% CI {d.lo:+.2f} to {d.hi:+.2f})" if d else "")
+        part += "".join(f", {r} {by_system[r][2]:.2f} -> {by_system[r][4]:.2f}" for r in g[1:])
+        diffs.append(_bleu_difference(f"{s} beam {b1} - beam {b0}", x1 - x0, d))
+        stats = None
+        if len(g) > 1:
+            stats = seeds.SeedStats(worse=tuple(by_system[r][2] for r in g),
+                                    better=tuple(by_system[r][4] for r in g),
+                                    diffs=tuple(by_system[r][4] - by_system[r][2] for r in g))
+            part += f", {stats.describe(f'beam {b1}', f'beam {b0}')}"
+            diffs.append(difference(f"{'/'.join(g)} beam {b1} - beam {b0}", "BLEU", stats.mean,
+                                    stats.interval, stats.over))
+        way = seeds.verdict(sign_of(d), stats)
+        if way is None and d is not None:
+            alone.append(s)
+        parts.append(part)
+        ways.append(way)
+    status = combined(ways)
+    note = ((f"; {', '.join(alone)}: {seeds.NO_BEAM_INTERVAL}" if alone else "")
+            + (f"; {NO_BOOTSTRAP}" if status == UNKNOWN and None in ds.values() else ""))
+    return claim(key, status,
+                 f"higher for {len(better)} of {len(pairs)} systems ({'; '.join(parts)}){note}",
                  ours="; ".join(f"{s} {x0:.2f} at beam {b0} -> {x1:.2f} at beam {b1}"
                                 for s, b0, x0, b1, x1 in pairs),
-                 differences=tuple(_bleu_difference(f"{s} beam {b1} - beam {b0}", x1 - x0, d)
-                                   for (s, b0, x0, b1, x1), d in zip(pairs, ds)))
+                 differences=tuple(diffs))
 
 
 def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
@@ -330,7 +363,8 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
     """`better` beats `worse` at their widest common beam: on the test sentences (the paired
     bootstrap of these two systems) and over seeds (their replicas, paired on seeds); holds when
     both 95% intervals are above 0, does not hold when both are below. Without the bootstrap (a
-    hypothesis file missing) the interval over seeds decides alone; with neither, no verdict."""
+    hypothesis file missing) or without the interval over seeds, no verdict but no significant
+    difference where the other holds 0 (:func:`s2s.claims.seeds.verdict`)."""
     beam = common_beam(params, bleu, worse, better)
     if beam is None:
         return claim(key, UNKNOWN, f"no beam at which both '{worse}' and '{better}' were scored")
@@ -351,7 +385,7 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
     # the bootstrap's sign (None: no hypothesis files), and the interval over seeds
     way = seeds.verdict(sign_of(d), stats)
     if way is None:
-        ev += f"; {seeds.NO_SEED_INTERVAL}"
+        ev += f"; {NO_BOOTSTRAP if d is None else seeds.NO_SEED_INTERVAL}"
     return claim(key, SIGN[way], ev, **found)
 
 

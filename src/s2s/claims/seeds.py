@@ -161,6 +161,9 @@ class SeedStats:
     # replicas of either side whose seeds no replica of the other side has (one whose seed an
     # experiment changed): left out of the pairs, and named where the evidence is told
     unpaired: tuple[str, ...] = ()
+    # replicas not scored (a failed decode), and the replicas their pairs then left out
+    unscored: tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
 
     @property
     def one_run(self) -> bool:
@@ -213,6 +216,10 @@ class SeedStats:
         alone = (f"; {', '.join(self.unpaired)} unpaired (no replica of the other side has "
                  f"{'its' if len(self.unpaired) == 1 else 'their'} init and order seeds)"
                  if self.unpaired else "")
+        if self.unscored:
+            alone += (f"; {', '.join(self.unscored)} not scored"
+                      + (f", so {', '.join(self.left_out)} left out of the pairs"
+                         if self.left_out else ""))
         return (f"over seeds: {better} {side(self.better)} vs {worse} {side(self.worse)}; "
                 f"paired difference {self.mean:+.2f} ({inter}){alone}")
 
@@ -238,13 +245,19 @@ def paired(params: Params, worse: str, better: str,
     else:
         pairs = [(worse, b) for b in rb]
     values = {s: value(s) for s in {*(rw or [worse]), *(rb or [better])}}
-    pairs = [(w, b) for w, b in pairs if values[w] is not None and values[b] is not None]
-    if not pairs:
+    kept = [(w, b) for w, b in pairs if values[w] is not None and values[b] is not None]
+    if not kept:
         return None
-    return SeedStats(worse=tuple(values[s] for s in (rw or [worse]) if values[s] is not None),
-                     better=tuple(values[s] for s in (rb or [better]) if values[s] is not None),
-                     diffs=tuple(values[b] - values[w] for w, b in pairs),
-                     unpaired=tuple(unpaired))
+    used = {s for pair in kept for s in pair}
+    dropped = [s for pair in pairs if pair not in kept for s in pair]
+    # each side's values are those of the pairs the differences are over
+    return SeedStats(worse=tuple(values[s] for s in (rw or [worse]) if s in used),
+                     better=tuple(values[s] for s in (rb or [better]) if s in used),
+                     diffs=tuple(values[b] - values[w] for w, b in kept),
+                     unpaired=tuple(unpaired),
+                     unscored=tuple(dict.fromkeys(s for s in dropped if values[s] is None)),
+                     left_out=tuple(dict.fromkeys(s for s in dropped
+                                                  if values[s] is not None and s not in used)))
 
 
 def against_one_run(run: float, values: Sequence[float | None], *,
@@ -274,6 +287,12 @@ NO_RESCORER_INTERVAL = ("no verdict without an interval over seeds: it needs two
                         "baseline's 1-best is)")
 
 
+# the same, for a system compared with itself at a wider beam (the wider-beam claim)
+NO_BEAM_INTERVAL = ("no verdict without an interval over seeds: it needs two seed replicas or "
+                    "more of a one-model system, each a system of params systems decoded at the "
+                    "same two beams (an ensemble is one run)")
+
+
 # the same, for a system compared with the baseline's 1-best (Table 2's setting): replicas of the
 # system's one model give an interval against the baseline's one run; an ensemble has none
 NO_BASELINE_INTERVAL = ("no verdict without an interval over seeds: it needs two seed replicas or "
@@ -284,16 +303,25 @@ NO_BASELINE_INTERVAL = ("no verdict without an interval over seeds: it needs two
 
 def verdict(boot_sign: int | None, seeds: SeedStats | None) -> int | None:
     """+1 holds, -1 does not hold, 0 no significant difference: both the test-sentence bootstrap
-    (`boot_sign`: +1/-1 significant, 0 not; None: there is none) and the interval over seeds must
-    exclude 0 the same way. Where there is no interval over seeds (one seed pair), a bootstrap
-    interval holding 0 still says 0; else None, no verdict: a single run cannot say how far
-    another run of the recipe lands, however clear the bootstrap over its test sentences is."""
+    (`boot_sign`: +1/-1 significant, 0 not; None: there is none, its hypothesis files missing)
+    and the interval over seeds must exclude 0 the same way. Where one of the two intervals is
+    missing, the other holding 0 still says 0; else None, no verdict: a single run cannot say
+    how far another run of the recipe lands, however clear the bootstrap over its test
+    sentences is, nor the seeds' interval how sure each run's own number is."""
     if seeds is None or seeds.interval is None:
         return 0 if boot_sign == 0 else None
     s = seeds.excludes_zero()
     if boot_sign is None:
-        return s
+        return 0 if s == 0 else None
     return boot_sign if boot_sign == s else 0
+
+
+def verdict_over_seeds(seeds: SeedStats | None) -> int | None:
+    """:func:`verdict` of a measure no test-sentence bootstrap has (a perplexity): the interval
+    over seeds alone; None without one."""
+    if seeds is None or seeds.interval is None:
+        return None
+    return seeds.excludes_zero()
 
 
 def one_model_systems(params: Params, systems: Sequence[str]) -> list[str]:

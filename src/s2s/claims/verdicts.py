@@ -65,14 +65,6 @@ NO_BOOTSTRAP = ("no paired bootstrap where the hypotheses or the references were
                 "(the claims stage logs which), so no verdict")
 
 
-def judged(differences: list) -> tuple[str, str]:
-    """:func:`verdict_of` the differences, and what the evidence adds where a missing interval
-    left no verdict ("" otherwise)."""
-    status = verdict_of(differences)
-    missing = status == UNKNOWN and any(d is None for d in differences)
-    return status, f"; {NO_BOOTSTRAP}" if missing else ""
-
-
 def verdict_of(differences: list) -> str:
     """Every difference positive and significant: holds; any significantly negative: does not
     hold; any whose interval holds 0: no significant difference; else, where one has no interval
