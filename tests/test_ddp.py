@@ -284,15 +284,38 @@ RANK_OF_A_STEP = ("import pickle, sys\n"
                   "train_stage.main(params, 'reversed_1', paths)\n")
 
 
+def srun_ranks(jobs: list, prelude: str = "") -> list[tuple[int, str]]:
+    """Two ranks started as srun starts them (no parent to end the others when one fails), rank r
+    running RANK_OF_A_STEP on the pickled (params, paths) `jobs[r]` after `prelude`: each rank's
+    exit status and output, once both ended or 60 s passed (then they are killed)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(distributed.free_port())}
+    ranks = [subprocess.Popen([sys.executable, "-c", prelude + RANK_OF_A_STEP, str(job)],
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r, job in enumerate(jobs)]
+    deadline = time.monotonic() + 60
+    try:
+        outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in ranks]
+    finally:
+        for p in ranks:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    return [(p.returncode, out) for p, out in zip(ranks, outs)]
+
+
 def test_a_lock_rank_0_cannot_take_fails_every_rank_at_once(data, tmp_path):
     """Ranks started as srun starts them, with no parent to end the others when one fails: rank 0
     cannot take the checkpoint folder's lock (another trainer holds it), and rank 1 fails with
     its error at once instead of waiting for rank 0 in the rendezvous for TIMEOUT."""
     import os
     import pickle
-    import subprocess
-    import sys
-    import time
 
     from s2s import runguard
 
@@ -300,28 +323,13 @@ def test_a_lock_rank_0_cannot_take_fails_every_rank_at_once(data, tmp_path):
     paths = train_paths(tmp, "locked")
     job = tmp_path / "job.pkl"
     job.write_bytes(pickle.dumps((params, paths)))
-    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(distributed.free_port())}
     with runguard.FolderLock(paths.ckpt_dir):  # another trainer's
-        ranks = [subprocess.Popen([sys.executable, "-c", RANK_OF_A_STEP, str(job)],
-                                  env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for r in (0, 1)]
-        deadline = time.monotonic() + 60  # the old rank 1 waited 15 minutes
-        try:
-            outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0]
-                    for p in ranks]
-        finally:
-            for p in ranks:
-                if p.poll() is None:
-                    p.kill()
-                    p.communicate()
+        ended = srun_ranks([job, job])  # the old rank 1 waited 15 minutes
     holder = f"another trainer (PID {os.getpid()}) is writing {paths.ckpt_dir}"
-    for rank, (p, out) in enumerate(zip(ranks, outs)):
-        assert p.returncode != 0 and f"LockedError: {paths.ckpt_dir}" in out, (rank, out[-3000:])
+    for rank, (status, out) in enumerate(ended):
+        assert status != 0 and f"LockedError: {paths.ckpt_dir}" in out, (rank, out[-3000:])
         assert holder in out, (rank, out[-3000:])
     assert not paths.last.exists() and not paths.model_dir.exists()
-
 
 
 def test_a_resume_point_rank_0_cannot_read_this_time_fails_every_rank_at_once(
@@ -329,12 +337,8 @@ def test_a_resume_point_rank_0_cannot_read_this_time_fails_every_rank_at_once(
     """Ranks started as srun starts them: rank 0 meets an I/O error reading the resume point,
     and every rank stops with its error at once (none waits for rank 0 in a collective for
     TIMEOUT), the resume point kept for the rerun."""
-    import os
     import pickle
     import shutil
-    import subprocess
-    import sys
-    import time
 
     tmp, _ = data
     params, _ = two_process_reference
@@ -349,24 +353,10 @@ def test_a_resume_point_rank_0_cannot_read_this_time_fails_every_rank_at_once(
                      "    raise OSError(errno.EIO, 'Input/output error')\n"
                      "if os.environ['RANK'] == '0':\n"
                      "    checkpoint.torch.load = load\n")
-    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(distributed.free_port())}
-    ranks = [subprocess.Popen([sys.executable, "-c", eio_on_rank_0 + RANK_OF_A_STEP, str(job)],
-                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in (0, 1)]
-    deadline = time.monotonic() + 60
-    try:
-        outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in ranks]
-    finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
     said = (f"CheckpointUnread: {paths.last}: cannot read the checkpoint (OSError: [Errno 5] "
             f"Input/output error); the resume point is kept")
-    for rank, (p, out) in enumerate(zip(ranks, outs)):
-        assert p.returncode != 0 and said in out, (rank, out[-3000:])
+    for rank, (status, out) in enumerate(srun_ranks([job, job], eio_on_rank_0)):
+        assert status != 0 and said in out, (rank, out[-3000:])
     assert paths.last.read_bytes() == kept and not paths.model_dir.exists()
 
 
@@ -377,11 +367,7 @@ def test_ranks_that_read_other_data_or_settings_stop_at_once_naming_the_rank(dat
     batches by its own data: shares that overlap or leave pairs out, or a step count that
     hangs a collective until TIMEOUT."""
     import dataclasses
-    import os
     import pickle
-    import subprocess
-    import sys
-    import time
 
     tmp, params = data
     paths = train_paths(tmp, "differ")
@@ -391,24 +377,11 @@ def test_ranks_that_read_other_data_or_settings_stop_at_once_naming_the_rank(dat
         job.write_bytes(pickle.dumps((dataclasses.replace(params, train=dataclasses.replace(
             params.train, batch_size=batch_size)), paths)))
         jobs.append(job)
-    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(distributed.free_port())}
-    ranks = [subprocess.Popen([sys.executable, "-c", RANK_OF_A_STEP, str(jobs[r])],
-                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in (0, 1)]
-    deadline = time.monotonic() + 60
-    try:
-        outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in ranks]
-    finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
     said = "ValueError: reversed_1: rank 1 of 2 reads other training data or settings than rank 0"
-    for rank, (p, out) in enumerate(zip(ranks, outs)):
-        assert p.returncode != 0 and said in out, (rank, out[-3000:])
+    for rank, (status, out) in enumerate(srun_ranks(jobs)):
+        assert status != 0 and said in out, (rank, out[-3000:])
     assert not paths.last.exists() and not paths.model_dir.exists()
+
 
 def _adam_worker(out: str) -> None:
     torch.set_num_threads(1)
