@@ -62,6 +62,7 @@ from s2s.model.transformer import TransformerConfig  # noqa: E402
 # translate() draws a tqdm bar per call; a benchmark's table reads better without them.
 translate_stage.progress = lambda **kwargs: common.quiet_progress(**kwargs)
 
+
 class LogAddExpEnsemble(Ensemble):
     """Ensemble with the same ``mean_prob`` mixture, combined by a chain of torch.logaddexp instead
     of stack + logsumexp(dim=0): the same numbers (to float rounding) without the (K, N, V) copy

@@ -55,7 +55,6 @@ def test_beam_1_is_greedy_and_follows_the_garden_path():
     assert_hyps(greedy, expected)
 
 
-
 def test_beam_1_is_greedy_where_two_log_probs_tie_in_the_running_sum():
     """After a first word of log-prob -30, two words of log-probs -0.6931475 (id 4) and
     -0.6931470 (id 5) add to the same fp32 sum: beam 1 ranks the sums and takes the lower id;
@@ -91,6 +90,7 @@ def test_beam_1_is_greedy_where_two_log_probs_tie_in_the_running_sum():
     greedy = greedy_search(Model(), src, lengths, **kwargs)[0]
     (beam,), = beam_search(Model(), src, lengths, beam=1, **kwargs)
     assert greedy == beam and greedy.tokens == (3, 4) and greedy.finished
+
 
 def test_beam_2_finds_the_better_sequence_greedy_misses_and_stops_early():
     model = ScriptedModel(GARDEN)

@@ -501,7 +501,6 @@ def test_ranks_from_vocabulary(tmp_path):
     assert avg.tolist() == [pytest.approx((1 + 2 + 4) / 3), 3.0, 0.0]  # unknown word: V + 1 = 4
 
 
-
 def test_a_vocabulary_not_utf8_or_without_counts_is_refused_naming_its_line(tmp_path):
     """The evaluate stage reads the training vocabulary only here: a damaged one is one line
     naming the file and the line, not a bare codec error."""
@@ -512,6 +511,7 @@ def test_a_vocabulary_not_utf8_or_without_counts_is_refused_naming_its_line(tmp_
     vocab.write_text("the\t10\ncat 5\n", encoding="utf-8")
     with pytest.raises(ValueError, match=rf"^{re.escape(str(vocab))}:2: expected 'word<TAB>count'"):
         buckets.load_ranks(vocab)
+
 
 @needs_data
 def test_groups_cover_every_sentence_once_and_perfect_bleu_is_100():

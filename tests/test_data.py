@@ -213,7 +213,6 @@ def test_sgm_without_closing_tag(tmp_path):
         read_corpus(path, "sgm")
 
 
-
 def test_of_two_faults_in_one_block_the_first_is_named(tmp_path):
     """A <seg> without </seg> on line 2 and a line of old Mac line ends on line 4, both in the
     first block read: the error names line 2, as where the blocks fall never changes."""
@@ -248,6 +247,7 @@ def test_a_tokenised_line_has_single_spaces_and_its_duplicate_is_removed(tmp_pat
     assert got["splits"]["train"]["multi30k.train"]["removed"]["duplicate"] == 1
     assert read_lines(tmp_path / "prepared" / "train.tok.en", rstrip=False) == [
         "He said ' no . '"]
+
 
 def test_read_lines_strips_what_its_options_say(tmp_path):
     path = tmp_path / "x.txt"

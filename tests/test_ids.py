@@ -401,7 +401,6 @@ def test_the_train_command_refuses_a_damaged_ids_folder_in_one_line(ids_copy, sm
     assert not (tmp_path / "m").exists()
 
 
-
 @pytest.mark.parametrize("split", ["train", "dev"])
 def test_an_ids_folder_with_an_empty_split_is_refused_by_the_trainer_in_one_line(
         smoke_data, tmp_path, split):
@@ -423,6 +422,7 @@ def test_an_ids_folder_with_an_empty_split_is_refused_by_the_trainer_in_one_line
                                          r"split holds no pairs: nothing to"):
         train_stage.main(params, "forward", paths)
     assert not (tmp_path / "model").exists() and not (tmp_path / "ckpt" / "last.pt").exists()
+
 
 def test_a_killed_ids_stage_leaves_nothing_a_reader_would_take(smoke_data, tmp_path,
                                                                monkeypatch):

@@ -55,7 +55,6 @@ def test_a_kill_while_the_old_folder_is_deleted_leaves_the_new_one_whole_and_the
     assert files(out) == {"c.txt": "newer"}
 
 
-
 # Replaces folder argv[1] whole with a.txt ("new"), killed (SIGKILL) as soon as a folder has
 # been renamed onto a temporary name: where the old folder was set aside before the new one was
 # renamed into place, nothing was left under the final name, and the next run removed both.
@@ -84,6 +83,7 @@ def test_a_folder_is_swapped_with_the_old_one_in_one_step(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120)
     assert proc.returncode == 0  # no rename set the old folder aside
     assert files(out) == {"a.txt": "new"} and [p.name for p in tmp_path.iterdir()] == ["vocab"]
+
 
 def test_a_folder_replaces_a_file_or_a_link_and_a_failed_rename_puts_the_old_folder_back(
         tmp_path, monkeypatch):

@@ -98,7 +98,6 @@ def test_a_hostile_name_in_each_params_map_is_refused_naming_the_key(tmp_path, w
     assert str(e.value).startswith(f"{path}: '{where}.{name}' is not a valid name"), e.value
 
 
-
 @pytest.mark.parametrize("name", ["baseline", "oracle"])
 def test_a_rescorer_named_as_the_rescore_stages_own_output_is_refused_naming_the_key(tmp_path,
                                                                                      name):
@@ -118,6 +117,7 @@ def test_a_rescorer_named_as_the_rescore_stages_own_output_is_refused_naming_the
     line, = refused(tmp_path, "dag", "write")
     assert f"ConfigError: {says.replace(str(path), 'params.yaml')}" in line, line
     assert not (tmp_path / "dvc.yaml").exists()
+
 
 def test_a_baseline_that_is_not_a_name_is_refused_even_with_external_nbest_lists(tmp_path):
     raw = smoke()
@@ -181,7 +181,6 @@ def test_a_duplicate_key_is_refused_with_its_line(tmp_path):
         config.load(path)
 
 
-
 def test_a_duplicate_key_beside_a_merge_key_is_refused_with_its_line(tmp_path):
     """ruamel.yaml checks no mapping that has a merge key (`<<`): the last of two equal keys won
     there. Every mapping is checked now, whatever it merges; anchors, aliases and merges whose
@@ -205,6 +204,7 @@ def test_a_duplicate_key_beside_a_merge_key_is_refused_with_its_line(tmp_path):
         with pytest.raises(ConfigError, match=rf"^{path}:{line}:\d+: not valid YAML: found "
                                               r"duplicate key \"init_seed\" with value \"13\""):
             config.load(path)
+
 
 def test_dag_and_snakemake_read_params_with_the_same_reader(tmp_path):
     text = profile_text("smoke").replace("  lr: 0.7\n", "  lr: 0.7\n  lr: 70.0\n")
@@ -422,7 +422,6 @@ def test_data_analysis_and_seed_values_that_would_fail_a_later_stage_are_refused
     with pytest.raises(ConfigError, match=f"^{path}: {says}") as e:
         config.load(path)
     assert "Traceback" not in str(e.value)
-
 
 
 @pytest.mark.parametrize("profile", sorted((ROOT / "profiles").glob("*.yaml")),

@@ -24,6 +24,7 @@ import pytest
 from conftest import BIN, MIRROR, ROOT, make_project, need_mirror, run
 from helpers import start
 
+
 def project(dest: Path) -> Path:
     """A git+DVC project of the smoke profile with the workflow: both engines can run it."""
     repo = make_project(dest)
@@ -166,7 +167,6 @@ def test_a_held_project_is_refused_by_every_writer_naming_the_holder_before_any_
     assert "s2s project writer" not in (tmp / "rwlock").read_text()
 
 
-
 def test_a_lock_whose_entry_was_cleared_by_hand_is_released_with_a_warning(repo, caplog):
     """A refusal tells another user how to clear .dvc/tmp/rwlock; DVC on another host drops a PID
     it cannot see. The holder's release then met DVC's assertion: a stage that had done its work
@@ -180,6 +180,7 @@ def test_a_lock_whose_entry_was_cleared_by_hand_is_released_with_a_warning(repo,
     assert "this run's entry was gone from" in caplog.text
     with ProjectLock(repo, "the next writer"):  # and the project is free
         pass
+
 
 def test_the_jobs_of_one_engine_run_run_side_by_side_and_a_dead_holder_is_dropped(repo):
     from s2s.projectlock import WRITER_ENV, ProjectLock

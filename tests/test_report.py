@@ -1174,7 +1174,6 @@ def test_claims_use_the_bootstrap_intervals():
     assert got["A wider beam helps"].status == verdicts.UNKNOWN
 
 
-
 def test_the_wider_beam_claim_is_judged_over_the_seed_replicas_decoded_at_both_beams(tmp_path):
     """Three forward and three reversed replicas, each decoded at beams 1 and 12: each group is
     one comparison, its first system's bootstrap and the replicas' gains over seeds both
@@ -1201,6 +1200,7 @@ def test_the_wider_beam_claim_is_judged_over_the_seed_replicas_decoded_at_both_b
     bleu["translate"]["reversed_2"] = {"1": _entry(12.1), "12": _entry(11.0)}
     got = claims_.wider_beam(params, _bleu(bleu), diff)
     assert got.status == verdicts.NO_DIFFERENCE
+
 
 def test_the_wider_beam_claim_compares_the_narrowest_with_the_widest_and_counts_only_gains(
         tmp_path):
@@ -1296,7 +1296,6 @@ def test_an_interval_that_holds_0_is_never_dropped_because_another_is_missing(tm
     assert got["Reversing the source raises BLEU"].status == verdicts.HOLDS
 
 
-
 def test_a_seed_pair_left_out_for_a_missing_score_is_named_and_out_of_both_sides(tmp_path):
     """reversed_2 not scored: its pair with forward_2 is left out; before, forward_2 still counted
     in the forward side's mean and seeds ("3 seeds" over "2 seed pairs") and neither was named."""
@@ -1311,6 +1310,7 @@ def test_a_seed_pair_left_out_for_a_missing_score_is_named_and_out_of_both_sides
     said = stats.describe("reversed", "forward")
     assert "forward 6.90 +- 0.14 (2 seeds)" in said and "over 2 seed pairs" in said
     assert said.endswith("; reversed_2 not scored, so forward_2 left out of the pairs")
+
 
 def test_a_second_system_of_one_model_is_not_another_seed(tmp_path):
     import yaml
@@ -1659,6 +1659,7 @@ def test_cost_claim_needs_an_interval_over_interleaved_repetitions():
     from s2s.artifacts import CostTiming, TimedSystem
 
     params = load(FIXTURE)
+
     def timing(system: str, beam: int, seconds: float) -> Timing:  # 100 sentences
         return Timing.from_json({"system": system, "members": [system], "device": "cpu",
                                  "threads": 1, "precision": "fp32", "beams": {str(beam): {

@@ -198,7 +198,6 @@ def test_a_source_or_hypothesis_longer_than_a_transformers_positions_is_refused_
                   source=source)
 
 
-
 def oracle_stage(tmp_path):
     """The rescore stage `oracle` on two sentences' 3-best lists: (the references, the lists, a
     call that runs the stage and returns what it returns, the stage's folder)."""

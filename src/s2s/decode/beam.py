@@ -330,7 +330,6 @@ def score_sequences(
     return total
 
 
-
 @torch.no_grad()
 def score_hypotheses(model: DecodableModel, src: Tensor, lengths: Tensor,
                      hyps: list[list[Hypothesis]], *, bos: int, eos: int
@@ -356,6 +355,7 @@ def score_hypotheses(model: DecodableModel, src: Tensor, lengths: Tensor,
     for i, h, score in zip(rows, flat, scores):
         out[i].append(Hypothesis(h.tokens, score, h.finished))
     return out
+
 
 def _check_search_args(*, beam: int, nbest: int, length_penalty: float, min_len: int) -> None:
     if beam < 1:

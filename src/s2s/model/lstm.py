@@ -474,7 +474,6 @@ class StandardLSTM(nn.Module):
         return out, (h, c)  # (N, T, H), (L, N, H) x 2
 
 
-
 @torch.no_grad()
 def set_forget_bias(module: nn.Module, value: float) -> None:
     """Set the forget gates' bias of every LSTM layer in `module` (both directions of a
