@@ -838,7 +838,7 @@ def test_an_answer_http_cannot_read_is_one_download_error(tmp_path):
     remote = Remote(f"http://127.0.0.1:{listener.getsockname()[1]}/x.bin", sha256="0" * 64)
     try:
         with pytest.raises(DownloadError, match=r"x\.bin: the server's answer cannot be read "
-                                                r"\(LineTooLong: .*\); .*x\.bin\.part is kept"):
+                                                r"\(LineTooLong: [^;]*\)$"):  # no .part written
             fetch(remote, tmp_path, retries=0, backoff=0)
     finally:
         thread.join(10)

@@ -76,6 +76,15 @@ with io.whole_dir(Path(sys.argv[1])) as tmp:
 
 
 def test_a_folder_is_swapped_with_the_old_one_in_one_step(tmp_path):
+    import pytest
+
+    probe = [tmp_path / "a", tmp_path / "b"]
+    for p in probe:
+        p.mkdir()
+    if not io._exchange(*probe):
+        pytest.skip("this file system cannot swap two folders in one step (renameat2)")
+    for p in probe:
+        p.rmdir()
     out = tmp_path / "vocab"
     out.mkdir()
     (out / "a.txt").write_text("old", encoding="utf-8")

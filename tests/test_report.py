@@ -1597,6 +1597,44 @@ def test_one_rescorer_against_the_baseline_has_no_verdict_however_clear_its_boot
         verdicts.NO_DIFFERENCE
 
 
+def test_rescorers_without_their_bootstrap_have_no_verdict_and_say_that_is_what_is_missing(
+        tmp_path):
+    """The replicas' interval over seeds is there, the bootstrap is not (its files missing): no
+    verdict, and the evidence names the bootstrap, not a missing interval over seeds."""
+    params = _rescored(tmp_path)
+    scores = {"baseline": 13.0, "forward": 14.0, "forward_2": 14.5, "forward_3": 13.8,
+              "reversed": 15.0, "reversed_2": 15.2, "reversed_3": 14.7}
+    bleu = {"translate": {}, "rescore": {n: _entry(x) for n, x in scores.items()}}
+    got = claims_.rescoring(params, _bleu(bleu), lambda a, b: None)
+    assert got.status == verdicts.UNKNOWN
+    assert "95% interval over 3 replicas against one run" in got.evidence
+    assert NO_RESCORER_INTERVAL not in got.evidence
+    assert got.evidence.endswith(verdicts.NO_BOOTSTRAP)
+
+
+def test_a_replica_with_a_second_system_at_other_beams_stays_in_the_wider_beam_group(tmp_path):
+    """forward_2's model has a system at beam 12 only, listed first, and forward_2_b at beams 1
+    and 12: the group of replicas decoded at both beams takes forward_2_b (it was left alone,
+    without an interval, and the claim could not be judged)."""
+    import yaml
+
+    params = _seeded(tmp_path)
+    raw = yaml.safe_load(params.source.read_text())
+    raw["systems"]["forward_2"]["beams"] = [12]
+    raw["systems"]["forward_2_b"] = {"members": ["forward_2"], "beams": [1, 12]}
+    for name in ("reversed", "reversed_2", "reversed_3"):
+        raw["systems"][name]["beams"] = [12]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    params = load(tmp_path / "params.yaml")
+    gains = {"forward": (10.0, 11.0), "forward_2_b": (10.2, 11.0), "forward_3": (9.9, 10.8)}
+    bleu = {"translate": {s: {"1": _entry(a), "12": _entry(b)} for s, (a, b) in gains.items()},
+            "rescore": {}}
+    got = claims_.wider_beam(params, _bleu(bleu), _interval(0.3, 1.5))
+    assert got.status == verdicts.HOLDS
+    assert ", forward_3 9.90 -> 10.80, forward_2_b 10.20 -> 11.00, over seeds" in got.evidence
+    assert "(95% interval over 3 seed pairs" in got.evidence
+
+
 def test_rescorers_that_are_seed_replicas_are_judged_over_their_seeds(tmp_path):
     """forward, forward_2, forward_3 (and the three reversed) rescore the baseline's lists: each
     group is one comparison against the baseline's one 1-best, its first rescorer's bootstrap and

@@ -917,10 +917,6 @@ def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
     t0 = time.perf_counter()
     train = open_split(paths.ids, "train", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
     dev = open_split(paths.ids, "dev", src_vocab=src_vocab, tgt_vocab=tgt_vocab)
-    for split, pairs in (("train", train), ("dev", dev)):
-        if not len(pairs):  # (prepare refuses an empty one: a folder made by hand)
-            raise ValueError(f"{paths.ids}: its {split} split holds no pairs: nothing to "
-                             f"{'train on' if split == 'train' else 'choose the best model by'}")
     log.info("%s: %d training pairs, %d dev pairs (%s, checked in %.1fs), vocab %d/%d, device %s",
              name, len(train), len(dev), paths.ids, time.perf_counter() - t0, len(src_vocab),
              len(tgt_vocab), device)
@@ -946,6 +942,10 @@ def setup(job: TrainJob, paths: TrainPaths, *, world: distributed.World) -> Run:
                          f"settings than rank 0 (the run's fingerprint: the model and train "
                          f"params, the precision, the vocabularies {paths.vocab} and the ids "
                          f"{paths.ids}): every process of a run must read the same files")
+    for split, pairs in (("train", train), ("dev", dev)):  # (after: every rank hears of it)
+        if not len(pairs):  # (prepare refuses an empty one: a folder made by hand)
+            raise ValueError(f"{paths.ids}: its {split} split holds no pairs: nothing to "
+                             f"{'train on' if split == 'train' else 'choose the best model by'}")
     if world.is_main:
         # A run killed inside torch.save leaves its temporary file (as large as a checkpoint) in
         # the checkpoint folder, which DVC keeps across runs (persist: true).

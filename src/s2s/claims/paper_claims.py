@@ -106,9 +106,9 @@ def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
     groups: list[list[str]] = []  # seed replicas decoded at the same two beams, together
     for s, b0, _, b1, _ in pairs:
         if not any(s in g for g in groups):
-            groups.append([r for r in seeds.replicas(params, s) or [s] if r in by_system
-                           and by_system[r][1::2] == (b0, b1)
-                           and (r == s or not any(r in g for g in groups))])
+            alike = {r: params.systems[r].members for r, p in by_system.items()
+                     if p[1::2] == (b0, b1) and not any(r in g for g in groups)}
+            groups.append(seeds.replicas_among(params, alike, s) or [s])
     better = [p for p in pairs if p[4] > p[2]]
     ds = {g[0]: diff(Ours("translate", g[0], by_system[g[0]][1]),
                      Ours("translate", g[0], by_system[g[0]][3])) if diff else None
@@ -129,7 +129,7 @@ def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
             diffs.append(difference(f"{'/'.join(g)} beam {b1} - beam {b0}", "BLEU", stats.mean,
                                     stats.interval, stats.over))
         way = seeds.verdict(sign_of(d), stats)
-        if way is None and d is not None:
+        if way is None and (stats is None or stats.interval is None):
             alone.append(s)
         parts.append(part)
         ways.append(way)
@@ -190,7 +190,7 @@ def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
             diffs.append(difference(f"{'/'.join(g)} - baseline", "BLEU", stats.mean,
                                     stats.interval, stats.over))
         way = seeds.verdict(sign_of(d), stats)
-        if way is None:
+        if way is None and (stats is None or stats.interval is None):
             alone.append(first)
         parts.append(part)
         ways.append(way)
@@ -256,7 +256,8 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
             diffs.append(difference(label, "BLEU", st.mean, st.interval, st.over))
     ways = [seeds.verdict(sign_of(d), st) for d, st in zip(ds, stats)]
     status = combined(ways)
-    alone = [label for label, way in zip(labels, ways) if way is None]
+    alone = [label for label, way, st in zip(labels, ways, stats)
+             if way is None and (st is None or st.interval is None)]
     ev += (f"; {' and '.join(alone)}: {seeds.NO_BASELINE_INTERVAL}" if alone else "") + (
         f"; {NO_BOOTSTRAP}" if status == UNKNOWN and None in ds else "")
     return claim(key, status, ev, ours=f"{lo:.2f} < {b:.2f} < {hi:.2f}",

@@ -105,7 +105,7 @@ def replicas(params: Params, system: str) -> list[str]:
     first, one system per model: a second system of a model already taken (the same model at
     other beams) is the same seed again, not a replica; [] if `system` is not a one-model
     system."""
-    return _replicas(params, {s: cfg.members for s, cfg in params.systems.items()}, system)
+    return replicas_among(params, {s: cfg.members for s, cfg in params.systems.items()}, system)
 
 
 def rescorer_replicas(params: Params, rescorer: str) -> list[str]:
@@ -113,10 +113,10 @@ def rescorer_replicas(params: Params, rescorer: str) -> list[str]:
     `rescorer`'s one member, `rescorer` first, one rescorer per model: a second rescorer of a
     model already taken is the same seed again, not a replica; [] if `rescorer` is not a
     one-model rescorer (an ensemble's is one run)."""
-    return _replicas(params, params.rescore.rescorers, rescorer)
+    return replicas_among(params, params.rescore.rescorers, rescorer)
 
 
-def _replicas(params: Params, units: Mapping[str, Sequence[str]], first: str) -> list[str]:
+def replicas_among(params: Params, units: Mapping[str, Sequence[str]], first: str) -> list[str]:
     """Of `units` (name -> its models), those of one model that is a seed replica of `first`'s one
     model, `first` first, one a model."""
     if len(units.get(first, ())) != 1:
@@ -250,14 +250,16 @@ def paired(params: Params, worse: str, better: str,
         return None
     used = {s for pair in kept for s in pair}
     dropped = [s for pair in pairs if pair not in kept for s in pair]
-    # each side's values are those of the pairs the differences are over
-    return SeedStats(worse=tuple(values[s] for s in (rw or [worse]) if s in used),
-                     better=tuple(values[s] for s in (rb or [better]) if s in used),
+    unscored = tuple(dict.fromkeys(s for s in dropped if values[s] is None))
+    left_out = tuple(dict.fromkeys(s for s in dropped if values[s] is not None and s not in used))
+    # each side's values: every scored replica but those whose pair a missing score left out
+    # (an unpaired replica, of seeds the other side lacks, still counts in its side's)
+    def side(systems: list[str]) -> tuple[float, ...]:
+        return tuple(values[s] for s in systems if values[s] is not None and s not in left_out)
+
+    return SeedStats(worse=side(rw or [worse]), better=side(rb or [better]),
                      diffs=tuple(values[b] - values[w] for w, b in kept),
-                     unpaired=tuple(unpaired),
-                     unscored=tuple(dict.fromkeys(s for s in dropped if values[s] is None)),
-                     left_out=tuple(dict.fromkeys(s for s in dropped
-                                                  if values[s] is not None and s not in used)))
+                     unpaired=tuple(unpaired), unscored=unscored, left_out=left_out)
 
 
 def against_one_run(run: float, values: Sequence[float | None], *,

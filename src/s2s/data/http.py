@@ -184,8 +184,9 @@ def _fetch(remote: Remote, dest: Path, *, retries: int, backoff: float, timeout:
             log.warning("%s: %s; resuming (attempt %d of %d)", remote.url, e, attempt, retries)
             time.sleep(backoff * attempt)
         except http.client.HTTPException as e:  # an answer no retry mends (a header too long)
+            kept = f"; {part} is kept" if part.exists() else ""
             raise DownloadError(f"{remote.url}: the server's answer cannot be read "
-                                f"({type(e).__name__}: {e}); {part} is kept") from e
+                                f"({type(e).__name__}: {e}){kept}") from e
     info = _verify(remote, part)
     if info is None:
         actual = file_stats(part)
