@@ -25,8 +25,9 @@ log = logging.getLogger("s2s.translate")
 ROWS_BEAM = 12  # translate.batch_size counts sentences at this beam width (see `translate`)
 # fp32 words a search step of one model holds per hypothesis and target word: the softmax
 # layer's logits, the step's log-probs, the candidate scores (n, B, V) and the top-k's working
-# copy of them. Measured (peak RSS of beam 12 on the CPU, 2,040 hypotheses x 50,000 words): 4.1
-# for one model, 6.1 for two, 10.1 for five (step_copies: 4, 7, 10).
+# copy of them. Measured by bench/search_memory.py (peak RSS of beam 12 on the CPU, 2,040
+# hypotheses x 50,000 words): 4.1 for one model, 6.1 for two, 10.1 for five (step_copies: 4, 7,
+# 10).
 STEP_COPIES = 4
 
 
