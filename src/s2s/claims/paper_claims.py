@@ -11,6 +11,7 @@ intervals. No I/O.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from collections.abc import Mapping
 
 from s2s.arch import LSTM_CELLS
@@ -119,20 +120,19 @@ def wider_beam(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
         part = f"{s}: beam {b0} {x0:.2f} -> beam {b1} {x1:.2f}" + (
             f" ({x1 - x0:+.2f}, 95% CI {d.lo:+.2f} to {d.hi:+.2f})" if d else "")
         part += "".join(f", {r} {by_system[r][2]:.2f} -> {by_system[r][4]:.2f}" for r in g[1:])
-        diffs.append(_bleu_difference(f"{s} beam {b1} - beam {b0}", x1 - x0, d))
         stats = None
         if len(g) > 1:
             stats = seeds.SeedStats(worse=tuple(by_system[r][2] for r in g),
                                     better=tuple(by_system[r][4] for r in g),
                                     diffs=tuple(by_system[r][4] - by_system[r][2] for r in g))
             part += f", {stats.describe(f'beam {b1}', f'beam {b0}')}"
-            diffs.append(difference(f"{'/'.join(g)} beam {b1} - beam {b0}", "BLEU", stats.mean,
-                                    stats.interval, stats.over))
-        way = seeds.verdict(sign_of(d), stats)
-        if way is None and (stats is None or stats.interval is None):
+        judged = _judged(f"{s} beam {b1} - beam {b0}", x1 - x0, d, stats,
+                         f"{'/'.join(g)} beam {b1} - beam {b0}")
+        diffs += judged.differences
+        if judged.no_seed_interval:
             alone.append(s)
         parts.append(part)
-        ways.append(way)
+        ways.append(judged.way)
     status = combined(ways)
     note = ((f"; {', '.join(alone)}: {seeds.NO_BEAM_INTERVAL}" if alone else "")
             + (f"; {NO_BOOTSTRAP}" if status == UNKNOWN and None in ds.values() else ""))
@@ -184,16 +184,14 @@ def rescoring(params: Params, bleu: Bleu, diff: DiffFn | None = None) -> Claim:
         part = f"{first} {x:.2f} ({x - b:+.2f}" + (
             f", 95% CI {d.lo:+.2f} to {d.hi:+.2f}" if d else "") + ")"
         part += "".join(f", {r} {scores[r]:.2f} ({scores[r] - b:+.2f})" for r in g[1:])
-        diffs.append(_bleu_difference(f"{first} - baseline", x - b, d))
         if stats is not None:
             part += f", {stats.describe('/'.join(g), 'baseline 1-best')}"
-            diffs.append(difference(f"{'/'.join(g)} - baseline", "BLEU", stats.mean,
-                                    stats.interval, stats.over))
-        way = seeds.verdict(sign_of(d), stats)
-        if way is None and (stats is None or stats.interval is None):
+        judged = _judged(f"{first} - baseline", x - b, d, stats, f"{'/'.join(g)} - baseline")
+        diffs += judged.differences
+        if judged.no_seed_interval:
             alone.append(first)
         parts.append(part)
-        ways.append(way)
+        ways.append(judged.way)
         boots.append(d)
     status = combined(ways)
     note = ((f"; {', '.join(alone)}: {seeds.NO_RESCORER_INTERVAL}" if alone else "")
@@ -249,19 +247,14 @@ def baseline_strength(params: Params, bleu: Bleu, diff: DiffFn | None = None) ->
           + f"), {b - hi:+.2f} against {_name(stronger)} ({hi:.2f}"
           + (f"; 95% CI {-ds[1].hi:+.2f} to {-ds[1].lo:+.2f}" if ds[1] else "")
           + (f"; {stats[1].describe(_name(stronger), _name(base))}" if stats[1] else "") + ")")
-    diffs = []
-    for label, value, d, st in zip(labels, (b - lo, hi - b), ds, stats):
-        diffs.append(_bleu_difference(label, value, d))
-        if st is not None:
-            diffs.append(difference(label, "BLEU", st.mean, st.interval, st.over))
-    ways = [seeds.verdict(sign_of(d), st) for d, st in zip(ds, stats)]
-    status = combined(ways)
-    alone = [label for label, way, st in zip(labels, ways, stats)
-             if way is None and (st is None or st.interval is None)]
+    judged = [_judged(label, value, d, st)
+              for label, value, d, st in zip(labels, (b - lo, hi - b), ds, stats)]
+    status = combined([j.way for j in judged])
+    alone = [label for label, j in zip(labels, judged) if j.no_seed_interval]
     ev += (f"; {' and '.join(alone)}: {seeds.NO_BASELINE_INTERVAL}" if alone else "") + (
         f"; {NO_BOOTSTRAP}" if status == UNKNOWN and None in ds else "")
     return claim(key, status, ev, ours=f"{lo:.2f} < {b:.2f} < {hi:.2f}",
-                 differences=tuple(diffs))
+                 differences=tuple(x for j in judged for x in j.differences))
 
 
 def cost_claim(params: Params, timing: Mapping[str, Timing],
@@ -374,20 +367,39 @@ def _compare_systems(params: Params, bleu: Bleu, key: str, worse: str, better: s
     stats = seeds.paired(params, worse, better, lambda s: _tok(bleu, s, beam))
     ev = (f"tokenized BLEU at beam {beam}: {better} {hi:.2f} vs {worse} {lo:.2f} "
           f"({hi - lo:+.2f}" + (f"; {_interval(d)}" if d is not None else "") + ")")
-    diffs = [_bleu_difference(f"{better} - {worse}", hi - lo, d)]
     if stats is not None:
         ev += f"; {stats.describe(better, worse)}"
-        diffs.append(difference(f"{better} - {worse}", "BLEU", stats.mean,
-                                stats.interval, stats.over))
     if seeds.replicas(params, worse) and seeds.replicas(params, better):
         ev += f"; {seeds.design(params, worse, better)}"
-    found = dict(ours=f"{worse} {lo:.2f} -> {better} {hi:.2f} at beam {beam}",
-                 differences=tuple(diffs))
-    # the bootstrap's sign (None: no hypothesis files), and the interval over seeds
-    way = seeds.verdict(sign_of(d), stats)
-    if way is None:
+    judged = _judged(f"{better} - {worse}", hi - lo, d, stats)
+    if judged.way is None:
         ev += f"; {NO_BOOTSTRAP if d is None else seeds.NO_SEED_INTERVAL}"
-    return claim(key, SIGN[way], ev, **found)
+    return claim(key, SIGN[judged.way], ev,
+                 ours=f"{worse} {lo:.2f} -> {better} {hi:.2f} at beam {beam}",
+                 differences=judged.differences)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One BLEU difference judged on both its intervals (:func:`_judged`)."""
+    way: int | None  # +1 holds, -1 does not hold, 0 no significant difference, None no verdict
+    differences: tuple[ClaimDifference, ...]  # the bootstrap's, then the seeds' where there are
+    no_seed_interval: bool  # no verdict, and no interval over seeds to blame but its absence
+
+
+def _judged(label: str, value: float, d, stats: seeds.SeedStats | None,
+            seeds_label: str | None = None) -> _Judged:
+    """The difference `label` (`value` BLEU) judged as every claim judges one: on the test
+    sentences (`d`, the paired bootstrap's interval; None where its hypothesis files are
+    missing) and over seeds (`stats`, labelled `seeds_label`, else `label`), both excluding 0
+    the same way (:func:`s2s.claims.seeds.verdict`)."""
+    differences = [_bleu_difference(label, value, d)]
+    if stats is not None:
+        differences.append(difference(seeds_label or label, "BLEU", stats.mean, stats.interval,
+                                      stats.over))
+    way = seeds.verdict(sign_of(d), stats)
+    return _Judged(way, tuple(differences),
+                   way is None and (stats is None or stats.interval is None))
 
 
 def _bleu_difference(label: str, value: float, d) -> ClaimDifference:
