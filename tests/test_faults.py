@@ -58,7 +58,7 @@ from s2s.stages import evaluate as evaluate_stage
 from s2s.stages import prepare as prepare_stage
 from s2s.stages import train as train_stage
 from s2s.stages import translate as translate_stage
-from s2s.io import atomic_write_lines
+from s2s.io import atomic_open, atomic_write_lines
 from s2s.model.seq2seq import RNNConfig, Seq2Seq
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -382,6 +382,25 @@ def test_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch)
     assert err.value.errno == errno.ENOSPC and str(path) in str(err.value)
     assert path.read_text() == "old\ncontent\n"
     assert sorted(p.name for p in path.parent.iterdir()) == ["beam12.tok.fr"]
+
+
+def test_an_error_of_another_file_in_the_writers_block_is_not_given_its_name(tmp_path):
+    """atomic_open names its file in an error that names none, but in the caller's block (where
+    the lines written may be read from another file) only what a write alone raises is its: an
+    EIO there may be the source's, and is left unnamed rather than blamed on the destination."""
+    path = tmp_path / "out" / "ids.txt"
+    with pytest.raises(OSError) as err:
+        with atomic_open(path) as f:
+            f.write("half\n")
+            raise OSError(errno.EIO, os.strerror(errno.EIO))  # a read of the source failing
+    assert err.value.errno == errno.EIO and err.value.filename is None
+    assert list(path.parent.iterdir()) == []
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):  # a write's, however it comes
+        with pytest.raises(OSError) as err:
+            with atomic_open(path) as f:
+                raise OSError(code, os.strerror(code))
+        assert err.value.errno == code and err.value.filename == str(path)
+    assert list(path.parent.iterdir()) == []
 
 
 def test_a_full_disk_while_saving_a_checkpoint_leaves_no_file(tmp_path, monkeypatch):

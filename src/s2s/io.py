@@ -78,16 +78,23 @@ def _temp_file(path: Path) -> tuple[int, str]:
 
 
 @contextmanager
-def naming(path: Path) -> Iterator[None]:
+def naming(path: Path, errnos: frozenset[int] | None = None) -> Iterator[None]:
     """Make an OSError that names no file (a full disk's ENOSPC, EIO) raised inside name `path`,
     the file being written: one line that says which file could not be written. Wrap only the
-    writes to `path` (an error of another file must not be given its name)."""
+    writes to `path` (an error of another file must not be given its name), or name only
+    `errnos`, those no read raises, where the block does more than write."""
     try:
         yield
     except OSError as e:
-        if e.errno is not None and e.filename is None:
+        if (e.errno is not None and e.filename is None
+                and (errnos is None or e.errno in errnos)):
             raise OSError(e.errno, e.strerror or str(e), str(path)) from e
         raise
+
+
+# What only a write raises: a full disk, a full quota, a file grown past its limit. In the
+# caller's block of atomic_open these alone are the file's; an EIO there may be a read's.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 @contextmanager
@@ -100,12 +107,14 @@ def atomic_open(path: Path, mode: str = "w") -> Iterator[IO[Any]]:
     fd, tmp = _temp_file(path)
     try:
         kwargs = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
-        with naming(path):  # ENOSPC and friends say nothing of the file: name it
-            with os.fdopen(fd, mode, **kwargs) as f:
-                yield f
+        # ENOSPC and friends say nothing of the file: name it. The caller's block may read other
+        # files as it writes this one: there only what a write alone raises is named.
+        with naming(path, WRITE_ERRNOS), os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            with naming(path):
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, path)
+        os.replace(tmp, path)  # its errors name both files
     except BaseException:
         try:
             os.unlink(tmp)
