@@ -10,6 +10,8 @@
 - :func:`tie_to_pipeline`: under ``dvc repro`` (``DVC_STAGE`` is set) the trainer gets SIGTERM
   when DVC dies: ``prctl(PR_SET_PDEATHSIG)`` when DVC is the parent, and a watcher thread when
   the parent is the shell DVC runs the command with (``$SHELL -c``; the shell outlives DVC).
+  A DVC that died before the trainer looked (as it imported torch) is found by the reaper that
+  adopted its child in its place.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ log = logging.getLogger("s2s.train")
 
 LOCK_NAME = ".train.lock"
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "busybox"})
+# What adopts a process whose parent died (init, a container's init, systemd's user manager):
+# found where the pipeline should be, it means the pipeline died before the trainer looked.
+REAPERS = frozenset({"init", "systemd", "tini", "docker-init", "dumb-init", "catatonit",
+                     "s6-svscan", "runit"})
 
 
 class LockedError(RuntimeError):
@@ -158,7 +164,11 @@ def tie_to_pipeline(poll: float = 0.5) -> bool:
             return True
         return shell is not None and _ppid_of(shell) != pipeline
 
-    if gone():  # it died before we looked
+    # It died before we looked: the parent changed since, or the shell's parent is already the
+    # process that adopted it (a reaper's name only: a container's PID 1 may be DVC itself).
+    if gone() or _comm(pipeline) in REAPERS:
+        log.warning("the pipeline process is gone (PID %s is %s): stopping", pipeline,
+                    _comm(pipeline) or "gone")
         os.kill(os.getpid(), signal.SIGTERM)
         return True
 
