@@ -116,6 +116,39 @@ def trainers_in(folder: Path) -> list[psutil.Process]:
 
 
 @pytest.mark.slow
+def test_a_signal_while_the_outputs_are_written_still_stops_the_run(smoke_data, tmp_path,
+                                                                    monkeypatch):
+    """A SIGTERM that comes after the last check for one, as test perplexity and the outputs are
+    made, is not swallowed (the run used to end with status 0): the outputs are complete, and the
+    run then stops as a signal stops it anywhere else (Stopped, status 143, one line)."""
+    import dataclasses
+    import json
+
+    from s2s import train
+
+    tmp, params = smoke_data
+    params = dataclasses.replace(params, train=dataclasses.replace(
+        params.train, epochs=0.125, eval_every=0.0625, threads=1))
+    write = train.Run.write_outputs
+
+    def signalled(self, state, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return write(self, state, **kwargs)
+
+    monkeypatch.setattr(train.Run, "write_outputs", signalled)
+    paths = TrainPaths(ids=tmp / "ids", vocab=tmp / "vocab", model_dir=tmp_path / "model",
+                       ckpt_dir=tmp_path / "ckpt", metrics=tmp_path / "metrics.json",
+                       curves=tmp_path / "curves.csv")
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(runguard.Stopped, match="reversed_1: stopped by SIGTERM as its outputs "
+                                               "were written; they are complete") as err:
+        train_stage.main(params, "reversed_1", paths)
+    assert err.value.exit_status == 128 + signal.SIGTERM
+    assert json.loads(paths.metrics.read_text())["steps"] == 12
+    assert (paths.model_dir / "model.pt").is_file() and paths.curves.is_file()
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler before the run is back
+
+
 def test_sigterm_to_dvc_repro_stops_its_trainer_with_a_final_checkpoint(long_params, tmp_path):
     params, data = long_params
     proj = make_project(tmp_path / "proj")
@@ -148,6 +181,34 @@ def test_sigterm_to_dvc_repro_stops_its_trainer_with_a_final_checkpoint(long_par
         .get("stages", {})
     with runguard.FolderLock(proj / "checkpoints" / "forward"):  # nobody holds it
         pass
+
+
+@pytest.mark.parametrize("chain", [
+    {"parent": "tini"},  # DVC ran the trainer itself, and a container's init adopted it
+    {"parent": "bash", "grandparent": "systemd"},  # behind DVC's shell, adopted by systemd
+])
+def test_a_pipeline_gone_before_the_trainer_looked_stops_it(monkeypatch, chain):
+    """DVC killed while its trainer still imported torch: the trainer's parent (or its shell's)
+    is already the process that adopted it, so neither the parent-death signal nor the watcher
+    would ever fire. The reaper's name tells it: the trainer stops at once, with a log line."""
+    parent, grandparent = os.getppid(), 4242
+    names = {parent: chain["parent"], grandparent: chain.get("grandparent", "")}
+    kills, watchers = [], []
+    monkeypatch.setenv("DVC_STAGE", "train@forward")
+    monkeypatch.setattr(runguard, "_comm", lambda pid: names.get(pid, ""))
+    monkeypatch.setattr(runguard, "_ppid_of", lambda pid: grandparent)
+    monkeypatch.setattr(runguard.os, "kill", lambda pid, sig: kills.append((pid, sig)))
+    monkeypatch.setattr(runguard.threading, "Thread", lambda **kw: watchers.append(kw))
+    assert runguard.tie_to_pipeline() is True
+    assert kills == [(os.getpid(), signal.SIGTERM)] and watchers == []
+    # the same chain with DVC alive where the reaper is: watched, not stopped
+    names[parent if "grandparent" not in chain else grandparent] = "dvc"
+    started = []
+    monkeypatch.setattr(runguard.threading, "Thread",
+                        lambda **kw: type("Watcher", (), {"start": lambda _: started.append(kw)})())
+    assert runguard.tie_to_pipeline() is True
+    assert kills == [(os.getpid(), signal.SIGTERM)]
+    assert [kw["name"] for kw in started] == ["s2s-pipeline-watch"]
 
 
 def test_a_trainer_behind_a_shell_stops_when_the_pipeline_process_dies(long_params, tmp_path):
