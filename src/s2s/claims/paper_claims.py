@@ -11,8 +11,8 @@ intervals. No I/O.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from s2s.arch import LSTM_CELLS
 from s2s.artifacts import Bleu, Claim, ClaimDifference, CostTiming, Timing, TrainMetrics
@@ -384,7 +384,7 @@ class _Judged:
     """One BLEU difference judged on both its intervals (:func:`_judged`)."""
     way: int | None  # +1 holds, -1 does not hold, 0 no significant difference, None no verdict
     differences: tuple[ClaimDifference, ...]  # the bootstrap's, then the seeds' where there are
-    no_seed_interval: bool  # no verdict, and no interval over seeds to blame but its absence
+    no_seed_interval: bool  # no verdict, and no interval over seeds: the claim names it
 
 
 def _judged(label: str, value: float, d, stats: seeds.SeedStats | None,
