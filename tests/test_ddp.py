@@ -237,6 +237,81 @@ def test_a_signal_to_one_rank_after_the_last_vote_stops_every_rank_before_the_ou
     assert_same_weights(got["model"], want)
 
 
+def _outputs_signal_worker(params, paths: TrainPaths) -> None:
+    """train_stage.main with rank 1 sending itself SIGTERM as it comes to the outputs, after the
+    last check for a signal (rank 0 writes them; rank 1 only makes test perplexity)."""
+    import os
+    import signal
+
+    from s2s import train
+
+    if distributed.World.from_env().rank == 1:
+        write = train.Run.write_outputs
+
+        def signalled(self, state, **kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)
+            return write(self, state, **kwargs)
+
+        train.Run.write_outputs = signalled
+    train_stage.main(params, "reversed_1", paths)
+
+
+def test_a_signal_to_one_rank_as_the_outputs_are_written_stops_every_rank_once_they_are(
+        data, two_process_reference):
+    from s2s import runguard
+
+    tmp, _ = data
+    params, want = two_process_reference
+    paths = train_paths(tmp, "outputs_signal")
+    # the signal used to vanish: every rank ended with status 0
+    with pytest.raises(runguard.Stopped, match="SIGTERM"):
+        distributed.spawn(_outputs_signal_worker, 2, params, paths)
+    assert json.loads(paths.metrics.read_text())["steps"] == 12  # rank 0 wrote them all
+    assert_same_weights(torch.load(paths.model_dir / "model.pt", weights_only=True)["model"],
+                        want)
+
+
+def _signal_proof_worker(folder: str, ignore: bool) -> None:
+    """A rank that says it is ready, then waits for the go file; with `ignore`, deaf to SIGTERM
+    (as a rank whose work is done and whose stop handlers are gone is not: it dies of it)."""
+    import signal
+    import time
+
+    if ignore:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    rank = distributed.World.from_env().rank
+    (Path(folder) / f"ready{rank}").touch()
+    while not (Path(folder) / "go").exists():
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("ignore", [True, False], ids=["ranks-finish", "ranks-die-of-it"])
+def test_a_signal_to_spawn_as_its_ranks_finish_or_die_of_it_is_reported(tmp_path, ignore):
+    """SIGTERM to the parent is passed on to the ranks. Where they finish all the same, it used to
+    vanish (spawn returned); where they died of it (-15), a raw ProcessExitedException escaped
+    (a traceback, not the one-line stop with status 143): both now raise Stopped."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from s2s import runguard
+
+    def signal_when_ready():
+        deadline = time.monotonic() + 120
+        while not all((tmp_path / f"ready{r}").exists() for r in (0, 1)):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)  # spawn's handler passes it on to the ranks
+        time.sleep(0.5)
+        (tmp_path / "go").touch()
+
+    threading.Thread(target=signal_when_ready, daemon=True).start()
+    with pytest.raises(runguard.Stopped, match="SIGTERM") as stopped:
+        distributed.spawn(_signal_proof_worker, 2, str(tmp_path), ignore)
+    assert stopped.value.exit_status == 128 + signal.SIGTERM
+
+
 def test_a_killed_rank_ends_the_run_in_bounded_time_and_the_rerun_resumes(
         data, two_process_reference):
     import signal

@@ -803,6 +803,17 @@ class Run:
                                    f"the last step; {self.last} holds it: rerun to write the "
                                    f"outputs", signum)
 
+    def stop_after_outputs(self, stop: runguard.StopSignals | None) -> None:
+        """After the outputs: a signal that came as they were written (after the last check for
+        one) still stops the run, where it used to vanish and the run end with status 0. The
+        ranks agree once rank 0 has written them all, so none is killed mid-write by a peer that
+        stopped first; every rank raises Stopped, the outputs complete."""
+        signum = self.stop_agreed(stop, voted=False)
+        if signum is not None:
+            raise runguard.Stopped(f"{self.name}: stopped by {signal.Signals(signum).name} as "
+                                   f"its outputs were written; they are complete, and a rerun "
+                                   f"writes them again from {self.last}", signum)
+
     def stop_agreed(self, stop: runguard.StopSignals | None, *, voted: bool) -> int | None:
         """The signal every rank stops on, or None if no rank has one. `voted`: the ranks agreed
         in this step's collective (update's vote); else they agree here, in one all-reduce. A
@@ -1014,7 +1025,9 @@ def run(job: TrainJob, paths: TrainPaths, *, stop_after: int | None, world: dist
         watch.check()
     r.save(state)
     r.stop_after_training(stop)  # a signal after the last step's vote stops every rank
-    return r.write_outputs(state, t_start=t_start)
+    metrics = r.write_outputs(state, t_start=t_start)
+    r.stop_after_outputs(stop)  # and one as they were written, once they are
+    return metrics
 
 
 def dropout_seed(order_seed: int, step: int, world: distributed.World) -> int:

@@ -147,9 +147,4 @@ def main(params: Params, name: str, paths: TrainPaths, *, stop_after: int | None
         runguard.tie_to_pipeline()
         device = train.join(job, world)
         with distributed.held_on_main(runguard.FolderLock(paths.ckpt_dir), world, device):
-            metrics = train.run(job, paths, stop_after=stop_after, world=world, stop=stop)
-    if stop.requested is not None:  # it came as the outputs were made, after the last check
-        raise runguard.Stopped(f"{name}: stopped by {stop.name} as its outputs were written; "
-                               f"they are complete, and a rerun writes them again from "
-                               f"{paths.last}", stop.requested)
-    return metrics
+            return train.run(job, paths, stop_after=stop_after, world=world, stop=stop)
