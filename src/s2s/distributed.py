@@ -368,7 +368,8 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, **kwargs: Any) -> Non
 
     SIGTERM or SIGINT here is passed on to every rank, which then stop together after a step (the
     trainer writes its final checkpoint); a rank that stopped so exits with 128 + the signal, and
-    this raises :class:`s2s.runguard.Stopped` with that status. If a rank fails, the others get
+    this raises :class:`s2s.runguard.Stopped` with that status, as it does for a signal that came
+    as the ranks finished (their work done, it is not lost). If a rank fails, the others get
     GRACE_SECONDS to end before they are killed, and its error is raised here. A rank whose parent
     dies gets SIGINT (torch.multiprocessing), i.e. stops as on a signal."""
     import torch.multiprocessing as mp
@@ -400,7 +401,10 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, **kwargs: Any) -> Non
         while not ctx.join(timeout=1.0, grace_period=GRACE_SECONDS):
             pass
     except mp.ProcessExitedException as e:
-        stopped_by = e.exit_code - 128 if e.exit_code and e.exit_code > 128 else None
+        # 128 + N: a rank that stopped on the signal; -N: one it reached after its own handlers
+        # were gone (its work done), which the signal then ended
+        code = e.exit_code or 0
+        stopped_by = code - 128 if code > 128 else -code if code < 0 else None
         if stopped_by in (signal.SIGTERM, signal.SIGINT):
             raise Stopped(f"training process {e.error_index} stopped by "
                           f"{signal.Signals(stopped_by).name}; every rank stopped after the same "
@@ -409,6 +413,9 @@ def spawn(fn: Callable[..., Any], nprocs: int, *args: Any, **kwargs: Any) -> Non
     finally:
         for sig, handler in old.items():
             signal.signal(sig, handler)
+    if received:  # it came as the ranks finished: their work is done, and the signal still stops
+        raise Stopped(f"{signal.Signals(received[0]).name} received as the training processes "
+                      f"finished: their outputs are complete", received[0])
 
 
 def _worker(rank: int, size: int, port: int, logging_setup: tuple, fn: Callable[..., Any],
