@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -183,6 +184,7 @@ def test_sigterm_to_dvc_repro_stops_its_trainer_with_a_final_checkpoint(long_par
         pass
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="tie_to_pipeline: Linux only")
 @pytest.mark.parametrize("chain", [
     {"parent": "tini"},  # DVC ran the trainer itself, and a container's init adopted it
     {"parent": "bash", "grandparent": "systemd"},  # behind DVC's shell, adopted by systemd
@@ -190,25 +192,37 @@ def test_sigterm_to_dvc_repro_stops_its_trainer_with_a_final_checkpoint(long_par
 def test_a_pipeline_gone_before_the_trainer_looked_stops_it(monkeypatch, chain):
     """DVC killed while its trainer still imported torch: the trainer's parent (or its shell's)
     is already the process that adopted it, so neither the parent-death signal nor the watcher
-    would ever fire. The reaper's name tells it: the trainer stops at once, with a log line."""
+    would ever fire. The reaper's name tells it: the trainer stops at once, with a log line. A
+    reaper-named wrapper inside the stage (``dumb-init s2s train``: DVC_STAGE in its
+    environment), or DVC alive where the reaper would be, is watched instead."""
     parent, grandparent = os.getppid(), 4242
     names = {parent: chain["parent"], grandparent: chain.get("grandparent", "")}
+    watched = grandparent if "grandparent" in chain else parent
+    environs = {watched: {"PATH"}}
     kills, watchers = [], []
     monkeypatch.setenv("DVC_STAGE", "train@forward")
+    monkeypatch.setattr(runguard.ctypes, "CDLL", lambda *a, **kw: ParentDeathStub())
     monkeypatch.setattr(runguard, "_comm", lambda pid: names.get(pid, ""))
     monkeypatch.setattr(runguard, "_ppid_of", lambda pid: grandparent)
+    monkeypatch.setattr(runguard, "_environ", lambda pid: environs.get(pid, set()))
     monkeypatch.setattr(runguard.os, "kill", lambda pid, sig: kills.append((pid, sig)))
-    monkeypatch.setattr(runguard.threading, "Thread", lambda **kw: watchers.append(kw))
+    monkeypatch.setattr(runguard.threading, "Thread",
+                        lambda **kw: type("Watcher", (), {"start": lambda _: watchers.append(kw)})())
     assert runguard.tie_to_pipeline() is True
     assert kills == [(os.getpid(), signal.SIGTERM)] and watchers == []
-    # the same chain with DVC alive where the reaper is: watched, not stopped
-    names[parent if "grandparent" not in chain else grandparent] = "dvc"
-    started = []
-    monkeypatch.setattr(runguard.threading, "Thread",
-                        lambda **kw: type("Watcher", (), {"start": lambda _: started.append(kw)})())
+    environs[watched] = {"PATH", "DVC_STAGE"}  # a wrapper in the stage, named like a reaper
+    assert runguard.tie_to_pipeline() is True
+    names[watched], environs[watched] = "dvc", {"PATH"}  # DVC itself, alive
     assert runguard.tie_to_pipeline() is True
     assert kills == [(os.getpid(), signal.SIGTERM)]
-    assert [kw["name"] for kw in started] == ["s2s-pipeline-watch"]
+    assert [kw["name"] for kw in watchers] == ["s2s-pipeline-watch"] * 2
+
+
+class ParentDeathStub:
+    """libc without its prctl: the test process keeps no parent-death signal."""
+
+    def prctl(self, *args):
+        return 0
 
 
 def test_a_trainer_behind_a_shell_stops_when_the_pipeline_process_dies(long_params, tmp_path):

@@ -10,8 +10,8 @@
 - :func:`tie_to_pipeline`: under ``dvc repro`` (``DVC_STAGE`` is set) the trainer gets SIGTERM
   when DVC dies: ``prctl(PR_SET_PDEATHSIG)`` when DVC is the parent, and a watcher thread when
   the parent is the shell DVC runs the command with (``$SHELL -c``; the shell outlives DVC).
-  A DVC that died before the trainer looked (as it imported torch) is found by the reaper that
-  adopted its child in its place.
+  A DVC that died before the trainer looked (as it imported torch) is found where a known
+  reaper (:data:`REAPERS`) adopted its child in its place; an adopter of another name is not.
 """
 
 from __future__ import annotations
@@ -145,6 +145,22 @@ def _comm(pid: int) -> str:
         return ""
 
 
+def _adopted_by(pid: int) -> bool:
+    """Whether `pid`, found where the pipeline should be, is what adopted its orphans: a reaper
+    by name (:data:`REAPERS`) that is no part of the stage (a wrapper such as ``dumb-init s2s
+    train`` has the stage's ``DVC_STAGE`` in its environment; an init has none, or none to read)."""
+    return _comm(pid) in REAPERS and "DVC_STAGE" not in _environ(pid)
+
+
+def _environ(pid: int) -> set[str]:
+    """The names of `pid`'s environment variables (none where it cannot be read)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return set()
+    return {v.split(b"=", 1)[0].decode(errors="replace") for v in environ.split(b"\0") if v}
+
+
 def tie_to_pipeline(poll: float = 0.5) -> bool:
     """Under DVC, get SIGTERM when the dvc process dies; True if tied. Linux only."""
     if "DVC_STAGE" not in os.environ or not sys.platform.startswith("linux"):
@@ -166,7 +182,7 @@ def tie_to_pipeline(poll: float = 0.5) -> bool:
 
     # It died before we looked: the parent changed since, or the shell's parent is already the
     # process that adopted it (a reaper's name only: a container's PID 1 may be DVC itself).
-    if gone() or _comm(pipeline) in REAPERS:
+    if gone() or _adopted_by(pipeline):
         log.warning("the pipeline process is gone (PID %s is %s): stopping", pipeline,
                     _comm(pipeline) or "gone")
         os.kill(os.getpid(), signal.SIGTERM)
