@@ -196,24 +196,26 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step_and_the_rerun
     assert_same_weights(got["model"], want)
 
 
-def _late_signal_worker(params, paths: TrainPaths) -> None:
-    """train_stage.main with rank 1 sending itself SIGTERM as it passes the last step's
-    checkpoint (rank 0 writes it): after that step's stop vote, which cannot carry the signal,
-    and, in a finished run resumed, during its setup (it trains no step)."""
+def _late_signal_worker(params, paths: TrainPaths, at: str = "save") -> None:
+    """train_stage.main with rank 1 sending itself SIGTERM late. `at` "save": as it passes the
+    last step's checkpoint (rank 0 writes it): after that step's stop vote, which cannot carry
+    the signal, and, in a finished run resumed, during its setup (it trains no step). `at`
+    "write_outputs": as it comes to the outputs, after the last check for a signal (rank 0
+    writes them; rank 1 only makes test perplexity)."""
     import os
     import signal
 
     from s2s import train
 
     if distributed.World.from_env().rank == 1:
-        save = train.Run.save
+        method = getattr(train.Run, at)
 
-        def signalled(self, state):
-            if state.step == self.total_steps:
+        def signalled(self, state, **kwargs):
+            if at != "save" or state.step == self.total_steps:
                 os.kill(os.getpid(), signal.SIGTERM)
-            return save(self, state)
+            return method(self, state, **kwargs)
 
-        train.Run.save = signalled
+        setattr(train.Run, at, signalled)
     train_stage.main(params, "reversed_1", paths)
 
 
@@ -237,25 +239,6 @@ def test_a_signal_to_one_rank_after_the_last_vote_stops_every_rank_before_the_ou
     assert_same_weights(got["model"], want)
 
 
-def _outputs_signal_worker(params, paths: TrainPaths) -> None:
-    """train_stage.main with rank 1 sending itself SIGTERM as it comes to the outputs, after the
-    last check for a signal (rank 0 writes them; rank 1 only makes test perplexity)."""
-    import os
-    import signal
-
-    from s2s import train
-
-    if distributed.World.from_env().rank == 1:
-        write = train.Run.write_outputs
-
-        def signalled(self, state, **kwargs):
-            os.kill(os.getpid(), signal.SIGTERM)
-            return write(self, state, **kwargs)
-
-        train.Run.write_outputs = signalled
-    train_stage.main(params, "reversed_1", paths)
-
-
 def test_a_signal_to_one_rank_as_the_outputs_are_written_stops_every_rank_once_they_are(
         data, two_process_reference):
     from s2s import runguard
@@ -265,7 +248,7 @@ def test_a_signal_to_one_rank_as_the_outputs_are_written_stops_every_rank_once_t
     paths = train_paths(tmp, "outputs_signal")
     # the signal used to vanish: every rank ended with status 0
     with pytest.raises(runguard.Stopped, match="SIGTERM"):
-        distributed.spawn(_outputs_signal_worker, 2, params, paths)
+        distributed.spawn(_late_signal_worker, 2, params, paths, "write_outputs")
     assert json.loads(paths.metrics.read_text())["steps"] == 12  # rank 0 wrote them all
     assert_same_weights(torch.load(paths.model_dir / "model.pt", weights_only=True)["model"],
                         want)
