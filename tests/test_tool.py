@@ -174,6 +174,27 @@ def test_api_translation_equals_the_translate_stage(smoke_repo):
         assert all(hs[0][1] >= hs[1][1] >= hs[2][1] for hs in nbest)
 
 
+def test_a_system_of_params_is_decoded_on_its_stage_s_device_where_a_gpu_is_seen(smoke_repo,
+                                                                               monkeypatch):
+    """translate.device auto with resources.translate.gpus 0 (the smoke and default profiles):
+    the translate stage decodes on the CPU, a GPU seen or not, and so does translate-text, which
+    took CUDA wherever torch saw one (bf16 products and TF32 there could rank a near-tie the
+    other way than the stage's output). --device still chooses."""
+    import torch
+
+    from s2s import api
+    from s2s.device import NoCudaError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args = dict(params=smoke_repo / "params.yaml", models_dir=smoke_repo / "models",
+                vocab_dir=smoke_repo / "data/vocab")
+    assert api.load("reversed", **args).device == torch.device("cpu")
+    assert api.load("reversed", device="cpu", **args).device == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(NoCudaError, match="--device is 'cuda'"):
+        api.load("reversed", device="cuda", **args)
+
+
 @pytest.mark.parametrize("system", ["reversed", "ensemble2", "gru", "attention", "transformer"])
 def test_the_first_of_an_nbest_list_is_the_1best_for_every_architecture_in_both_precisions(
         smoke_repo, system):

@@ -131,15 +131,19 @@ class Translator:
         return [hs[0][0] for hs in detok] if nbest == 1 else detok
 
 
-def _device(name: str | None, cfg: TranslateConfig, source: str):
+def _device(name: str | None, cfg: TranslateConfig, source: str, gpus: int | None = None):
     """The device of --device `name`, else of `cfg` (`translate.device` of the file `source`: the
-    params or an export's record); a CUDA one torch cannot see names the CPU as the other way."""
+    params or an export's record); a CUDA one torch cannot see names the CPU as the other way.
+    With `gpus` (a system of params: its `resources.translate.gpus`), `auto` is the translate
+    stage's device, so that the text is decoded where the stage decodes (an export, which has
+    no resources, takes CUDA where torch sees one)."""
     from s2s.device import NoCudaError, pick_device
 
     if name:
         return pick_device(name, key="--device")
     try:
-        return pick_device(cfg.device, key=f"{source}: 'translate.device'")
+        return pick_device(cfg.device, key=f"{source}: 'translate.device'", gpus=gpus,
+                           gpus_key=f"{source}: 'resources.translate.gpus'")
     except NoCudaError as e:
         raise NoCudaError(f"{e}; or translate on the CPU: --device cpu") from None
 
@@ -191,7 +195,7 @@ def load(system: str | Path, *, params: Params | str | Path = PARAMS_FILE,
                          f"needs), or give --system an export folder")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    dev = _device(device, cfg, str(params.source))
+    dev = _device(device, cfg, str(params.source), params.resources_for("translate").gpus)
     src_vocab, tgt_vocab = Vocab.load_pair(vocab_dir)
     # Each member checked to be the model params describe (config, name, vocabularies) and to
     # have been trained on text prepared as params' `prepare` will prepare this input.
