@@ -307,6 +307,25 @@ def test_an_export_whose_model_config_was_forged_names_its_record_not_params(tmp
                             "is another model; the record was edited; export the system again")
 
 
+@pytest.mark.parametrize("change, says", [
+    (lambda m: m.update(beams=[]), "export.json: 'beams' must list at least one width"),
+    (lambda m: m.update(beams=[12, 0]), "export.json: 'beams[1]' must be >= 1"),
+    (lambda m: m["translate"].update(max_len_a=1e30), "'translate.max_len_a' must be <= 100"),
+])
+def test_an_export_whose_beams_or_lengths_were_forged_is_refused_naming_the_key(
+        tmp_path, change, says):
+    """An empty beam list failed in max() ('max() arg is an empty sequence'), a huge max_len_a
+    as 'max_len must be >= 1, got [-9223372036854775803]' (the product overflowed)."""
+    from s2s import api
+    from s2s.exporting import ExportError
+
+    folder = build_export(tmp_path, record_text=True)
+    forge(folder, change)
+    with pytest.raises(ExportError) as e:
+        api.load_export(folder)
+    assert says in str(e.value), str(e.value)
+
+
 def test_an_export_for_cuda_on_a_machine_without_names_its_record_and_the_cpu_flag(tmp_path):
     import torch
 

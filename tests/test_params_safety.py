@@ -407,6 +407,8 @@ def test_dvc_repro_with_a_hostile_model_name_runs_nothing(tmp_path):
                                                               r"<= 1000"),
     (lambda raw: raw["analysis"].update(memory_steps=10**9), r"'analysis.memory_steps' must be "
                                                               r"<= 1000"),
+    (lambda raw: raw["translate"].update(max_len_a=1e30), r"'translate.max_len_a' must be "
+                                                          r"<= 100"),
 ])
 def test_data_analysis_and_seed_values_that_would_fail_a_later_stage_are_refused_by_the_check(
         tmp_path, edit, says):

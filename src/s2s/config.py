@@ -154,7 +154,9 @@ class SystemConfig:
 class TranslateConfig:
     # sentences per search batch at beam 12; narrower beams batch proportionally more sentences
     batch_size: int = field(default=32, metadata=rng(1, MAX_SIZE))
-    max_len_a: float = field(default=1.5, metadata=rng(0.0))  # max target len = a * src + b
+    # max target len = a * src + b (a target 100 times its source is never meant; past it the
+    # product no longer fits the search's lengths)
+    max_len_a: float = field(default=1.5, metadata=rng(0.0, 100.0))
     max_len_b: int = field(default=10, metadata=rng(1, MAX_SIZE))
     length_penalty: float = field(default=0.0, metadata=rng(0.0))  # 0: the paper's raw log-prob
     combine: Literal["mean_prob", "mean_logprob"] = "mean_prob"  # how an ensemble mixes members

@@ -24,7 +24,7 @@ import json
 import logging
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from s2s.config import Params, SystemConfig, TranslateConfig, train_record
 from s2s.io import atomic_open, whole_dir
 from s2s.layout import (ExportPaths, model_file, prepared_file, prepared_name, vocab_file,
                         vocab_name)
-from s2s.schema import Rules, decode
+from s2s.schema import MAX_SIZE, Rules, decode, rng
 # How `prepare` turns raw text into model input, written into every export and checkpoint.
 from s2s.text_settings import SRC_LANG, TEXT_PIPELINE, TGT_LANG, text_record  # noqa: F401
 
@@ -78,7 +78,7 @@ class ExportRecord(Record):
     format: str  # EXPORT_FORMAT
     system: str
     members: tuple[str, ...]
-    beams: tuple[int, ...]
+    beams: tuple[int, ...] = field(metadata=rng(1, MAX_SIZE))  # at least one (check_record)
     profile: str
     text: ExportText
     translate: TranslateConfig  # the decoding config it was run with
@@ -140,6 +140,8 @@ def check_record(meta: object, path: Path) -> ExportRecord:
                               f"sha256 is not the one in 'record_sha256'): the record was "
                               f"edited; export the system again instead")
     record = decode(ExportRecord, meta, path, "", RULES)  # its types: an older or newer version
+    if not record.beams:
+        raise ExportError(f"{path}: 'beams' must list at least one width")
     want = ({vocab_name(lang) for lang in (SRC_LANG, TGT_LANG)}
             | {f"models/{m}.pt" for m in record.members})
     if set(record.files) != want or set(record.models) != set(record.members):
