@@ -106,7 +106,8 @@ def read(analysis_dir: Path) -> Analyses:
     """The analyze stage's folder, every file checked (:func:`s2s.artifacts.read_table`, the
     record's schema): a missing file, a missing column or a value that is not a number is an
     error naming the file (and the line); so is a forget-gate summary without a model whose gates
-    the record says were traced (the report would say it has none)."""
+    the record says were traced (the report would say it has none), and a table without a row
+    the report reads beside another's (:data:`COVERS`)."""
     d = Path(analysis_dir)
     frames: Mapping[str, pd.DataFrame] = {key: _read_table(d, spec)
                                           for key, spec in ANALYSIS_TABLES.items()}
@@ -117,7 +118,22 @@ def read(analysis_dir: Path) -> Analyses:
         raise ArtifactError(f"{d / ANALYSIS_TABLES['forget'].name}: no rows of "
                             f"{', '.join(missing)}, whose forget gates {ANALYSIS_META} says "
                             "were traced")
+    for table, other, keys in COVERS:
+        have = set(getattr(a, table)[list(keys)].itertuples(index=False, name=None))
+        lacking = [k for k in getattr(a, other)[list(keys)].itertuples(index=False, name=None)
+                   if k not in have]
+        if lacking:
+            raise ArtifactError(f"{d / ANALYSIS_TABLES[table].name}: no row of "
+                                f"{'/'.join(map(str, lacking[0]))} ({', '.join(keys)}), which "
+                                f"{ANALYSIS_TABLES[other].name} has: the report reads them "
+                                f"side by side")
     return a
+
+
+# (table, the table whose rows it must cover, the columns that match them): the report reads
+# each row of the second beside the first's (memory: a layer's gate share beside its half-life;
+# gradient reach: a model's positions beside its first words)
+COVERS = (("gate_share", "half_life", ("model", "layer")), ("reach", "reach_first", ("model",)))
 
 
 def _read_table(d: Path, spec: AnalysisTable) -> pd.DataFrame:

@@ -248,22 +248,27 @@ def forget_gates(hist: pd.DataFrame, path: Path) -> Path:
     per model."""
     stacks = [s for s in ("encoder", "decoder") if s in set(hist["stack"])]
     layers = sorted(set(hist["layer"]))
+    # one colour per model in every panel (a panel may lack a model: a shallower one's layers)
+    colours = {m: f"C{i % 10}" for i, m in enumerate(dict.fromkeys(hist["model"]))}
     fig = Figure(figsize=(4.2 * len(layers), 3.2 * len(stacks)))
     axes = np.atleast_2d(fig.subplots(len(stacks), len(layers), squeeze=False))
+    handles = {}
     for r, stack in enumerate(stacks):
         for c, layer in enumerate(layers):
             ax = axes[r, c]
             sel = hist[(hist["stack"] == stack) & (hist["layer"] == layer)]
-            for i, (model, df) in enumerate(sel.groupby("model", sort=False)):
-                ax.stairs(df["density"].to_numpy(), np.append(df["bin_lo"].to_numpy(),
-                          df["bin_hi"].iloc[-1]), color=f"C{i}", lw=1.4, label=model)
+            for model, df in sel.groupby("model", sort=False):
+                handles.setdefault(model, ax.stairs(
+                    df["density"].to_numpy(), np.append(df["bin_lo"].to_numpy(),
+                                                        df["bin_hi"].iloc[-1]),
+                    color=colours[model], lw=1.4, label=model))
             ax.set_title(f"{stack}, layer {layer}", fontsize=10)
             ax.set_xlim(0, 1)
             ax.set_xlabel("forget gate value", fontsize=8)
             ax.set_ylabel("density", fontsize=8)
             ax.grid(alpha=0.3)
-            if r == 0 and c == 0:
-                ax.legend(fontsize=8)
+    axes[0, 0].legend([handles[m] for m in colours if m in handles],
+                      [m for m in colours if m in handles], fontsize=8)
     fig.tight_layout()
     return save(fig, path)
 

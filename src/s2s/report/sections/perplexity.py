@@ -28,10 +28,12 @@ def perplexity_table(params: Params, train: dict[str, TrainMetrics]) -> pd.DataF
     rows = []
     for p, model in zip(paper().perplexity, perplexity_models(params).values()):
         m = train.get(model or "")
+        why = (f"no system answers report.table1.{p.row}" if model is None
+               else f"no metrics/train/{model}.json")
         rows.append({"source order": p.source_order, "model": model or "-",
                      "dev ppl": m.dev_ppl if m else None,
                      "best dev ppl": m.best_dev_ppl if m else None,
                      "test ppl": m.test_ppl if m else None, "epochs": m.epochs if m else None,
                      "paper's test ppl": p.test_ppl,
-                     "status": "ours" if m else f"{NOT_RUN}: no metrics/train/{model}.json"})
+                     "status": "ours" if m else f"{NOT_RUN}: {why}"})
     return pd.DataFrame(rows)

@@ -39,8 +39,12 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
                      "pairs (para/swap)": f"{s['paraphrase_pairs']}/{s['swap_pairs']}"})
         p, w = s["paraphrase_distance"], s["swap_distance"]
         if math.isfinite(p) and math.isfinite(w):
+            digits = 2  # more where two digits would print a tie the words call closer
+            while f"{p:.{digits}f}" == f"{w:.{digits}f}" and p != w and digits < 6:
+                digits += 1
             claims.append(P.figure2_model(
-                label, f"{p:.2f}", p < w, f"{w:.2f}", f"{100 * s['nn_same_meaning']:.0f}",
+                label, f"{p:.{digits}f}", p < w, f"{w:.{digits}f}",
+                f"{100 * s['nn_same_meaning']:.0f}",
                 f"{100 * (s['explained_pc1'] + s['explained_pc2']):.0f}"))
     blocks += claims
     blocks.append(Table("Figure 2 phrases: PCA variance and relative distances",

@@ -36,6 +36,8 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
         for r in rev_models:
             nf, sf = first[f]["mean_norm"], first[f]["mean_share"]
             nr, sr = first[r]["mean_norm"], first[r]["mean_share"]
+            if not all(math.isfinite(x) for x in (nf, sf, nr, sr)):
+                continue  # no test sentence long enough: no comparison, the text says how many
             ratio = nr / nf if nf > 0 else math.nan
             blocks.append(P.reach_end(FIRST, f, f"{nf:.3g}", r, f"{nr:.3g}", f"{ratio:.2f}",
                                       f"{sf:.3f}", f"{sr:.3f}", *reach_direction(nf, nr, sf, sr),

@@ -47,8 +47,8 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
         for part, rows in parts:
             if len(rows):
                 blocks.append(P.training_part(part, [
-                    P.training_epoch(f"{r['epoch']:g}", f"{r['reversed_mean']:.3f}",
-                                     f"{r['forward_mean']:.3f}", interval(r))
+                    P.training_epoch(f"{r['epoch']:g}", r["reversed"], f"{r['reversed_mean']:.3f}",
+                                     r["forward"], f"{r['forward_mean']:.3f}", interval(r))
                     for _, r in rows.iterrows()]))
         pairs = first_share(a.seed_pairs)
         if len(pairs):
@@ -59,6 +59,9 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
                 for e in sorted(set(pairs["epoch"]))]))
         else:
             blocks.append(P.training_no_seeds())
+    # the difference is of one pair (analysis.json 'compared'), however many models beside it
+    compared = (f"share: {share['reversed'].iloc[0]} - {share['forward'].iloc[0]} [95%]"
+                if len(share) else None)
     rows = []
     for epoch, df in first.groupby("epoch", sort=True):
         row = {"epoch": f"{epoch:g}" + (" (initialisation)" if epoch == 0 else "")}
@@ -68,7 +71,7 @@ def section(a: Analyses, figures_dir: Path, rel_dir: str) -> Section:
             row[f"share {r['model']}"] = fixed(r["share"], 3)
         if len(share):
             d = share[share["epoch"] == epoch]
-            row["share: reversed - forward [95%]"] = interval(d.iloc[0]) if len(d) else "-"
+            row[compared] = interval(d.iloc[0]) if len(d) else "-"
         rows.append(row)
     blocks.append(Table(f"Gradient reach at source positions 1-{FIRST} over training",
                         pd.DataFrame(rows), (P.training_table_note(FIRST),)))
