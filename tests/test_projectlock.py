@@ -147,6 +147,15 @@ def test_a_held_project_is_refused_by_every_writer_naming_the_holder_before_any_
         assert proc.returncode == 1 and "ProjectLocked" in proc.stderr
         assert f"is being written by {me} (a test holding the project)" in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        # `dvc exp run` wrote its -S value into params.yaml and stashed the workspace before
+        # its first stage found the project held: its experiments' lock is held too
+        params = (repo / "params.yaml").read_bytes()
+        proc = run([tool("dvc"), "exp", "run", "-S", "report.title=Another"], repo, check=False)
+        assert proc.returncode != 0
+        assert "'workspace' is busy" in proc.stderr and \
+            f"(PID {os.getpid()}): a test holding the project" in proc.stderr, proc.stderr
+        assert (repo / "params.yaml").read_bytes() == params
+        assert run(["git", "diff", "--stat", "HEAD"], repo).stdout == ""  # nothing tracked
         assert made.is_file()  # nobody deleted what they would have rewritten
 
     # DVC between two stages holds its repository lock; inside a stage, its rwlock entries

@@ -27,6 +27,10 @@ SLURM). A writer of ours that finds an entry of ours from another host refuses, 
 (DVC's own check would take that PID for a dead one here and drop the entry); `dvc repro` run
 on another host than the engine still does that, so run it where the engine runs.
 
+A writer also holds the workspace in DVC's experiments' lock (``.dvc/tmp/exps/rwlock``), the
+only one `dvc exp run` checks before it stashes the workspace and writes its ``-S`` values into
+params.yaml (its first stage would find the project held only after that).
+
 Who takes it:
 
 - ``dvc repro`` / ``dvc exp run``: DVC itself. Its stages (``DVC_STAGE`` set) take nothing.
@@ -227,6 +231,7 @@ def _of_another_host(lock: dict) -> dict | None:
                  and _live(i) is None), None)
 
 
+EXPS_DIR = "exps"  # DVC's experiments' lock folder under .dvc/tmp (get_exp_rwlock)
 _told: set[str] = set()
 _HELD: set = set()  # the locks and job entries this process holds
 
@@ -276,6 +281,11 @@ class ProjectLock:
                 raise ProjectLocked(self._refusal_elsewhere(elsewhere))
             held.enter_context(rwlock(str(self.tmp), localfs, self.command, [],
                                       _paths(self.root), hardlink))
+            # `dvc exp run` checks only its experiments' lock before it stashes the workspace
+            # and writes its -S values into params.yaml: hold the workspace there too
+            (self.tmp / EXPS_DIR).mkdir(exist_ok=True)
+            held.enter_context(rwlock(str(self.tmp / EXPS_DIR), localfs, self.command, [],
+                                      ["workspace"], hardlink))
         except LockError as e:
             raise ProjectLocked(self._refusal(_blockers(str(e)))) from None
         except (DvcException, UnicodeDecodeError) as e:  # damaged: DVC cannot read it either
