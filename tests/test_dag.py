@@ -39,6 +39,18 @@ def test_committed_dvc_yaml_is_what_params_generate():
         "dvc.yaml is stale: run `s2s dag write`"
 
 
+def test_a_damaged_dvc_yaml_is_stale_and_dag_write_replaces_it(tmp_path):
+    """A dvc.yaml that is not UTF-8 stopped `s2s dag check` and the `s2s dag write` that would
+    repair it alike, with a bare UnicodeDecodeError naming no file."""
+    params = load(ROOT / "params.yaml")
+    dvc_yaml = tmp_path / "dvc.yaml"
+    dvc_yaml.write_bytes(b"\xff\xfestages:\n")
+    assert pipeline.stale(params, dvc_yaml)
+    assert pipeline.write(params, dvc_yaml) is True
+    assert dvc_yaml.read_bytes() == (ROOT / "dvc.yaml").read_bytes()
+    assert not pipeline.stale(params, dvc_yaml) and pipeline.write(params, dvc_yaml) is False
+
+
 def test_the_pipeline_map_in_docs_is_current():
     assert (ROOT / "docs" / "pipeline.md").read_text() \
         == pipeline.describe_markdown(load(ROOT / "params.yaml")), \

@@ -162,16 +162,21 @@ def write(params: Params, dvc_yaml: Path = Path("dvc.yaml")) -> bool:
     from s2s.io import atomic_write_text
 
     text = render(params)
-    old = dvc_yaml.read_text(encoding="utf-8") if dvc_yaml.exists() else None
-    if old != text:
+    changed = _current(dvc_yaml) != text.encode("utf-8")
+    if changed:
         atomic_write_text(dvc_yaml, text)
-    return old != text
+    return changed
 
 
 def stale(params: Params, dvc_yaml: Path = Path("dvc.yaml")) -> bool:
     """True if `dvc_yaml` is not what `params` generates."""
-    old = dvc_yaml.read_text(encoding="utf-8") if dvc_yaml.exists() else None
-    return old != render(params)
+    return _current(dvc_yaml) != render(params).encode("utf-8")
+
+
+def _current(dvc_yaml: Path) -> bytes | None:
+    """The bytes of `dvc_yaml` (compared as bytes: a damaged file, not UTF-8, is simply not
+    what params generates, and `s2s dag write` replaces it); None where there is none."""
+    return dvc_yaml.read_bytes() if dvc_yaml.is_file() else None
 
 
 # --- The pipeline in one table (`s2s dag show`, docs/pipeline.md) --------------------------------
