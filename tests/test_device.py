@@ -41,8 +41,10 @@ def test_a_gpu_stage_where_torch_sees_none_is_refused_naming_the_key_and_the_fix
         device.pick_device("auto", key="train.device", gpus=4, gpus_key="resources.train.gpus")
     msg = str(e.value)
     assert "\n" not in msg
-    assert "resources.train.gpus is 4 (train.device: auto)" in msg
-    assert "set it to 0 to run on the CPU" in msg and "install a CUDA build of torch" in msg
+    assert msg.startswith("resources.train.gpus is 4 (train.device: auto), but torch sees no "
+                          "CUDA device (torch ")
+    assert msg.endswith("): install a CUDA build of torch (docs/gpu.md), or set it to 0 to run "
+                        "on the CPU"), msg
     with pytest.raises(device.NoCudaError, match="translate.device is 'cuda'"):
         device.pick_device("cuda", key="translate.device", gpus=0)
     with pytest.raises(ValueError, match="train.device must be auto, cpu or cuda"):

@@ -40,10 +40,10 @@ class NoCudaError(RuntimeError):
     """A stage asks for a GPU where torch sees none."""
 
 
-def _no_cuda(reason: str) -> NoCudaError:
+def _no_cuda(reason: str, otherwise: str = "") -> NoCudaError:
     build = "a CPU build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
     return NoCudaError(f"{reason} but torch sees no CUDA device (torch {torch.__version__}, "
-                       f"{build}): install a CUDA build of torch (docs/gpu.md)")
+                       f"{build}): install a CUDA build of torch (docs/gpu.md){otherwise}")
 
 
 # What torch's CPU allocator says when malloc fails: a plain RuntimeError (torch 2.13), not the
@@ -81,8 +81,8 @@ def pick_device(name: str, *, key: str, gpus: int | None = None,
     if gpus == 0:
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise _no_cuda(f"{gpus_key or 'resources'} is {gpus} ({key}: auto); set it to 0 to run "
-                       f"on the CPU, or")
+        raise _no_cuda(f"{gpus_key or 'resources'} is {gpus} ({key}: auto),",
+                       ", or set it to 0 to run on the CPU")
     return torch.device("cuda")
 
 
