@@ -196,17 +196,32 @@ def test_a_signal_to_one_rank_stops_every_rank_after_the_same_step_and_the_rerun
     assert_same_weights(got["model"], want)
 
 
-def _late_signal_worker(params, paths: TrainPaths, at: str = "save") -> None:
+def _late_signal_worker(params, paths: TrainPaths, at: str = "save",
+                        rank0_delay: float = 0.0) -> None:
     """train_stage.main with rank 1 sending itself SIGTERM late. `at` "save": as it passes the
     last step's checkpoint (rank 0 writes it): after that step's stop vote, which cannot carry
     the signal, and, in a finished run resumed, during its setup (it trains no step). `at`
     "write_outputs": as it comes to the outputs, after the last check for a signal (rank 0
-    writes them; rank 1 only makes test perplexity)."""
+    writes them, each checkpoint `rank0_delay` seconds late; rank 1 only makes test perplexity,
+    with rank 0)."""
     import os
     import signal
+    import time
 
-    from s2s import train
+    from s2s import checkpoint, train
 
+    if distributed.World.from_env().rank == 0 and rank0_delay:
+        save, write = checkpoint.save, train.Run.write_outputs
+
+        def late(*args, **kwargs):
+            time.sleep(rank0_delay)
+            return save(*args, **kwargs)
+
+        def writing_late(self, state, **kwargs):
+            checkpoint.save = late  # model.pt and best.pt, not the checkpoints before
+            return write(self, state, **kwargs)
+
+        train.Run.write_outputs = writing_late
     if distributed.World.from_env().rank == 1:
         method = getattr(train.Run, at)
 
@@ -240,15 +255,18 @@ def test_a_signal_to_one_rank_after_the_last_vote_stops_every_rank_before_the_ou
 
 
 def test_a_signal_to_one_rank_as_the_outputs_are_written_stops_every_rank_once_they_are(
-        data, two_process_reference):
+        data, two_process_reference, monkeypatch):
     from s2s import runguard
 
     tmp, _ = data
     params, want = two_process_reference
     paths = train_paths(tmp, "outputs_signal")
-    # the signal used to vanish: every rank ended with status 0
+    # The signal used to vanish: every rank ended with status 0. A rank with nothing to write
+    # that stopped at once would have its peers killed GRACE_SECONDS later, rank 0 in the
+    # middle of its writes (here 3 s late, against a grace of 1 s): every rank waits for them.
+    monkeypatch.setattr(distributed, "GRACE_SECONDS", 1.0)
     with pytest.raises(runguard.Stopped, match="SIGTERM"):
-        distributed.spawn(_late_signal_worker, 2, params, paths, "write_outputs")
+        distributed.spawn(_late_signal_worker, 2, params, paths, "write_outputs", 3.0)
     assert json.loads(paths.metrics.read_text())["steps"] == 12  # rank 0 wrote them all
     assert_same_weights(torch.load(paths.model_dir / "model.pt", weights_only=True)["model"],
                         want)
@@ -290,7 +308,9 @@ def test_a_signal_to_spawn_as_its_ranks_finish_or_die_of_it_is_reported(tmp_path
         (tmp_path / "go").touch()
 
     threading.Thread(target=signal_when_ready, daemon=True).start()
-    with pytest.raises(runguard.Stopped, match="SIGTERM") as stopped:
+    said = ("SIGTERM received as the training processes finished: their outputs are complete"
+            if ignore else r"training process \d stopped by SIGTERM; ")
+    with pytest.raises(runguard.Stopped, match=said) as stopped:
         distributed.spawn(_signal_proof_worker, 2, str(tmp_path), ignore)
     assert stopped.value.exit_status == 128 + signal.SIGTERM
 

@@ -159,6 +159,12 @@ def test_the_advice_of_a_search_too_large_is_a_search_that_fits(monkeypatch, bea
 
     from s2s.decode import translate as tr
 
+    # the counts bench/search_memory.py measured (4.07, 6.07 and 10.08 copies of the scores
+    # for 1, 2 and 5 models), pinned here: the advice below is read against the same formula
+    assert [tr.step_copies(m) for m in (1, 2, 5)] == [4, 7, 10]
+    assert tr.search_bytes(beam=12, batch_size=3, vocab_size=100, members=5) == \
+        3 * 12 * 100 * 4 * 10
+    assert tr.search_bytes(beam=2, batch_size=3, vocab_size=100) == 18 * 2 * 100 * 4 * 4
     monkeypatch.setattr(tr, "available_bytes", lambda device: 2**30)
     cpu, vocab = torch.device("cpu"), 10_000
     check = functools.partial(tr.check_search_size, vocab_size=vocab, device=cpu,

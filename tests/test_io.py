@@ -6,6 +6,7 @@ temporaries of a killed write are cleared once their owner is gone."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -78,13 +79,22 @@ with io.whole_dir(Path(sys.argv[1])) as tmp:
 def test_a_folder_is_swapped_with_the_old_one_in_one_step(tmp_path):
     import pytest
 
+    import ctypes
+
     probe = [tmp_path / "a", tmp_path / "b"]
     for p in probe:
         p.mkdir()
-    if not io._exchange(*probe):
+        (p / p.name).touch()
+    # asked of the kernel here, not of the code under test (a broken one would skip the test)
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    at_cwd, exchange = -100, 2  # AT_FDCWD, RENAME_EXCHANGE
+    if renameat2 is None or renameat2(at_cwd, bytes(probe[0]), at_cwd, bytes(probe[1]),
+                                      exchange) != 0:
         pytest.skip("this file system cannot swap two folders in one step (renameat2)")
+    assert io._exchange(*probe)  # and back, by the code under test
+    assert [sorted(q.name for q in p.iterdir()) for p in probe] == [["a"], ["b"]]
     for p in probe:
-        p.rmdir()
+        shutil.rmtree(p)
     out = tmp_path / "vocab"
     out.mkdir()
     (out / "a.txt").write_text("old", encoding="utf-8")

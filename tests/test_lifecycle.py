@@ -189,7 +189,7 @@ def test_sigterm_to_dvc_repro_stops_its_trainer_with_a_final_checkpoint(long_par
     {"parent": "tini"},  # DVC ran the trainer itself, and a container's init adopted it
     {"parent": "bash", "grandparent": "systemd"},  # behind DVC's shell, adopted by systemd
 ])
-def test_a_pipeline_gone_before_the_trainer_looked_stops_it(monkeypatch, chain):
+def test_a_pipeline_gone_before_the_trainer_looked_stops_it(monkeypatch, caplog, chain):
     """DVC killed while its trainer still imported torch: the trainer's parent (or its shell's)
     is already the process that adopted it, so neither the parent-death signal nor the watcher
     would ever fire. The reaper's name tells it: the trainer stops at once, with a log line. A
@@ -208,8 +208,11 @@ def test_a_pipeline_gone_before_the_trainer_looked_stops_it(monkeypatch, chain):
     monkeypatch.setattr(runguard.os, "kill", lambda pid, sig: kills.append((pid, sig)))
     monkeypatch.setattr(runguard.threading, "Thread",
                         lambda **kw: type("Watcher", (), {"start": lambda _: watchers.append(kw)})())
-    assert runguard.tie_to_pipeline() is True
+    with caplog.at_level(logging.WARNING, logger="s2s"):
+        assert runguard.tie_to_pipeline() is True
     assert kills == [(os.getpid(), signal.SIGTERM)] and watchers == []
+    reaper = chain.get("grandparent") or chain["parent"]
+    assert f"the pipeline process is gone (PID {watched} is {reaper}): stopping" in caplog.text
     environs[watched] = {"PATH", "DVC_STAGE"}  # a wrapper in the stage, named like a reaper
     assert runguard.tie_to_pipeline() is True
     names[watched], environs[watched] = "dvc", {"PATH"}  # DVC itself, alive

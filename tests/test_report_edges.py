@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from helpers import profile_dict, write_params
+from s2s import config
 from s2s.analysis import outputs
 from s2s.artifacts import ArtifactError
 from s2s.report import figures
@@ -40,11 +42,12 @@ def test_gradient_reach_without_a_measured_sentence_makes_no_comparison(publishe
     as the forward one's (NaN compares as neither higher nor lower)."""
     said = texts(gradient_reach.section(published, tmp_path, "figures"))
     assert sum("At the end of training" in t for t in said) == 2  # forward against two reversed
-    first = published.reach_first.copy()
-    first[["mean_norm", "mean_share"]] = np.nan
-    said = texts(gradient_reach.section(dataclasses.replace(published, reach_first=first),
-                                        tmp_path, "figures"))
-    assert not [t for t in said if "At the end of training" in t or "nan" in t]
+    for columns in (["mean_norm", "mean_share"], ["mean_share"]):
+        first = published.reach_first.copy()
+        first[columns] = np.nan
+        said = texts(gradient_reach.section(dataclasses.replace(published, reach_first=first),
+                                            tmp_path, "figures"))
+        assert not [t for t in said if "At the end of training" in t or "nan" in t], columns
 
 
 def test_the_reach_difference_over_training_names_the_pair_it_is_of(published, tmp_path):
@@ -103,9 +106,12 @@ def test_figure2_distances_that_print_alike_get_the_digits_that_tell_them_apart(
                for t in said), said
 
 
-def test_a_perplexity_row_no_system_answers_says_so(monkeypatch):
-    monkeypatch.setattr(perplexity, "perplexity_models",
-                        lambda params: {"forward": None, "reversed": "reversed_1"})
-    status = list(perplexity.perplexity_table(None, {})["status"])
+def test_a_perplexity_row_no_system_answers_says_so(tmp_path):
+    """A profile whose report.table1 answers no forward_beam12 row: that row said 'no
+    metrics/train/None.json'."""
+    raw = profile_dict("smoke")
+    del raw["report"]["table1"]["forward_beam12"]
+    params = config.load(write_params(tmp_path / "params.yaml", raw))
+    status = list(perplexity.perplexity_table(params, {})["status"])
     assert status == ["not run: no system answers report.table1.forward_beam12",
                       "not run: no metrics/train/reversed_1.json"]

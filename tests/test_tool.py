@@ -9,6 +9,7 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from conftest import BIN, ROOT, run
 from s2s.exporting import read_record
@@ -174,8 +175,8 @@ def test_api_translation_equals_the_translate_stage(smoke_repo):
         assert all(hs[0][1] >= hs[1][1] >= hs[2][1] for hs in nbest)
 
 
-def test_a_system_of_params_is_decoded_on_its_stage_s_device_where_a_gpu_is_seen(smoke_repo,
-                                                                               monkeypatch):
+def test_a_system_of_params_is_decoded_on_its_stage_s_device_where_a_gpu_is_seen(
+        smoke_repo, monkeypatch, tmp_path):
     """translate.device auto with resources.translate.gpus 0 (the smoke and default profiles):
     the translate stage decodes on the CPU, a GPU seen or not, and so does translate-text, which
     took CUDA wherever torch saw one (bf16 products and TF32 there could rank a near-tie the
@@ -193,6 +194,14 @@ def test_a_system_of_params_is_decoded_on_its_stage_s_device_where_a_gpu_is_seen
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(NoCudaError, match="--device is 'cuda'"):
         api.load("reversed", device="cuda", **args)
+    # a profile whose translate stage asks for a GPU: 'auto' is CUDA there, as for the stage
+    raw = yaml.safe_load((smoke_repo / "params.yaml").read_text(encoding="utf-8"))
+    raw["resources"]["translate"] = {**raw["resources"]["default"], "gpus": 1}
+    args["params"] = tmp_path / "params.yaml"
+    args["params"].write_text(yaml.safe_dump(raw), encoding="utf-8")
+    with pytest.raises(NoCudaError, match=r"params\.yaml: 'resources\.translate\.gpus' is 1 "):
+        api.load("reversed", **args)
+    assert api.load("reversed", device="cpu", **args).device == torch.device("cpu")
 
 
 @pytest.mark.parametrize("system", ["reversed", "ensemble2", "gru", "attention", "transformer"])
