@@ -58,6 +58,7 @@ EXPECTED_READERS = {
     "snapshots.py": RNN_TRAIN | {"train-transformer", "analyze"},
     # the ids' format: the ids stage writes them, every train stage maps them
     "data/ids.py": {"ids"} | RNN_TRAIN | {"train-transformer"},
+    "report/render.py": {"report"},
 }
 
 
