@@ -176,6 +176,31 @@ def test_a_held_project_is_refused_by_every_writer_naming_the_holder_before_any_
     assert "s2s project writer" not in (tmp / "rwlock").read_text()
 
 
+def test_a_running_experiment_refuses_a_writer_which_leaves_no_entry_behind(repo):
+    """`dvc exp run` holding the workspace in its experiments' lock (as it stashes it): a writer
+    is refused naming it, and takes its own entry in the project's lock back out."""
+    from s2s.projectlock import ProjectLock, ProjectLocked
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import os, sys, time\nfrom dvc.fs import localfs\n"
+         "from dvc.rwlock import rwlock\nos.makedirs(sys.argv[1], exist_ok=True)\n"
+         "with rwlock(sys.argv[1], localfs, 'dvc exp run -S x=1', [], ['workspace'], False):\n"
+         "    print('held', flush=True)\n    time.sleep(600)\n",
+         str(repo / ".dvc" / "tmp" / "exps")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ProjectLocked) as e:
+            ProjectLock(repo, "s2s check (a test)").acquire()
+        assert f"is being written by PID {holder.pid} (dvc exp run -S x=1)" in str(e.value)
+        assert f"its entry is in {repo / '.dvc' / 'tmp' / 'exps' / 'rwlock'}: " in str(e.value)
+        assert "s2s check (a test)" not in (repo / ".dvc" / "tmp" / "rwlock").read_text()
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+    with ProjectLock(repo, "the next writer"):  # free once the experiment is gone
+        pass
+
+
 def test_a_lock_whose_entry_was_cleared_by_hand_is_released_with_a_warning(repo, caplog):
     """A refusal tells another user how to clear .dvc/tmp/rwlock; DVC on another host drops a PID
     it cannot see. The holder's release then met DVC's assertion: a stage that had done its work

@@ -273,6 +273,7 @@ class ProjectLock:
         except LockError:
             raise ProjectLocked(self._refusal(self._repo_lock_holder(), repo_lock=True)) from None
         held = contextlib.ExitStack()
+        taking = self.tmp / "rwlock"  # the lock file a refusal names
         try:
             with _editing(self.root, hardlink) as lock:
                 _drop_reused(self.root, lock)
@@ -284,11 +285,14 @@ class ProjectLock:
             # `dvc exp run` checks only its experiments' lock before it stashes the workspace
             # and writes its -S values into params.yaml: hold the workspace there too
             (self.tmp / EXPS_DIR).mkdir(exist_ok=True)
+            taking = self.tmp / EXPS_DIR / "rwlock"
             held.enter_context(rwlock(str(self.tmp / EXPS_DIR), localfs, self.command, [],
                                       ["workspace"], hardlink))
         except LockError as e:
-            raise ProjectLocked(self._refusal(_blockers(str(e)))) from None
+            held.close()  # the project's entry, where the experiments' lock was refused
+            raise ProjectLocked(self._refusal(_blockers(str(e)), rwlock=taking)) from None
         except (DvcException, UnicodeDecodeError) as e:  # damaged: DVC cannot read it either
+            held.close()
             raise _damaged(self.root, e) from None
         finally:
             repo_lock.unlock()
@@ -328,12 +332,13 @@ class ProjectLock:
                 f"start writers on the host its engine runs on, or, if nothing of that run is "
                 f"left there, remove {self.tmp / 'rwlock'}")
 
-    def _refusal(self, holder: str, *, repo_lock: bool = False) -> str:
+    def _refusal(self, holder: str, *, repo_lock: bool = False,
+                 rwlock: Path | None = None) -> str:
         if repo_lock:  # an flock: the kernel frees it when its holder ends
             where = f"it holds {self.tmp / 'lock'}, which is freed when it ends"
         else:
-            where = (f"its entry is in {self.tmp / 'rwlock'}: if no dvc, snakemake or s2s "
-                     f"process runs in {self.root}, remove that file")
+            where = (f"its entry is in {rwlock or self.tmp / 'rwlock'}: if no dvc, snakemake or "
+                     f"s2s process runs in {self.root}, remove that file")
         return (f"{self.root} is being written by {holder}: one writer per project (a `dvc "
                 f"repro`, a Snakemake run or a stage run by hand); wait for it to end or stop it "
                 f"({where})")
