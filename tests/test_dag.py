@@ -2,6 +2,7 @@
 current, every profile generates a DAG whose stages depend on exactly the models their params
 name and on exactly the code they run, and a stage reads only the params keys it declares."""
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -195,6 +196,46 @@ def test_code_deps_follow_imports_inside_functions_and_packages():
     assert {"src/s2s/model/fused.py", "src/s2s/model/lstm.py", "src/s2s/arch/rnn.py"} <= set(
         with_lstm)
     assert "src/s2s/model/transformer.py" not in with_lstm
+
+
+def test_the_import_walk_finds_an_import_in_any_statement_but_not_for_type_checking():
+    # Only statements are entered (s2s.dag._run_nodes): every place a statement can sit
+    source = """
+import a0
+if TYPE_CHECKING:
+    import skipped1
+else:
+    import a1
+if typing.TYPE_CHECKING:
+    import skipped2
+class C:
+    import a2
+    def f(self):
+        try:
+            import a3
+        except ImportError:
+            import a4
+        else:
+            import a5
+        finally:
+            import a6
+        with open(x) as y:
+            for i in y:
+                while i:
+                    import a7
+        match y:
+            case 1:
+                import a8
+async def g():
+    async with z:
+        async for i in z:
+            from a9 import b
+lambda: __import__("not_a_statement")
+"""
+    found = {alias.name if isinstance(node, ast.Import) else node.module
+             for node in dag._run_nodes(ast.parse(source))
+             if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    assert found == {f"a{i}" for i in range(10)}
 
 
 def test_a_stage_reading_an_undeclared_key_fails():

@@ -267,7 +267,9 @@ def _imports(module: str) -> tuple[str, ...]:
 
 
 def _run_nodes(tree: ast.AST) -> Iterable[ast.AST]:
-    """Every node of `tree` but those under ``if TYPE_CHECKING:`` (imports for annotations)."""
+    """Every statement of `tree` but those under ``if TYPE_CHECKING:`` (imports for annotations).
+    Only statements can hold an import, and only statements (with their handlers and cases) hold
+    statements: expressions, most of a file's nodes, are not entered."""
     todo = [tree]
     while todo:
         node = todo.pop()
@@ -275,8 +277,11 @@ def _run_nodes(tree: ast.AST) -> Iterable[ast.AST]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and _is_type_checking(child.test):
                 todo += child.orelse
-                continue
-            todo.append(child)
+            elif isinstance(child, _HOLDS_STATEMENTS):
+                todo.append(child)
+
+
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
