@@ -126,6 +126,26 @@ def test_dag_inputs_map_dependencies_to_the_outputs_that_make_them():
     assert all(not o.path.startswith("checkpoints/") for s in stages.values() for o in s.outs)
 
 
+def test_dag_inputs_by_path_component_in_the_outputs_order():
+    def stage(name, deps=(), outs=()):
+        return dag.Stage(name=name, cmd=name, deps=tuple(deps),
+                         outs=tuple(dag.Out(p, persist=p.startswith("ckpt")) for p in outs),
+                         params=())
+
+    makers = [stage("a", outs=["out/b", "out/a/", "out/ab", "ckpt/x"]),
+              stage("b", outs=["data/set", "metrics/t/2.json", "metrics/t/1.json"])]
+    reader = stage("r", deps=["out/a/f.txt", "out/a", "metrics/t", "metrics/t2", "out/ab/c",
+                              "src/x.py", "data/set", "ckpt/x/last.pt", "metrics/t/1.json"])
+    everything = [*makers, reader]
+    assert dag.inputs(reader, everything) == [
+        "out/a/",  # a file inside a folder output, and the folder named without its "/"
+        "metrics/t/2.json", "metrics/t/1.json",  # a folder of outputs: its outputs, in order
+        "metrics/t2",  # a sibling whose name starts alike is not inside: a source path
+        "out/ab", "src/x.py", "data/set",
+        "ckpt/x/last.pt"]  # a persistent output is no input
+    assert dag.inputs(makers[0], everything) == []  # its own outputs are not its inputs
+
+
 # ---------------------------------------------------------------------------------------------
 # Dry runs: cheap, one per profile
 

@@ -175,13 +175,22 @@ def inputs(stage: Stage, stages: list[Stage]) -> list[str]:
     (src/s2s/report) and stays as it is. Persistent outputs are never inputs of other stages here.
     """
     produced = [o.path for s in stages if s is not stage for o in s.outs if not o.persist]
+    # Looked up by folder, not compared pairwise: the Snakefile asks this of every stage
+    made = set(produced)
+    is_output: dict[str, set[str]] = {}  # a path without its trailing "/" -> the outputs it is
+    holds: dict[str, set[str]] = {}  # a folder -> the outputs inside it
+    for p in produced:
+        is_output.setdefault(p.rstrip("/"), set()).add(p)
+        for folder in _folders_above(p):
+            holds.setdefault(folder, set()).add(p)
     result: list[str] = []
     for dep in stage.deps:
-        if dep in produced:
+        if dep in made:
             found = [dep]
         else:
-            found = [p for p in produced if _inside(dep, p)] or [
-                p for p in produced if _inside(p, dep)] or [dep]
+            hits = set().union(*(is_output.get(f, ()) for f in _folders_above(dep))) or \
+                holds.get(dep.rstrip("/"), set())
+            found = [p for p in produced if p in hits] or [dep]
         result += [p for p in found if p not in result]
     return result
 
@@ -206,8 +215,10 @@ def _lookup(ctx: dict, dotted: str, where: str) -> Any:
     return value
 
 
-def _inside(path: str, folder: str) -> bool:
-    return path.startswith(folder.rstrip("/") + "/")
+def _folders_above(path: str) -> list[str]:
+    """Each folder `path` lies inside (``a/b/c``: ``a``, ``a/b``): the strings it starts with
+    followed by a ``/``."""
+    return [path[:i] for i, c in enumerate(path) if c == "/"]
 
 
 # The code a stage runs: the s2s files dvc.yaml lists among its dependencies (s2s.pipeline), and
