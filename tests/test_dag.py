@@ -230,7 +230,6 @@ async def g():
     async with z:
         async for i in z:
             from a9 import b
-lambda: __import__("not_a_statement")
 """
     found = {alias.name if isinstance(node, ast.Import) else node.module
              for node in dag._run_nodes(ast.parse(source))

@@ -132,18 +132,22 @@ def test_dag_inputs_by_path_component_in_the_outputs_order():
                          outs=tuple(dag.Out(p, persist=p.startswith("ckpt")) for p in outs),
                          params=())
 
+    folder = [f"metrics/t/{n}.json" for n in (5, 3, 9, 1, 7)]  # in no sorted or hashed order
     makers = [stage("a", outs=["out/b", "out/a/", "out/ab", "ckpt/x"]),
-              stage("b", outs=["data/set", "metrics/t/2.json", "metrics/t/1.json"])]
-    reader = stage("r", deps=["out/a/f.txt", "out/a", "metrics/t", "metrics/t2", "out/ab/c",
+              stage("b", outs=["data/set", *folder])]
+    reader = stage("r", deps=["out/a/f.txt", "out/a", "metrics/t/", "metrics/t2", "out/ab/c",
                               "src/x.py", "data/set", "ckpt/x/last.pt", "metrics/t/1.json"])
-    everything = [*makers, reader]
+    # a stage whose dependency lies inside its own output (as a resume point does)
+    own = stage("w", deps=["work/dir/seed.txt", "out/b"], outs=["work/dir"])
+    everything = [*makers, reader, own]
     assert dag.inputs(reader, everything) == [
         "out/a/",  # a file inside a folder output, and the folder named without its "/"
-        "metrics/t/2.json", "metrics/t/1.json",  # a folder of outputs: its outputs, in order
+        *folder,  # a folder of outputs (named with its "/"): its outputs, in their order
         "metrics/t2",  # a sibling whose name starts alike is not inside: a source path
         "out/ab", "src/x.py", "data/set",
         "ckpt/x/last.pt"]  # a persistent output is no input
-    assert dag.inputs(makers[0], everything) == []  # its own outputs are not its inputs
+    # its own output is not its input: the file stays a path of its own
+    assert dag.inputs(own, everything) == ["work/dir/seed.txt", "out/b"]
 
 
 # ---------------------------------------------------------------------------------------------

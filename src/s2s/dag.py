@@ -278,9 +278,9 @@ def _imports(module: str) -> tuple[str, ...]:
 
 
 def _run_nodes(tree: ast.AST) -> Iterable[ast.AST]:
-    """Every statement of `tree` but those under ``if TYPE_CHECKING:`` (imports for annotations).
-    Only statements can hold an import, and only statements (with their handlers and cases) hold
-    statements: expressions, most of a file's nodes, are not entered."""
+    """`tree` and every statement in it but those under ``if TYPE_CHECKING:`` (imports for
+    annotations). Only statements can hold an import, and only statements (with their handlers
+    and cases) hold statements: expressions, most of a file's nodes, are not entered."""
     todo = [tree]
     while todo:
         node = todo.pop()
