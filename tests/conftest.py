@@ -63,7 +63,7 @@ EXPECTED_READERS = {
 
 
 # The runs of the smoke DAG by the other engines: the tests that read them share one process.
-ENGINE_RUNS = {"snakemake_repo", "slurm_repo"}
+ENGINE_RUNS = {"snakemake_repo", "slurm_run"}
 
 
 @pytest.hookimpl(wrapper=True)  # before xdist's own hook, which reads the marks
@@ -278,6 +278,14 @@ def make_project(dest: Path, profile: str = "smoke") -> Path:
     return dest
 
 
+def project(dest: Path, profile: str = "smoke") -> Path:
+    """make_project plus the workflow: a git+DVC project Snakemake can run."""
+    repo = make_project(dest, profile)
+    shutil.copytree(ROOT / "workflow", repo / "workflow",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return repo
+
+
 def run_data_stages(params, tmp: Path, mirror: Path) -> None:
     """download, prepare, vocab and ids of `params` into tmp/{raw,prepared,vocab,ids} (+ metrics
     json)."""
@@ -351,6 +359,20 @@ def smoke_repo(smoke_run, tmp_path_factory) -> Path:
     or run `dvc repro` in it (a copy takes about a second)."""
     repo = tmp_path_factory.mktemp("smoke") / "repo"
     shutil.copytree(smoke_run, repo, symlinks=True)
+    return repo
+
+
+@pytest.fixture(scope="session")
+def snakemake_repo(tmp_path_factory) -> Path:
+    """The smoke profile run end to end once by Snakemake, two jobs at a time (read by
+    tests/test_snakemake.py, and the start of the SLURM run in tests/test_slurm.py)."""
+    need_mirror()
+    repo = project(tmp_path_factory.mktemp("snakemake") / "repo")
+    t0 = time.perf_counter()
+    proc = run([str(BIN / "snakemake"), "--profile", "workflow/profiles/local", "--cores", "2"],
+               repo, timeout=1500)
+    (repo / "snakemake.log").write_text(proc.stdout + proc.stderr)
+    print(f"smoke snakemake: {time.perf_counter() - t0:.0f}s")
     return repo
 
 

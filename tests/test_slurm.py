@@ -1,9 +1,11 @@
-"""The pipeline on a real SLURM cluster (in CI a one-node one that .ci/slurm.sh starts): the smoke
-DAG submitted by `snakemake --profile workflow/profiles/slurm`, one SLURM job per stage, writes the
-metrics `dvc repro` writes; a training job killed at its time limit resumes in the job Snakemake
-resubmits and ends with an uninterrupted run's weights to the bit; `srun -n 2` starts two
-data-parallel ranks that end with one process's weights; a job sbatch refuses fails with
-sbatch's reason and leaves no output.
+"""The pipeline on a real SLURM cluster (in CI a one-node one that .ci/slurm.sh starts), through
+`snakemake --profile workflow/profiles/slurm`, one SLURM job per stage: the data stages write the
+data `dvc repro` writes; from the local Snakemake run of the smoke profile with two models' outputs
+removed, the jobs of those trainings and of every stage that reads them (every kind of stage after
+the data) write the metrics `dvc repro` writes; a training job killed at its time limit resumes in
+the job Snakemake resubmits and ends with an uninterrupted run's weights to the bit; `srun -n 2`
+starts two data-parallel ranks that end with one process's weights; a job sbatch refuses fails
+with sbatch's reason and leaves no output.
 
 The jobs go to the user's default account and partition (``S2S_SLURM_ACCOUNT``,
 ``S2S_SLURM_PARTITION`` choose others), set on the command line as a site would, never by
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from conftest import BIN, run, service_missing
 from helpers import profile_dict, start, write_params
@@ -167,41 +170,110 @@ def job_states(ids: list[str]) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The smoke DAG, one SLURM job per stage
+# The smoke DAG on SLURM, from two models on
+
+
+# Removed from the local Snakemake run of the smoke profile, so that the SLURM run trains them
+# again: the paper's LSTM (reversed source) and the Transformer. What reads them is every kind of
+# stage after the data (their decoding alone, in an ensemble of two and of five, rescoring,
+# BLEU, the analyses, the attention maps, the timing, the exports, the claims and the report):
+# 16 of the smoke DAG's 54 stages. The data stages are SLURM jobs in `timed_out`, below. The
+# whole DAG as SLURM jobs read the workflow 108 times more (each job twice, in its batch script
+# and in its step), for stages the local run and `dvc repro` have shown to write the same.
+RETRAINED = ("train-reversed_1", "train-transformer")
+DATA_STAGES = ("check-params", "download", "prepare", "vocab", "ids")
+
+
+def descendants(repo: Path, stages: tuple[str, ...]) -> set[str]:
+    """`stages` and every stage that reads their outputs, directly or not: DVC's own DAG
+    (`dvc dag --dot`), not the workflow's."""
+    dot = run([str(BIN / "dvc"), "dag", "--dot"], repo).stdout
+    edges = re.findall(r'^"([^"]+)" -> "([^"]+)";$', dot, re.M)
+    assert edges, dot[:2000]
+    found, todo = set(stages), list(stages)
+    while todo:
+        stage = todo.pop()
+        for a, b in edges:
+            if a == stage and b not in found:
+                found.add(b)
+                todo.append(b)
+    return found
+
+
+def outputs(repo: Path) -> dict[str, list[str]]:
+    """Each stage's outputs as dvc.yaml lists them."""
+    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    return {name: [next(iter(o)) if isinstance(o, dict) else o
+                   for key in ("outs", "metrics", "plots") for o in spec.get(key, [])]
+            for name, spec in stages.items()}
+
+
+def remove_outputs(repo: Path, stage: str) -> None:
+    """A stage's outputs and its resume point: its job starts afresh."""
+    cmd = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"][stage]["cmd"]
+    paths = outputs(repo)[stage] + re.findall(r"--ckpt-dir (\S+)", cmd)
+    assert len(paths) >= 4, (stage, paths)  # model, metrics, curves, resume point
+    for path in map(repo.joinpath, paths):
+        assert path.exists(), path
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmRun:
+    repo: Path
+    log: str
+    started: float  # time.time() at the submission
 
 
 @pytest.fixture(scope="module")
-def slurm_repo(tmp_path_factory, site) -> Path:
-    """The smoke profile run end to end once through the SLURM profile."""
-    repo = project(tmp_path_factory.mktemp("slurm") / "repo")
-    t0 = time.perf_counter()
-    proc = submit(repo, site, timeout=2400, check=False)
-    (repo / "snakemake.log").write_text(proc.stdout + proc.stderr)
+def slurm_run(snakemake_repo, tmp_path_factory, site) -> SlurmRun:
+    """A copy of the local Snakemake run of the smoke profile, less the outputs of RETRAINED,
+    run again through the SLURM profile."""
+    repo = tmp_path_factory.mktemp("slurm") / "repo"
+    shutil.copytree(snakemake_repo, repo, symlinks=True)  # with the times Snakemake compares
+    for stage in RETRAINED:
+        remove_outputs(repo, stage)
+    started, t0 = time.time(), time.perf_counter()
+    proc = submit(repo, site, timeout=1800, check=False)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
-    print(f"smoke snakemake on SLURM: {time.perf_counter() - t0:.0f}s")
-    return repo
+    print(f"smoke DAG from two models on, on SLURM: {time.perf_counter() - t0:.0f}s")
+    return SlurmRun(repo, proc.stdout + proc.stderr, started)
 
 
-def test_every_stage_is_a_slurm_job_and_the_metrics_are_dvcs(slurm_repo, request):
-    jobs = submitted((slurm_repo / "snakemake.log").read_text())
-    stages = {rule_name(s) for s in dvc_stages(slurm_repo)}
-    assert sorted(rule for rule, _ in jobs) == sorted(stages)  # one job each, none resubmitted
+def test_what_reads_two_retrained_models_is_slurm_jobs_and_the_metrics_are_dvcs(slurm_run,
+                                                                                 request):
+    repo = slurm_run.repo
+    jobs = submitted(slurm_run.log)
+    wanted = descendants(repo, RETRAINED)
+    # one job each, none resubmitted, nothing the two models do not reach
+    assert sorted(rule for rule, _ in jobs) == sorted(rule_name(s) for s in wanted)
+    assert len(wanted) == 16
+    kinds = {s.split("-")[0] for s in dvc_stages(repo) if s not in DATA_STAGES}
+    assert {s.split("-")[0] for s in wanted} == kinds  # every kind of stage after the data
     states = job_states([job for _, job in jobs])
     assert set(states.values()) == {"COMPLETED"}, states
+    # The jobs wrote their stages' files anew, and no other stage's
+    for stage, paths in outputs(repo).items():
+        for path in paths:
+            rewritten = (repo / path).stat().st_mtime >= slurm_run.started
+            assert rewritten == (stage in wanted), (stage, path)
     # The third engine: what `dvc repro` wrote (and so what the local Snakemake run writes,
     # tests/test_snakemake.py), down to every number but the run's own timings.
     # The dvc repro run asked for only now (see test_snakemake_writes_the_metrics_dvc_writes).
-    ours, theirs = metrics_of(slurm_repo), metrics_of(request.getfixturevalue("smoke_run"))
+    ours, theirs = metrics_of(repo), metrics_of(request.getfixturevalue("smoke_run"))
     assert "metrics/bleu.json" in ours and ours.keys() == theirs.keys()
     for name in ours:
         assert ours[name] == theirs[name], name
 
 
-def test_after_dvc_commit_dvc_has_nothing_to_do(slurm_repo):
-    run([str(BIN / "dvc"), "commit", "-f"], slurm_repo)
-    status = run([str(BIN / "dvc"), "status"], slurm_repo).stdout
+def test_after_dvc_commit_dvc_has_nothing_to_do(slurm_run):
+    run([str(BIN / "dvc"), "commit", "-f"], slurm_run.repo)
+    status = run([str(BIN / "dvc"), "status"], slurm_run.repo).stdout
     assert "up to date" in status, status
-    dry = run([str(BIN / "snakemake"), "-n"], slurm_repo)
+    dry = run([str(BIN / "snakemake"), "-n"], slurm_run.repo)
     assert "Nothing to be done" in dry.stdout + dry.stderr
 
 
@@ -220,15 +292,22 @@ def long_training(raw: dict) -> dict:
     return raw
 
 
+@dataclasses.dataclass(frozen=True)
+class TimedOut:
+    repo: Path
+    data_log: str  # Snakemake's output of the data stages' run
+    log: str  # of the training's run
+    reference: Path  # the uninterrupted training's folder
+
+
 @pytest.fixture(scope="module")
-def timed_out(tmp_path_factory, site):
-    """One model's training job given one minute (15 on its retry) beside the same training
-    run uninterrupted outside SLURM: (repo, Snakemake's output, reference dir)."""
+def timed_out(tmp_path_factory, site) -> TimedOut:
+    """The data stages as SLURM jobs, then one model's training job given one minute (15 on
+    its retry) beside the same training run uninterrupted outside SLURM."""
     repo = project(tmp_path_factory.mktemp("timelimit") / "repo")
     write_params(repo / "params.yaml", long_training(profile_dict("smoke")))
-    # The data stages here, with Snakemake's records, so that only the training job is submitted.
-    run([str(BIN / "snakemake"), "--profile", "workflow/profiles/local", "--cores", "1",
-         "data/ids"], repo, env={"OMP_NUM_THREADS": "1"})
+    # The data stages first, so that only the training job is submitted after them.
+    data = submit(repo, site, ("data/ids",), timeout=900)
     ref = repo.parent / "reference"
     ref.mkdir()
     # The reference trains in a copy of the project: a stage run by hand is a writer of its
@@ -258,12 +337,32 @@ def timed_out(tmp_path_factory, site):
             reference.wait()
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-5000:]
-    return repo, out, ref
+    return TimedOut(repo, data.stdout + data.stderr, out, ref)
+
+
+def test_the_data_stages_are_slurm_jobs_and_write_the_data_dvc_writes(timed_out, request):
+    repo = timed_out.repo
+    jobs = submitted(timed_out.data_log)
+    assert sorted(rule for rule, _ in jobs) == sorted(rule_name(s) for s in DATA_STAGES)
+    assert set(job_states([job for _, job in jobs]).values()) == {"COMPLETED"}
+    # The files the training reads, and the data stages' metrics, as `dvc repro` wrote them
+    # (the training's values differ from the smoke profile's here; the data's do not)
+    smoke = request.getfixturevalue("smoke_run")
+    for folder in ("data/raw", "data/prepared", "data/vocab", "data/ids"):
+        ours = {p.relative_to(repo): p.read_bytes() for p in (repo / folder).rglob("*")
+                if p.is_file() and p.name != ".snakemake_timestamp"}
+        theirs = {p.relative_to(smoke): p.read_bytes() for p in (smoke / folder).rglob("*")
+                  if p.is_file()}
+        assert ours and ours.keys() == theirs.keys(), folder
+        for name in ours:
+            assert ours[name] == theirs[name], name
+    for name in ("metrics/prepare.json", "metrics/vocab.json"):
+        assert json.loads((repo / name).read_text()) == json.loads((smoke / name).read_text())
 
 
 def test_a_job_killed_at_its_time_limit_resumes_in_its_retry(timed_out):
-    repo, out, _ = timed_out
-    jobs = submitted(out)
+    repo = timed_out.repo
+    jobs = submitted(timed_out.log)
     assert [rule for rule, _ in jobs] == ["train_forward", "train_forward"], jobs
     first, retry = (job for _, job in jobs)
     assert job_states([first, retry]) == {first: "TIMEOUT", retry: "COMPLETED"}
@@ -280,7 +379,7 @@ def test_a_job_killed_at_its_time_limit_resumes_in_its_retry(timed_out):
 
 
 def test_the_resumed_job_ends_with_the_uninterrupted_weights(timed_out):
-    repo, _, ref = timed_out
+    repo, ref = timed_out.repo, timed_out.reference
     for name in ("model.pt", "best.pt"):
         got = torch.load(repo / "models" / "forward" / name, weights_only=True)["model"]
         want = torch.load(ref / "model" / name, weights_only=True)["model"]

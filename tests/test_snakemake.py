@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import BIN, ROOT, make_project, need_mirror, run
+from conftest import BIN, ROOT, need_mirror, project, run
 from s2s import dag, pipeline
 from s2s.config import load
 from helpers import profile_dict, profile_text
@@ -25,14 +25,6 @@ from helpers import profile_dict, profile_text
 PROFILES = sorted(p.stem for p in (ROOT / "profiles").glob("*.yaml"))
 # Fields of metrics/train/*.json that describe the run, not its result.
 RUN_FIELDS = {"tgt_words_per_sec", "train_seconds", "wall_seconds", "threads"}
-
-
-def project(dest: Path, profile: str = "smoke") -> Path:
-    """make_project plus the workflow: a git+DVC project Snakemake can run."""
-    repo = make_project(dest, profile)
-    shutil.copytree(ROOT / "workflow", repo / "workflow",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    return repo
 
 
 def snakemake(repo: Path, *args: str, check: bool = True, timeout: float = 300):
@@ -536,18 +528,6 @@ def test_lint_leaves_only_the_software_deployment_lint(plan_repo):
 
 # ---------------------------------------------------------------------------------------------
 # The smoke profile through Snakemake, against the same profile through DVC (smoke_repo)
-
-
-@pytest.fixture(scope="module")
-def snakemake_repo(tmp_path_factory) -> Path:
-    """The smoke profile run end to end once by Snakemake, two jobs at a time."""
-    need_mirror()
-    repo = project(tmp_path_factory.mktemp("snakemake") / "repo")
-    t0 = time.perf_counter()
-    proc = snakemake(repo, "--profile", "workflow/profiles/local", "--cores", "2", timeout=1500)
-    (repo / "snakemake.log").write_text(proc.stdout + proc.stderr)
-    print(f"smoke snakemake: {time.perf_counter() - t0:.0f}s")
-    return repo
 
 
 def metrics_of(repo: Path) -> dict[str, object]:
