@@ -14,7 +14,7 @@ set -euo pipefail
 # program  package   (the service: what its tests are)
 PROGRAMS=(
   "chromium chromium"             # Chromium: the report rendered headless (tests/test_report.py)
-  "slurmctld slurm-wlm"           # SLURM: the smoke DAG as jobs, time limits, srun (test_slurm.py)
+  "slurmctld slurm-wlm"           # SLURM: smoke stages as jobs, time limits, srun (test_slurm.py)
   "slurmd slurm-wlm"
   "sbatch slurm-wlm"
   "slurmdbd slurmdbd"             #   its accounting daemon (sacct: the executor's job status)

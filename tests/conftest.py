@@ -364,8 +364,8 @@ def smoke_repo(smoke_run, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def snakemake_repo(tmp_path_factory) -> Path:
-    """The smoke profile run end to end once by Snakemake, two jobs at a time (read by
-    tests/test_snakemake.py, and the start of the SLURM run in tests/test_slurm.py)."""
+    """The smoke profile run end to end once by Snakemake, two jobs at a time. Read only: a test
+    that changes it takes a copy (tests/test_slurm.py starts its SLURM run from one)."""
     need_mirror()
     repo = project(tmp_path_factory.mktemp("snakemake") / "repo")
     t0 = time.perf_counter()

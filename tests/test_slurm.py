@@ -30,9 +30,9 @@ import pytest
 import torch
 import yaml
 
-from conftest import BIN, run, service_missing
+from conftest import BIN, project, run, service_missing
 from helpers import profile_dict, start, write_params
-from test_snakemake import RUN_FIELDS, dvc_stages, metrics_of, project, rule_name
+from test_snakemake import RUN_FIELDS, dvc_stages, metrics_of, rule_name
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.service("slurm")]
 
@@ -221,26 +221,39 @@ def remove_outputs(repo: Path, stage: str) -> None:
             path.unlink()
 
 
+def files_of(repo: Path, paths: list[str]) -> dict[str, tuple[int, int]]:
+    """(inode, modification time in ns) of each of `paths` and of every file inside them: a file
+    written anew, in place or replaced, changes one of them."""
+    found = {}
+    for path in map(repo.joinpath, paths):
+        for p in [path, *(sorted(path.rglob("*")) if path.is_dir() else [])]:
+            if p.exists():
+                found[str(p.relative_to(repo))] = (p.stat().st_ino, p.stat().st_mtime_ns)
+    return found
+
+
 @dataclasses.dataclass(frozen=True)
 class SlurmRun:
     repo: Path
     log: str
-    started: float  # time.time() at the submission
+    before: dict[str, dict[str, tuple[int, int]]]  # stage -> files_of its outputs, before the run
 
 
 @pytest.fixture(scope="module")
-def slurm_run(snakemake_repo, tmp_path_factory, site) -> SlurmRun:
+def slurm_run(site, snakemake_repo, tmp_path_factory) -> SlurmRun:
     """A copy of the local Snakemake run of the smoke profile, less the outputs of RETRAINED,
     run again through the SLURM profile."""
     repo = tmp_path_factory.mktemp("slurm") / "repo"
     shutil.copytree(snakemake_repo, repo, symlinks=True)  # with the times Snakemake compares
     for stage in RETRAINED:
         remove_outputs(repo, stage)
-    started, t0 = time.time(), time.perf_counter()
+    before = {stage: files_of(repo, paths) for stage, paths in outputs(repo).items()}
+    t0 = time.perf_counter()
     proc = submit(repo, site, timeout=1800, check=False)
+    (repo / "snakemake.log").write_text(proc.stdout + proc.stderr)  # the local run's, before
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
     print(f"smoke DAG from two models on, on SLURM: {time.perf_counter() - t0:.0f}s")
-    return SlurmRun(repo, proc.stdout + proc.stderr, started)
+    return SlurmRun(repo, proc.stdout + proc.stderr, before)
 
 
 def test_what_reads_two_retrained_models_is_slurm_jobs_and_the_metrics_are_dvcs(slurm_run,
@@ -255,11 +268,13 @@ def test_what_reads_two_retrained_models_is_slurm_jobs_and_the_metrics_are_dvcs(
     assert {s.split("-")[0] for s in wanted} == kinds  # every kind of stage after the data
     states = job_states([job for _, job in jobs])
     assert set(states.values()) == {"COMPLETED"}, states
-    # The jobs wrote their stages' files anew, and no other stage's
+    # The jobs wrote their stages' files anew, and not one file of another stage
     for stage, paths in outputs(repo).items():
-        for path in paths:
-            rewritten = (repo / path).stat().st_mtime >= slurm_run.started
-            assert rewritten == (stage in wanted), (stage, path)
+        now, then = files_of(repo, paths), slurm_run.before[stage]
+        if stage in wanted:
+            assert now and not now.items() & then.items(), (stage, now.items() & then.items())
+        else:
+            assert now == then, stage
     # The third engine: what `dvc repro` wrote (and so what the local Snakemake run writes,
     # tests/test_snakemake.py), down to every number but the run's own timings.
     # The dvc repro run asked for only now (see test_snakemake_writes_the_metrics_dvc_writes).
@@ -356,7 +371,7 @@ def test_the_data_stages_are_slurm_jobs_and_write_the_data_dvc_writes(timed_out,
         assert ours and ours.keys() == theirs.keys(), folder
         for name in ours:
             assert ours[name] == theirs[name], name
-    for name in ("metrics/prepare.json", "metrics/vocab.json"):
+    for name in ("metrics/params.json", "metrics/prepare.json", "metrics/vocab.json"):
         assert json.loads((repo / name).read_text()) == json.loads((smoke / name).read_text())
 
 

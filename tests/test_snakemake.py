@@ -564,13 +564,15 @@ def test_snakemake_writes_the_metrics_dvc_writes(snakemake_repo, request):
 
 
 @pytest.mark.slow
-def test_after_dvc_commit_dvc_and_snakemake_have_nothing_to_do(snakemake_repo):
-    run([str(BIN / "dvc"), "commit", "-f"], snakemake_repo)
-    status = run([str(BIN / "dvc"), "status"], snakemake_repo).stdout
+def test_after_dvc_commit_dvc_and_snakemake_have_nothing_to_do(snakemake_repo, tmp_path):
+    repo = tmp_path / "repo"  # the run is read only: tests/test_slurm.py starts from it
+    shutil.copytree(snakemake_repo, repo, symlinks=True)
+    run([str(BIN / "dvc"), "commit", "-f"], repo)
+    status = run([str(BIN / "dvc"), "status"], repo).stdout
     assert "up to date" in status, status
-    repro = run([str(BIN / "dvc"), "repro"], snakemake_repo)
+    repro = run([str(BIN / "dvc"), "repro"], repo)
     assert "Running stage" not in repro.stdout + repro.stderr
-    dry = snakemake(snakemake_repo, "-n")
+    dry = snakemake(repo, "-n")
     assert "Nothing to be done" in dry.stdout + dry.stderr
 
 
