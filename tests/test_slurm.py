@@ -178,7 +178,7 @@ def job_states(ids: list[str]) -> dict[str, str]:
 # stage after the data (their decoding alone, in an ensemble of two and of five, rescoring,
 # BLEU, the analyses, the attention maps, the timing, the exports, the claims and the report):
 # 16 of the smoke DAG's 54 stages. The data stages are SLURM jobs in `timed_out`, below. The
-# whole DAG as SLURM jobs read the workflow 108 times more (each job twice, in its batch script
+# whole DAG as SLURM jobs read the workflow 76 times more (each job twice, in its batch script
 # and in its step), for stages the local run and `dvc repro` have shown to write the same.
 RETRAINED = ("train-reversed_1", "train-transformer")
 DATA_STAGES = ("check-params", "download", "prepare", "vocab", "ids")
@@ -209,7 +209,7 @@ def outputs(repo: Path) -> dict[str, list[str]]:
 
 
 def remove_outputs(repo: Path, stage: str) -> None:
-    """A stage's outputs and its resume point: its job starts afresh."""
+    """A training stage's outputs and its resume point: its job starts afresh."""
     cmd = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"][stage]["cmd"]
     paths = outputs(repo)[stage] + re.findall(r"--ckpt-dir (\S+)", cmd)
     assert len(paths) >= 4, (stage, paths)  # model, metrics, curves, resume point
@@ -250,7 +250,7 @@ def slurm_run(site, snakemake_repo, tmp_path_factory) -> SlurmRun:
     before = {stage: files_of(repo, paths) for stage, paths in outputs(repo).items()}
     t0 = time.perf_counter()
     proc = submit(repo, site, timeout=1800, check=False)
-    (repo / "snakemake.log").write_text(proc.stdout + proc.stderr)  # the local run's, before
+    (repo / "snakemake.log").write_text(proc.stdout + proc.stderr)  # in place of the local run's
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
     print(f"smoke DAG from two models on, on SLURM: {time.perf_counter() - t0:.0f}s")
     return SlurmRun(repo, proc.stdout + proc.stderr, before)
